@@ -1,0 +1,44 @@
+/// The metadata every kinformer layer needs from an object: its name, namespace and
+/// resource version.
+///
+/// With the `kube` feature this is implemented for every [`kube_core::Resource`]
+/// (k8s-openapi types, `#[derive(CustomResource)]` types, `DynamicObject`,
+/// `PartialObjectMeta`). Implement it yourself for other object types.
+///
+/// The method names carry an `object_` prefix so that they never clash with
+/// `kube::ResourceExt` when both traits are in scope.
+///
+/// ```
+/// use kinformer_core::MetaObject;
+///
+/// struct Thing { name: String }
+/// impl MetaObject for Thing {
+///     fn object_name(&self) -> Option<&str> { Some(&self.name) }
+///     fn object_namespace(&self) -> Option<&str> { None }
+///     fn object_resource_version(&self) -> Option<&str> { None }
+/// }
+/// let key = kinformer_core::meta_namespace_key(&Thing { name: "a".into() })?;
+/// assert_eq!(key.as_str(), "a");
+/// # Ok::<(), kinformer_core::Error>(())
+/// ```
+pub trait MetaObject {
+    /// `metadata.name`, if set.
+    fn object_name(&self) -> Option<&str>;
+    /// `metadata.namespace`, or `None` for cluster-scoped objects.
+    fn object_namespace(&self) -> Option<&str>;
+    /// `metadata.resourceVersion`, if set.
+    fn object_resource_version(&self) -> Option<&str>;
+}
+
+#[cfg(feature = "kube")]
+impl<K: kube_core::Resource> MetaObject for K {
+    fn object_name(&self) -> Option<&str> {
+        self.meta().name.as_deref()
+    }
+    fn object_namespace(&self) -> Option<&str> {
+        self.meta().namespace.as_deref()
+    }
+    fn object_resource_version(&self) -> Option<&str> {
+        self.meta().resource_version.as_deref()
+    }
+}

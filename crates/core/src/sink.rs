@@ -1,0 +1,163 @@
+use std::sync::Arc;
+
+use crate::Error;
+
+/// What the reflector writes through: client-go's `ReflectorStore` plus bookmarks.
+///
+/// A DeltaFIFO, the in-order FIFO or a plain store implements it, so the reflector
+/// can feed any of them. Calls come from one reflector task at a time and must not
+/// block for long: the reflector calls them between reads of a watch stream.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use kinformer_core::{Error, Sink};
+///
+/// /// Counts what arrives.
+/// #[derive(Default)]
+/// struct Counter(Mutex<usize>);
+/// impl Sink<String> for Counter {
+///     fn add(&self, _: Arc<String>) -> Result<(), Error> { *self.0.lock().unwrap() += 1; Ok(()) }
+///     fn update(&self, _: Arc<String>) -> Result<(), Error> { Ok(()) }
+///     fn delete(&self, _: Arc<String>) -> Result<(), Error> { Ok(()) }
+///     fn replace(&self, list: Vec<Arc<String>>, _rv: &str) -> Result<(), Error> {
+///         *self.0.lock().unwrap() = list.len();
+///         Ok(())
+///     }
+///     fn resync(&self) -> Result<(), Error> { Ok(()) }
+/// }
+///
+/// let sink: Arc<dyn Sink<String>> = Arc::new(Counter::default());
+/// sink.replace(vec![Arc::new("a".into()), Arc::new("b".into())], "10")?;
+/// sink.add(Arc::new("c".into()))?;
+/// sink.bookmark("11")?; // the default does nothing
+/// # Ok::<(), Error>(())
+/// ```
+pub trait Sink<K>: Send + Sync {
+    /// An object was created.
+    ///
+    /// # Errors
+    /// When the object has no valid key or the sink is closed.
+    fn add(&self, obj: Arc<K>) -> Result<(), Error>;
+
+    /// An object changed.
+    ///
+    /// # Errors
+    /// When the object has no valid key or the sink is closed.
+    fn update(&self, obj: Arc<K>) -> Result<(), Error>;
+
+    /// An object was deleted; `obj` is its final state.
+    ///
+    /// # Errors
+    /// When the object has no valid key or the sink is closed.
+    fn delete(&self, obj: Arc<K>) -> Result<(), Error>;
+
+    /// A full list at `resource_version` replaces everything: objects missing from it
+    /// were deleted while nobody watched.
+    ///
+    /// # Errors
+    /// When an object has no valid key or the sink is closed.
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error>;
+
+    /// The periodic resync: re-deliver what is known.
+    ///
+    /// # Errors
+    /// When the sink is closed.
+    fn resync(&self) -> Result<(), Error>;
+
+    /// The watch moved on to `resource_version` (a bookmark, or any event). Sinks that
+    /// track the last synced version override it; the default does nothing.
+    ///
+    /// # Errors
+    /// When the sink is closed.
+    fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
+        let _ = resource_version;
+        Ok(())
+    }
+}
+
+impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
+    fn add(&self, obj: Arc<K>) -> Result<(), Error> {
+        (**self).add(obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), Error> {
+        (**self).update(obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), Error> {
+        (**self).delete(obj)
+    }
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
+        (**self).replace(list, resource_version)
+    }
+    fn resync(&self) -> Result<(), Error> {
+        (**self).resync()
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
+        (**self).bookmark(resource_version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Records every call, so a test can check what went through `dyn Sink`.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl Recorder {
+        fn push(&self, s: String) -> Result<(), Error> {
+            self.0.lock().map_err(|_| Error::Closed)?.push(s);
+            Ok(())
+        }
+    }
+
+    impl Sink<u32> for Recorder {
+        fn add(&self, obj: Arc<u32>) -> Result<(), Error> {
+            self.push(format!("add {obj}"))
+        }
+        fn update(&self, obj: Arc<u32>) -> Result<(), Error> {
+            self.push(format!("update {obj}"))
+        }
+        fn delete(&self, obj: Arc<u32>) -> Result<(), Error> {
+            self.push(format!("delete {obj}"))
+        }
+        fn replace(&self, list: Vec<Arc<u32>>, rv: &str) -> Result<(), Error> {
+            self.push(format!("replace {} @{rv}", list.len()))
+        }
+        fn resync(&self) -> Result<(), Error> {
+            self.push("resync".into())
+        }
+        fn bookmark(&self, rv: &str) -> Result<(), Error> {
+            self.push(format!("bookmark {rv}"))
+        }
+    }
+
+    #[test]
+    fn a_sink_behind_arc_dyn_receives_every_call_in_order() {
+        let rec = Arc::new(Recorder::default());
+        let sink: Arc<dyn Sink<u32>> = rec.clone();
+        let via_arc: Arc<Arc<dyn Sink<u32>>> = Arc::new(sink);
+        via_arc
+            .replace(vec![Arc::new(1), Arc::new(2)], "5")
+            .unwrap();
+        via_arc.add(Arc::new(3)).unwrap();
+        via_arc.update(Arc::new(3)).unwrap();
+        via_arc.delete(Arc::new(3)).unwrap();
+        via_arc.bookmark("9").unwrap();
+        via_arc.resync().unwrap();
+        let got = rec.0.lock().unwrap().clone();
+        assert_eq!(
+            got,
+            [
+                "replace 2 @5",
+                "add 3",
+                "update 3",
+                "delete 3",
+                "bookmark 9",
+                "resync"
+            ]
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! A loopback TCP proxy that can cut its connections: a network partition between the
+//! client under test and the API server, while the test keeps writing directly.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+
+use crate::error::{Error, io as io_err};
+
+/// A TCP proxy on a free loopback port in front of the API server.
+///
+/// Clients made by [`ApiProxy::client`](crate::ApiProxy::client) connect through it.
+/// [`TcpProxy::partition`] closes every open connection and refuses new ones (they are
+/// accepted and closed at once, as a dead network path looks to a TLS client);
+/// [`TcpProxy::heal`] lets connections through again. Plain threads move the bytes, so
+/// the proxy works whatever async runtime (or none) the test uses. Dropping it stops
+/// the listener and closes all connections.
+#[derive(Debug)]
+pub struct TcpProxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    target: SocketAddr,
+    partitioned: AtomicBool,
+    stopped: AtomicBool,
+    next_id: AtomicU64,
+    /// Both sockets of every open connection, so `partition` can cut them.
+    conns: Mutex<HashMap<u64, [TcpStream; 2]>>,
+}
+
+impl Shared {
+    fn cut(&self, id: u64) {
+        let removed = self
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        if let Some(pair) = removed {
+            for s in pair {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    fn cut_all(&self) {
+        let all: Vec<_> = self
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect();
+        for (_, pair) in all {
+            for s in pair {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+impl TcpProxy {
+    /// Starts a proxy to `target` on a free port of 127.0.0.1.
+    ///
+    /// # Errors
+    /// When no loopback port can be bound.
+    pub fn start(target: SocketAddr) -> Result<Self, Error> {
+        let listener =
+            TcpListener::bind("127.0.0.1:0").map_err(io_err("binding the proxy port"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(io_err("reading the proxy address"))?;
+        let shared = Arc::new(Shared {
+            target,
+            partitioned: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+        });
+        let s = Arc::clone(&shared);
+        thread::Builder::new()
+            .name("testenv-proxy".into())
+            .spawn(move || accept_loop(&listener, &s))
+            .map_err(io_err("starting the proxy thread"))?;
+        Ok(Self { addr, shared })
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Cuts every open connection and refuses new ones until [`TcpProxy::heal`].
+    pub fn partition(&self) {
+        self.shared.partitioned.store(true, Ordering::SeqCst);
+        self.shared.cut_all();
+    }
+
+    /// Lets new connections through again.
+    pub fn heal(&self) {
+        self.shared.partitioned.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the proxy is partitioned.
+    pub fn is_partitioned(&self) -> bool {
+        self.shared.partitioned.load(Ordering::SeqCst)
+    }
+
+    /// How many connections are open through the proxy now.
+    pub fn open_connections(&self) -> usize {
+        self.shared
+            .conns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.shared.stopped.store(true, Ordering::SeqCst);
+        // Wake the blocking accept so the thread sees `stopped` and exits.
+        let _ = TcpStream::connect(self.addr);
+        self.shared.cut_all();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    for incoming in listener.incoming() {
+        if shared.stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(client) = incoming else { continue };
+        if shared.partitioned.load(Ordering::SeqCst) {
+            let _ = client.shutdown(Shutdown::Both);
+            continue;
+        }
+        if let Err(e) = connect_pair(client, shared) {
+            tracing::debug!(error = %e, "proxy could not reach the API server");
+        }
+    }
+}
+
+fn connect_pair(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
+    let upstream = TcpStream::connect(shared.target)?;
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    shared
+        .conns
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, [client.try_clone()?, upstream.try_clone()?]);
+    // A partition that raced with this accept must still cut the new connection.
+    if shared.partitioned.load(Ordering::SeqCst) {
+        shared.cut(id);
+        return Ok(());
+    }
+    for (mut from, mut to) in [
+        (client.try_clone()?, upstream.try_clone()?),
+        (upstream, client),
+    ] {
+        let s = Arc::clone(shared);
+        thread::Builder::new()
+            .name("testenv-proxy-copy".into())
+            .spawn(move || {
+                let _ = io::copy(&mut from, &mut to);
+                // Either side ending ends the connection: HTTP clients never half-close.
+                s.cut(id);
+            })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+
+    /// An echo server on a free port.
+    fn echo() -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                thread::spawn(move || {
+                    let mut r = s.try_clone().unwrap();
+                    let _ = io::copy(&mut r, &mut s);
+                });
+            }
+        });
+        addr
+    }
+
+    fn roundtrip(s: &mut TcpStream) -> io::Result<()> {
+        s.write_all(b"ping")?;
+        let mut buf = [0; 4];
+        s.read_exact(&mut buf)?;
+        assert_eq!(&buf, b"ping");
+        Ok(())
+    }
+
+    #[test]
+    fn partition_cuts_open_connections_and_refuses_new_ones_until_heal() {
+        let proxy = TcpProxy::start(echo()).unwrap();
+        let mut c = TcpStream::connect(proxy.addr()).unwrap();
+        roundtrip(&mut c).unwrap();
+        assert_eq!(proxy.open_connections(), 1);
+
+        proxy.partition();
+        assert!(proxy.is_partitioned());
+        assert!(roundtrip(&mut c).is_err(), "an open connection must break");
+        let mut during = TcpStream::connect(proxy.addr()).unwrap();
+        assert!(
+            roundtrip(&mut during).is_err(),
+            "a new connection must not get through"
+        );
+
+        proxy.heal();
+        let mut after = TcpStream::connect(proxy.addr()).unwrap();
+        roundtrip(&mut after).unwrap();
+    }
+}

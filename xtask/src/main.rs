@@ -1,0 +1,87 @@
+//! `cargo xtask`: the project's automation, in Rust so that it needs only cargo.
+//!
+//! - `cargo xtask controlplane build` builds etcd and kube-apiserver from the Go
+//!   module in `xtask/go` into `target/controlplane/bin` (only when missing or stale).
+//! - `cargo xtask controlplane up` runs a control plane in the foreground.
+//! - `cargo xtask test` runs every check CI runs.
+//! - `cargo xtask demo` runs the demo.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod controlplane;
+mod progress;
+mod test;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "kinformer's project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build or run the local control plane (etcd + kube-apiserver).
+    Controlplane {
+        #[command(subcommand)]
+        command: ControlplaneCommand,
+    },
+    /// Everything CI checks: fmt, clippy, rustdoc, unit, integration and end-to-end tests.
+    Test {
+        /// Arguments passed to `cargo test` after `--` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true)]
+        args: Vec<String>,
+    },
+    /// Run the demo against the local control plane.
+    Demo,
+}
+
+#[derive(Subcommand)]
+enum ControlplaneCommand {
+    /// Build etcd and kube-apiserver into target/controlplane/bin (skipped when up to date).
+    Build {
+        /// Rebuild even when the binaries are up to date.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Start a control plane in the foreground until Ctrl-C.
+    Up {
+        /// Run the API server without its watch cache.
+        #[arg(long)]
+        no_watch_cache: bool,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Controlplane {
+            command: ControlplaneCommand::Build { force },
+        } => controlplane::build(force),
+        Command::Controlplane {
+            command: ControlplaneCommand::Up { no_watch_cache },
+        } => {
+            controlplane::build(false)?;
+            controlplane::up(!no_watch_cache)
+        }
+        Command::Test { args } => test::run(&args),
+        Command::Demo => demo(),
+    }
+}
+
+fn demo() -> anyhow::Result<()> {
+    println!(
+        "The demo (the reference article's pod controller on the local control plane) arrives \
+         with the informer.\nUntil then, `cargo xtask controlplane up` starts the control plane \
+         it will run against."
+    );
+    Ok(())
+}
+
+/// The workspace root (the parent of `xtask/`).
+fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(ToOwned::to_owned)
+        .unwrap_or_default()
+}

@@ -1,0 +1,59 @@
+//! `cargo xtask test`: every check CI runs, in order, failing on the first.
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::progress::Step;
+
+fn cargo(args: &[&str]) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(args).current_dir(crate::workspace_root());
+    cmd
+}
+
+fn check(name: &str, mut cmd: Command) -> anyhow::Result<()> {
+    let step = Step::start(name);
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        step.finish("FAILED");
+        bail!("{name} failed ({status})");
+    }
+    step.finish("passed");
+    Ok(())
+}
+
+pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
+    check("cargo fmt --check", cargo(&["fmt", "--all", "--check"]))?;
+    check(
+        "cargo clippy -D warnings",
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    let mut doc = cargo(&["doc", "--workspace", "--no-deps", "--all-features"]);
+    doc.env("RUSTDOCFLAGS", "-D warnings");
+    check("cargo doc (warnings are errors)", doc)?;
+    crate::controlplane::build(false)?;
+    let mut test = cargo(&[
+        "test",
+        "--workspace",
+        "--all-features",
+        "--",
+        "--include-ignored",
+    ]);
+    test.args(test_args).env(
+        "KINFORMER_CONTROLPLANE_BIN",
+        kinformer_testenv::binary_dir(),
+    );
+    check(
+        "cargo test (unit, integration, doc and end-to-end tests)",
+        test,
+    )
+}
