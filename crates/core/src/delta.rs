@@ -44,7 +44,8 @@ impl fmt::Display for DeltaType {
 /// saw, which may be stale. (client-go's `DeletedFinalStateUnknown`.)
 ///
 /// Unlike client-go, the object is always present: the FIFOs take it from their own
-/// queue or from a snapshot of the store's `(key, object)` pairs, which cannot disagree.
+/// queue or from the store ([`KnownObjects`](crate::KnownObjects)); a key the store no
+/// longer holds by then needs no tombstone, as its deletion was already delivered.
 pub struct DeletedFinalStateUnknown<K> {
     /// The key the object was stored under.
     pub key: ObjectKey,

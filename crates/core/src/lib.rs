@@ -10,6 +10,8 @@
 //! - [`Delta`] / [`DeltaType`]: what the FIFOs queue per key.
 //! - [`Sink`]: what the reflector writes through (add, update, delete, replace, resync,
 //!   bookmark), so that it can feed a DeltaFIFO, an in-order FIFO or any store.
+//! - [`KnownObjects`]: the read-only view of the informer's store that the FIFOs consult
+//!   for tombstones on relist and for resync.
 //!
 //! ```
 //! use kinformer_core::{split_key, ObjectKey};
@@ -30,11 +32,13 @@
 mod delta;
 mod error;
 mod key;
+mod known;
 mod object;
 mod sink;
 
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaObject, DeltaType};
 pub use error::Error;
 pub use key::{ObjectKey, deletion_handling_key, meta_namespace_key, split_key};
+pub use known::KnownObjects;
 pub use object::MetaObject;
 pub use sink::Sink;
