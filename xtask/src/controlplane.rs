@@ -14,9 +14,10 @@ use crate::progress::Step;
 
 /// The Kubernetes version the Go module builds; stamped into the binary like a release.
 const K8S_VERSION: &str = "v1.36.3";
-const BINARIES: [(&str, &str); 2] = [
+const BINARIES: [(&str, &str); 3] = [
     ("etcd", "./cmd/etcd"),
     ("kube-apiserver", "./cmd/kube-apiserver"),
+    ("clientgo-peer", "./cmd/clientgo-peer"),
 ];
 
 fn go_dir() -> PathBuf {
@@ -125,7 +126,8 @@ pub(crate) fn build(force: bool) -> anyhow::Result<()> {
         go_dir().display(),
         bin_dir.display()
     );
-    run_step("[1/3] go mod download", go(&["mod", "download"]))?;
+    let steps = BINARIES.len() + 1;
+    run_step(&format!("[1/{steps}] go mod download"), go(&["mod", "download"]))?;
     for (i, (name, pkg)) in BINARIES.iter().enumerate() {
         let tmp = bin_dir.join(format!(".{name}.tmp"));
         let tmp_str = tmp.to_string_lossy().into_owned();
@@ -140,7 +142,7 @@ pub(crate) fn build(force: bool) -> anyhow::Result<()> {
             &tmp_str,
             pkg,
         ]);
-        run_step(&format!("[{}/3] go build {name}", i + 2), cmd)?;
+        run_step(&format!("[{}/{steps}] go build {name}", i + 2), cmd)?;
         fs::rename(&tmp, bin_dir.join(name))
             .with_context(|| format!("moving {name} into place"))?;
     }

@@ -1,12 +1,14 @@
 //! `cargo xtask`: the project's automation, in Rust so that it needs only cargo.
 //!
-//! - `cargo xtask controlplane build` builds etcd and kube-apiserver from the Go
+//! - `cargo xtask controlplane build` builds etcd, kube-apiserver and the client-go peer from the Go
 //!   module in `xtask/go` into `target/controlplane/bin` (only when missing or stale).
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
+mod conformance;
 mod controlplane;
 mod progress;
 mod test;
@@ -27,7 +29,8 @@ enum Command {
         #[command(subcommand)]
         command: ControlplaneCommand,
     },
-    /// Everything CI checks: fmt, clippy, rustdoc, unit, integration and end-to-end tests.
+    /// Everything CI checks: fmt, clippy, rustdoc, unit, integration and end-to-end tests,
+    /// the loom model check and the client-go conformance traces.
     Test {
         /// Arguments passed to `cargo test` after `--` (e.g. a test name filter).
         #[arg(trailing_var_arg = true)]
@@ -35,11 +38,18 @@ enum Command {
     },
     /// Run the demo against the local control plane.
     Demo,
+    /// Replay operation traces on kinformer and on client-go and fail on any difference.
+    Conformance,
+    /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
+    Bench {
+        /// The suite: `workqueue`.
+        suite: String,
+    },
 }
 
 #[derive(Subcommand)]
 enum ControlplaneCommand {
-    /// Build etcd and kube-apiserver into target/controlplane/bin (skipped when up to date).
+    /// Build etcd, kube-apiserver and the client-go peer into target/controlplane/bin (skipped when up to date).
     Build {
         /// Rebuild even when the binaries are up to date.
         #[arg(long)]
@@ -66,6 +76,8 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Test { args } => test::run(&args),
         Command::Demo => demo(),
+        Command::Conformance => conformance::run(),
+        Command::Bench { suite } => bench::run(&suite),
     }
 }
 

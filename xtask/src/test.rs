@@ -55,5 +55,26 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     check(
         "cargo test (unit, integration, doc and end-to-end tests)",
         test,
-    )
+    )?;
+    // The loom model check needs the crate built with `--cfg loom`, in a target dir of
+    // its own so that it does not invalidate the normal build.
+    let mut loom = cargo(&[
+        "test",
+        "-p",
+        "kinformer-workqueue",
+        "--release",
+        "--test",
+        "loom_queue",
+    ]);
+    loom.env("RUSTFLAGS", "--cfg loom")
+        .env("CARGO_TARGET_DIR", target_dir().join("loom"));
+    check("loom model check of the workqueue", loom)?;
+    crate::conformance::run()
+}
+
+/// The cargo target dir: `CARGO_TARGET_DIR`, else `<workspace>/target`.
+fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join("target"))
 }

@@ -1,0 +1,189 @@
+//! `cargo xtask bench <suite>`: run the Rust criterion benches and client-go's
+//! `testing.B` benches of the same workloads in one run, print both with their ratio,
+//! and record the table in BENCHMARKS.md.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::progress::Step;
+
+/// One workload measured on both sides.
+struct Pair {
+    /// criterion's `group/function` id.
+    rust: &'static str,
+    /// the Go benchmark's name (without `Benchmark` and the `-N` suffix).
+    go: &'static str,
+    /// DESIGN.md's target, as a minimum speed-up over client-go, if it sets one.
+    target: Option<f64>,
+}
+
+struct Suite {
+    name: &'static str,
+    package: &'static str,
+    bench: &'static str,
+    go_pattern: &'static str,
+    pairs: &'static [Pair],
+}
+
+const SUITES: &[Suite] = &[Suite {
+    name: "workqueue",
+    package: "kinformer-workqueue",
+    bench: "workqueue",
+    go_pattern: "^BenchmarkWorkqueue",
+    pairs: &[
+        Pair { rust: "workqueue/add_get_done/same_thread", go: "WorkqueueAddGetDoneSameThread", target: Some(3.0) },
+        Pair { rust: "workqueue/add_get_done/1p1w", go: "WorkqueueAddGetDone1p1w", target: Some(3.0) },
+        Pair { rust: "workqueue/contended/2p8w_10k_keys_50pct_dup", go: "WorkqueueContended2p8w", target: Some(2.0) },
+        Pair { rust: "workqueue/delaying/add_after", go: "WorkqueueAddAfter", target: Some(3.0) },
+        Pair { rust: "workqueue/rate_limited/requeue", go: "WorkqueueRateLimitedRequeue", target: None },
+    ],
+}];
+
+/// How many times `go test` repeats each benchmark; the median is reported.
+const GO_COUNT: &str = "5";
+
+pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
+    let Some(suite) = SUITES.iter().find(|s| s.name == suite) else {
+        let names: Vec<_> = SUITES.iter().map(|s| s.name).collect();
+        bail!("unknown bench suite {suite:?}; known: {}", names.join(", "));
+    };
+    let root = crate::workspace_root();
+
+    let step = Step::start(format!("client-go: go test -bench '{}' -count {GO_COUNT}", suite.go_pattern));
+    let out = Command::new("go")
+        .args(["test", "-run", "^$", "-bench", suite.go_pattern, "-benchtime", "1s", "-count", GO_COUNT, "./bench"])
+        .current_dir(root.join("xtask").join("go"))
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .context("running go test -bench (is Go installed?)")?;
+    if !out.status.success() {
+        step.finish("FAILED");
+        bail!("go test -bench failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    step.finish("done");
+    let go = parse_go(&String::from_utf8_lossy(&out.stdout));
+
+    let criterion_home = std::env::temp_dir().join(format!("kinformer-criterion-{}", std::process::id()));
+    let step = Step::start(format!("kinformer: cargo bench -p {} --bench {}", suite.package, suite.bench));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["bench", "-p", suite.package, "--bench", suite.bench, "--", "--noplot"])
+        .current_dir(&root)
+        .env("CRITERION_HOME", &criterion_home)
+        .status()
+        .context("running cargo bench")?;
+    if !status.success() {
+        step.finish("FAILED");
+        bail!("cargo bench failed ({status})");
+    }
+    step.finish("done");
+
+    let mut table = String::from(
+        "| workload | client-go ns/op (median of 5) | kinformer ns/op (criterion median) | speed-up | target |\n\
+         | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for pair in suite.pairs {
+        let rust = criterion_ns_per_element(&criterion_home, pair.rust)
+            .with_context(|| format!("reading criterion's result for {}", pair.rust))?;
+        let go_ns = go.get(pair.go).copied().with_context(|| format!("no Go result for {}", pair.go))?;
+        let ratio = go_ns / rust;
+        let target = pair.target.map_or_else(|| "–".to_owned(), |t| {
+            format!("≥ {t:.0}x {}", if ratio >= t { "met" } else { "**missed**" })
+        });
+        let _ = writeln!(table, "| `{}` | {go_ns:.1} | {rust:.1} | {ratio:.2}x | {target} |", pair.rust);
+    }
+    let _ = fs::remove_dir_all(&criterion_home);
+    println!("\n{table}");
+    record(&root.join("BENCHMARKS.md"), suite.name, &table)?;
+    eprintln!("recorded in BENCHMARKS.md");
+    Ok(())
+}
+
+/// Median ns/op per benchmark from `go test -bench` output (several `-count` lines).
+fn parse_go(out: &str) -> BTreeMap<String, f64> {
+    let mut runs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for line in out.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(name), Some(_iters), Some(ns), Some("ns/op")) = (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let Some(name) = name.strip_prefix("Benchmark") else { continue };
+        let name = name.rsplit_once('-').map_or(name, |(n, _)| n);
+        if let Ok(ns) = ns.parse() {
+            runs.entry(name.to_owned()).or_default().push(ns);
+        }
+    }
+    runs.into_iter().map(|(k, v)| (k, median(v))).collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// criterion's median time per iteration divided by the elements per iteration.
+fn criterion_ns_per_element(home: &Path, id: &str) -> anyhow::Result<f64> {
+    // criterion keeps a group's `/` out of its directory names: `a/b/c` is `a_b/c`.
+    let (group, function) = id.rsplit_once('/').unwrap_or(("", id));
+    let dir = home.join(group.replace('/', "_")).join(function).join("new");
+    let estimates: Value = serde_json::from_str(&fs::read_to_string(dir.join("estimates.json"))?)?;
+    let benchmark: Value = serde_json::from_str(&fs::read_to_string(dir.join("benchmark.json"))?)?;
+    let ns = estimates["median"]["point_estimate"].as_f64().context("no median in estimates.json")?;
+    let elements = benchmark["throughput"]["Elements"].as_f64().unwrap_or(1.0);
+    Ok(ns / elements)
+}
+
+/// Replaces the suite's section of BENCHMARKS.md (between its markers), or appends it.
+fn record(path: &Path, suite: &str, table: &str) -> anyhow::Result<()> {
+    let start = format!("<!-- bench:{suite}:start -->");
+    let end = format!("<!-- bench:{suite}:end -->");
+    let section = format!(
+        "{start}\nMeasured by `cargo xtask bench {suite}` (both sides in one run, on a {}-core machine; the commit that \
+         changed this table dates it).\n\
+         Speed-up = client-go ns/op ÷ kinformer ns/op.\n\n{table}{end}",
+        std::thread::available_parallelism().map_or(0, usize::from)
+    );
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let new = match (text.find(&start), text.find(&end)) {
+        (Some(a), Some(b)) if b > a => format!("{}{section}{}", &text[..a], &text[b + end.len()..]),
+        _ => format!("{}\n## {suite}\n\n{section}\n", text.trim_end()),
+    };
+    fs::write(path, new).context("writing BENCHMARKS.md")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_output_gives_the_median_per_benchmark() {
+        let out = "goos: linux\nBenchmarkWorkqueueAddAfter-2   100  900.0 ns/op\n\
+                   BenchmarkWorkqueueAddAfter-2   100  700 ns/op\nBenchmarkWorkqueueAddAfter-2 100 800 ns/op\nPASS\n";
+        let m = parse_go(out);
+        assert_eq!(m.get("WorkqueueAddAfter"), Some(&800.0));
+    }
+
+    #[test]
+    fn record_replaces_only_its_own_section() {
+        let dir = std::env::temp_dir().join(format!("kinformer-bench-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("B.md");
+        fs::write(&path, "# Benchmarks\n\nintro\n").unwrap();
+        record(&path, "a", "T1\n").unwrap();
+        record(&path, "b", "U1\n").unwrap();
+        record(&path, "a", "T2\n").unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("T2") && !text.contains("T1") && text.contains("U1") && text.starts_with("# Benchmarks"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
