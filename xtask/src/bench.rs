@@ -37,11 +37,31 @@ const SUITES: &[Suite] = &[Suite {
     bench: "workqueue",
     go_pattern: "^BenchmarkWorkqueue",
     pairs: &[
-        Pair { rust: "workqueue/add_get_done/same_thread", go: "WorkqueueAddGetDoneSameThread", target: Some(3.0) },
-        Pair { rust: "workqueue/add_get_done/1p1w", go: "WorkqueueAddGetDone1p1w", target: Some(3.0) },
-        Pair { rust: "workqueue/contended/2p8w_10k_keys_50pct_dup", go: "WorkqueueContended2p8w", target: Some(2.0) },
-        Pair { rust: "workqueue/delaying/add_after", go: "WorkqueueAddAfter", target: Some(3.0) },
-        Pair { rust: "workqueue/rate_limited/requeue", go: "WorkqueueRateLimitedRequeue", target: None },
+        Pair {
+            rust: "workqueue/add_get_done/same_thread",
+            go: "WorkqueueAddGetDoneSameThread",
+            target: Some(3.0),
+        },
+        Pair {
+            rust: "workqueue/add_get_done/1p1w",
+            go: "WorkqueueAddGetDone1p1w",
+            target: Some(3.0),
+        },
+        Pair {
+            rust: "workqueue/contended/2p8w_10k_keys_50pct_dup",
+            go: "WorkqueueContended2p8w",
+            target: Some(2.0),
+        },
+        Pair {
+            rust: "workqueue/delaying/add_after",
+            go: "WorkqueueAddAfter",
+            target: Some(3.0),
+        },
+        Pair {
+            rust: "workqueue/rate_limited/requeue",
+            go: "WorkqueueRateLimitedRequeue",
+            target: None,
+        },
     ],
 }];
 
@@ -55,24 +75,54 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
     };
     let root = crate::workspace_root();
 
-    let step = Step::start(format!("client-go: go test -bench '{}' -count {GO_COUNT}", suite.go_pattern));
+    let step = Step::start(format!(
+        "client-go: go test -bench '{}' -count {GO_COUNT}",
+        suite.go_pattern
+    ));
     let out = Command::new("go")
-        .args(["test", "-run", "^$", "-bench", suite.go_pattern, "-benchtime", "1s", "-count", GO_COUNT, "./bench"])
+        .args([
+            "test",
+            "-run",
+            "^$",
+            "-bench",
+            suite.go_pattern,
+            "-benchtime",
+            "1s",
+            "-count",
+            GO_COUNT,
+            "./bench",
+        ])
         .current_dir(root.join("xtask").join("go"))
         .env("GOTOOLCHAIN", "local")
         .output()
         .context("running go test -bench (is Go installed?)")?;
     if !out.status.success() {
         step.finish("FAILED");
-        bail!("go test -bench failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "go test -bench failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     step.finish("done");
     let go = parse_go(&String::from_utf8_lossy(&out.stdout));
 
-    let criterion_home = std::env::temp_dir().join(format!("kinformer-criterion-{}", std::process::id()));
-    let step = Step::start(format!("kinformer: cargo bench -p {} --bench {}", suite.package, suite.bench));
+    let criterion_home =
+        std::env::temp_dir().join(format!("kinformer-criterion-{}", std::process::id()));
+    let step = Step::start(format!(
+        "kinformer: cargo bench -p {} --bench {}",
+        suite.package, suite.bench
+    ));
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["bench", "-p", suite.package, "--bench", suite.bench, "--", "--noplot"])
+        .args([
+            "bench",
+            "-p",
+            suite.package,
+            "--bench",
+            suite.bench,
+            "--",
+            "--noplot",
+        ])
         .current_dir(&root)
         .env("CRITERION_HOME", &criterion_home)
         .status()
@@ -90,12 +140,25 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
     for pair in suite.pairs {
         let rust = criterion_ns_per_element(&criterion_home, pair.rust)
             .with_context(|| format!("reading criterion's result for {}", pair.rust))?;
-        let go_ns = go.get(pair.go).copied().with_context(|| format!("no Go result for {}", pair.go))?;
+        let go_ns = go
+            .get(pair.go)
+            .copied()
+            .with_context(|| format!("no Go result for {}", pair.go))?;
         let ratio = go_ns / rust;
-        let target = pair.target.map_or_else(|| "–".to_owned(), |t| {
-            format!("≥ {t:.0}x {}", if ratio >= t { "met" } else { "**missed**" })
-        });
-        let _ = writeln!(table, "| `{}` | {go_ns:.1} | {rust:.1} | {ratio:.2}x | {target} |", pair.rust);
+        let target = pair.target.map_or_else(
+            || "–".to_owned(),
+            |t| {
+                format!(
+                    "≥ {t:.0}x {}",
+                    if ratio >= t { "met" } else { "**missed**" }
+                )
+            },
+        );
+        let _ = writeln!(
+            table,
+            "| `{}` | {go_ns:.1} | {rust:.1} | {ratio:.2}x | {target} |",
+            pair.rust
+        );
     }
     let _ = fs::remove_dir_all(&criterion_home);
     println!("\n{table}");
@@ -109,11 +172,14 @@ fn parse_go(out: &str) -> BTreeMap<String, f64> {
     let mut runs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for line in out.lines() {
         let mut fields = line.split_whitespace();
-        let (Some(name), Some(_iters), Some(ns), Some("ns/op")) = (fields.next(), fields.next(), fields.next(), fields.next())
+        let (Some(name), Some(_iters), Some(ns), Some("ns/op")) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
-        let Some(name) = name.strip_prefix("Benchmark") else { continue };
+        let Some(name) = name.strip_prefix("Benchmark") else {
+            continue;
+        };
         let name = name.rsplit_once('-').map_or(name, |(n, _)| n);
         if let Ok(ns) = ns.parse() {
             runs.entry(name.to_owned()).or_default().push(ns);
@@ -135,10 +201,15 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn criterion_ns_per_element(home: &Path, id: &str) -> anyhow::Result<f64> {
     // criterion keeps a group's `/` out of its directory names: `a/b/c` is `a_b/c`.
     let (group, function) = id.rsplit_once('/').unwrap_or(("", id));
-    let dir = home.join(group.replace('/', "_")).join(function).join("new");
+    let dir = home
+        .join(group.replace('/', "_"))
+        .join(function)
+        .join("new");
     let estimates: Value = serde_json::from_str(&fs::read_to_string(dir.join("estimates.json"))?)?;
     let benchmark: Value = serde_json::from_str(&fs::read_to_string(dir.join("benchmark.json"))?)?;
-    let ns = estimates["median"]["point_estimate"].as_f64().context("no median in estimates.json")?;
+    let ns = estimates["median"]["point_estimate"]
+        .as_f64()
+        .context("no median in estimates.json")?;
     let elements = benchmark["throughput"]["Elements"].as_f64().unwrap_or(1.0);
     Ok(ns / elements)
 }
@@ -183,7 +254,12 @@ mod tests {
         record(&path, "b", "U1\n").unwrap();
         record(&path, "a", "T2\n").unwrap();
         let text = fs::read_to_string(&path).unwrap();
-        assert!(text.contains("T2") && !text.contains("T1") && text.contains("U1") && text.starts_with("# Benchmarks"));
+        assert!(
+            text.contains("T2")
+                && !text.contains("T1")
+                && text.contains("U1")
+                && text.starts_with("# Benchmarks")
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -63,8 +63,12 @@ impl Rng {
 fn replay_rust(path: &Path) -> anyhow::Result<Observations> {
     let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: Value = serde_json::from_str(lines.next().unwrap_or("{}")).context("parsing the header")?;
-    let ops: Vec<Value> = lines.map(serde_json::from_str).collect::<Result<_, _>>().context("parsing an op")?;
+    let header: Value =
+        serde_json::from_str(lines.next().unwrap_or("{}")).context("parsing the header")?;
+    let ops: Vec<Value> = lines
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .context("parsing an op")?;
     match header["trace"].as_str() {
         Some("workqueue") => workqueue::replay(&header, &ops),
         other => bail!("unknown trace kind {other:?}"),
@@ -76,9 +80,16 @@ fn replay_go(peer: &Path, files: &[PathBuf]) -> anyhow::Result<BTreeMap<PathBuf,
     let mut all = BTreeMap::new();
     // A few hundred paths per call keeps the command line short.
     for chunk in files.chunks(200) {
-        let out = Command::new(peer).arg("replay").args(chunk).output().context("running clientgo-peer")?;
+        let out = Command::new(peer)
+            .arg("replay")
+            .args(chunk)
+            .output()
+            .context("running clientgo-peer")?;
         if !out.status.success() {
-            bail!("clientgo-peer failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "clientgo-peer failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let mut current: Option<PathBuf> = None;
         for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -86,7 +97,9 @@ fn replay_go(peer: &Path, files: &[PathBuf]) -> anyhow::Result<BTreeMap<PathBuf,
                 current = Some(PathBuf::from(path));
                 all.insert(PathBuf::from(path), Vec::new());
             } else if let Some(p) = &current {
-                all.entry(p.clone()).or_insert_with(Vec::new).push(line.to_owned());
+                all.entry(p.clone())
+                    .or_insert_with(Vec::new)
+                    .push(line.to_owned());
             }
         }
     }
@@ -121,16 +134,21 @@ pub(crate) fn run() -> anyhow::Result<()> {
     let generated_dir = tempfile_dir()?;
     for seed in 1..=GENERATED_PER_KIND {
         let path = generated_dir.join(format!("workqueue-seed-{seed:03}.jsonl"));
-        fs::write(&path, workqueue::generate(seed)).with_context(|| format!("writing {}", path.display()))?;
+        fs::write(&path, workqueue::generate(seed))
+            .with_context(|| format!("writing {}", path.display()))?;
         files.push(path);
     }
 
-    let mut step = Step::start(format!("replaying {} traces on client-go and kinformer", files.len()));
+    let mut step = Step::start(format!(
+        "replaying {} traces on client-go and kinformer",
+        files.len()
+    ));
     let go = replay_go(&peer, &files)?;
     let mut failures = Vec::new();
     for (i, file) in files.iter().enumerate() {
         step.detail(&format!("{}/{}", i + 1, files.len()));
-        let rust = replay_rust(file).unwrap_or_else(|e| vec![observation([("error", Value::from(format!("{e:#}")))])]);
+        let rust = replay_rust(file)
+            .unwrap_or_else(|e| vec![observation([("error", Value::from(format!("{e:#}")))])]);
         let want = go.get(file).cloned().unwrap_or_default();
         if rust != want {
             failures.push((file.clone(), want, rust));
@@ -141,7 +159,11 @@ pub(crate) fn run() -> anyhow::Result<()> {
         eprintln!("\nDIFFERENCE in {}", file.display());
         for (i, line) in want.iter().enumerate() {
             if got.get(i) != Some(line) {
-                eprintln!("  first difference at observation {}:\n    client-go: {line}\n    kinformer: {}", i + 1, got.get(i).map_or("(none)", String::as_str));
+                eprintln!(
+                    "  first difference at observation {}:\n    client-go: {line}\n    kinformer: {}",
+                    i + 1,
+                    got.get(i).map_or("(none)", String::as_str)
+                );
                 break;
             }
         }

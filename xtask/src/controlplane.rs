@@ -127,7 +127,10 @@ pub(crate) fn build(force: bool) -> anyhow::Result<()> {
         bin_dir.display()
     );
     let steps = BINARIES.len() + 1;
-    run_step(&format!("[1/{steps}] go mod download"), go(&["mod", "download"]))?;
+    run_step(
+        &format!("[1/{steps}] go mod download"),
+        go(&["mod", "download"]),
+    )?;
     for (i, (name, pkg)) in BINARIES.iter().enumerate() {
         let tmp = bin_dir.join(format!(".{name}.tmp"));
         let tmp_str = tmp.to_string_lossy().into_owned();

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kinformer_workqueue::{
-    DelayingQueue, DelayingWorkQueue, FakeClock, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
-    MaxOfRateLimiter, Queue, QueueConfig, RateLimiter, RateLimitingQueue, RateLimitingWorkQueue, WithMaxWaitRateLimiter,
-    WorkQueue, default_controller_rate_limiter_with_clock,
+    DelayingQueue, DelayingWorkQueue, FakeClock, ItemExponentialFailureRateLimiter,
+    ItemFastSlowRateLimiter, MaxOfRateLimiter, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
+    RateLimitingWorkQueue, WithMaxWaitRateLimiter, WorkQueue,
+    default_controller_rate_limiter_with_clock,
 };
 use serde_json::{Value, json};
 
@@ -17,13 +18,25 @@ use super::{Observations, Rng};
 const ITEMS: [&str; 5] = ["a", "b", "c", "d", "e"];
 
 fn limiter_spec(rng: &mut Rng, depth: u32) -> Value {
-    let choice = if depth > 1 { rng.below(3) } else { rng.below(6) };
+    let choice = if depth > 1 {
+        rng.below(3)
+    } else {
+        rng.below(6)
+    };
     match choice {
-        0 => json!({ "kind": "exponential", "base_ms": 1 + rng.below(10), "max_ms": 50 + rng.below(2000) }),
-        1 => json!({ "kind": "fast_slow", "fast_ms": 1 + rng.below(10), "slow_ms": 20 + rng.below(200), "max_fast": rng.below(5) }),
+        0 => {
+            json!({ "kind": "exponential", "base_ms": 1 + rng.below(10), "max_ms": 50 + rng.below(2000) })
+        }
+        1 => {
+            json!({ "kind": "fast_slow", "fast_ms": 1 + rng.below(10), "slow_ms": 20 + rng.below(200), "max_fast": rng.below(5) })
+        }
         2 => json!({ "kind": "default" }),
-        3 => json!({ "kind": "max_of", "limiters": [limiter_spec(rng, depth + 1), limiter_spec(rng, depth + 1)] }),
-        _ => json!({ "kind": "max_wait", "inner": limiter_spec(rng, depth + 1), "max_ms": 1 + rng.below(300) }),
+        3 => {
+            json!({ "kind": "max_of", "limiters": [limiter_spec(rng, depth + 1), limiter_spec(rng, depth + 1)] })
+        }
+        _ => {
+            json!({ "kind": "max_wait", "inner": limiter_spec(rng, depth + 1), "max_ms": 1 + rng.below(300) })
+        }
     }
 }
 
@@ -57,7 +70,9 @@ pub(crate) fn generate(seed: u64) -> String {
                 60..=66 => json!({ "op": "len" }),
                 67..=68 => json!({ "op": "shutting_down" }),
                 69 if rng.below(3) == 0 => json!({ "op": "shut_down" }),
-                70..=79 if timed => json!({ "op": "add_after", "item": item, "ms": rng.below(200) as i64 - 5 }),
+                70..=79 if timed => {
+                    json!({ "op": "add_after", "item": item, "ms": rng.below(200) as i64 - 5 })
+                }
                 80..=89 if timed => json!({ "op": "step", "ms": rng.below(120) }),
                 90..=94 if limited => json!({ "op": "add_rate_limited", "item": item }),
                 95..=97 if limited => json!({ "op": "forget", "item": item }),
@@ -74,26 +89,40 @@ fn duration_ms(v: &Value) -> Duration {
     // As Go's time.Duration(ms * float64(time.Millisecond)): truncated nanoseconds, and
     // anything not positive is zero (an immediate add).
     let nanos = v.as_f64().unwrap_or(0.0) * 1e6;
-    if nanos > 0.0 { Duration::from_nanos(nanos as u64) } else { Duration::ZERO }
+    if nanos > 0.0 {
+        Duration::from_nanos(nanos as u64)
+    } else {
+        Duration::ZERO
+    }
 }
 
 fn limiter_from(spec: &Value, clock: &FakeClock) -> anyhow::Result<Box<dyn RateLimiter<String>>> {
     Ok(match spec["kind"].as_str() {
         Some("default") => Box::new(default_controller_rate_limiter_with_clock(clock.clone())),
-        Some("exponential") => {
-            Box::new(ItemExponentialFailureRateLimiter::new(duration_ms(&spec["base_ms"]), duration_ms(&spec["max_ms"])))
-        }
+        Some("exponential") => Box::new(ItemExponentialFailureRateLimiter::new(
+            duration_ms(&spec["base_ms"]),
+            duration_ms(&spec["max_ms"]),
+        )),
         Some("fast_slow") => Box::new(ItemFastSlowRateLimiter::new(
             duration_ms(&spec["fast_ms"]),
             duration_ms(&spec["slow_ms"]),
             spec["max_fast"].as_u64().unwrap_or(0),
         )),
-        Some("max_wait") => {
-            Box::new(WithMaxWaitRateLimiter::new(limiter_from(&spec["inner"], clock)?, duration_ms(&spec["max_ms"])))
-        }
+        Some("max_wait") => Box::new(WithMaxWaitRateLimiter::new(
+            limiter_from(&spec["inner"], clock)?,
+            duration_ms(&spec["max_ms"]),
+        )),
         Some("max_of") => {
-            let specs = spec["limiters"].as_array().map(Vec::as_slice).unwrap_or_default();
-            Box::new(MaxOfRateLimiter::new(specs.iter().map(|s| limiter_from(s, clock)).collect::<Result<_, _>>()?))
+            let specs = spec["limiters"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            Box::new(MaxOfRateLimiter::new(
+                specs
+                    .iter()
+                    .map(|s| limiter_from(s, clock))
+                    .collect::<Result<_, _>>()?,
+            ))
         }
         other => bail!("unknown limiter {other:?}"),
     })
@@ -130,17 +159,37 @@ impl TestQueue {
 pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observations> {
     let clock = FakeClock::new();
     let config = || QueueConfig::new().clock(clock.clone());
-    let (queue, limiter): (Option<TestQueue>, Option<Box<dyn RateLimiter<String>>>) = match header["queue"].as_str() {
-        Some("basic") => (Some(TestQueue::Basic(WorkQueue::with_config(config()))), None),
-        Some("delaying") => (Some(TestQueue::Delaying(DelayingWorkQueue::with_config(config()))), None),
-        Some("rate_limiting") => {
-            let limiter = limiter_from(&header["limiter"], &clock)?;
-            (Some(TestQueue::RateLimiting(RateLimitingWorkQueue::with_config(limiter, config()))), None)
-        }
-        Some("limiter") => (None, Some(limiter_from(&header["limiter"], &clock)?)),
-        other => bail!("unknown queue {other:?}"),
+    let (queue, limiter): (Option<TestQueue>, Option<Box<dyn RateLimiter<String>>>) =
+        match header["queue"].as_str() {
+            Some("basic") => (
+                Some(TestQueue::Basic(WorkQueue::with_config(config()))),
+                None,
+            ),
+            Some("delaying") => (
+                Some(TestQueue::Delaying(
+                    DelayingWorkQueue::with_config(config()),
+                )),
+                None,
+            ),
+            Some("rate_limiting") => {
+                let limiter = limiter_from(&header["limiter"], &clock)?;
+                (
+                    Some(TestQueue::RateLimiting(RateLimitingWorkQueue::with_config(
+                        limiter,
+                        config(),
+                    ))),
+                    None,
+                )
+            }
+            Some("limiter") => (None, Some(limiter_from(&header["limiter"], &clock)?)),
+            other => bail!("unknown queue {other:?}"),
+        };
+    let q = || {
+        queue
+            .as_ref()
+            .map(TestQueue::queue)
+            .context("this op needs a queue")
     };
-    let q = || queue.as_ref().map(TestQueue::queue).context("this op needs a queue");
     let limiter = || -> anyhow::Result<&dyn RateLimiter<String>> {
         match (&queue, &limiter) {
             (Some(TestQueue::RateLimiting(q)), _) => Ok(q.limiter()),
@@ -195,10 +244,16 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
                 std::thread::sleep(Duration::from_millis(5));
             }
             "drained" => {
-                let done = drained.as_ref().is_some_and(|rx| rx.recv_timeout(Duration::from_millis(200)).is_ok());
+                let done = drained
+                    .as_ref()
+                    .is_some_and(|rx| rx.recv_timeout(Duration::from_millis(200)).is_ok());
                 obs.push(("value", json!(done)));
             }
-            "add_after" => queue.as_ref().context("add_after needs a queue")?.delaying()?.add_after(item(), duration_ms(&op["ms"])),
+            "add_after" => queue
+                .as_ref()
+                .context("add_after needs a queue")?
+                .delaying()?
+                .add_after(item(), duration_ms(&op["ms"])),
             "step" => clock.step(duration_ms(&op["ms"])),
             "add_rate_limited" => match &queue {
                 Some(TestQueue::RateLimiting(q)) => q.add_rate_limited(item()),
