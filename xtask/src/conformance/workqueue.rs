@@ -208,7 +208,7 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
             "add" => q()?.add(item()),
             "get" => {
                 let q = q()?;
-                if q.len() == 0 && !q.shutting_down() {
+                if q.is_empty() && !q.shutting_down() {
                     obs.push(("would_block", json!(true)));
                 } else {
                     let got = q.get();
