@@ -1,15 +1,15 @@
 //! Workqueue traces: the generator, and the replayer on kinformer-workqueue.
 
 use std::collections::VecDeque;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use kinformer_workqueue::{
-    DelayingQueue, DelayingWorkQueue, FakeClock, ItemExponentialFailureRateLimiter,
-    ItemFastSlowRateLimiter, MaxOfRateLimiter, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
-    RateLimitingWorkQueue, WithMaxWaitRateLimiter, WorkQueue,
-    default_controller_rate_limiter_with_clock,
+    CounterMetric, DelayingQueue, DelayingWorkQueue, FakeClock, GaugeMetric, HistogramMetric,
+    ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter, MetricsProvider,
+    Queue, QueueConfig, RateLimiter, RateLimitingQueue, RateLimitingWorkQueue, SettableGaugeMetric,
+    WithMaxWaitRateLimiter, WorkQueue, default_controller_rate_limiter_with_clock,
 };
 use serde_json::{Value, json};
 
@@ -128,6 +128,102 @@ fn limiter_from(spec: &Value, clock: &FakeClock) -> anyhow::Result<Box<dyn RateL
     })
 }
 
+/// What a trace's `metrics` op observes, as the peer's recorder keeps it.
+#[derive(Default)]
+struct Recorded {
+    depth: f64,
+    adds: f64,
+    retries: f64,
+    latency_count: u64,
+    latency_sum: f64,
+    work_count: u64,
+    work_sum: f64,
+}
+
+/// A metrics provider that records into [`Recorded`]; every metric is a closure over it.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Recorded>>);
+
+struct Metric(Box<dyn Fn(f64) + Send + Sync>);
+
+impl GaugeMetric for Metric {
+    fn inc(&self) {
+        (self.0)(1.0);
+    }
+    fn dec(&self) {
+        (self.0)(-1.0);
+    }
+}
+impl CounterMetric for Metric {
+    fn inc(&self) {
+        (self.0)(1.0);
+    }
+}
+impl HistogramMetric for Metric {
+    fn observe(&self, value: f64) {
+        (self.0)(value);
+    }
+}
+impl SettableGaugeMetric for Metric {
+    fn set(&self, _: f64) {}
+}
+
+impl Recorder {
+    fn metric(&self, f: fn(&mut Recorded, f64)) -> Box<Metric> {
+        let r = Arc::clone(&self.0);
+        Box::new(Metric(Box::new(move |v| {
+            f(&mut r.lock().unwrap_or_else(PoisonError::into_inner), v)
+        })))
+    }
+
+    fn observe(&self, obs: &mut Vec<(&'static str, Value)>) {
+        let r = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let ms = |secs: f64| json!((secs * 1000.0).round() as i64);
+        obs.extend([
+            ("depth", json!(r.depth as i64)),
+            ("adds", json!(r.adds as i64)),
+            ("retries", json!(r.retries as i64)),
+            ("latency_count", json!(r.latency_count)),
+            ("latency_sum_ms", ms(r.latency_sum)),
+            ("work_count", json!(r.work_count)),
+            ("work_sum_ms", ms(r.work_sum)),
+        ]);
+    }
+}
+
+impl MetricsProvider for Recorder {
+    fn new_depth_metric(&self, _: &str) -> Box<dyn GaugeMetric> {
+        self.metric(|r, v| r.depth += v)
+    }
+    fn new_adds_metric(&self, _: &str) -> Box<dyn CounterMetric> {
+        self.metric(|r, v| r.adds += v)
+    }
+    fn new_latency_metric(&self, _: &str) -> Box<dyn HistogramMetric> {
+        self.metric(|r, v| {
+            r.latency_count += 1;
+            r.latency_sum += v;
+        })
+    }
+    fn new_work_duration_metric(&self, _: &str) -> Box<dyn HistogramMetric> {
+        self.metric(|r, v| {
+            r.work_count += 1;
+            r.work_sum += v;
+        })
+    }
+    fn new_unfinished_work_seconds_metric(&self, _: &str) -> Box<dyn SettableGaugeMetric> {
+        self.metric(|_, _| {})
+    }
+    fn new_longest_running_processor_seconds_metric(
+        &self,
+        _: &str,
+    ) -> Box<dyn SettableGaugeMetric> {
+        self.metric(|_, _| {})
+    }
+    fn new_retries_metric(&self, _: &str) -> Box<dyn CounterMetric> {
+        self.metric(|r, v| r.retries += v)
+    }
+}
+
 /// The queue under test; every variant is a cheap handle, so the drain can run on a
 /// thread of its own while the trace goes on.
 #[derive(Clone)]
@@ -158,7 +254,16 @@ impl TestQueue {
 /// Replays a workqueue trace on kinformer-workqueue.
 pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observations> {
     let clock = FakeClock::new();
-    let config = || QueueConfig::new().clock(clock.clone());
+    // A named queue records metrics (client-go records none for an unnamed one).
+    let recorder = Recorder::default();
+    let name = header["name"].as_str().unwrap_or_default();
+    let config = || {
+        let provider: Arc<dyn MetricsProvider> = Arc::new(recorder.clone());
+        QueueConfig::new()
+            .clock(clock.clone())
+            .name(name)
+            .metrics_provider(provider)
+    };
     let (queue, limiter): (Option<TestQueue>, Option<Box<dyn RateLimiter<String>>>) =
         match header["queue"].as_str() {
             Some("basic") => (
@@ -261,6 +366,7 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
             },
             "forget" => limiter()?.forget(&item()),
             "num_requeues" => obs.push(("value", json!(limiter()?.num_requeues(&item())))),
+            "metrics" => recorder.observe(&mut obs),
             "when" => {
                 let d = limiter()?.when(&item());
                 obs.push(("ms", json!((d.as_nanos() + 500_000) / 1_000_000)));

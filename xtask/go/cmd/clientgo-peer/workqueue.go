@@ -105,6 +105,9 @@ func limiterFrom(spec map[string]any) (workqueue.TypedRateLimiter[string], error
 
 func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Writer) error {
 	clock := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	// A named queue records metrics (client-go records none for an unnamed one).
+	name, _ := header["name"].(string)
+	metrics := &recorder{}
 	var (
 		q       workqueue.TypedInterface[string]
 		dq      workqueue.TypedDelayingInterface[string]
@@ -113,9 +116,9 @@ func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Wri
 	)
 	switch header["queue"] {
 	case "basic":
-		q = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Clock: clock})
+		q = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Clock: clock, Name: name, MetricsProvider: metrics})
 	case "delaying":
-		dq = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Clock: clock})
+		dq = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Clock: clock, Name: name, MetricsProvider: metrics})
 		q = dq
 	case "rate_limiting":
 		spec, _ := header["limiter"].(map[string]any)
@@ -124,7 +127,7 @@ func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Wri
 			return err
 		}
 		limiter = l
-		rq = workqueue.NewTypedRateLimitingQueueWithConfig(l, workqueue.TypedRateLimitingQueueConfig[string]{Clock: clock})
+		rq = workqueue.NewTypedRateLimitingQueueWithConfig(l, workqueue.TypedRateLimitingQueueConfig[string]{Clock: clock, Name: name, MetricsProvider: metrics})
 		dq, q = rq, rq
 	case "limiter":
 		spec, _ := header["limiter"].(map[string]any)
@@ -221,6 +224,8 @@ func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Wri
 			continue
 		case "num_requeues":
 			obs["value"] = limiter.NumRequeues(o.Item)
+		case "metrics":
+			metrics.observe(obs)
 		case "when":
 			obs["ms"] = limiter.When(o.Item).Round(time.Millisecond).Milliseconds()
 		default:
