@@ -56,7 +56,7 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
         "cargo test (unit, integration, doc and end-to-end tests)",
         test,
     )?;
-    // The loom model check needs the crate built with `--cfg loom`, in a target dir of
+    // The loom model check needs the crate built with `--cfg kinformer_loom`, in a target dir of
     // its own so that it does not invalidate the normal build.
     let mut loom = cargo(&[
         "test",
@@ -66,7 +66,7 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
         "--test",
         "loom_queue",
     ]);
-    loom.env("RUSTFLAGS", "--cfg loom")
+    loom.env("RUSTFLAGS", "--cfg kinformer_loom")
         .env("CARGO_TARGET_DIR", target_dir().join("loom"));
     check("loom model check of the workqueue", loom)?;
     crate::conformance::run()

@@ -626,7 +626,7 @@ impl<T: Item, S: QueueStorage<T>> AsyncGet<T> for Shared<T, S> {
 
 /// How long a blocking `get` spins on an empty queue before it sleeps (a few
 /// microseconds). Zero under loom, whose model needs every wait to be a modelled one.
-const SPIN_ITERATIONS: u32 = if cfg!(loom) { 0 } else { 128 };
+const SPIN_ITERATIONS: u32 = if cfg!(kinformer_loom) { 0 } else { 128 };
 
 fn spin_until_queued(queued: &AtomicUsize) {
     for i in 0..SPIN_ITERATIONS {

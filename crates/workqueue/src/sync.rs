@@ -1,5 +1,5 @@
 //! The base queue's mutex and condition variables: parking_lot's, or loom's under
-//! `--cfg loom`.
+//! `--cfg kinformer_loom`.
 //!
 //! parking_lot rather than std: in the one-producer/one-worker benchmark std's futex mutex
 //! made a system call on most unlocks once the two threads contended (its "contended" state
@@ -12,26 +12,26 @@
 //! Only the base queue's locks are modelled under loom: they carry every invariant the model
 //! check proves (one holder per item, no lost item, drain ends).
 
-#[cfg(loom)]
+#[cfg(kinformer_loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
-#[cfg(not(loom))]
+#[cfg(not(kinformer_loom))]
 pub(crate) use parking_lot::{Condvar, Mutex, MutexGuard};
 
 /// Locks `mutex`.
-#[cfg(not(loom))]
+#[cfg(not(kinformer_loom))]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock()
 }
 
 /// Waits on `condvar`, giving the guard back.
-#[cfg(not(loom))]
+#[cfg(not(kinformer_loom))]
 pub(crate) fn wait<'a, T>(condvar: &Condvar, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     condvar.wait(&mut guard);
     guard
 }
 
 /// Locks `mutex`, ignoring poisoning.
-#[cfg(loom)]
+#[cfg(kinformer_loom)]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
@@ -39,7 +39,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Waits on `condvar`, ignoring poisoning.
-#[cfg(loom)]
+#[cfg(kinformer_loom)]
 pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     condvar
         .wait(guard)

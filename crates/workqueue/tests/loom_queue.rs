@@ -3,19 +3,19 @@
 //! Run with:
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+//! RUSTFLAGS="--cfg kinformer_loom" CARGO_TARGET_DIR=target/loom \
 //!     cargo test -p kinformer-workqueue --release --test loom_queue
 //! ```
 //!
-//! (a separate target directory, so the `--cfg loom` build does not evict the normal one;
+//! (a separate target directory, so the `--cfg kinformer_loom` build does not evict the normal one;
 //! about two seconds on two cores). The blocking `get`'s brief spin is off under loom; the
 //! randomized stress test in `tests/concurrency.rs` covers it.
 //!
-//! Under `--cfg loom` the queue's mutex and condition variables are loom's, and loom runs
+//! Under `--cfg kinformer_loom` the queue's mutex and condition variables are loom's, and loom runs
 //! every interleaving of the threads below (bounded by `LOOM_MAX_PREEMPTIONS`, default 5
 //! here). Loom reports a deadlock if every thread is blocked, so "drain terminates" is
 //! checked by the models finishing at all.
-#![cfg(loom)]
+#![cfg(kinformer_loom)]
 
 use std::sync::Arc;
 
