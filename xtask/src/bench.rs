@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
@@ -29,41 +30,103 @@ struct Suite {
     bench: &'static str,
     go_pattern: &'static str,
     pairs: &'static [Pair],
+    memory: Option<Memory>,
 }
 
-const SUITES: &[Suite] = &[Suite {
-    name: "workqueue",
-    package: "kinformer-workqueue",
-    bench: "workqueue",
-    go_pattern: "^BenchmarkWorkqueue",
-    pairs: &[
-        Pair {
-            rust: "workqueue/add_get_done/same_thread",
-            go: "WorkqueueAddGetDoneSameThread",
-            target: Some(3.0),
-        },
-        Pair {
-            rust: "workqueue/add_get_done/1p1w",
-            go: "WorkqueueAddGetDone1p1w",
-            target: Some(3.0),
-        },
-        Pair {
-            rust: "workqueue/contended/2p8w_10k_keys_50pct_dup",
-            go: "WorkqueueContended2p8w",
-            target: Some(2.0),
-        },
-        Pair {
-            rust: "workqueue/delaying/add_after",
-            go: "WorkqueueAddAfter",
-            target: Some(3.0),
-        },
-        Pair {
-            rust: "workqueue/rate_limited/requeue",
-            go: "WorkqueueRateLimitedRequeue",
-            target: None,
-        },
-    ],
-}];
+/// A bytes-per-entry figure both sides print: the Go test that logs it and the marker
+/// before the number on each side.
+struct Memory {
+    go_test: &'static str,
+    go_marker: &'static str,
+    rust_marker: &'static str,
+}
+
+const SUITES: &[Suite] = &[
+    Suite {
+        name: "workqueue",
+        package: "kinformer-workqueue",
+        bench: "workqueue",
+        go_pattern: "^BenchmarkWorkqueue",
+        pairs: &[
+            Pair {
+                rust: "workqueue/add_get_done/same_thread",
+                go: "WorkqueueAddGetDoneSameThread",
+                target: Some(3.0),
+            },
+            Pair {
+                rust: "workqueue/add_get_done/1p1w",
+                go: "WorkqueueAddGetDone1p1w",
+                target: Some(3.0),
+            },
+            Pair {
+                rust: "workqueue/contended/2p8w_10k_keys_50pct_dup",
+                go: "WorkqueueContended2p8w",
+                target: Some(2.0),
+            },
+            Pair {
+                rust: "workqueue/delaying/add_after",
+                go: "WorkqueueAddAfter",
+                target: Some(3.0),
+            },
+            Pair {
+                rust: "workqueue/rate_limited/requeue",
+                go: "WorkqueueRateLimitedRequeue",
+                target: None,
+            },
+        ],
+        memory: None,
+    },
+    Suite {
+        name: "indexer",
+        package: "kinformer-indexer",
+        bench: "indexer",
+        go_pattern: "^BenchmarkIndexer",
+        pairs: &[
+            // client-go's GetByKey never touches the object; handing out an Arc does (its
+            // count), so the fair pair is a Go get that then reads the pod's name. Both shown.
+            Pair {
+                rust: "indexer/get",
+                go: "IndexerGet",
+                target: Some(2.0),
+            },
+            Pair {
+                rust: "indexer/get",
+                go: "IndexerGetRead",
+                target: Some(2.0),
+            },
+            Pair {
+                rust: "indexer/by_index",
+                go: "IndexerByIndex",
+                target: Some(2.0),
+            },
+            Pair {
+                rust: "indexer/update",
+                go: "IndexerUpdate",
+                target: Some(2.0),
+            },
+            Pair {
+                rust: "indexer/list_selector_namespace",
+                go: "IndexerListSelectorNamespace",
+                target: Some(2.0),
+            },
+            Pair {
+                rust: "indexer/list_selector_all",
+                go: "IndexerListSelectorAll",
+                target: Some(2.0),
+            },
+            Pair {
+                rust: "indexer/parse_selector",
+                go: "IndexerParseSelector",
+                target: None,
+            },
+        ],
+        memory: Some(Memory {
+            go_test: "TestIndexerHeapPerEntry",
+            go_marker: "heap bytes per entry:",
+            rust_marker: "indexer/heap_bytes_per_entry:",
+        }),
+    },
+];
 
 /// How many times `go test` repeats each benchmark; the median is reported.
 const GO_COUNT: &str = "5";
@@ -113,7 +176,7 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
         "kinformer: cargo bench -p {} --bench {}",
         suite.package, suite.bench
     ));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
             "bench",
             "-p",
@@ -125,8 +188,20 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
         ])
         .current_dir(&root)
         .env("CRITERION_HOME", &criterion_home)
-        .status()
+        .stderr(Stdio::piped())
+        .spawn()
         .context("running cargo bench")?;
+    // Echo the bench's stderr as it comes, keeping the line a memory figure is on.
+    let mut rust_memory = None;
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            if let Some(m) = &suite.memory {
+                rust_memory = rust_memory.or_else(|| number_after(&line, m.rust_marker));
+            }
+        }
+    }
+    let status = child.wait().context("waiting for cargo bench")?;
     if !status.success() {
         step.finish("FAILED");
         bail!("cargo bench failed ({status})");
@@ -161,10 +236,48 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
         );
     }
     let _ = fs::remove_dir_all(&criterion_home);
+    if let Some(m) = &suite.memory {
+        let go_bytes = go_memory(&root, m)?;
+        let rust_bytes = rust_memory.context("the Rust bench printed no memory figure")?;
+        let _ = writeln!(
+            table,
+            "\n| memory | client-go | kinformer | kinformer ÷ client-go |\n| --- | ---: | ---: | ---: |\n\
+             | heap bytes per entry | {go_bytes:.1} | {rust_bytes:.1} | {:.2} |",
+            rust_bytes / go_bytes
+        );
+    }
     println!("\n{table}");
     record(&root.join("BENCHMARKS.md"), suite.name, &table)?;
     eprintln!("recorded in BENCHMARKS.md");
     Ok(())
+}
+
+/// The number right after `marker` on `line`, if there is one.
+fn number_after(line: &str, marker: &str) -> Option<f64> {
+    let rest = &line[line.find(marker)? + marker.len()..];
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Runs the Go test that logs the memory figure and reads it.
+fn go_memory(root: &Path, m: &Memory) -> anyhow::Result<f64> {
+    let out = Command::new("go")
+        .args([
+            "test",
+            "-count",
+            "1",
+            "-v",
+            "-run",
+            &format!("^{}$", m.go_test),
+            "./bench",
+        ])
+        .current_dir(root.join("xtask").join("go"))
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .context("running the Go memory test")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| number_after(l, m.go_marker))
+        .with_context(|| format!("{} printed no {:?}", m.go_test, m.go_marker))
 }
 
 /// Median ns/op per benchmark from `go test -bench` output (several `-count` lines).

@@ -42,7 +42,7 @@ enum Command {
     Conformance,
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
-        /// The suite: `workqueue`.
+        /// The suite: `workqueue` or `indexer`.
         suite: String,
     },
 }

@@ -1,0 +1,218 @@
+//! Key functions and index functions.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use kinformer_core::{MetaObject, ObjectKey};
+
+use crate::BoxError;
+
+/// The name of the built-in namespace index (client-go's `NamespaceIndex`), which
+/// [`Lister::namespaced`](crate::Lister::namespaced) queries.
+pub const NAMESPACE_INDEX: &str = "namespace";
+
+/// Makes the key an object is stored under (client-go's `KeyFunc`). The default is
+/// [`kinformer_core::meta_namespace_key`]: `namespace/name`, or `name` for cluster-scoped
+/// objects.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kinformer_core::ObjectKey;
+/// use kinformer_indexer::{Indexers, KeyFunc, ThreadSafeStore};
+/// # use kinformer_core::MetaObject;
+/// # struct Thing { uid: String }
+/// # impl MetaObject for Thing {
+/// #     fn object_name(&self) -> Option<&str> { None }
+/// #     fn object_namespace(&self) -> Option<&str> { None }
+/// #     fn object_resource_version(&self) -> Option<&str> { None }
+/// # }
+/// // Store things by their UID.
+/// let by_uid: KeyFunc<Thing> = Arc::new(|t: &Thing| ObjectKey::new(None, &t.uid));
+/// let store = ThreadSafeStore::with_key_func(by_uid, Indexers::new());
+/// ```
+pub type KeyFunc<K> = Arc<dyn Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync>;
+
+/// Named index functions (client-go's `Indexers`). A `BTreeMap`, so iteration (and so
+/// back-filling and error messages) is in name order.
+pub type Indexers<K> = BTreeMap<String, IndexFunc<K>>;
+
+type DynIndexFn<K> = dyn Fn(&K) -> Result<Vec<String>, BoxError> + Send + Sync;
+type DynSingleFn<K> = dyn for<'a> Fn(&'a K) -> Option<&'a str> + Send + Sync;
+
+/// Computes the indexed values of an object (client-go's `IndexFunc`): zero, one or many
+/// strings. An object is listed under each value it returns; returning none leaves it out
+/// of that index.
+///
+/// Cloning shares the function. An index function runs while the store's write lock is
+/// held, so it must be quick, must not block, and must not call back into the store.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_indexer::IndexFunc;
+///
+/// // The reference article's `byNode` index: one value, borrowed from the pod.
+/// let by_node = IndexFunc::single(|pod: &Pod| pod.spec.as_ref()?.node_name.as_deref());
+/// // The same with owned values (any number of them).
+/// let by_node_owned = IndexFunc::new(|pod: &Pod| {
+///     pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+/// });
+/// // A multi-value index: one value per container image.
+/// let by_image = IndexFunc::new(|pod: &Pod| {
+///     let spec = pod.spec.iter();
+///     spec.flat_map(|s| &s.containers).filter_map(|c| c.image.clone()).collect()
+/// });
+/// // A fallible one: the error reaches the caller of `add` / `update` / `replace`.
+/// let by_owner = IndexFunc::fallible(|pod: &Pod| {
+///     let owners = pod.metadata.owner_references.as_ref().ok_or("pod has no owner")?;
+///     Ok::<_, &str>(owners.iter().map(|o| o.uid.clone()).collect())
+/// });
+/// # let _ = (by_node, by_node_owned, by_image, by_owner);
+/// ```
+pub struct IndexFunc<K> {
+    kind: Kind<K>,
+}
+
+enum Kind<K> {
+    /// client-go's `MetaNamespaceIndexFunc`, recognised by the store so that it can index
+    /// without allocating.
+    Namespace,
+    Single(Arc<DynSingleFn<K>>),
+    Custom(Arc<DynIndexFn<K>>),
+}
+
+impl<K> IndexFunc<K> {
+    /// An index function that cannot fail.
+    pub fn new<F>(f: F) -> Self
+    where
+        F: Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    {
+        Self {
+            kind: Kind::Custom(Arc::new(move |obj: &K| Ok(f(obj)))),
+        }
+    }
+
+    /// An index function with at most one value, borrowed from the object: the store
+    /// compares and files it without allocating, which makes writes cheaper than with
+    /// [`new`](Self::new). `None` leaves the object out of the index.
+    pub fn single<F>(f: F) -> Self
+    where
+        F: for<'a> Fn(&'a K) -> Option<&'a str> + Send + Sync + 'static,
+    {
+        Self {
+            kind: Kind::Single(Arc::new(f)),
+        }
+    }
+
+    /// An index function that may fail. Its error is returned, as
+    /// [`Error::IndexFunc`](crate::Error::IndexFunc), by the write that called it, and that
+    /// write changes nothing.
+    pub fn fallible<F, E>(f: F) -> Self
+    where
+        F: Fn(&K) -> Result<Vec<String>, E> + Send + Sync + 'static,
+        E: Into<BoxError>,
+    {
+        Self {
+            kind: Kind::Custom(Arc::new(move |obj: &K| f(obj).map_err(Into::into))),
+        }
+    }
+
+    /// The namespace index (client-go's `MetaNamespaceIndexFunc`): one value, the object's
+    /// namespace, `""` for cluster-scoped objects.
+    pub fn namespace() -> Self {
+        Self {
+            kind: Kind::Namespace,
+        }
+    }
+
+    /// Whether this is [`IndexFunc::namespace`].
+    pub fn is_namespace(&self) -> bool {
+        matches!(self.kind, Kind::Namespace)
+    }
+}
+
+impl<K: MetaObject> IndexFunc<K> {
+    /// The indexed values of `obj`.
+    ///
+    /// # Errors
+    /// Whatever a [`fallible`](Self::fallible) function returns.
+    pub fn values(&self, obj: &K) -> Result<Vec<String>, BoxError> {
+        match &self.kind {
+            Kind::Namespace => Ok(vec![obj.object_namespace().unwrap_or("").to_owned()]),
+            Kind::Single(f) => Ok(f(obj).map(str::to_owned).into_iter().collect()),
+            Kind::Custom(f) => f(obj),
+        }
+    }
+}
+
+impl<K> Clone for IndexFunc<K> {
+    fn clone(&self) -> Self {
+        Self {
+            kind: match &self.kind {
+                Kind::Namespace => Kind::Namespace,
+                Kind::Single(f) => Kind::Single(Arc::clone(f)),
+                Kind::Custom(f) => Kind::Custom(Arc::clone(f)),
+            },
+        }
+    }
+}
+
+impl<K> fmt::Debug for IndexFunc<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            Kind::Namespace => f.write_str("IndexFunc::namespace"),
+            Kind::Single(_) => f.write_str("IndexFunc::single(<closure>)"),
+            Kind::Custom(_) => f.write_str("IndexFunc(<closure>)"),
+        }
+    }
+}
+
+/// The usual indexers of an informer's store: just the namespace index, under
+/// [`NAMESPACE_INDEX`] (what client-go's generated informers register).
+pub fn namespace_indexers<K>() -> Indexers<K> {
+    let mut indexers = Indexers::new();
+    indexers.insert(NAMESPACE_INDEX.to_owned(), IndexFunc::namespace());
+    indexers
+}
+
+/// The values of an object for one index, as the store keeps them: computed once when the
+/// object is written, so that an update or delete never calls the index function on the
+/// old object again (and so can never fail on it).
+pub(crate) enum IndexValues<'a> {
+    /// No value.
+    None,
+    /// The namespace index or a `single` function: borrowed from the object.
+    Borrowed(&'a str),
+    /// A custom function's result, deduplicated.
+    Owned(Vec<String>),
+}
+
+impl IndexValues<'_> {
+    /// The same values, owning their strings.
+    pub(crate) fn into_owned(self) -> IndexValues<'static> {
+        match self {
+            IndexValues::None => IndexValues::None,
+            IndexValues::Borrowed(v) => IndexValues::Owned(vec![v.to_owned()]),
+            IndexValues::Owned(vs) => IndexValues::Owned(vs),
+        }
+    }
+}
+
+impl<K: MetaObject> IndexFunc<K> {
+    /// The values the store files `obj` under: sorted and deduplicated for custom
+    /// functions, borrowed for the namespace index.
+    pub(crate) fn store_values<'a>(&self, obj: &'a K) -> Result<IndexValues<'a>, BoxError> {
+        match &self.kind {
+            Kind::Namespace => Ok(IndexValues::Borrowed(obj.object_namespace().unwrap_or(""))),
+            Kind::Single(f) => Ok(f(obj).map_or(IndexValues::None, IndexValues::Borrowed)),
+            Kind::Custom(f) => {
+                let mut values = f(obj)?;
+                if values.len() > 1 {
+                    values.sort_unstable();
+                    values.dedup();
+                }
+                Ok(IndexValues::Owned(values))
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Listers: typed, read-only queries over an indexer, by name and by label selector.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use kinformer_core::MetaObject;
+use kube_core::{Selector, SelectorExt};
+
+use crate::{Error, Indexer, NAMESPACE_INDEX};
+
+/// The labels of an object, which label selectors match against.
+///
+/// Implemented for every `kube_core::Resource` (k8s-openapi types, `#[derive(CustomResource)]`
+/// types, `DynamicObject`); implement it for other object types to use them with a
+/// [`Lister`]. (It sits beside [`MetaObject`] because kinformer-core's trait has no labels.)
+pub trait ObjectLabels {
+    /// `metadata.labels`, if any.
+    fn object_labels(&self) -> Option<&BTreeMap<String, String>>;
+}
+
+impl<K: kube_core::Resource> ObjectLabels for K {
+    fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.meta().labels.as_ref()
+    }
+}
+
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+fn matches<K: ObjectLabels>(selector: &Selector, obj: &K) -> bool {
+    selector.matches(obj.object_labels().unwrap_or(&NO_LABELS))
+}
+
+/// Typed reads from an [`Indexer`] (client-go's generated `PodLister` and friends, for any
+/// object type): list by label selector, get by name, and the same within one namespace
+/// through the namespace index.
+///
+/// Cloning is cheap and shares the indexer. Every result is an `Arc` of the stored object.
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_indexer::{everything, namespace_indexers, parse_selector, Lister, Store, ThreadSafeStore};
+///
+/// let store = Arc::new(ThreadSafeStore::new(namespace_indexers()));
+/// for (ns, name, app) in [("default", "a", "nginx"), ("default", "b", "redis"), ("kube-system", "c", "nginx")] {
+///     let mut pod = Pod::default();
+///     pod.metadata.namespace = Some(ns.into());
+///     pod.metadata.name = Some(name.into());
+///     pod.metadata.labels = Some([("app".to_string(), app.to_string())].into());
+///     store.add(Arc::new(pod))?;
+/// }
+/// let lister = Lister::new(store);
+///
+/// let nginx = parse_selector("app=nginx")?;
+/// assert_eq!(lister.list(&nginx).len(), 2);
+/// assert_eq!(lister.namespaced("default").list(&nginx).len(), 1);
+/// assert_eq!(lister.namespaced("default").list(&everything()).len(), 2);
+/// let pod = lister.namespaced("default").get("b")?;
+/// assert_eq!(pod.metadata.name.as_deref(), Some("b"));
+/// assert!(lister.namespaced("default").get("c").unwrap_err().is_not_found());
+/// # Ok::<(), kinformer_indexer::Error>(())
+/// ```
+pub struct Lister<K> {
+    indexer: Arc<dyn Indexer<K>>,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Lister<K> {
+    fn clone(&self) -> Self {
+        Self {
+            indexer: Arc::clone(&self.indexer),
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Lister<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lister").finish_non_exhaustive()
+    }
+}
+
+impl<K: MetaObject + ObjectLabels + 'static> Lister<K> {
+    /// A lister over `indexer`: a [`ThreadSafeStore`](crate::ThreadSafeStore), an
+    /// informer's indexer, or any other [`Indexer`]. Namespaced queries use its
+    /// [`NAMESPACE_INDEX`] when it has one and scan everything otherwise.
+    pub fn new<I: Indexer<K> + 'static>(indexer: Arc<I>) -> Self {
+        Self::from_dyn(indexer)
+    }
+
+    /// A lister over an indexer that is already a trait object.
+    pub fn from_dyn(indexer: Arc<dyn Indexer<K>>) -> Self {
+        Self {
+            indexer,
+            _k: PhantomData,
+        }
+    }
+
+    /// The indexer this lister reads.
+    pub fn indexer(&self) -> &Arc<dyn Indexer<K>> {
+        &self.indexer
+    }
+
+    /// Every object, in every namespace, whose labels match `selector`.
+    /// [`everything()`](crate::everything) skips matching.
+    pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
+        let mut all = self.indexer.list();
+        if !selector.selects_all() {
+            all.retain(|obj| matches(selector, &**obj));
+        }
+        all
+    }
+
+    /// The cluster-scoped object called `name` (its key is its name).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`].
+    pub fn get(&self, name: &str) -> Result<Arc<K>, Error> {
+        self.indexer
+            .get_by_key(name)
+            .ok_or_else(|| Error::NotFound {
+                namespace: None,
+                name: name.to_owned(),
+            })
+    }
+
+    /// Queries within one namespace (client-go's `lister.Pods(namespace)`). `""` means
+    /// all namespaces for [`list`](NamespacedLister::list), as in client-go.
+    pub fn namespaced<'a>(&'a self, namespace: &'a str) -> NamespacedLister<'a, K> {
+        NamespacedLister {
+            lister: self,
+            namespace,
+        }
+    }
+}
+
+/// Queries within one namespace; made by [`Lister::namespaced`].
+pub struct NamespacedLister<'a, K> {
+    lister: &'a Lister<K>,
+    namespace: &'a str,
+}
+
+impl<K> fmt::Debug for NamespacedLister<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamespacedLister")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: MetaObject + ObjectLabels + 'static> NamespacedLister<'_, K> {
+    /// The objects of this namespace whose labels match `selector`, found through the
+    /// namespace index. [`everything()`](crate::everything) skips matching.
+    pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
+        if self.namespace.is_empty() {
+            return self.lister.list(selector);
+        }
+        let indexer = &self.lister.indexer;
+        match indexer.by_index(NAMESPACE_INDEX, self.namespace) {
+            Ok(mut objs) => {
+                if !selector.selects_all() {
+                    objs.retain(|obj| matches(selector, &**obj));
+                }
+                objs
+            }
+            Err(err) => {
+                // client-go does the same: log, then find them the slow way.
+                tracing::warn!(%err, "cannot list through the namespace index; scanning every object");
+                let mut objs = indexer.list();
+                objs.retain(|obj| {
+                    obj.object_namespace() == Some(self.namespace)
+                        && (selector.selects_all() || matches(selector, &**obj))
+                });
+                objs
+            }
+        }
+    }
+
+    /// The object called `name` in this namespace.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`].
+    pub fn get(&self, name: &str) -> Result<Arc<K>, Error> {
+        let key = format!("{}/{}", self.namespace, name);
+        self.lister
+            .indexer
+            .get_by_key(&key)
+            .ok_or_else(|| Error::NotFound {
+                namespace: Some(self.namespace.to_owned()),
+                name: name.to_owned(),
+            })
+    }
+}

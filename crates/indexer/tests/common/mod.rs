@@ -1,0 +1,301 @@
+//! A small object type and a second `Indexer` implementation, shared by the integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kinformer_core::{MetaObject, ObjectKey, meta_namespace_key};
+use kinformer_indexer::{
+    Error, IndexFunc, Indexer, Indexers, ObjectLabels, Store, ThreadSafeStore,
+};
+
+/// Not a Kubernetes type: the store works for anything with a name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TestObj {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub rv: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    /// What the `byNode` index files the object under.
+    pub node: String,
+    /// What the multi-value `byUser` index files the object under.
+    pub users: Vec<String>,
+}
+
+impl MetaObject for TestObj {
+    fn object_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+    fn object_namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+    fn object_resource_version(&self) -> Option<&str> {
+        self.rv.as_deref()
+    }
+}
+
+impl ObjectLabels for TestObj {
+    fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
+        Some(&self.labels)
+    }
+}
+
+/// `ns/name`, or a cluster-scoped `name` when `ns` is empty.
+pub fn obj(ns: &str, name: &str) -> TestObj {
+    TestObj {
+        namespace: (!ns.is_empty()).then(|| ns.to_owned()),
+        name: Some(name.to_owned()),
+        ..TestObj::default()
+    }
+}
+
+impl TestObj {
+    pub fn on(mut self, node: &str) -> Self {
+        self.node = node.to_owned();
+        self
+    }
+    pub fn users(mut self, users: &[&str]) -> Self {
+        self.users = users.iter().map(|u| u.to_string()).collect();
+        self
+    }
+    pub fn rv(mut self, rv: &str) -> Self {
+        self.rv = Some(rv.to_owned());
+        self
+    }
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.labels.insert(k.to_owned(), v.to_owned());
+        self
+    }
+    pub fn arc(self) -> Arc<TestObj> {
+        Arc::new(self)
+    }
+}
+
+pub fn by_node() -> IndexFunc<TestObj> {
+    IndexFunc::new(|o: &TestObj| vec![o.node.clone()])
+}
+
+pub fn by_user() -> IndexFunc<TestObj> {
+    IndexFunc::new(|o: &TestObj| o.users.clone())
+}
+
+/// The namespace, `byNode` and multi-value `byUser` indices.
+pub fn test_indexers() -> Indexers<TestObj> {
+    let mut ix = kinformer_indexer::namespace_indexers();
+    ix.insert("byNode".into(), by_node());
+    ix.insert("byUser".into(), by_user());
+    ix
+}
+
+/// Each implementation under test, by name: the default store and the naive one.
+pub type MakeIndexer = fn(Indexers<TestObj>) -> Arc<dyn Indexer<TestObj>>;
+
+pub fn implementations() -> Vec<(&'static str, MakeIndexer)> {
+    vec![
+        ("ThreadSafeStore", |ix| Arc::new(ThreadSafeStore::new(ix))),
+        ("NaiveIndexer", |ix| Arc::new(NaiveIndexer::new(ix))),
+    ]
+}
+
+/// A deliberately different `Indexer`: one mutex over a `BTreeMap`, and no index
+/// structures at all — every index query runs the index functions over every object.
+/// Plugged in through the trait to show that the swap point works, and used as a model for
+/// the default store.
+pub struct NaiveIndexer<K> {
+    state: Mutex<Naive<K>>,
+}
+
+struct Naive<K> {
+    items: BTreeMap<ObjectKey, Arc<K>>,
+    indexers: Indexers<K>,
+    rv: String,
+}
+
+impl<K: MetaObject> NaiveIndexer<K> {
+    pub fn new(indexers: Indexers<K>) -> Self {
+        Self {
+            state: Mutex::new(Naive {
+                items: BTreeMap::new(),
+                indexers,
+                rv: String::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Naive<K>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<K: MetaObject> Naive<K> {
+    fn values(
+        &self,
+        name: &str,
+        func: &IndexFunc<K>,
+        key: Option<&ObjectKey>,
+        obj: &K,
+    ) -> Result<BTreeSet<String>, Error> {
+        func.values(obj)
+            .map(|v| v.into_iter().collect())
+            .map_err(|source| Error::IndexFunc {
+                index: name.to_owned(),
+                key: key.cloned(),
+                source,
+            })
+    }
+
+    fn check(&self, key: &ObjectKey, obj: &K) -> Result<(), Error> {
+        for (name, func) in &self.indexers {
+            self.values(name, func, Some(key), obj)?;
+        }
+        Ok(())
+    }
+
+    fn matching(
+        &self,
+        index_name: &str,
+        wanted: &BTreeSet<String>,
+    ) -> Result<Vec<(ObjectKey, Arc<K>)>, Error> {
+        let func = self
+            .indexers
+            .get(index_name)
+            .ok_or_else(|| Error::UnknownIndex(index_name.to_owned()))?;
+        let mut out = Vec::new();
+        for (key, obj) in &self.items {
+            let values = self.values(index_name, func, Some(key), obj)?;
+            if !values.is_disjoint(wanted) {
+                out.push((key.clone(), Arc::clone(obj)));
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> Store<K> for NaiveIndexer<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), Error> {
+        self.update(obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), Error> {
+        let key = meta_namespace_key(&*obj)?;
+        let mut s = self.lock();
+        s.check(&key, &obj)?;
+        s.rv = obj.object_resource_version().unwrap_or("").to_owned();
+        s.items.insert(key, obj);
+        Ok(())
+    }
+    fn delete(&self, obj: &K) -> Result<(), Error> {
+        let key = meta_namespace_key(obj)?;
+        let mut s = self.lock();
+        s.items.remove(&key);
+        s.rv = obj.object_resource_version().unwrap_or("").to_owned();
+        Ok(())
+    }
+    fn list(&self) -> Vec<Arc<K>> {
+        self.lock().items.values().cloned().collect()
+    }
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.lock().items.keys().cloned().collect()
+    }
+    fn get(&self, obj: &K) -> Result<Option<Arc<K>>, Error> {
+        let key = meta_namespace_key(obj)?;
+        Ok(self.get_by_key(key.as_str()))
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.lock().items.get(key).cloned()
+    }
+    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), Error> {
+        let mut s = self.lock();
+        let mut items = BTreeMap::new();
+        for obj in list {
+            let key = meta_namespace_key(&*obj)?;
+            s.check(&key, &obj)?;
+            items.insert(key, obj);
+        }
+        s.items = items;
+        s.rv = rv.to_owned();
+        Ok(())
+    }
+    fn last_sync_resource_version(&self) -> String {
+        self.lock().rv.clone()
+    }
+    fn bookmark(&self, rv: &str) {
+        self.lock().rv = rv.to_owned();
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for NaiveIndexer<K> {
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> {
+        let s = self.lock();
+        let func = s
+            .indexers
+            .get(index_name)
+            .ok_or_else(|| Error::UnknownIndex(index_name.to_owned()))?;
+        let wanted = s.values(index_name, func, None, obj)?;
+        Ok(s.matching(index_name, &wanted)?
+            .into_iter()
+            .map(|(_, o)| o)
+            .collect())
+    }
+    fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, Error> {
+        let s = self.lock();
+        Ok(s.matching(index_name, &BTreeSet::from([value.to_owned()]))?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        let s = self.lock();
+        let Some(func) = s.indexers.get(index_name) else {
+            return Vec::new();
+        };
+        let mut all = BTreeSet::new();
+        for (key, obj) in &s.items {
+            if let Ok(v) = s.values(index_name, func, Some(key), obj) {
+                all.extend(v);
+            }
+        }
+        all.into_iter().collect()
+    }
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
+        let s = self.lock();
+        Ok(s.matching(index_name, &BTreeSet::from([value.to_owned()]))?
+            .into_iter()
+            .map(|(_, o)| o)
+            .collect())
+    }
+    fn get_indexers(&self) -> Indexers<K> {
+        self.lock().indexers.clone()
+    }
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
+        let mut s = self.lock();
+        let conflicts: Vec<String> = indexers
+            .keys()
+            .filter(|n| s.indexers.contains_key(*n))
+            .cloned()
+            .collect();
+        if !conflicts.is_empty() {
+            return Err(Error::IndexerConflict(conflicts));
+        }
+        for (name, func) in &indexers {
+            for (key, obj) in &s.items {
+                s.values(name, func, Some(key), obj)?;
+            }
+        }
+        s.indexers.extend(indexers);
+        Ok(())
+    }
+}
+
+/// The names of objects, sorted, for comparing results regardless of order.
+pub fn names<K: MetaObject>(objs: &[Arc<K>]) -> Vec<String> {
+    let mut n: Vec<String> = objs
+        .iter()
+        .map(|o| o.object_name().unwrap_or("").to_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+pub fn keys(keys: &[ObjectKey]) -> Vec<&str> {
+    keys.iter().map(|k| k.as_str()).collect()
+}
