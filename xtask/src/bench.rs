@@ -209,7 +209,7 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
     step.finish("done");
 
     let mut table = String::from(
-        "| workload | client-go ns/op (median of 5) | kinformer ns/op (criterion median) | speed-up | target |\n\
+        "| kinformer bench vs client-go bench | client-go ns/op (median of 5) | kinformer ns/op (criterion median) | speed-up | target |\n\
          | --- | ---: | ---: | ---: | ---: |\n",
     );
     for pair in suite.pairs {
@@ -231,8 +231,8 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
         );
         let _ = writeln!(
             table,
-            "| `{}` | {go_ns:.1} | {rust:.1} | {ratio:.2}x | {target} |",
-            pair.rust
+            "| `{}` vs `{}` | {go_ns:.1} | {rust:.1} | {ratio:.2}x | {target} |",
+            pair.rust, pair.go
         );
     }
     let _ = fs::remove_dir_all(&criterion_home);
