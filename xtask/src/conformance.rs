@@ -16,7 +16,20 @@ use serde_json::Value;
 
 use crate::progress::Step;
 
+mod selector;
+mod store;
 mod workqueue;
+
+/// Makes the random trace of a seed.
+type Generator = fn(u64) -> String;
+
+/// Every trace kind with its generator: hand-written traces of a kind live in
+/// `xtask/traces/<kind>/`, and each run adds [`GENERATED_PER_KIND`] generated ones.
+const KINDS: [(&str, Generator); 3] = [
+    ("workqueue", workqueue::generate),
+    ("store", store::generate),
+    ("selector", selector::generate),
+];
 
 /// How many random traces each run generates per trace kind.
 pub(crate) const GENERATED_PER_KIND: u64 = 200;
@@ -71,6 +84,8 @@ fn replay_rust(path: &Path) -> anyhow::Result<Observations> {
         .context("parsing an op")?;
     match header["trace"].as_str() {
         Some("workqueue") => workqueue::replay(&header, &ops),
+        Some("store") => store::replay(&header, &ops),
+        Some("selector") => selector::replay(&header, &ops),
         other => bail!("unknown trace kind {other:?}"),
     }
 }
@@ -126,17 +141,26 @@ pub(crate) fn run() -> anyhow::Result<()> {
     crate::controlplane::build(false)?;
     let peer = kinformer_testenv::binary_dir().join("clientgo-peer");
     let traces = crate::workspace_root().join("xtask").join("traces");
-    let mut files = Vec::new();
-    collect(&traces.join("workqueue"), &mut files)?;
-    files.sort();
-    let hand_written = files.len();
-
     let generated_dir = tempfile_dir()?;
-    for seed in 1..=GENERATED_PER_KIND {
-        let path = generated_dir.join(format!("workqueue-seed-{seed:03}.jsonl"));
-        fs::write(&path, workqueue::generate(seed))
-            .with_context(|| format!("writing {}", path.display()))?;
-        files.push(path);
+    let mut files = Vec::new();
+    // Each file's kind and each kind's number of hand-written traces, for the summary.
+    let mut kind_of = BTreeMap::new();
+    let mut hand_written = BTreeMap::new();
+    for (kind, generate) in KINDS {
+        let mut kind_files = Vec::new();
+        collect(&traces.join(kind), &mut kind_files)?;
+        kind_files.sort();
+        hand_written.insert(kind, kind_files.len());
+        for seed in 1..=GENERATED_PER_KIND {
+            let path = generated_dir.join(format!("{kind}-seed-{seed:03}.jsonl"));
+            fs::write(&path, generate(seed))
+                .with_context(|| format!("writing {}", path.display()))?;
+            kind_files.push(path);
+        }
+        for file in &kind_files {
+            kind_of.insert(file.clone(), kind);
+        }
+        files.extend(kind_files);
     }
 
     let mut step = Step::start(format!(
@@ -180,8 +204,22 @@ pub(crate) fn run() -> anyhow::Result<()> {
         }
     }
     let _ = fs::remove_dir_all(&generated_dir);
+    let per_kind: Vec<String> = KINDS
+        .iter()
+        .map(|(kind, _)| {
+            let differ = failures
+                .iter()
+                .filter(|(f, _, _)| kind_of.get(f) == Some(kind))
+                .count();
+            format!(
+                "{kind}: {} hand-written + {GENERATED_PER_KIND} generated, {differ} differences",
+                hand_written.get(kind).copied().unwrap_or_default()
+            )
+        })
+        .collect();
     eprintln!(
-        "conformance: {hand_written} hand-written + {GENERATED_PER_KIND} generated workqueue traces, {} differences",
+        "conformance: {}; {} differences in all",
+        per_kind.join("; "),
         failures.len()
     );
     if !failures.is_empty() {

@@ -60,7 +60,8 @@ pub enum Error {
     },
 
     /// The selector uses `>` or `<`, which client-go accepts but kube-core's `Expression`
-    /// cannot express. Filter on the numeric label in code instead.
+    /// cannot express. Filter on the numeric label in code instead. Only for a selector
+    /// client-go accepts: one it refuses (`a>x`, `a>1,b=-`) is [`Error::InvalidSelector`].
     #[error("label selector {selector:?}: the {operator:?} operator is not supported")]
     UnsupportedSelectorOperator {
         /// The selector as given.

@@ -178,11 +178,15 @@ impl<K: MetaObject + ObjectLabels + 'static> NamespacedLister<'_, K> {
         }
     }
 
-    /// The object called `name` in this namespace.
+    /// The object called `name` in this namespace. For `""` the key is the bare name, as
+    /// in client-go (the same as [`Lister::get`]).
     ///
     /// # Errors
     /// [`Error::NotFound`].
     pub fn get(&self, name: &str) -> Result<Arc<K>, Error> {
+        if self.namespace.is_empty() {
+            return self.lister.get(name);
+        }
         let key = format!("{}/{}", self.namespace, name);
         self.lister
             .indexer

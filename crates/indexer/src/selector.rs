@@ -23,8 +23,10 @@
 //! values are empty or follow the name rule.
 //!
 //! One difference: client-go also accepts `a>1` and `a<1`, which kube-core's `Expression`
-//! cannot represent; they are refused with
-//! [`Error::UnsupportedSelectorOperator`](crate::Error::UnsupportedSelectorOperator).
+//! cannot represent. A selector client-go accepts that has such a requirement is refused
+//! with [`Error::UnsupportedSelectorOperator`](crate::Error::UnsupportedSelectorOperator);
+//! one client-go refuses too (`a>x`, `a>1,b=-`) is an
+//! [`Error::InvalidSelector`](crate::Error::InvalidSelector), as for any other operator.
 
 use std::collections::BTreeSet;
 
@@ -61,15 +63,25 @@ pub fn everything() -> Selector {
 ///
 /// # Errors
 /// [`Error::InvalidSelector`] for input outside the grammar or with an invalid key or
-/// value; [`Error::UnsupportedSelectorOperator`] for `>` and `<`.
+/// value (`>` and `<` need an integer); [`Error::UnsupportedSelectorOperator`] for a
+/// selector client-go accepts that uses `>` or `<`.
 pub fn parse_selector(selector: &str) -> Result<Selector, Error> {
     let tokens = lex(selector);
     let mut parser = Parser {
         tokens: &tokens,
         pos: 0,
         input: selector,
+        unsupported: None,
     };
     let mut exprs = parser.parse()?;
+    // Only now: a grammar or validation error anywhere in the input comes first, as
+    // client-go refuses such a selector whatever its operators.
+    if let Some(operator) = parser.unsupported {
+        return Err(Error::UnsupportedSelectorOperator {
+            selector: selector.to_owned(),
+            operator,
+        });
+    }
     // Sort to make parsing deterministic, as client-go does.
     exprs.sort_by(|a, b| expr_key(a).cmp(expr_key(b)));
     Ok(exprs.into_iter().collect())
@@ -249,6 +261,8 @@ struct Parser<'t, 'a> {
     tokens: &'t [(Tok, &'a str)],
     pos: usize,
     input: &'a str,
+    /// The first `>` or `<` of a valid requirement: kube-core cannot hold it.
+    unsupported: Option<&'static str>,
 }
 
 impl<'a> Parser<'_, 'a> {
@@ -286,7 +300,7 @@ impl<'a> Parser<'_, 'a> {
                     let expr = self.parse_requirement().map_err(|reason| {
                         self.err(format!("unable to parse requirement: {reason}"))
                     })?;
-                    exprs.push(expr?);
+                    exprs.extend(expr);
                     let (t, l) = self.consume(Context::Values);
                     match t {
                         Tok::EndOfString => return Ok(exprs),
@@ -314,24 +328,32 @@ impl<'a> Parser<'_, 'a> {
         }
     }
 
-    /// The outer error is a grammar or validation problem (to be prefixed); the inner one
-    /// is an unsupported operator, reported as is.
-    fn parse_requirement(&mut self) -> Result<Result<Expression, Error>, String> {
+    /// The error is a grammar or validation problem (to be prefixed). `None` is a valid
+    /// `>` or `<` requirement, recorded in `unsupported`.
+    fn parse_requirement(&mut self) -> Result<Option<Expression>, String> {
         let (key, op) = self.parse_key_and_infer_operator()?;
         let op = match op {
             Some(op) => op,
             None => match self.parse_operator()? {
                 Ok(op) => op,
                 Err(unsupported) => {
-                    return Ok(Err(Error::UnsupportedSelectorOperator {
-                        selector: self.input.to_owned(),
-                        operator: unsupported,
-                    }));
+                    // Validated as client-go does, so that only a selector it accepts is
+                    // reported as unsupported.
+                    let value = self.parse_exact_value()?;
+                    if value.parse::<i64>().is_err() {
+                        return Err(format!(
+                            "invalid value {value:?} for key {key:?}: for 'Gt', 'Lt' operators, \
+                             the value must be an integer"
+                        ));
+                    }
+                    validate_label_value(key, &value)?;
+                    self.unsupported.get_or_insert(unsupported);
+                    return Ok(None);
                 }
             },
         };
         let key = key.to_owned();
-        Ok(Ok(match op {
+        Ok(Some(match op {
             Op::Exists => Expression::Exists(key),
             Op::DoesNotExist => Expression::DoesNotExist(key),
             Op::In | Op::NotIn => {

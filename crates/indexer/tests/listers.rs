@@ -163,6 +163,24 @@ fn rule34_cluster_scoped_get_by_name() {
     );
     assert!(lister.get("node-2").unwrap_err().is_not_found());
     assert_eq!(lister.list(&parse_selector("zone=a").unwrap()).len(), 1);
+    // A namespaced lister for "" looks up the bare name, as client-go's does (its key is
+    // the name alone), not the impossible key "/node-1".
+    assert_eq!(
+        lister
+            .namespaced("")
+            .get("node-1")
+            .unwrap()
+            .metadata
+            .name
+            .as_deref(),
+        Some("node-1")
+    );
+    match lister.namespaced("").get("node-2") {
+        Err(Error::NotFound { namespace, name }) => {
+            assert_eq!((namespace, name.as_str()), (None, "node-2"));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Counts the calls a lister makes, then delegates to a `ThreadSafeStore`: shows which

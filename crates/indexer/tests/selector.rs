@@ -273,11 +273,44 @@ fn key_and_value_validation_follows_client_go() {
 
 #[test]
 fn greater_and_less_than_are_refused_with_their_own_error() {
-    for (s, op) in [("x>1", ">"), ("x<7", "<"), ("a=b,x>1", ">"), ("x<a", "<")] {
+    for (s, op) in [
+        ("x>1", ">"),
+        ("x<7", "<"),
+        ("a=b,x>1", ">"),
+        ("x>1,z<5", ">"),
+        ("x<01", "<"),
+        ("n>9223372036854775807", ">"),
+    ] {
         match parse_selector(s) {
             Err(Error::UnsupportedSelectorOperator { selector, operator }) => {
                 assert_eq!((selector.as_str(), operator), (s, op));
             }
+            other => panic!("{s:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn greater_and_less_than_in_a_selector_client_go_refuses_are_invalid() {
+    // client-go refuses these too (the value must be an integer and a label value, and
+    // an error anywhere refuses the whole selector): the unsupported operator is not
+    // what is wrong with them.
+    for s in [
+        "x<a",
+        "x>",
+        "x>,y",
+        "x>-1",
+        "x>+1",
+        "x>1.5",
+        "n>9223372036854775808",
+        "x>1,y=-",
+        "y=-,x>1",
+        "x>1,",
+        "x>>1",
+        "-x>1",
+    ] {
+        match parse_selector(s) {
+            Err(Error::InvalidSelector { selector, .. }) => assert_eq!(selector, s),
             other => panic!("{s:?}: {other:?}"),
         }
     }

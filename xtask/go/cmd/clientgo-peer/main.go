@@ -56,6 +56,10 @@ func replayFile(path string, out *bufio.Writer) error {
 	switch header["trace"] {
 	case "workqueue":
 		return replayWorkqueue(header, lines, out)
+	case "store":
+		return replayStore(header, lines, out)
+	case "selector":
+		return replaySelector(lines, out)
 	default:
 		return fmt.Errorf("unknown trace kind %v", header["trace"])
 	}
