@@ -1,5 +1,7 @@
-/// The metadata every kinformer layer needs from an object: its name, namespace and
-/// resource version.
+use std::collections::BTreeMap;
+
+/// The metadata every kinformer layer needs from an object: its name, namespace,
+/// resource version and labels.
 ///
 /// With the `kube` feature this is implemented for every [`kube_core::Resource`]
 /// (k8s-openapi types, `#[derive(CustomResource)]` types, `DynamicObject`,
@@ -28,6 +30,11 @@ pub trait MetaObject {
     fn object_namespace(&self) -> Option<&str>;
     /// `metadata.resourceVersion`, if set.
     fn object_resource_version(&self) -> Option<&str>;
+    /// `metadata.labels`, which label selectors match against. The default is none, so a
+    /// type without labels only implements the three methods above.
+    fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
 }
 
 #[cfg(feature = "kube")]
@@ -40,5 +47,8 @@ impl<K: kube_core::Resource> MetaObject for K {
     }
     fn object_resource_version(&self) -> Option<&str> {
         self.meta().resource_version.as_deref()
+    }
+    fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.meta().labels.as_ref()
     }
 }

@@ -12,12 +12,19 @@ fn pod_and_node_keys() {
             name: Some("web".into()),
             namespace: Some("prod".into()),
             resource_version: Some("42".into()),
+            labels: Some([("app".to_string(), "web".to_string())].into()),
             ..Default::default()
         },
         ..Default::default()
     };
     assert_eq!(meta_namespace_key(&pod).unwrap().as_str(), "prod/web");
     assert_eq!(pod.object_resource_version(), Some("42"));
+    assert_eq!(
+        pod.object_labels()
+            .and_then(|l| l.get("app"))
+            .map(String::as_str),
+        Some("web")
+    );
     let node = Node {
         metadata: ObjectMeta {
             name: Some("n1".into()),

@@ -164,7 +164,7 @@ mod traits;
 
 pub use error::{BoxError, Error};
 pub use index::{IndexFunc, Indexers, KeyFunc, NAMESPACE_INDEX, namespace_indexers};
-pub use lister::{Lister, NamespacedLister, ObjectLabels};
+pub use lister::{Lister, NamespacedLister};
 pub use selector::{everything, parse_selector};
 pub use store::ThreadSafeStore;
 pub use traits::{Indexer, Store};

@@ -10,25 +10,9 @@ use kube_core::{Selector, SelectorExt};
 
 use crate::{Error, Indexer, NAMESPACE_INDEX};
 
-/// The labels of an object, which label selectors match against.
-///
-/// Implemented for every `kube_core::Resource` (k8s-openapi types, `#[derive(CustomResource)]`
-/// types, `DynamicObject`); implement it for other object types to use them with a
-/// [`Lister`]. (It sits beside [`MetaObject`] because kinformer-core's trait has no labels.)
-pub trait ObjectLabels {
-    /// `metadata.labels`, if any.
-    fn object_labels(&self) -> Option<&BTreeMap<String, String>>;
-}
-
-impl<K: kube_core::Resource> ObjectLabels for K {
-    fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
-        self.meta().labels.as_ref()
-    }
-}
-
 static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
-fn matches<K: ObjectLabels>(selector: &Selector, obj: &K) -> bool {
+fn matches<K: MetaObject>(selector: &Selector, obj: &K) -> bool {
     selector.matches(obj.object_labels().unwrap_or(&NO_LABELS))
 }
 
@@ -82,7 +66,7 @@ impl<K> fmt::Debug for Lister<K> {
     }
 }
 
-impl<K: MetaObject + ObjectLabels + 'static> Lister<K> {
+impl<K: MetaObject + 'static> Lister<K> {
     /// A lister over `indexer`: a [`ThreadSafeStore`](crate::ThreadSafeStore), an
     /// informer's indexer, or any other [`Indexer`]. Namespaced queries use its
     /// [`NAMESPACE_INDEX`] when it has one and scan everything otherwise.
@@ -150,7 +134,7 @@ impl<K> fmt::Debug for NamespacedLister<'_, K> {
     }
 }
 
-impl<K: MetaObject + ObjectLabels + 'static> NamespacedLister<'_, K> {
+impl<K: MetaObject + 'static> NamespacedLister<'_, K> {
     /// The objects of this namespace whose labels match `selector`, found through the
     /// namespace index. [`everything()`](crate::everything) skips matching.
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {

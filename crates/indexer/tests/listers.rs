@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kinformer_core::{MetaObject, ObjectKey};
 use kinformer_indexer::{
-    Error, Indexer, Indexers, Lister, ObjectLabels, Store, ThreadSafeStore, everything,
-    namespace_indexers, parse_selector,
+    Error, Indexer, Indexers, Lister, Store, ThreadSafeStore, everything, namespace_indexers,
+    parse_selector,
 };
 use kube::CustomResource;
 use kube_core::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta};
@@ -327,9 +327,6 @@ impl MetaObject for Watched {
     fn object_resource_version(&self) -> Option<&str> {
         None
     }
-}
-
-impl ObjectLabels for Watched {
     fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
         self.reads.fetch_add(1, Ordering::Relaxed);
         Some(&self.labels)

@@ -5,9 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kinformer_core::{MetaObject, ObjectKey, meta_namespace_key};
-use kinformer_indexer::{
-    Error, IndexFunc, Indexer, Indexers, ObjectLabels, Store, ThreadSafeStore,
-};
+use kinformer_indexer::{Error, IndexFunc, Indexer, Indexers, Store, ThreadSafeStore};
 
 /// Not a Kubernetes type: the store works for anything with a name.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -32,9 +30,6 @@ impl MetaObject for TestObj {
     fn object_resource_version(&self) -> Option<&str> {
         self.rv.as_deref()
     }
-}
-
-impl ObjectLabels for TestObj {
     fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
         Some(&self.labels)
     }
