@@ -1,0 +1,271 @@
+//! What both FIFOs share: the key function and transform, initial-list bookkeeping, the
+//! waiting poppers and the in-flight keys.
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::task::Waker;
+
+use kinformer_core::{Delta, DeltaType, KnownObjects, MetaObject, ObjectKey, meta_namespace_key};
+
+use crate::Error;
+
+/// Computes the key of an object. The default is kinformer-core's
+/// [`meta_namespace_key`] (`namespace/name`, or `name`).
+pub type KeyFn<K> = Arc<dyn Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync>;
+
+/// Transforms every incoming object once, before it is queued (client-go's
+/// `TransformFunc`): typically strips fields the program never reads, such as
+/// `managedFields`, to save memory.
+///
+/// It gets the reflector's `Arc`, usually the only reference, so `Arc::make_mut` or
+/// `Arc::try_unwrap` edits in place without a copy. It never sees a `Sync` delta's object
+/// (taken from the store, already transformed) nor a tombstone's. It runs on the
+/// reflector's task, outside the FIFO's lock, except for a DeltaFIFO delete (see
+/// [`DeltaFifo::delete`](crate::DeltaFifo::delete)); keep it fast.
+pub type TransformFn<K> =
+    Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, Box<dyn StdError + Send + Sync>> + Send + Sync>;
+
+/// The FIFOs' maps and sets: std's, with foldhash's seeded hasher.
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`HashMap`].
+pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
+/// The default key function.
+pub(crate) fn default_key_fn<K: MetaObject + 'static>() -> KeyFn<K> {
+    Arc::new(|obj: &K| meta_namespace_key(obj))
+}
+
+/// Key function, transform and known-objects view, as configured.
+pub(crate) struct Config<K> {
+    pub(crate) key_fn: KeyFn<K>,
+    pub(crate) transform: Option<TransformFn<K>>,
+    pub(crate) known: Option<Arc<dyn KnownObjects<K>>>,
+}
+
+impl<K> Config<K> {
+    pub(crate) fn key_of(&self, obj: &K) -> Result<ObjectKey, Error> {
+        (self.key_fn)(obj).map_err(Error::Key)
+    }
+
+    pub(crate) fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, Error> {
+        match &self.transform {
+            Some(t) => t(obj).map_err(Error::Transform),
+            None => Ok(obj),
+        }
+    }
+
+    /// The key of an incoming object (from the object as it arrived, as client-go does),
+    /// then the object transformed.
+    pub(crate) fn prepare(&self, obj: Arc<K>) -> Result<(ObjectKey, Arc<K>), Error> {
+        let key = self.key_of(&obj)?;
+        Ok((key, self.transform(obj)?))
+    }
+
+    /// Keys and transforms a whole list before anything is queued, so that a bad object
+    /// leaves the queue as it was.
+    pub(crate) fn prepare_list(
+        &self,
+        list: Vec<Arc<K>>,
+    ) -> Result<Vec<(ObjectKey, Arc<K>)>, Error> {
+        let keyed = list
+            .into_iter()
+            .map(|obj| Ok((self.key_of(&obj)?, obj)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        if self.transform.is_none() {
+            return Ok(keyed);
+        }
+        keyed
+            .into_iter()
+            .map(|(key, obj)| Ok((key, self.transform(obj)?)))
+            .collect()
+    }
+}
+
+/// Initial-list bookkeeping (client-go's `populated` / `initialPopulationCount`), split in
+/// two counts because processing happens outside the lock: `unpopped` decides
+/// `is_in_initial_list` at pop time, `unfinished` decides `has_synced` once processing is
+/// done.
+#[derive(Default)]
+pub(crate) struct Progress {
+    populated: bool,
+    unpopped: usize,
+    unfinished: usize,
+    synced: bool,
+}
+
+impl Progress {
+    /// An add, update or delete came first: there is no initial list.
+    pub(crate) fn mark_populated(&mut self) {
+        self.populated = true;
+        self.check();
+    }
+
+    /// The first replace queued `count` entries.
+    pub(crate) fn first_replace(&mut self, count: usize) {
+        if !self.populated {
+            self.populated = true;
+            self.unpopped = count;
+            self.unfinished = count;
+            self.check();
+        }
+    }
+
+    pub(crate) fn has_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// How many entries of the initial list are still to be popped (0 once they all were,
+    /// or when there was none).
+    pub(crate) fn initial_left(&self) -> usize {
+        self.unpopped
+    }
+
+    /// A pop of `n` entries: returns `(is_in_initial_list, token)`, the token being how
+    /// many of them count towards the initial list, to give back to [`Progress::done`].
+    pub(crate) fn popped(&mut self, n: usize) -> (bool, usize) {
+        let in_initial = !(self.populated && self.unpopped == 0);
+        let counted = n.min(self.unpopped);
+        self.unpopped -= counted;
+        (in_initial, counted)
+    }
+
+    pub(crate) fn done(&mut self, counted: usize) {
+        self.unfinished = self.unfinished.saturating_sub(counted);
+        self.check();
+    }
+
+    fn check(&mut self) {
+        if self.populated && self.unfinished == 0 {
+            self.synced = true;
+        }
+    }
+}
+
+/// Wakers of pops waiting on an empty queue.
+#[derive(Default)]
+pub(crate) struct Waiters(Vec<Waker>);
+
+impl Waiters {
+    pub(crate) fn register(&mut self, waker: &Waker) {
+        if !self.0.iter().any(|w| w.will_wake(waker)) {
+            self.0.push(waker.clone());
+        }
+    }
+
+    /// Takes the wakers to wake once the lock is released (wakers may run arbitrary code).
+    pub(crate) fn take(&mut self) -> Vec<Waker> {
+        if self.0.is_empty() {
+            Vec::new()
+        } else {
+            std::mem::take(&mut self.0)
+        }
+    }
+}
+
+pub(crate) fn wake_all(wakers: Vec<Waker>) {
+    for w in wakers {
+        w.wake();
+    }
+}
+
+/// Keys popped and not yet processed, with the newest delta popped for each.
+///
+/// While an item is processed outside the lock, the store may or may not hold its new
+/// state yet. Replace, resync and delete therefore decide about an in-flight key from
+/// its newest popped delta, which is what the store holds once processing is done: they
+/// behave as if processing had finished first, as client-go's processing under the lock
+/// guarantees.
+pub(crate) struct InFlight<K> {
+    keys: HashMap<ObjectKey, (usize, Delta<K>)>,
+}
+
+impl<K> Default for InFlight<K> {
+    fn default() -> Self {
+        Self {
+            keys: HashMap::default(),
+        }
+    }
+}
+
+impl<K> InFlight<K> {
+    pub(crate) fn acquire(&mut self, key: &ObjectKey, newest: &Delta<K>) {
+        let entry = self
+            .keys
+            .entry(key.clone())
+            .or_insert_with(|| (0, newest.clone()));
+        entry.0 += 1;
+        entry.1 = newest.clone();
+    }
+
+    pub(crate) fn release(&mut self, key: &ObjectKey) {
+        if let Some(entry) = self.keys.get_mut(key.as_str()) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                self.keys.remove(key.as_str());
+            }
+        }
+    }
+
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        self.keys.contains_key(key)
+    }
+
+    /// The object the store holds for an in-flight key once processing is done: `None`
+    /// for a key that is not in flight or whose newest delta deletes it.
+    pub(crate) fn settled_object(&self, key: &str) -> Option<&Arc<K>> {
+        let (_, newest) = self.keys.get(key)?;
+        (newest.kind != DeltaType::Deleted).then(|| newest.object.object())
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &Delta<K>)> {
+        self.keys.iter().map(|(k, (_, d))| (k, d))
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_without_a_list_is_synced_at_the_first_write() {
+        let mut p = Progress::default();
+        assert!(!p.has_synced());
+        assert_eq!(p.popped(1), (true, 0), "popped before any write: initial");
+        p.mark_populated();
+        assert!(p.has_synced());
+        assert_eq!(p.popped(3), (false, 0));
+    }
+
+    #[test]
+    fn progress_counts_pops_then_completions() {
+        let mut p = Progress::default();
+        p.first_replace(3);
+        assert_eq!(p.popped(2), (true, 2));
+        assert_eq!(p.popped(5), (true, 1));
+        assert_eq!(p.popped(1), (false, 0), "past the initial list");
+        p.done(2);
+        assert!(!p.has_synced());
+        p.done(1);
+        assert!(p.has_synced());
+        p.first_replace(10);
+        assert!(p.has_synced(), "only the first replace counts");
+    }
+
+    #[test]
+    fn in_flight_counts_pops_of_one_key() {
+        let mut f = InFlight::<u32>::default();
+        let k = ObjectKey::parse("a").unwrap();
+        f.acquire(&k, &Delta::new(DeltaType::Added, Arc::new(1)));
+        f.acquire(&k, &Delta::new(DeltaType::Deleted, Arc::new(2)));
+        assert!(f.settled_object("a").is_none(), "newest is a delete");
+        f.release(&k);
+        assert!(f.contains("a"));
+        f.release(&k);
+        assert!(f.is_empty());
+        f.release(&k);
+    }
+}

@@ -1,0 +1,679 @@
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use kinformer_core::{
+    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, MetaObject, ObjectKey,
+    Sink,
+};
+use parking_lot::Mutex;
+
+use crate::common::{
+    Config, HashMap, HashSet, InFlight, KeyFn, Progress, TransformFn, Waiters, default_key_fn,
+    wake_all,
+};
+use crate::queue::PopFuture;
+use crate::{Error, FifoQueue, Item, PopDone, Popped};
+
+/// client-go's largest batch (`defaultBatchSize`).
+pub const DEFAULT_BATCH_SIZE: usize = 1000;
+
+/// client-go's in-order FIFO (`RealFIFO`): one entry per event, popped in global arrival
+/// order, nothing coalesced.
+///
+/// Two modes:
+/// - **per object** ([`InOrderFifo::new`]): a replace queues a `Deleted` tombstone for
+///   every queued or known key absent from the list, *then* `Replaced` for every listed
+///   object; a resync queues `Sync` per known key with nothing queued.
+/// - **atomic** ([`InOrderFifo::atomic`]): a replace queues one [`Item::ReplacedAll`] and a
+///   resync one [`Item::SyncAll`], which the informer applies as one store transaction;
+///   the FIFO never reads the store. This is client-go v1.36's default.
+///
+/// A pop takes up to [`batch_size`](InOrderFifoBuilder::batch_size) consecutive events on
+/// distinct keys ([`Item::Batch`], or [`Item::Deltas`] for one), never reaching past the
+/// end of the initial list; atomic entries pop alone.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kinformer_core::{DeltaType, MetaObject};
+/// use kinformer_deltafifo::{FifoQueue, InOrderFifo, Item};
+///
+/// struct Obj(&'static str);
+/// impl MetaObject for Obj {
+///     fn object_name(&self) -> Option<&str> { Some(self.0) }
+///     fn object_namespace(&self) -> Option<&str> { Some("ns") }
+///     fn object_resource_version(&self) -> Option<&str> { None }
+/// }
+///
+/// let fifo = InOrderFifo::atomic();
+/// fifo.replace(vec![Arc::new(Obj("a")), Arc::new(Obj("b"))], "10")?;
+/// fifo.update(Arc::new(Obj("a")))?;
+///
+/// let first = fifo.pop()?;
+/// let Item::ReplacedAll { objects, resource_version } = first.item() else { unreachable!() };
+/// assert_eq!((objects.len(), resource_version.as_str()), (2, "10"));
+/// assert!(first.is_in_initial_list());
+/// drop(first);
+/// assert!(fifo.has_synced());
+///
+/// let Item::Deltas { key, deltas } = fifo.pop()?.finish() else { unreachable!() };
+/// assert_eq!((key.as_str(), deltas[0].kind), ("ns/a", DeltaType::Updated));
+/// # Ok::<(), kinformer_deltafifo::Error>(())
+/// ```
+pub struct InOrderFifo<K> {
+    config: Config<K>,
+    atomic: bool,
+    emit_bookmarks: bool,
+    batch_size: usize,
+    state: Mutex<State<K>>,
+}
+
+enum Entry<K> {
+    Event(ObjectKey, Delta<K>),
+    ReplacedAll(Vec<(ObjectKey, Arc<K>)>, String),
+    SyncAll,
+    Bookmark(String),
+}
+
+impl<K> State<K> {
+    /// Writes after [`close`](FifoQueue::close) are refused, so that a reflector feeding a
+    /// stopped informer stops instead of filling the queue forever.
+    fn check_open(&self) -> Result<(), Error> {
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+struct State<K> {
+    entries: VecDeque<Entry<K>>,
+    /// Tracked only with a known-objects view: without one, nothing consults the store.
+    in_flight: InFlight<K>,
+    progress: Progress,
+    closed: bool,
+    waiters: Waiters,
+}
+
+/// Builds an [`InOrderFifo`]; see [`InOrderFifo::builder`].
+pub struct InOrderFifoBuilder<K> {
+    key_fn: KeyFn<K>,
+    transform: Option<TransformFn<K>>,
+    known: Option<Arc<dyn KnownObjects<K>>>,
+    atomic: bool,
+    emit_bookmarks: bool,
+    batch_size: usize,
+}
+
+impl<K: Send + Sync + 'static> InOrderFifoBuilder<K> {
+    /// A builder with this key function, for object types without [`MetaObject`], or
+    /// keys other than `namespace/name`.
+    pub fn with_key_fn(
+        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            key_fn: Arc::new(key_fn),
+            transform: None,
+            known: None,
+            atomic: false,
+            emit_bookmarks: false,
+            batch_size: DEFAULT_BATCH_SIZE,
+        }
+    }
+
+    /// Replaces the key function.
+    pub fn key_fn(
+        mut self,
+        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
+    ) -> Self {
+        self.key_fn = Arc::new(key_fn);
+        self
+    }
+
+    /// Per-object mode only: the read-only view of the informer's store, for replace
+    /// (tombstones for known keys absent from the list) and resync. Without it, replace
+    /// only tombstones queued keys and resync does nothing. (client-go requires it in this
+    /// mode; here it stays optional.)
+    pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
+        self.known = Some(known);
+        self
+    }
+
+    /// Runs `transform` once on every incoming object (see [`TransformFn`]).
+    pub fn transform(
+        mut self,
+        transform: impl Fn(Arc<K>) -> Result<Arc<K>, Box<dyn std::error::Error + Send + Sync>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// Atomic mode: replace queues one [`Item::ReplacedAll`], resync one [`Item::SyncAll`].
+    pub fn atomic(mut self, atomic: bool) -> Self {
+        self.atomic = atomic;
+        self
+    }
+
+    /// Atomic mode only: queue every bookmark as an [`Item::Bookmark`], in line with the
+    /// events (what client-go's informer asks for). Off by default: bookmarks are
+    /// ignored.
+    pub fn emit_bookmarks(mut self, emit: bool) -> Self {
+        self.emit_bookmarks = emit;
+        self
+    }
+
+    /// The largest number of events one pop hands out (default
+    /// [`DEFAULT_BATCH_SIZE`]). 1 makes every pop a single event, as client-go's `Pop`.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n;
+        self
+    }
+
+    /// The FIFO.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a known-objects view in atomic mode (an atomic FIFO never
+    /// reads the store: the informer reconciles the list against it), bookmarks without
+    /// atomic mode (per-object replace and resync entries would overtake them), or a batch
+    /// size of 0.
+    pub fn build(self) -> Result<InOrderFifo<K>, Error> {
+        if self.atomic && self.known.is_some() {
+            return Err(Error::Config(
+                "an atomic in-order FIFO takes no known-objects view",
+            ));
+        }
+        if self.emit_bookmarks && !self.atomic {
+            return Err(Error::Config("bookmarks are queued only in atomic mode"));
+        }
+        if self.batch_size == 0 {
+            return Err(Error::Config("the batch size must be at least 1"));
+        }
+        Ok(self.assemble())
+    }
+
+    /// The FIFO, without the checks of [`build`](Self::build): for options known good.
+    fn assemble(self) -> InOrderFifo<K> {
+        InOrderFifo {
+            config: Config {
+                key_fn: self.key_fn,
+                transform: self.transform,
+                known: self.known,
+            },
+            atomic: self.atomic,
+            emit_bookmarks: self.emit_bookmarks,
+            batch_size: self.batch_size,
+            state: Mutex::new(State {
+                entries: VecDeque::new(),
+                in_flight: InFlight::default(),
+                progress: Progress::default(),
+                closed: false,
+                waiters: Waiters::default(),
+            }),
+        }
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> InOrderFifo<K> {
+    /// A per-object in-order FIFO keyed by `namespace/name`, with an optional view of the
+    /// informer's store (see [`InOrderFifoBuilder::known_objects`]), popping batches of up
+    /// to [`DEFAULT_BATCH_SIZE`].
+    pub fn new(known: Option<Arc<dyn KnownObjects<K>>>) -> Self {
+        let mut builder = Self::builder();
+        builder.known = known;
+        builder.assemble()
+    }
+
+    /// An atomic in-order FIFO keyed by `namespace/name` (bookmarks ignored), popping
+    /// batches of up to [`DEFAULT_BATCH_SIZE`].
+    pub fn atomic() -> Self {
+        Self::builder().atomic(true).assemble()
+    }
+
+    /// A builder keyed by `namespace/name`, per-object mode, batches of
+    /// [`DEFAULT_BATCH_SIZE`].
+    pub fn builder() -> InOrderFifoBuilder<K> {
+        InOrderFifoBuilder {
+            key_fn: default_key_fn(),
+            transform: None,
+            known: None,
+            atomic: false,
+            emit_bookmarks: false,
+            batch_size: DEFAULT_BATCH_SIZE,
+        }
+    }
+}
+
+impl<K: Send + Sync + 'static> InOrderFifo<K> {
+    /// Queues an `Added` event.
+    ///
+    /// # Errors
+    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
+    /// after [`close`](Self::close).
+    pub fn add(&self, obj: Arc<K>) -> Result<(), Error> {
+        self.event(DeltaType::Added, obj)
+    }
+
+    /// Queues an `Updated` event.
+    ///
+    /// # Errors
+    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
+    /// after [`close`](Self::close).
+    pub fn update(&self, obj: Arc<K>) -> Result<(), Error> {
+        self.event(DeltaType::Updated, obj)
+    }
+
+    /// Queues a `Deleted` event. Unlike a DeltaFIFO, and like client-go's RealFIFO, a
+    /// delete of a key neither queued nor known is queued too: the informer's delete of
+    /// an absent key is harmless, and no event is ever dropped.
+    ///
+    /// # Errors
+    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
+    /// after [`close`](Self::close).
+    pub fn delete(&self, obj: Arc<K>) -> Result<(), Error> {
+        self.event(DeltaType::Deleted, obj)
+    }
+
+    fn event(&self, kind: DeltaType, obj: Arc<K>) -> Result<(), Error> {
+        let (key, obj) = self.config.prepare(obj)?;
+        let mut st = self.state.lock();
+        st.check_open()?;
+        st.progress.mark_populated();
+        st.entries
+            .push_back(Entry::Event(key, Delta::new(kind, obj)));
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
+    /// A full list.
+    ///
+    /// Atomic mode: queues one [`Item::ReplacedAll`] with the keyed, transformed objects.
+    ///
+    /// Per-object mode: queues a `Deleted` tombstone for every key queued or known but
+    /// absent from the list, then `Replaced` for every listed object, so that the store
+    /// never holds a deleted object next to its successor. A queued key whose last event
+    /// is a delete needs no tombstone; a tombstone carries the key's newest queued object,
+    /// else the known one; a known key the store no longer holds by the time it is read
+    /// gets none.
+    ///
+    /// The first replace before any add, update or delete is the initial list:
+    /// everything queued at its end must be popped and processed before
+    /// [`has_synced`](FifoQueue::has_synced).
+    ///
+    /// # Errors
+    /// [`Error::Key`] or [`Error::Transform`] for any listed object, and the queue is
+    /// unchanged; [`Error::Closed`] after [`close`](Self::close).
+    pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
+        let list = self.config.prepare_list(list)?;
+        let mut st = self.state.lock();
+        st.check_open()?;
+        if self.atomic {
+            st.entries
+                .push_back(Entry::ReplacedAll(list, resource_version.to_owned()));
+        } else {
+            self.reconcile_locked(&mut st, list);
+        }
+        let count = st.entries.len();
+        st.progress.first_replace(count);
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
+    fn reconcile_locked(&self, st: &mut State<K>, list: Vec<(ObjectKey, Arc<K>)>) {
+        let mut listed: HashSet<&str> =
+            HashSet::with_capacity_and_hasher(list.len(), Default::default());
+        listed.extend(list.iter().map(|(k, _)| k.as_str()));
+        // The newest event per key, in-flight ones first (they are older than the queue),
+        // and the keys in order of first sight.
+        let mut order: Vec<&ObjectKey> = Vec::new();
+        let mut newest: HashMap<&str, &Delta<K>> = HashMap::default();
+        let queued = st.entries.iter().filter_map(|e| match e {
+            Entry::Event(k, d) => Some((k, d)),
+            _ => None,
+        });
+        for (key, delta) in st.in_flight.iter().chain(queued) {
+            if newest.insert(key.as_str(), delta).is_none() {
+                order.push(key);
+            }
+        }
+        let mut tombstones: Vec<(ObjectKey, Arc<K>)> = Vec::new();
+        for key in order {
+            if listed.contains(key.as_str()) {
+                continue;
+            }
+            let Some(delta) = newest.get(key.as_str()) else {
+                continue;
+            };
+            if delta.kind == DeltaType::Deleted {
+                continue;
+            }
+            tombstones.push((key.clone(), Arc::clone(delta.object.object())));
+        }
+        if let Some(known) = &self.config.known {
+            for key in known.list_keys() {
+                if listed.contains(key.as_str()) || newest.contains_key(key.as_str()) {
+                    continue;
+                }
+                match known.get_by_key(key.as_str()) {
+                    Some(obj) => tombstones.push((key, obj)),
+                    None => tracing::debug!(
+                        key = key.as_str(),
+                        "known key gone from the store during replace; no tombstone needed"
+                    ),
+                }
+            }
+        }
+        drop(listed);
+        for (key, obj) in tombstones {
+            let delta = Delta {
+                kind: DeltaType::Deleted,
+                object: DeltaObject::Tombstone(DeletedFinalStateUnknown {
+                    key: key.clone(),
+                    obj,
+                }),
+            };
+            st.entries.push_back(Entry::Event(key, delta));
+        }
+        for (key, obj) in list {
+            st.entries
+                .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
+        }
+    }
+
+    /// The periodic resync.
+    ///
+    /// Atomic mode: queues one [`Item::SyncAll`]. Per-object mode: queues `Sync` with the
+    /// stored object for every known key that has no event queued (a queued event is
+    /// newer than the store); nothing without a known-objects view.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after [`close`](Self::close).
+    pub fn resync(&self) -> Result<(), Error> {
+        if self.atomic {
+            return self.push_alone(Entry::SyncAll);
+        }
+        let mut st = self.state.lock();
+        st.check_open()?;
+        let Some(known) = &self.config.known else {
+            return Ok(());
+        };
+        let mut pending: HashSet<&str> = st
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Event(k, _) => Some(k.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut syncs: Vec<(ObjectKey, Arc<K>)> = Vec::new();
+        for (key, _) in st.in_flight.iter() {
+            if pending.insert(key.as_str())
+                && let Some(obj) = st.in_flight.settled_object(key.as_str())
+            {
+                syncs.push((key.clone(), Arc::clone(obj)));
+            }
+        }
+        for key in known.list_keys() {
+            if pending.contains(key.as_str()) {
+                continue;
+            }
+            match known.get_by_key(key.as_str()) {
+                Some(obj) => syncs.push((key, obj)),
+                None => tracing::debug!(
+                    key = key.as_str(),
+                    "known key gone from the store during resync; nothing to sync"
+                ),
+            }
+        }
+        drop(pending);
+        for (key, obj) in syncs {
+            st.entries
+                .push_back(Entry::Event(key, Delta::new(DeltaType::Sync, obj)));
+        }
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
+    /// The watch reached `resource_version`: queued as an [`Item::Bookmark`] when
+    /// [`emit_bookmarks`](InOrderFifoBuilder::emit_bookmarks) is on, ignored otherwise.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after [`close`](Self::close).
+    pub fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
+        if !self.emit_bookmarks {
+            return self.state.lock().check_open();
+        }
+        self.push_alone(Entry::Bookmark(resource_version.to_owned()))
+    }
+
+    fn push_alone(&self, entry: Entry<K>) -> Result<(), Error> {
+        let mut st = self.state.lock();
+        st.check_open()?;
+        st.entries.push_back(entry);
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
+    /// Pops the next batch, blocking while the queue is empty (see [`FifoQueue::pop`]).
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once the FIFO is closed and empty.
+    pub fn pop(&self) -> Result<Popped<'_, K>, Error> {
+        FifoQueue::pop(self)
+    }
+
+    /// Pops the next batch, waiting without blocking the thread (see
+    /// [`FifoQueueExt::pop_async`](crate::FifoQueueExt::pop_async)).
+    pub fn pop_async(&self) -> PopFuture<'_, K, Self> {
+        crate::FifoQueueExt::pop_async(self)
+    }
+
+    /// Pops the next batch if any, without waiting: `Ok(None)` when the FIFO is empty
+    /// and open.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] once the FIFO is closed and empty.
+    pub fn try_pop(&self) -> Result<Option<Popped<'_, K>>, Error> {
+        let mut st = self.state.lock();
+        match self.take(&mut st) {
+            Some(p) => Ok(Some(p)),
+            None if st.closed => Err(Error::Closed),
+            None => Ok(None),
+        }
+    }
+
+    fn take(&self, st: &mut State<K>) -> Option<Popped<'_, K>> {
+        let first = st.entries.front()?;
+        let n = if matches!(first, Entry::Event(..)) {
+            self.batch_len(st)
+        } else {
+            1
+        };
+        let (in_initial, token) = st.progress.popped(n);
+        let track = self.config.known.is_some();
+        let item = if n == 1 {
+            match st.entries.pop_front()? {
+                Entry::Event(key, delta) => {
+                    if track {
+                        st.in_flight.acquire(&key, &delta);
+                    }
+                    Item::Deltas {
+                        key,
+                        deltas: vec![delta],
+                    }
+                }
+                Entry::ReplacedAll(objects, resource_version) => Item::ReplacedAll {
+                    objects,
+                    resource_version,
+                },
+                Entry::SyncAll => Item::SyncAll,
+                Entry::Bookmark(resource_version) => Item::Bookmark { resource_version },
+            }
+        } else {
+            let mut events = Vec::with_capacity(n);
+            for entry in st.entries.drain(..n) {
+                if let Entry::Event(key, delta) = entry {
+                    events.push((key, delta));
+                }
+            }
+            if track {
+                for (key, delta) in &events {
+                    st.in_flight.acquire(key, delta);
+                }
+            }
+            Item::Batch(events)
+        };
+        Some(Popped::new(item, in_initial).with_done(self, token))
+    }
+
+    /// How many events from the front make one batch: at most `batch_size`, only events,
+    /// distinct keys, and not past the end of the initial list.
+    fn batch_len(&self, st: &State<K>) -> usize {
+        let mut limit = self.batch_size.min(st.entries.len());
+        if st.progress.initial_left() > 0 {
+            limit = limit.min(st.progress.initial_left());
+        }
+        if limit <= 1 {
+            return 1;
+        }
+        let mut seen: HashSet<&str> = HashSet::with_capacity_and_hasher(limit, Default::default());
+        let mut n = 0;
+        for entry in st.entries.iter().take(limit) {
+            match entry {
+                Entry::Event(key, _) if seen.insert(key.as_str()) => n += 1,
+                _ => break,
+            }
+        }
+        n
+    }
+
+    /// Whether the initial list has been popped and processed.
+    pub fn has_synced(&self) -> bool {
+        self.state.lock().progress.has_synced()
+    }
+
+    /// Closes the FIFO (see [`FifoQueue::close`]).
+    pub fn close(&self) {
+        let mut st = self.state.lock();
+        st.closed = true;
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+    }
+
+    /// Whether the FIFO is closed.
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
+    /// How many entries (events and atomic entries) are queued.
+    pub fn len(&self) -> usize {
+        self.state.lock().entries.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the FIFO is in atomic mode.
+    pub fn is_atomic(&self) -> bool {
+        self.atomic
+    }
+}
+
+impl<K: Send + Sync + 'static> PopDone<K> for InOrderFifo<K> {
+    fn pop_done(&self, item: &Item<K>, token: usize) {
+        let mut st = self.state.lock();
+        if !st.in_flight.is_empty() {
+            for key in item.keys() {
+                st.in_flight.release(key);
+            }
+        }
+        st.progress.done(token);
+    }
+}
+
+impl<K: Send + Sync + 'static> FifoQueue<K> for InOrderFifo<K> {
+    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, K>, Error>> {
+        let mut st = self.state.lock();
+        if let Some(p) = self.take(&mut st) {
+            return Poll::Ready(Ok(p));
+        }
+        if st.closed {
+            return Poll::Ready(Err(Error::Closed));
+        }
+        st.waiters.register(cx.waker());
+        Poll::Pending
+    }
+
+    fn try_pop(&self) -> Result<Option<Popped<'_, K>>, Error> {
+        InOrderFifo::try_pop(self)
+    }
+
+    fn has_synced(&self) -> bool {
+        InOrderFifo::has_synced(self)
+    }
+
+    fn close(&self) {
+        InOrderFifo::close(self);
+    }
+
+    fn is_closed(&self) -> bool {
+        InOrderFifo::is_closed(self)
+    }
+
+    fn len(&self) -> usize {
+        InOrderFifo::len(self)
+    }
+}
+
+impl<K: Send + Sync + 'static> Sink<K> for InOrderFifo<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(InOrderFifo::add(self, obj)?)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(InOrderFifo::update(self, obj)?)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(InOrderFifo::delete(self, obj)?)
+    }
+    fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &str,
+    ) -> Result<(), kinformer_core::Error> {
+        Ok(InOrderFifo::replace(self, list, resource_version)?)
+    }
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        Ok(InOrderFifo::resync(self)?)
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
+        Ok(InOrderFifo::bookmark(self, resource_version)?)
+    }
+}
+
+impl<K> fmt::Debug for InOrderFifo<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.state.lock();
+        f.debug_struct("InOrderFifo")
+            .field("atomic", &self.atomic)
+            .field("batch_size", &self.batch_size)
+            .field("queued", &st.entries.len())
+            .field("closed", &st.closed)
+            .field("has_synced", &st.progress.has_synced())
+            .finish_non_exhaustive()
+    }
+}
