@@ -126,6 +126,38 @@ const SUITES: &[Suite] = &[
             rust_marker: "indexer/heap_bytes_per_entry:",
         }),
     },
+    // DESIGN sets no target for the FIFO. Each run: a relist of 10,000 objects, 100,000
+    // updates over them, everything popped (crates/deltafifo/benches/fifo.rs and
+    // xtask/go/bench/fifo_test.go).
+    Suite {
+        name: "deltafifo",
+        package: "kinformer-deltafifo",
+        bench: "fifo",
+        go_pattern: "^BenchmarkFifo",
+        pairs: &[
+            Pair {
+                rust: "fifo/deltafifo",
+                go: "FifoDeltaFIFO",
+                target: None,
+            },
+            Pair {
+                rust: "fifo/in_order_fifo",
+                go: "FifoRealFIFOBatch",
+                target: None,
+            },
+            Pair {
+                rust: "fifo/in_order_fifo_single",
+                go: "FifoRealFIFOSingle",
+                target: None,
+            },
+            Pair {
+                rust: "fifo/in_order_fifo_atomic",
+                go: "FifoRealFIFOAtomic",
+                target: None,
+            },
+        ],
+        memory: None,
+    },
 ];
 
 /// How many times `go test` repeats each benchmark; the median is reported.

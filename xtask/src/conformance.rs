@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::progress::Step;
 
+mod fifo;
 mod selector;
 mod store;
 mod workqueue;
@@ -25,10 +26,16 @@ type Generator = fn(u64) -> String;
 
 /// Every trace kind with its generator: hand-written traces of a kind live in
 /// `xtask/traces/<kind>/`, and each run adds [`GENERATED_PER_KIND`] generated ones.
-const KINDS: [(&str, Generator); 3] = [
+///
+/// FIFO traces come as two kinds of 200 generated traces each: `fifo` (client-go's
+/// DeltaFIFO; every hand-written FIFO trace, whichever FIFO it names, lives in
+/// `xtask/traces/fifo/`) and `fifo_real` (RealFIFO per object, batched, or atomic).
+const KINDS: [(&str, Generator); 5] = [
     ("workqueue", workqueue::generate),
     ("store", store::generate),
     ("selector", selector::generate),
+    ("fifo", fifo::generate_delta),
+    ("fifo_real", fifo::generate_real),
 ];
 
 /// How many random traces each run generates per trace kind.
@@ -86,6 +93,7 @@ fn replay_rust(path: &Path) -> anyhow::Result<Observations> {
         Some("workqueue") => workqueue::replay(&header, &ops),
         Some("store") => store::replay(&header, &ops),
         Some("selector") => selector::replay(&header, &ops),
+        Some("fifo") => fifo::replay(&header, &ops),
         other => bail!("unknown trace kind {other:?}"),
     }
 }

@@ -60,6 +60,8 @@ func replayFile(path string, out *bufio.Writer) error {
 		return replayStore(header, lines, out)
 	case "selector":
 		return replaySelector(lines, out)
+	case "fifo":
+		return replayFifo(header, lines, out)
 	default:
 		return fmt.Errorf("unknown trace kind %v", header["trace"])
 	}
