@@ -28,8 +28,9 @@
 //! For a deterministic `410`, start the control plane with
 //! [`Options::watch_cache`]`(false)`: every watch then goes to etcd, and after
 //! [`ControlPlane::compact_etcd`] any resourceVersion older than the compaction is gone.
-//! (Streaming WatchList needs the watch cache, so such a control plane also refuses it:
-//! handy for testing the fallback.)
+//! (Such a control plane still serves streaming WatchList on 1.36; for a server that
+//! refuses it, add `--feature-gates=WatchList=false` with [`Options::apiserver_arg`]: it
+//! answers 422, handy for testing the fallback.)
 //!
 //! # Teardown
 //!

@@ -1,0 +1,204 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+use crate::Error;
+
+/// What to list: one page of a (possibly paged) list call. The reflector fills it in;
+/// the [`ListerWatcher`] adds its own selectors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListOptions {
+    /// `resourceVersion`: `"0"` (any version, may be served from the watch cache), `""`
+    /// (a consistent read: the newest data, from etcd or a cache proven fresh), or a
+    /// version to be at least as new as. Empty on the continue pages of a paged list.
+    pub resource_version: String,
+    /// `limit`: the page size; `None` lists everything in one response.
+    pub limit: Option<u32>,
+    /// `continue`: the token of the previous page.
+    pub continue_token: Option<String>,
+}
+
+impl ListOptions {
+    /// Options for a first page at `resource_version`, `limit` items at most.
+    pub fn new(resource_version: impl Into<String>, limit: Option<u32>) -> Self {
+        Self {
+            resource_version: resource_version.into(),
+            limit,
+            continue_token: None,
+        }
+    }
+}
+
+/// One page of a list response.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ListPage<K> {
+    /// The objects.
+    pub items: Vec<K>,
+    /// The list's `metadata.resourceVersion`: the state the list reflects.
+    pub resource_version: String,
+    /// `metadata.continue`: present when more pages follow.
+    pub continue_token: Option<String>,
+}
+
+impl<K> ListPage<K> {
+    /// A page with these items at `resource_version`, with no page after it.
+    pub fn new(items: Vec<K>, resource_version: impl Into<String>) -> Self {
+        Self {
+            items,
+            resource_version: resource_version.into(),
+            continue_token: None,
+        }
+    }
+
+    /// Marks that another page follows, fetched with `token`.
+    #[must_use]
+    pub fn with_continue(mut self, token: impl Into<String>) -> Self {
+        self.continue_token = Some(token.into());
+        self
+    }
+}
+
+/// What to watch. The reflector fills it in; the [`ListerWatcher`] adds its selectors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WatchOptions {
+    /// Watch changes after this `resourceVersion` (`""` / `"0"`: start with synthetic
+    /// `ADDED` events for what exists).
+    pub resource_version: String,
+    /// `timeoutSeconds`: the server ends the watch after this long.
+    pub timeout: Duration,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+    /// Streaming list (`sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan`):
+    /// the stream starts with an `ADDED` event per existing object and a bookmark
+    /// annotated `k8s.io/initial-events-end`.
+    pub send_initial_events: bool,
+}
+
+impl WatchOptions {
+    /// A watch from `resource_version` with bookmarks, ending after `timeout`.
+    pub fn new(resource_version: impl Into<String>, timeout: Duration) -> Self {
+        Self {
+            resource_version: resource_version.into(),
+            timeout,
+            allow_bookmarks: true,
+            send_initial_events: false,
+        }
+    }
+}
+
+/// A bookmark: the watch has seen everything up to `resource_version`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Bookmark {
+    /// The resourceVersion the watch reached.
+    pub resource_version: String,
+    /// Annotated `k8s.io/initial-events-end: "true"`: the end of a streaming list.
+    pub initial_events_end: bool,
+}
+
+impl Bookmark {
+    /// A bookmark at `resource_version`.
+    pub fn new(resource_version: impl Into<String>, initial_events_end: bool) -> Self {
+        Self {
+            resource_version: resource_version.into(),
+            initial_events_end,
+        }
+    }
+}
+
+/// One event of a watch stream. Error events (`ERROR`) arrive as `Err(Error::Api(..))`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WatchEvent<K> {
+    /// `ADDED`.
+    Added(K),
+    /// `MODIFIED`.
+    Modified(K),
+    /// `DELETED`, with the object's final state.
+    Deleted(K),
+    /// `BOOKMARK`.
+    Bookmark(Bookmark),
+}
+
+/// A watch: events in order, ending when the server closes it. An `Err` item is a
+/// failure: see [`Error`] for which ones end the watch and which skip one event.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
+
+/// Lists one page and starts watches: the reflector's only way to reach the API server
+/// (client-go's `ListerWatcher`).
+///
+/// It exists so that the reflector's state machine can be driven by something other
+/// than a real API server: [`KubeListerWatcher`](crate::KubeListerWatcher) (and
+/// `kube::Api<K>` itself) talk to Kubernetes; [`fake::FakeListerWatcher`](crate::fake)
+/// replays a script in unit tests; a wrapper can count, filter, or rate-limit calls.
+///
+/// Implementations add their own selectors (namespace, labels, fields) to every call:
+/// the reflector never sees them. They must map failures onto [`Error`] faithfully,
+/// as the reflector's recovery depends on it: `410` as [`Error::Api`] with code 410,
+/// a refused connection as [`Error::Unreachable`], and so on.
+///
+/// ```
+/// use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+/// use futures::future::BoxFuture;
+///
+/// /// A source with one fixed page and watches that end at once.
+/// struct Fixed;
+/// impl ListerWatcher<String> for Fixed {
+///     fn list<'a>(&'a self, _: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<String>, Error>> {
+///         Box::pin(async { Ok(ListPage::new(vec!["a".to_string()], "7")) })
+///     }
+///     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<String>, Error>> {
+///         Box::pin(async { Ok(Box::pin(futures::stream::empty()) as WatchStream<String>) })
+///     }
+/// }
+/// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// # rt.block_on(async {
+/// let page = Fixed.list(&ListOptions::new("0", Some(500))).await?;
+/// assert_eq!(page.resource_version, "7");
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// ```
+pub trait ListerWatcher<K>: Send + Sync {
+    /// Lists one page.
+    ///
+    /// # Errors
+    /// The server's error status, or a transport or decoding failure, as [`Error`].
+    fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>>;
+
+    /// Starts a watch. The returned stream yields events until the server closes it.
+    ///
+    /// # Errors
+    /// When the watch cannot be started (the server's status, or a transport failure).
+    fn watch<'a>(
+        &'a self,
+        options: &'a WatchOptions,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
+}
+
+impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<T> {
+    fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
+        (**self).list(options)
+    }
+    fn watch<'a>(
+        &'a self,
+        options: &'a WatchOptions,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
+        (**self).watch(options)
+    }
+}
+
+impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Box<T> {
+    fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
+        (**self).list(options)
+    }
+    fn watch<'a>(
+        &'a self,
+        options: &'a WatchOptions,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
+        (**self).watch(options)
+    }
+}

@@ -1,0 +1,938 @@
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kinformer_core::{MetaObject, ObjectKey, Sink, meta_namespace_key};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::backoff::{BackoffState, random_watch_timeout};
+use crate::{Backoff, Error, ListOptions, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+
+/// client-go's page size for lists.
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+/// The shortest watch timeout; each watch picks one at random in `[min, 2 * min]`.
+pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
+/// A watch that ends sooner than this without any event is a [`Error::VeryShortWatch`].
+const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
+/// How often a streaming list that has not reached its end bookmark says so.
+const END_BOOKMARK_WARNING: Duration = Duration::from_secs(10);
+/// How long past its `timeoutSeconds` a watch may stay open before the reflector ends it
+/// itself (a connection that died without a FIN never ends otherwise).
+const WATCH_GRACE: Duration = Duration::from_secs(30);
+
+/// The hook that receives every error the reflector meets (client-go's
+/// `WatchErrorHandler`). It runs on the reflector's task: keep it quick.
+pub type WatchErrorHandler = Arc<dyn Fn(&Error) + Send + Sync>;
+
+type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Keeps a [`Sink`] in step with the API server: lists, then watches, and recovers from
+/// every failure (client-go's `Reflector`). See the [crate docs](crate) for the state
+/// machine.
+///
+/// Configure it with the builder methods, then [`run`](Reflector::run) it on a task of
+/// your own or [`spawn`](Reflector::spawn) it.
+pub struct Reflector<K, L, S> {
+    lw: L,
+    sink: S,
+    name: String,
+    resync_period: Option<Duration>,
+    should_resync: Option<ShouldResync>,
+    page_size: Option<u32>,
+    min_watch_timeout: Duration,
+    watch_list: bool,
+    backoff: Backoff,
+    on_error: WatchErrorHandler,
+    shared: Arc<Shared>,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reflector")
+            .field("name", &self.name)
+            .field("resync_period", &self.resync_period)
+            .field("page_size", &self.page_size)
+            .field("min_watch_timeout", &self.min_watch_timeout)
+            .field("watch_list", &self.watch_list)
+            .field("backoff", &self.backoff)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, L, S> Reflector<K, L, S>
+where
+    K: MetaObject + Send + Sync + 'static,
+    L: ListerWatcher<K>,
+    S: Sink<K>,
+{
+    /// A reflector that lists and watches through `lister_watcher` and writes to `sink`,
+    /// with client-go's defaults: no resync, pages of 500, watch timeouts of 5–10 min,
+    /// List+Watch (not streaming), backoff 800 ms–30 s, errors logged.
+    pub fn new(lister_watcher: L, sink: S) -> Self {
+        Self {
+            lw: lister_watcher,
+            sink,
+            name: String::from("reflector"),
+            resync_period: None,
+            should_resync: None,
+            page_size: None,
+            min_watch_timeout: MIN_WATCH_TIMEOUT,
+            watch_list: false,
+            backoff: Backoff::default(),
+            on_error: Arc::new(default_error_handler),
+            shared: Arc::new(Shared::default()),
+            _k: PhantomData,
+        }
+    }
+
+    /// The name in the reflector's tracing span (e.g. the resource: `"pods"`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Calls the sink's `resync` every `period` while watching; zero turns it off.
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = (!period.is_zero()).then_some(period);
+        self
+    }
+
+    /// Asked at each resync tick; the sink's `resync` runs only when it says `true`
+    /// (the informer uses it to resync only when a handler is due).
+    #[must_use]
+    pub fn should_resync(mut self, f: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.should_resync = Some(Arc::new(f));
+        self
+    }
+
+    /// The list page size, overriding client-go's choice (500, except unpaged for a
+    /// relist at a known resourceVersion so that the watch cache can serve it). Zero
+    /// turns paging off.
+    #[must_use]
+    pub fn page_size(mut self, size: u32) -> Self {
+        self.page_size = Some(size);
+        self
+    }
+
+    /// The shortest watch timeout; each watch picks one in `[min, 2 * min]`. Values under
+    /// 5 minutes are raised to 5 minutes, as in client-go, to spare the API server.
+    #[must_use]
+    pub fn min_watch_timeout(mut self, min: Duration) -> Self {
+        self.min_watch_timeout = min.max(MIN_WATCH_TIMEOUT);
+        self
+    }
+
+    /// Fetches the initial state with a streaming list (`sendInitialEvents`) instead of
+    /// a paged list, falling back to List+Watch when the server refuses it.
+    #[must_use]
+    pub fn watch_list(mut self, on: bool) -> Self {
+        self.watch_list = on;
+        self
+    }
+
+    /// The retry backoff (default: client-go's).
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Receives every error, after which the reflector recovers on its own (see
+    /// [`Error`] for which recovery each variant gets). The default logs it. The hook
+    /// runs on the reflector's task: keep it quick.
+    #[must_use]
+    pub fn on_watch_error(mut self, f: impl Fn(&Error) + Send + Sync + 'static) -> Self {
+        self.on_error = Arc::new(f);
+        self
+    }
+
+    /// A live view of the reflector's progress, usable while it runs.
+    pub fn status(&self) -> ReflectorStatus {
+        ReflectorStatus {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Runs until `cancel` is cancelled (then returns `Ok`) or the sink is closed (then
+    /// returns `Err(Error::Sink(Closed))`). Every other failure is handed to the error
+    /// handler and recovered from.
+    ///
+    /// Dropping the returned future stops the reflector at once: it spawns no task of
+    /// its own, so nothing keeps running.
+    ///
+    /// # Errors
+    /// Only [`Error::Sink`] with [`kinformer_core::Error::Closed`].
+    pub async fn run(self, cancel: CancellationToken) -> Result<(), Error> {
+        let span = tracing::info_span!("reflector", name = %self.name);
+        async {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    tracing::debug!("reflector stopped");
+                    Ok(())
+                }
+                r = self.run_loop() => r,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Runs the reflector on a new Tokio task. Dropping the handle (or
+    /// [`ReflectorHandle::stop`]) stops it.
+    ///
+    /// # Errors
+    /// [`Error::NoRuntime`] outside a Tokio runtime.
+    pub fn spawn(self) -> Result<ReflectorHandle, Error>
+    where
+        L: 'static,
+        S: 'static,
+    {
+        let rt = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+        let cancel = CancellationToken::new();
+        let status = self.status();
+        let task = rt.spawn(self.run(cancel.clone()));
+        Ok(ReflectorHandle {
+            cancel,
+            task: Some(task),
+            status,
+        })
+    }
+
+    fn report(&self, e: &Error) {
+        (self.on_error)(e);
+    }
+
+    /// client-go's `Run`: list-and-watch, and after each failed round a backoff.
+    async fn run_loop(&self) -> Result<(), Error> {
+        let mut st = RunState::new(self.backoff.clone());
+        loop {
+            let err = self.list_and_watch(&mut st).await;
+            self.report(&err);
+            if err.is_sink_closed() {
+                tracing::info!("the sink is closed: reflector stops");
+                return Err(err);
+            }
+            st.reason = RelistReason::after(&err);
+            let delay = st.backoff.next_delay(Instant::now());
+            tracing::info!(reason = %st.reason, delay_ms = delay.as_millis() as u64, "will relist after a backoff");
+            sleep(delay).await;
+        }
+    }
+
+    /// One round: the initial state (streaming list or paged list), then watches until
+    /// one fails in a way that needs a relist. Returns why it gave up.
+    async fn list_and_watch(&self, st: &mut RunState) -> Error {
+        let mut first = None;
+        if self.watch_list {
+            match self.stream_list(st).await {
+                Ok(w) => first = Some(w),
+                Err(e @ Error::Sink(_)) => return e,
+                Err(e) => {
+                    tracing::info!(error = %e, "streaming list failed: falling back to list + watch");
+                }
+            }
+        }
+        if first.is_none()
+            && let Err(e) = self.list(st).await
+        {
+            return e;
+        }
+        self.watch(st, first).await
+    }
+
+    /// Picks the page size as client-go's reflector does.
+    fn page_size_for(&self, rv: &str, paginated_before: bool) -> Option<u32> {
+        match self.page_size {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None if paginated_before => Some(DEFAULT_PAGE_SIZE),
+            // A relist at a known RV, unpaged, can be served by the watch cache.
+            None if !rv.is_empty() && rv != "0" => None,
+            None => Some(DEFAULT_PAGE_SIZE),
+        }
+    }
+
+    /// A full list into the sink, at the RV [`RunState::relist_rv`] picks; an RV the
+    /// server no longer (or not yet) has is retried at `""`.
+    async fn list(&self, st: &mut RunState) -> Result<(), Error> {
+        let rv = st.relist_rv().to_owned();
+        let page_size = self.page_size_for(&rv, st.paginated_result);
+        let span = tracing::info_span!(
+            "list",
+            reason = %st.reason,
+            resource_version = %rv,
+            page_size = page_size.unwrap_or(0),
+            pages = tracing::field::Empty,
+            items = tracing::field::Empty,
+        );
+        async {
+            tracing::info!("listing");
+            let listed = match self.paged_list(&rv, page_size).await {
+                Err(e) if e.is_expired() || e.is_too_large_resource_version() => {
+                    st.rv_unavailable = true;
+                    tracing::info!(error = %e, "resourceVersion unavailable: relisting at \"\" (consistent read)");
+                    self.paged_list(st.relist_rv(), page_size).await
+                }
+                other => other,
+            }?;
+            if rv == "0" && listed.paginated {
+                st.paginated_result = true;
+            }
+            st.rv_unavailable = false;
+            let span = tracing::Span::current();
+            span.record("pages", listed.pages);
+            span.record("items", listed.items.len());
+            self.sink
+                .replace(listed.items, &listed.resource_version)
+                .map_err(Error::Sink)?;
+            tracing::info!(resource_version = %listed.resource_version, "listed");
+            st.set_last_sync(&self.shared, listed.resource_version);
+            self.shared.synced_once();
+            Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// client-go's pager: pages with continue tokens; a continue token that expired
+    /// falls back to one unpaged list at the same RV.
+    async fn paged_list(&self, rv: &str, page_size: Option<u32>) -> Result<Listed<K>, Error> {
+        let mut opts = ListOptions::new(rv, page_size);
+        let mut listed = Listed {
+            items: Vec::new(),
+            resource_version: String::new(),
+            paginated: false,
+            pages: 0,
+        };
+        loop {
+            let page = match self.lw.list(&opts).await {
+                Ok(page) => page,
+                Err(e) if e.is_expired() && opts.continue_token.is_some() => {
+                    tracing::info!(
+                        pages = listed.pages,
+                        "continue token expired: full list instead"
+                    );
+                    let full = self.lw.list(&ListOptions::new(rv, None)).await?;
+                    listed.items = full.items.into_iter().map(Arc::new).collect();
+                    listed.resource_version = full.resource_version;
+                    listed.pages += 1;
+                    return Ok(listed);
+                }
+                Err(e) => return Err(e),
+            };
+            if listed.pages == 0 {
+                listed.resource_version = page.resource_version;
+            }
+            listed.pages += 1;
+            listed.items.extend(page.items.into_iter().map(Arc::new));
+            match page.continue_token {
+                Some(token) => {
+                    opts.continue_token = Some(token);
+                    // The server refuses an RV together with a continue token.
+                    opts.resource_version.clear();
+                    listed.paginated = true;
+                }
+                None => return Ok(listed),
+            }
+        }
+    }
+
+    /// The streaming list (client-go's `watchList`): collects the initial events into a
+    /// temporary store and replaces the sink at the `k8s.io/initial-events-end`
+    /// bookmark, then hands the same watch on.
+    async fn stream_list(&self, st: &mut RunState) -> Result<(WatchStream<K>, Instant), Error> {
+        let span = tracing::info_span!("watch_list", reason = %st.reason);
+        async {
+            loop {
+                let rv = st.rewatch_rv().to_owned();
+                let timeout = random_watch_timeout(self.min_watch_timeout);
+                let opts = WatchOptions {
+                    resource_version: rv.clone(),
+                    timeout,
+                    allow_bookmarks: true,
+                    send_initial_events: true,
+                };
+                tracing::info!(resource_version = %rv, "streaming list");
+                let start = Instant::now();
+                let deadline = start + timeout + WATCH_GRACE;
+                let mut stream = match self.lw.watch(&opts).await {
+                    Ok(s) => s,
+                    Err(e) => match self.stream_list_retry(st, e).await {
+                        Some(e) => return Err(e),
+                        None => continue,
+                    },
+                };
+                let mut temp = TempStore::default();
+                let mut events = 0u64;
+                let mut next_warning = start + END_BOOKMARK_WARNING;
+                let failure = loop {
+                    let item = tokio::select! {
+                        biased;
+                        () = sleep_until(deadline) => None,
+                        () = sleep_until(next_warning) => {
+                            tracing::warn!(events, waited_s = start.elapsed().as_secs(),
+                                "streaming list: still no k8s.io/initial-events-end bookmark");
+                            next_warning += END_BOOKMARK_WARNING;
+                            continue;
+                        }
+                        item = stream.next() => item,
+                    };
+                    let ev = match item {
+                        None => break None,
+                        Some(Err(e)) if e.skips_event() => {
+                            tracing::warn!(error = %e, "skipping an event of the streaming list");
+                            self.report(&e);
+                            continue;
+                        }
+                        Some(Err(e)) => break Some(e),
+                        Some(Ok(ev)) => ev,
+                    };
+                    events += 1;
+                    match ev {
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                            if let Err(e) = temp.put(Arc::new(o)) {
+                                let e = Error::InvalidObject(e);
+                                tracing::warn!(error = %e, "skipping an object of the streaming list");
+                                self.report(&e);
+                            }
+                        }
+                        WatchEvent::Deleted(o) => temp.remove(&o),
+                        WatchEvent::Bookmark(b) if b.initial_events_end => {
+                            let items = temp.into_items();
+                            let count = items.len();
+                            self.sink
+                                .replace(items, &b.resource_version)
+                                .map_err(Error::Sink)?;
+                            tracing::info!(items = count, resource_version = %b.resource_version, "streaming list synced");
+                            st.rv_unavailable = false;
+                            st.set_last_sync(&self.shared, b.resource_version);
+                            self.shared.synced_once();
+                            return Ok((stream, deadline));
+                        }
+                        WatchEvent::Bookmark(_) => {}
+                    }
+                };
+                match failure {
+                    None if events == 0 && start.elapsed() < VERY_SHORT_WATCH => {
+                        return Err(Error::VeryShortWatch);
+                    }
+                    None => {
+                        tracing::info!(events, "streaming list ended before its end bookmark: retrying");
+                    }
+                    Some(e) => {
+                        if let Some(e) = self.stream_list_retry(st, e).await {
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Whether a failed streaming list is retried (`None`, after any backoff) or given
+    /// up for a fallback to List+Watch (`Some`).
+    async fn stream_list_retry(&self, st: &mut RunState, e: Error) -> Option<Error> {
+        if e.is_retriable_watch_start() {
+            self.report(&e);
+            let delay = st.backoff.next_delay(Instant::now());
+            tracing::info!(error = %e, delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
+            sleep(delay).await;
+            None
+        } else if e.is_expired() || e.is_too_large_resource_version() {
+            tracing::info!(error = %e, "resourceVersion unavailable: streaming at \"\" (consistent read)");
+            st.rv_unavailable = true;
+            None
+        } else {
+            Some(e)
+        }
+    }
+
+    /// Watches from the last synced RV, again and again, until a failure needs a relist.
+    /// `first` is a watch already running (after a streaming list).
+    async fn watch(&self, st: &mut RunState, first: Option<(WatchStream<K>, Instant)>) -> Error {
+        let mut resync = ResyncTimer::new(self.resync_period);
+        let mut pending = first;
+        loop {
+            let (stream, deadline, propagate_from_start) = match pending.take() {
+                Some((stream, deadline)) => (stream, deadline, true),
+                None => {
+                    let rv = st.last_sync_rv.clone();
+                    let timeout = random_watch_timeout(self.min_watch_timeout);
+                    let opts = WatchOptions::new(rv.clone(), timeout);
+                    let span = tracing::debug_span!("watch_start", resource_version = %rv);
+                    let started = match self
+                        .with_resync(&mut resync, self.lw.watch(&opts).instrument(span))
+                        .await
+                    {
+                        Ok(started) => started,
+                        Err(e) => return e,
+                    };
+                    match started {
+                        // A watch from "" or "0" starts with synthetic ADDED events in no
+                        // RV order: their RVs are not progress.
+                        Ok(stream) => (
+                            stream,
+                            Instant::now() + timeout + WATCH_GRACE,
+                            !(rv.is_empty() || rv == "0"),
+                        ),
+                        Err(e) if e.is_retriable_watch_start() => {
+                            self.report(&e);
+                            let delay = st.backoff.next_delay(Instant::now());
+                            tracing::info!(error = %e, resource_version = %rv, delay_ms = delay.as_millis() as u64,
+                                "watch did not start: backing off, then re-watching (no relist)");
+                            if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
+                                return e;
+                            }
+                            continue;
+                        }
+                        Err(e) => return e,
+                    }
+                }
+            };
+            let watched = self
+                .handle_watch(st, stream, deadline, propagate_from_start, &mut resync)
+                .instrument(tracing::debug_span!("watch"))
+                .await;
+            match watched {
+                Ok(summary) if summary.events == 0 && summary.elapsed < VERY_SHORT_WATCH => {
+                    return Error::VeryShortWatch;
+                }
+                Ok(summary) => {
+                    tracing::debug!(events = summary.events, resource_version = %st.last_sync_rv, "watch closed: re-watching");
+                }
+                Err(e) if e.is_too_many_requests() => {
+                    self.report(&e);
+                    let delay = st.backoff.next_delay(Instant::now());
+                    tracing::info!(
+                        delay_ms = delay.as_millis() as u64,
+                        "watch answered 429: backing off, then re-watching (no relist)"
+                    );
+                    if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
+                        return e;
+                    }
+                }
+                Err(e) if e.is_unreachable() => {
+                    self.report(&e);
+                    tracing::info!(error = %e, resource_version = %st.last_sync_rv, "watch connection broke: re-watching (no relist)");
+                }
+                Err(e) => return e,
+            }
+        }
+    }
+
+    /// Consumes one watch into the sink until it closes (`Ok`) or fails (`Err`).
+    async fn handle_watch(
+        &self,
+        st: &mut RunState,
+        mut stream: WatchStream<K>,
+        deadline: Instant,
+        propagate_from_start: bool,
+        resync: &mut ResyncTimer,
+    ) -> Result<WatchSummary, Error> {
+        let start = Instant::now();
+        let mut events = 0u64;
+        let mut past_initial_adds = false;
+        loop {
+            let next_resync = resync.next;
+            let item = tokio::select! {
+                biased;
+                () = sleep_until_opt(next_resync) => {
+                    self.resync_now()?;
+                    resync.rearm();
+                    continue;
+                }
+                () = sleep_until(deadline) => {
+                    tracing::debug!("watch outlived its timeout: ending it");
+                    None
+                }
+                item = stream.next() => item,
+            };
+            let ev = match item {
+                None => {
+                    return Ok(WatchSummary {
+                        events,
+                        elapsed: start.elapsed(),
+                    });
+                }
+                Some(Err(e)) if e.skips_event() => {
+                    tracing::warn!(error = %e, "skipping a watch event");
+                    self.report(&e);
+                    continue;
+                }
+                Some(Err(e)) => return Err(e),
+                Some(Ok(ev)) => ev,
+            };
+            let (rv, written) = match ev {
+                WatchEvent::Added(o) => (rv_of(&o), self.sink.add(Arc::new(o))),
+                WatchEvent::Modified(o) => {
+                    past_initial_adds = true;
+                    (rv_of(&o), self.sink.update(Arc::new(o)))
+                }
+                WatchEvent::Deleted(o) => {
+                    past_initial_adds = true;
+                    (rv_of(&o), self.sink.delete(Arc::new(o)))
+                }
+                WatchEvent::Bookmark(b) => {
+                    past_initial_adds = true;
+                    let written = self.sink.bookmark(&b.resource_version);
+                    (b.resource_version, written)
+                }
+            };
+            if let Err(e) = written {
+                let e = Error::Sink(e);
+                if e.is_sink_closed() {
+                    return Err(e);
+                }
+                tracing::warn!(error = %e, resource_version = %rv, "the sink refused a watch event");
+                self.report(&e);
+            }
+            if (propagate_from_start || past_initial_adds) && !rv.is_empty() {
+                st.set_last_sync(&self.shared, rv);
+            }
+            events += 1;
+        }
+    }
+
+    /// Runs `fut` while keeping the resync timer going.
+    async fn with_resync<F: Future>(
+        &self,
+        resync: &mut ResyncTimer,
+        fut: F,
+    ) -> Result<F::Output, Error> {
+        let mut fut = std::pin::pin!(fut);
+        loop {
+            let next = resync.next;
+            tokio::select! {
+                biased;
+                out = &mut fut => return Ok(out),
+                () = sleep_until_opt(next) => {
+                    self.resync_now()?;
+                    resync.rearm();
+                }
+            }
+        }
+    }
+
+    fn resync_now(&self) -> Result<(), Error> {
+        if self.should_resync.as_ref().is_none_or(|f| f()) {
+            tracing::debug!("resync");
+            self.sink.resync().map_err(Error::Sink)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+fn rv_of<K: MetaObject>(o: &K) -> String {
+    o.object_resource_version().unwrap_or_default().to_owned()
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn default_error_handler(e: &Error) {
+    if e.is_expired() {
+        tracing::info!(error = %e, "resourceVersion expired");
+    } else if e.is_unreachable() {
+        tracing::warn!(error = %e, "cannot reach the API server");
+    } else {
+        tracing::warn!(error = %e, "list/watch failed");
+    }
+}
+
+/// What a list collected.
+struct Listed<K> {
+    items: Vec<Arc<K>>,
+    resource_version: String,
+    paginated: bool,
+    pages: u32,
+}
+
+struct WatchSummary {
+    events: u64,
+    elapsed: Duration,
+}
+
+struct ResyncTimer {
+    period: Option<Duration>,
+    next: Option<Instant>,
+}
+
+impl ResyncTimer {
+    fn new(period: Option<Duration>) -> Self {
+        Self {
+            period,
+            next: period.map(|p| Instant::now() + p),
+        }
+    }
+
+    fn rearm(&mut self) {
+        self.next = self.period.map(|p| Instant::now() + p);
+    }
+}
+
+/// The objects of a streaming list until its end bookmark, in arrival order.
+struct TempStore<K> {
+    index: HashMap<ObjectKey, usize>,
+    items: Vec<Option<Arc<K>>>,
+}
+
+impl<K> Default for TempStore<K> {
+    fn default() -> Self {
+        Self {
+            index: HashMap::new(),
+            items: Vec::new(),
+        }
+    }
+}
+
+impl<K: MetaObject> TempStore<K> {
+    fn put(&mut self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        let key = meta_namespace_key(&*obj)?;
+        match self.index.get(&key) {
+            Some(&i) => self.items[i] = Some(obj),
+            None => {
+                self.index.insert(key, self.items.len());
+                self.items.push(Some(obj));
+            }
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, obj: &K) {
+        if let Ok(key) = meta_namespace_key(obj)
+            && let Some(i) = self.index.remove(&key)
+        {
+            self.items[i] = None;
+        }
+    }
+
+    fn into_items(self) -> Vec<Arc<K>> {
+        self.items.into_iter().flatten().collect()
+    }
+}
+
+/// Why the next list happens, for the `list` span.
+#[derive(Clone, Debug)]
+enum RelistReason {
+    Initial,
+    Expired,
+    TooLargeResourceVersion,
+    VeryShortWatch,
+    Failed(String),
+}
+
+impl RelistReason {
+    fn after(e: &Error) -> Self {
+        if e.is_expired() {
+            Self::Expired
+        } else if e.is_too_large_resource_version() {
+            Self::TooLargeResourceVersion
+        } else if matches!(e, Error::VeryShortWatch) {
+            Self::VeryShortWatch
+        } else {
+            Self::Failed(e.to_string())
+        }
+    }
+}
+
+impl fmt::Display for RelistReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Initial => f.write_str("initial list"),
+            Self::Expired => f.write_str("the watch's resourceVersion expired (410 Gone)"),
+            Self::TooLargeResourceVersion => {
+                f.write_str("the resourceVersion is newer than the server's (too large)")
+            }
+            Self::VeryShortWatch => f.write_str("a watch closed at once without events"),
+            Self::Failed(e) => write!(f, "the previous round failed: {e}"),
+        }
+    }
+}
+
+/// What the reflector remembers between rounds.
+struct RunState {
+    last_sync_rv: String,
+    /// The last list or watch at `last_sync_rv` answered "expired" or "too large":
+    /// the next one reads at `""`.
+    rv_unavailable: bool,
+    /// The first list (at RV "0") came back in pages: the watch cache is off, so later
+    /// lists are paged too.
+    paginated_result: bool,
+    backoff: BackoffState,
+    reason: RelistReason,
+}
+
+impl RunState {
+    fn new(backoff: Backoff) -> Self {
+        Self {
+            last_sync_rv: String::new(),
+            rv_unavailable: false,
+            paginated_result: false,
+            backoff: BackoffState::new(backoff),
+            reason: RelistReason::Initial,
+        }
+    }
+
+    /// client-go's `relistResourceVersion`: `""` after an unavailable RV, `"0"` at
+    /// first, else the last synced RV.
+    fn relist_rv(&self) -> &str {
+        if self.rv_unavailable {
+            ""
+        } else if self.last_sync_rv.is_empty() {
+            "0"
+        } else {
+            &self.last_sync_rv
+        }
+    }
+
+    /// client-go's `rewatchResourceVersion`, for streaming lists: `""` (consistent) at
+    /// first and after an unavailable RV, else the last synced RV.
+    fn rewatch_rv(&self) -> &str {
+        if self.rv_unavailable {
+            ""
+        } else {
+            &self.last_sync_rv
+        }
+    }
+
+    fn set_last_sync(&mut self, shared: &Shared, rv: String) {
+        *shared
+            .last_sync_rv
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = rv.clone();
+        self.last_sync_rv = rv;
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    last_sync_rv: Mutex<String>,
+    synced: AtomicBool,
+    syncs: AtomicU64,
+}
+
+impl Shared {
+    fn synced_once(&self) {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.synced.store(true, Ordering::Release);
+    }
+}
+
+/// A live view of a reflector's progress, cheap to clone.
+#[derive(Clone)]
+pub struct ReflectorStatus {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ReflectorStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReflectorStatus")
+            .field(
+                "last_sync_resource_version",
+                &self.last_sync_resource_version(),
+            )
+            .field("has_synced", &self.has_synced())
+            .field("syncs", &self.syncs())
+            .finish()
+    }
+}
+
+impl ReflectorStatus {
+    /// The resourceVersion of the last list, watch event or bookmark the sink got
+    /// (client-go's `LastSyncResourceVersion`); empty before the first list.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.shared
+            .last_sync_rv
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether a full list (or streaming list) has reached the sink at least once.
+    pub fn has_synced(&self) -> bool {
+        self.shared.synced.load(Ordering::Acquire)
+    }
+
+    /// How many full lists (or streaming lists) replaced the sink's content: 1 after the
+    /// initial list, one more per relist.
+    pub fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+}
+
+/// A reflector running on its own task. Dropping the handle stops it.
+pub struct ReflectorHandle {
+    cancel: CancellationToken,
+    task: Option<JoinHandle<Result<(), Error>>>,
+    status: ReflectorStatus,
+}
+
+impl fmt::Debug for ReflectorHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReflectorHandle")
+            .field("status", &self.status)
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+impl ReflectorHandle {
+    /// The reflector's progress.
+    pub fn status(&self) -> &ReflectorStatus {
+        &self.status
+    }
+
+    /// Whether the task has ended (stopped, or the sink was closed).
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Stops the reflector and waits until its task has ended.
+    ///
+    /// # Errors
+    /// `Err(Error::Sink(Closed))` if the reflector had already stopped because its sink
+    /// was closed.
+    ///
+    /// # Panics
+    /// Resumes a panic of the reflector's task (one raised by a sink or an error handler).
+    pub async fn stop(mut self) -> Result<(), Error> {
+        self.cancel.cancel();
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+impl Drop for ReflectorHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
