@@ -22,6 +22,9 @@ struct Pair {
     go: &'static str,
     /// DESIGN.md's target, as a minimum speed-up over client-go, if it sets one.
     target: Option<f64>,
+    /// How many of criterion's elements one Go op is (1 when the Go op is one element;
+    /// the FIFO benches time a whole workload per op).
+    go_elements: f64,
 }
 
 struct Suite {
@@ -52,26 +55,31 @@ const SUITES: &[Suite] = &[
                 rust: "workqueue/add_get_done/same_thread",
                 go: "WorkqueueAddGetDoneSameThread",
                 target: Some(3.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "workqueue/add_get_done/1p1w",
                 go: "WorkqueueAddGetDone1p1w",
                 target: Some(3.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "workqueue/contended/2p8w_10k_keys_50pct_dup",
                 go: "WorkqueueContended2p8w",
                 target: Some(2.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "workqueue/delaying/add_after",
                 go: "WorkqueueAddAfter",
                 target: Some(3.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "workqueue/rate_limited/requeue",
                 go: "WorkqueueRateLimitedRequeue",
                 target: None,
+                go_elements: 1.0,
             },
         ],
         memory: None,
@@ -88,36 +96,43 @@ const SUITES: &[Suite] = &[
                 rust: "indexer/get",
                 go: "IndexerGet",
                 target: Some(2.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "indexer/get",
                 go: "IndexerGetRead",
                 target: Some(2.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "indexer/by_index",
                 go: "IndexerByIndex",
                 target: Some(2.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "indexer/update",
                 go: "IndexerUpdate",
                 target: Some(2.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "indexer/list_selector_namespace",
                 go: "IndexerListSelectorNamespace",
                 target: Some(2.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "indexer/list_selector_all",
                 go: "IndexerListSelectorAll",
                 target: Some(2.0),
+                go_elements: 1.0,
             },
             Pair {
                 rust: "indexer/parse_selector",
                 go: "IndexerParseSelector",
                 target: None,
+                go_elements: 1.0,
             },
         ],
         memory: Some(Memory {
@@ -139,21 +154,25 @@ const SUITES: &[Suite] = &[
                 rust: "fifo/deltafifo",
                 go: "FifoDeltaFIFO",
                 target: None,
+                go_elements: 110_000.0,
             },
             Pair {
                 rust: "fifo/in_order_fifo",
                 go: "FifoRealFIFOBatch",
                 target: None,
+                go_elements: 110_000.0,
             },
             Pair {
                 rust: "fifo/in_order_fifo_single",
                 go: "FifoRealFIFOSingle",
                 target: None,
+                go_elements: 110_000.0,
             },
             Pair {
                 rust: "fifo/in_order_fifo_atomic",
                 go: "FifoRealFIFOAtomic",
                 target: None,
+                go_elements: 110_000.0,
             },
         ],
         memory: None,
@@ -241,7 +260,7 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
     step.finish("done");
 
     let mut table = String::from(
-        "| kinformer bench vs client-go bench | client-go ns/op (median of 5) | kinformer ns/op (criterion median) | speed-up | target |\n\
+        "| kinformer bench vs client-go bench | client-go ns per element (median of 5) | kinformer ns per element (criterion median) | speed-up | target |\n\
          | --- | ---: | ---: | ---: | ---: |\n",
     );
     for pair in suite.pairs {
@@ -250,7 +269,8 @@ pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
         let go_ns = go
             .get(pair.go)
             .copied()
-            .with_context(|| format!("no Go result for {}", pair.go))?;
+            .with_context(|| format!("no Go result for {}", pair.go))?
+            / pair.go_elements;
         let ratio = go_ns / rust;
         let target = pair.target.map_or_else(
             || "–".to_owned(),
@@ -366,7 +386,7 @@ fn record(path: &Path, suite: &str, table: &str) -> anyhow::Result<()> {
     let section = format!(
         "{start}\nMeasured by `cargo xtask bench {suite}` (both sides in one run, on a {}-core machine; the commit that \
          changed this table dates it).\n\
-         Speed-up = client-go ns/op ÷ kinformer ns/op.\n\n{table}{end}",
+         Speed-up = client-go time ÷ kinformer time for the same element.\n\n{table}{end}",
         std::thread::available_parallelism().map_or(0, usize::from)
     );
     let text = fs::read_to_string(path).unwrap_or_default();
