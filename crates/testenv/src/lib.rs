@@ -77,7 +77,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::{ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -609,6 +610,47 @@ impl ApiProxy {
     pub fn tcp(&self) -> &TcpProxy {
         &self.proxy
     }
+}
+
+/// A minimal pod the API server accepts (one `busybox` container, label
+/// `app=kinformer`). No scheduler runs, so it stays `Pending`.
+pub fn pod(name: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("app".to_string(), "kinformer".to_string())].into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some("busybox".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Creates `n` pods named `{prefix}-{i}` through `api`, at most 32 requests in flight,
+/// and returns them as the server stored them (in no particular order).
+///
+/// # Errors
+/// The first request the API server refuses.
+pub async fn create_pods(api: &Api<Pod>, prefix: &str, n: usize) -> Result<Vec<Pod>, Error> {
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let name = format!("{prefix}-{i}");
+            async move {
+                api.create(&PostParams::default(), &pod(&name))
+                    .await
+                    .map_err(kube_err(format!("creating pod {name}")))
+            }
+        })
+        .buffer_unordered(32)
+        .try_collect()
+        .await
 }
 
 fn make_client(config: Config) -> Result<Client, Error> {

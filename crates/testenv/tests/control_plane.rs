@@ -4,32 +4,14 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, Secret};
-use kinformer_testenv::{ControlPlane, Options};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kinformer_testenv::{ControlPlane, Options, pod};
 use kube::api::{
-    DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::{Api, Client};
 
 const STEP: Duration = Duration::from_secs(30);
-
-fn pod(name: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("busybox".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 async fn create(pods: &Api<Pod>, name: &str) -> Pod {
     pods.create(&PostParams::default(), &pod(name))

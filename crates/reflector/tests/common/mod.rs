@@ -8,12 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{Error as SinkError, MetaObject, Sink, meta_namespace_key};
 use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 /// One call the reflector made on the sink.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,35 +269,11 @@ impl Errors {
     }
 }
 
-pub fn pod(name: &str) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("app".to_string(), "kinformer".to_string())].into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some("busybox".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
+pub use kinformer_testenv::pod;
 
-/// Creates `n` pods named `{prefix}-{i}` with at most 32 requests in flight.
+/// Creates `n` pods named `{prefix}-{i}`.
 pub async fn create_pods(api: &Api<Pod>, prefix: &str, n: usize) {
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            let name = format!("{prefix}-{i}");
-            async move { api.create(&PostParams::default(), &pod(&name)).await }
-        })
-        .buffer_unordered(32)
-        .try_collect::<Vec<_>>()
+    kinformer_testenv::create_pods(api, prefix, n)
         .await
         .expect("create pods");
 }
