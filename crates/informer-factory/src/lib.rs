@@ -1,4 +1,177 @@
-//! SharedIndexInformer, its listeners and event handlers, and the SharedInformerFactory.
+//! The SharedIndexInformer: a local, indexed cache of one resource kept in step with the
+//! API server, and the event handlers it notifies.
 //!
-//! This crate is laid out in the workspace; its content arrives with its own issue
-//! (see the workspace README's crate map).
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
+//! use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
+//! use kinformer_reflector::{ListPage, WatchEvent};
+//!
+//! fn pod(name: &str, rv: &str) -> Pod {
+//!     let mut p = Pod::default();
+//!     p.metadata.namespace = Some("default".into());
+//!     p.metadata.name = Some(name.into());
+//!     p.metadata.resource_version = Some(rv.into());
+//!     p
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! // An in-memory API server: one pod listed, then a watch fed by hand. In a program this
+//! // is `KubeListerWatcher::new(Api::<Pod>::namespaced(client, "default"))`.
+//! let server = FakeListerWatcher::new();
+//! server.on_list(|_| Ok(ListPage::new(vec![pod("web-0", "1")], "1")));
+//! let (watch, stream) = watch_channel();
+//! server.push_watch(Ok(stream));
+//!
+//! let informer = SharedIndexInformer::new(server, Duration::ZERO);
+//! let (tx, rx) = std::sync::mpsc::channel();
+//! let registration = informer.add_event_handler(
+//!     ResourceEventHandlerFuncs::new()
+//!         .add_func(move |p: &Arc<Pod>, _| tx.send(p.metadata.name.clone()).unwrap()),
+//! )?;
+//! let handle = informer.start()?;
+//! while !registration.has_synced() {
+//!     tokio::time::sleep(Duration::from_millis(5)).await;
+//! }
+//! watch.send(Ok(WatchEvent::Added(pod("web-1", "2"))));
+//!
+//! // The handler runs on its own thread: here it only forwards names.
+//! let names: Vec<_> = rx.iter().take(2).flatten().collect();
+//! assert_eq!(names, ["web-0", "web-1"]);
+//! // Controllers read the cache through listers, never the API server.
+//! assert!(informer.lister().namespaced("default").get("web-1").is_ok());
+//! handle.stop().await?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! Against a cluster (see kinformer-reflector for `reflector_client`):
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_core::deletion_handling_key;
+//! use kinformer_informer_factory::{FifoKind, ResourceEventHandlerFuncs, SharedIndexInformer};
+//! use kinformer_reflector::{KubeListerWatcher, reflector_client};
+//! use kube::Api;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = reflector_client(kube::Config::infer().await?)?;
+//! let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, "default"));
+//! let informer = SharedIndexInformer::builder(pods)
+//!     .name("pods")
+//!     .resync_period(Duration::from_secs(30))
+//!     .fifo(FifoKind::InOrderAtomic)
+//!     .build();
+//! informer.set_transform(|pod| {
+//!     let mut pod = (*pod).clone();
+//!     pod.metadata.managed_fields = None; // keep the cache small
+//!     Ok(std::sync::Arc::new(pod))
+//! })?;
+//! informer.add_event_handler(ResourceEventHandlerFuncs::new().delete_func(|obj| {
+//!     // A tombstone when the deletion was missed: the key works either way.
+//!     if let Ok(key) = deletion_handling_key(obj) {
+//!         tracing::info!(%key, "pod deleted");
+//!     }
+//! }))?;
+//! let handle = informer.start()?;
+//! // ... until shutdown
+//! handle.stop().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The pipeline
+//!
+//! ```text
+//! Reflector task ──Sink──▶ FIFO ──pop_async──▶ pop-loop task ──▶ ThreadSafeStore (Lister reads it)
+//!                                                   │
+//!                                                   └──▶ one listener per handler:
+//!                                                        unbounded crossbeam buffer + own thread
+//! ```
+//!
+//! - The **reflector** (kinformer-reflector) lists and watches on a Tokio task and writes
+//!   into the FIFO.
+//! - The **FIFO** (kinformer-deltafifo) is a [`DeltaFifo`](kinformer_deltafifo::DeltaFifo)
+//!   by default, or an [`InOrderFifo`](kinformer_deltafifo::InOrderFifo), per object or
+//!   atomic ([`FifoKind`]). It reads the store through its `KnownObjects` view for
+//!   tombstones and resyncs.
+//! - The **pop loop**, a second Tokio task, awaits `pop_async` (never blocking a worker)
+//!   and applies each item as client-go's `processDeltas` does: `Sync`, `Replaced`,
+//!   `Added`, `Updated` update the stored object if there is one (notifying `on_update`)
+//!   and add it otherwise (`on_add`, with the FIFO's `is_in_initial_list`); `Deleted`
+//!   deletes (`on_delete`, with the object or its tombstone). An atomic `ReplacedAll` is
+//!   one store `replace`, then a tombstone delete for every vanished key, then adds and
+//!   updates in list order; `SyncAll` is an `on_update(obj, obj)` for every object; a
+//!   `Bookmark` records its resource version. An item the store refuses (a bad key, a
+//!   failing index function) is logged and skipped.
+//! - **Fan-out.** Every handler has a listener: an unbounded crossbeam channel and a
+//!   thread of its own, as client-go gives each a goroutine. The pop loop only pushes
+//!   `Arc`s into channels, so a slow handler delays nobody but itself (its buffer grows:
+//!   see [`Registration::pending`]), and a panicking one is caught with `catch_unwind`,
+//!   logged, and its listener goes on.
+//!
+//! # Rules
+//!
+//! - **Resync** (per handler): zero means none, less than [`MINIMUM_RESYNC_PERIOD`]
+//!   becomes it. The reflector asks at its resync check period (the shortest handler
+//!   period registered before start) whether any handler is due; if so the FIFO queues
+//!   `Sync` for every known object. An update whose old and new resource versions are
+//!   equal (a resync, or a relist that found the object unchanged) goes only to the
+//!   listeners that were due; every other notification goes to all.
+//! - **Late handlers** get an `on_add(obj, true)` for every cached object first. The
+//!   snapshot is taken under the lock the pop loop holds while applying an item (client-go's
+//!   `blockDeltas`), so the handler misses nothing and sees nothing twice.
+//! - [`Registration::has_synced`] is true once the informer has synced *and* the handler
+//!   has handled every initial add it was given (a panic counts as handled).
+//! - Configuration ([`set_transform`](SharedIndexInformer::set_transform),
+//!   [`set_watch_error_handler`](SharedIndexInformer::set_watch_error_handler)) fails
+//!   with [`Error::AlreadyStarted`] after start; a stopped informer refuses handlers and
+//!   indexers with [`Error::Stopped`]; [`Registration::remove`] twice is harmless.
+//! - [`FilteringResourceEventHandler`] turns an update that leaves the filtered set into a
+//!   delete of the old object, and one that enters it into an add of the new one.
+//!
+//! # Locks and threads
+//!
+//! Nothing blocks a Tokio worker: the pop loop awaits, and its critical section (apply
+//! one item, push notifications) holds only std mutexes briefly — the delivery lock,
+//! the store's lock inside each store call, the listener list's lock while pushing into
+//! unbounded channels — and never across an `.await`. No lock is held while a handler
+//! runs: handlers run on their listener threads. The popped item is dropped (marking it
+//! applied for the FIFO's `has_synced`) after every one of these locks is released, as
+//! kinformer-deltafifo requires. Objects travel as `Arc<K>`: the store, the listers and
+//! every handler share one allocation per object version.
+//!
+//! # Stopping
+//!
+//! Cancelling [`run`](SharedIndexInformer::run)'s token, [`InformerHandle::stop`], or
+//! dropping either, stops the reflector, closes the FIFO and tells every listener to end:
+//! a handler call in progress finishes on its thread, buffered notifications are dropped.
+//! Stop does not join listener threads (a handler stuck forever would hang it).
+//!
+//! # Differences from client-go
+//!
+//! - A handler's resync period registered before start lowers the resync check period
+//!   even when the informer's default is zero (client-go then never resyncs).
+//! - A batch of the in-order FIFO is applied event by event under the delivery lock, not
+//!   as one store transaction (the `Indexer` trait has none): a lister may see part of a
+//!   batch. An atomic `ReplacedAll` is one `replace`.
+//! - A panicking handler is caught instead of crashing the process.
+//!
+//! The SharedInformerFactory (one informer per type, shared start and sync wait) is not
+//! in this crate yet.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod error;
+mod handler;
+mod informer;
+mod listener;
+
+pub use error::Error;
+pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
+pub use informer::{
+    FifoKind, InformerHandle, MINIMUM_RESYNC_PERIOD, Registration, SharedIndexInformer,
+    SharedIndexInformerBuilder,
+};

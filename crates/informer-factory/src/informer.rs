@@ -1,0 +1,746 @@
+//! The SharedIndexInformer: reflector → FIFO → indexer → listeners.
+
+use std::collections::HashSet;
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use kinformer_core::{
+    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, MetaObject, ObjectKey,
+};
+use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item, TransformFn};
+use kinformer_indexer::{Indexer, Indexers, Lister, Store, ThreadSafeStore, namespace_indexers};
+use kinformer_reflector::{ListerWatcher, Reflector, ReflectorStatus, WatchErrorHandler};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::listener::{ListenerState, Notification, Processor};
+use crate::{Error, ResourceEventHandler};
+
+/// The shortest resync period a handler can have (client-go's `minimumResyncPeriod`).
+pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Which queue sits between the reflector and the informer (see kinformer-deltafifo's
+/// docs for the trade-offs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FifoKind {
+    /// client-go's `DeltaFIFO`: one pop per key with the key's whole history.
+    #[default]
+    DeltaFifo,
+    /// client-go's `RealFIFO`, per object: one event per entry, global arrival order.
+    InOrder,
+    /// client-go v1.36's default: the in-order FIFO in atomic mode, where a relist is one
+    /// `ReplacedAll` applied to the store as one `replace`, and bookmarks travel in line.
+    InOrderAtomic,
+}
+
+/// A handler's resync period as client-go normalizes it: zero means none, anything under
+/// [`MINIMUM_RESYNC_PERIOD`] becomes it.
+fn normalize_resync(period: Duration) -> Option<Duration> {
+    if period.is_zero() {
+        None
+    } else {
+        Some(period.max(MINIMUM_RESYNC_PERIOD))
+    }
+}
+
+struct Config<K> {
+    started: bool,
+    stopped: bool,
+    transform: Option<TransformFn<K>>,
+    on_error: Option<WatchErrorHandler>,
+    /// How often the reflector asks whether a handler's resync is due (client-go's
+    /// `resyncCheckPeriod`).
+    resync_check: Option<Duration>,
+}
+
+struct Inner<K> {
+    name: String,
+    lw: Arc<dyn ListerWatcher<K>>,
+    store: Arc<ThreadSafeStore<K>>,
+    processor: Arc<Processor<K>>,
+    fifo_kind: FifoKind,
+    default_resync: Option<Duration>,
+    config: Mutex<Config<K>>,
+    /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
+    /// a late handler takes its snapshot of the cache, so that it misses nothing and gets
+    /// nothing twice. Never held across a handler call or an `.await`.
+    deliver: Mutex<()>,
+    fifo: OnceLock<Arc<dyn FifoQueue<K>>>,
+    status: OnceLock<ReflectorStatus>,
+}
+
+/// Builds a [`SharedIndexInformer`]; see [`SharedIndexInformer::builder`].
+pub struct SharedIndexInformerBuilder<K> {
+    lw: Arc<dyn ListerWatcher<K>>,
+    name: String,
+    resync: Duration,
+    fifo: FifoKind,
+    indexers: Indexers<K>,
+}
+
+impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformerBuilder")
+            .field("name", &self.name)
+            .field("resync", &self.resync)
+            .field("fifo", &self.fifo)
+            .field("indexers", &self.indexers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
+    /// The name of the informer's and its reflector's tracing spans (e.g. `"pods"`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The resync period of handlers added with
+    /// [`add_event_handler`](SharedIndexInformer::add_event_handler) (client-go's
+    /// `defaultEventHandlerResyncPeriod`); zero (the default) means none.
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync = period;
+        self
+    }
+
+    /// The queue between reflector and informer (default [`FifoKind::DeltaFifo`]).
+    #[must_use]
+    pub fn fifo(mut self, kind: FifoKind) -> Self {
+        self.fifo = kind;
+        self
+    }
+
+    /// Index functions besides the namespace index, which is always there (listers use it).
+    #[must_use]
+    pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
+        self.indexers.extend(indexers);
+        self
+    }
+
+    /// The informer, not started.
+    pub fn build(self) -> SharedIndexInformer<K> {
+        let default_resync = normalize_resync(self.resync);
+        SharedIndexInformer {
+            inner: Arc::new(Inner {
+                name: self.name,
+                lw: self.lw,
+                store: Arc::new(ThreadSafeStore::new(self.indexers)),
+                processor: Arc::new(Processor::default()),
+                fifo_kind: self.fifo,
+                default_resync,
+                config: Mutex::new(Config {
+                    started: false,
+                    stopped: false,
+                    transform: None,
+                    on_error: None,
+                    resync_check: default_resync,
+                }),
+                deliver: Mutex::new(()),
+                fifo: OnceLock::new(),
+                status: OnceLock::new(),
+            }),
+        }
+    }
+}
+
+/// Keeps a local, indexed cache of one resource in step with the API server and tells
+/// every registered handler about each change (client-go's `SharedIndexInformer`).
+///
+/// Cloning is cheap and shares the informer. See the [crate docs](crate) for the pipeline,
+/// its threads and its locks.
+pub struct SharedIndexInformer<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for SharedIndexInformer<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K> fmt::Debug for SharedIndexInformer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformer")
+            .field("name", &self.inner.name)
+            .field("fifo", &self.inner.fifo_kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
+    /// An informer over `lister_watcher` with a DeltaFIFO, the namespace index and
+    /// `resync` as the default handler resync period (zero: none).
+    pub fn new(lister_watcher: impl ListerWatcher<K> + 'static, resync: Duration) -> Self {
+        Self::builder(lister_watcher).resync_period(resync).build()
+    }
+
+    /// A builder: DeltaFIFO, namespace index, no resync, named `"informer"`.
+    pub fn builder(
+        lister_watcher: impl ListerWatcher<K> + 'static,
+    ) -> SharedIndexInformerBuilder<K> {
+        SharedIndexInformerBuilder {
+            lw: Arc::new(lister_watcher),
+            name: String::from("informer"),
+            resync: Duration::ZERO,
+            fifo: FifoKind::default(),
+            indexers: namespace_indexers(),
+        }
+    }
+
+    fn config(&self) -> MutexGuard<'_, Config<K>> {
+        self.inner
+            .config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `handler` with the informer's default resync period; see
+    /// [`add_event_handler_with_resync`](Self::add_event_handler_with_resync).
+    ///
+    /// # Errors
+    /// As `add_event_handler_with_resync`.
+    pub fn add_event_handler<H>(&self, handler: H) -> Result<Registration<K>, Error>
+    where
+        H: ResourceEventHandler<K> + Send + 'static,
+    {
+        let period = self.inner.default_resync.unwrap_or_default();
+        self.add_event_handler_with_resync(handler, period)
+    }
+
+    /// Registers `handler` on a listener of its own (an unbounded buffer and a thread).
+    ///
+    /// `resync`: zero means no resync; anything under [`MINIMUM_RESYNC_PERIOD`] becomes it.
+    /// Before start, a shorter period makes the reflector check for due resyncs more often;
+    /// after start, a period shorter than that check interval is raised to it (as in
+    /// client-go), and an informer started without any resync never resyncs.
+    ///
+    /// Added after start, the handler first gets an `on_add(obj, true)` for every cached
+    /// object, taken while no item is being applied: it misses no later event and sees none
+    /// twice.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
+    /// listener's thread cannot be started.
+    pub fn add_event_handler_with_resync<H>(
+        &self,
+        handler: H,
+        resync: Duration,
+    ) -> Result<Registration<K>, Error>
+    where
+        H: ResourceEventHandler<K> + Send + 'static,
+    {
+        let mut resync = normalize_resync(resync);
+        // Held throughout, so that a concurrent stop cannot miss the new listener.
+        let mut cfg = self.config();
+        if cfg.stopped {
+            return Err(Error::Stopped);
+        }
+        if let Some(period) = resync {
+            match (cfg.started, cfg.resync_check) {
+                (false, check) => {
+                    cfg.resync_check = Some(check.map_or(period, |c| c.min(period)));
+                }
+                (true, Some(check)) if period < check => {
+                    tracing::warn!(
+                        informer = %self.inner.name,
+                        requested_ms = period.as_millis() as u64,
+                        check_ms = check.as_millis() as u64,
+                        "the informer has started: a handler's resync period is raised to its resync check period"
+                    );
+                    resync = Some(check);
+                }
+                (true, Some(_)) => {}
+                (true, None) => tracing::warn!(
+                    informer = %self.inner.name,
+                    "the informer was started without any resync: this handler will not be resynced"
+                ),
+            }
+        }
+        let (id, state) = if cfg.started {
+            let _deliver = self.lock_deliver();
+            let snapshot = self.inner.store.list();
+            self.inner.processor.add(handler, resync, snapshot)?
+        } else {
+            self.inner.processor.add(handler, resync, Vec::new())?
+        };
+        drop(cfg);
+        Ok(Registration {
+            id,
+            state,
+            resync,
+            inner: Arc::clone(&self.inner),
+        })
+    }
+
+    fn lock_deliver(&self) -> MutexGuard<'_, ()> {
+        self.inner.lock_deliver()
+    }
+
+    /// Sets the transform that runs once on every incoming object before it is queued
+    /// (client-go's `SetTransform`), e.g. to drop `managedFields`.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyStarted`] once the informer has started.
+    pub fn set_transform(
+        &self,
+        transform: impl Fn(Arc<K>) -> Result<Arc<K>, Box<dyn StdError + Send + Sync>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Result<(), Error> {
+        let mut cfg = self.config();
+        if cfg.started {
+            return Err(Error::AlreadyStarted);
+        }
+        cfg.transform = Some(Arc::new(transform));
+        Ok(())
+    }
+
+    /// Sets the hook that receives every error of the informer's reflector (client-go's
+    /// `SetWatchErrorHandler`). It runs on the reflector's task: keep it quick.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyStarted`] once the informer has started.
+    pub fn set_watch_error_handler(
+        &self,
+        handler: impl Fn(&kinformer_reflector::Error) + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        let mut cfg = self.config();
+        if cfg.started {
+            return Err(Error::AlreadyStarted);
+        }
+        cfg.on_error = Some(Arc::new(handler));
+        Ok(())
+    }
+
+    /// Adds index functions; the objects already cached are indexed at once.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] once the informer has stopped, [`Error::Indexer`] for a duplicate
+    /// name or an index function that fails on a cached object (nothing is added then).
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
+        if self.config().stopped {
+            return Err(Error::Stopped);
+        }
+        self.inner.store.add_indexers(indexers)?;
+        Ok(())
+    }
+
+    /// The informer's cache, for reads by key and by index. Write to it only through the
+    /// informer.
+    pub fn indexer(&self) -> Arc<dyn Indexer<K>> {
+        Arc::clone(&self.inner.store) as Arc<dyn Indexer<K>>
+    }
+
+    /// A lister over the informer's cache.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(Arc::clone(&self.inner.store))
+    }
+
+    /// Whether the informer has started and the whole first list has been applied to the
+    /// cache (its FIFO's `has_synced`).
+    pub fn has_synced(&self) -> bool {
+        self.inner.has_synced()
+    }
+
+    /// The resource version of the last list, watch event or bookmark the reflector got;
+    /// empty before start.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.inner
+            .status
+            .get()
+            .map(ReflectorStatus::last_sync_resource_version)
+            .unwrap_or_default()
+    }
+
+    /// Whether [`run`](Self::run) or [`start`](Self::start) was called.
+    pub fn is_started(&self) -> bool {
+        self.config().started
+    }
+
+    /// Whether the informer has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.config().stopped
+    }
+
+    /// How many handlers are registered (removed ones and those of a stopped informer do
+    /// not count).
+    pub fn handler_count(&self) -> usize {
+        self.inner.processor.len()
+    }
+
+    /// Runs the informer until `cancel` is cancelled, then stops it: the FIFO is closed,
+    /// the reflector stopped and every listener told to end (a handler call in progress
+    /// finishes on its thread; what is still buffered is dropped). Dropping the future
+    /// stops it too.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyStarted`] when called twice, [`Error::Stopped`] after a stop,
+    /// [`Error::Reflector`] outside a Tokio runtime.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(), Error> {
+        let prepared = self.prepare()?;
+        run_prepared(Arc::clone(&self.inner), prepared, cancel).await
+    }
+
+    /// Starts the informer on a Tokio task; the handle stops it.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run), at once.
+    pub fn start(&self) -> Result<InformerHandle, Error> {
+        let rt = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::Reflector(kinformer_reflector::Error::NoRuntime))?;
+        let prepared = self.prepare()?;
+        let cancel = CancellationToken::new();
+        let task = rt.spawn(run_prepared(
+            Arc::clone(&self.inner),
+            prepared,
+            cancel.clone(),
+        ));
+        Ok(InformerHandle {
+            cancel,
+            task: Some(task),
+        })
+    }
+
+    /// Marks the informer started and builds its FIFO and reflector.
+    fn prepare(&self) -> Result<Prepared<K>, Error> {
+        let mut cfg = self.config();
+        if cfg.stopped {
+            return Err(Error::Stopped);
+        }
+        if cfg.started {
+            return Err(Error::AlreadyStarted);
+        }
+        let inner = &self.inner;
+        let known: Arc<dyn kinformer_core::KnownObjects<K>> = Arc::clone(&inner.store) as _;
+        let fifo: Arc<dyn FifoQueue<K>> = match inner.fifo_kind {
+            FifoKind::DeltaFifo => {
+                let mut b = DeltaFifo::builder().known_objects(known);
+                if let Some(t) = cfg.transform.clone() {
+                    b = b.transform(move |o| t(o));
+                }
+                Arc::new(b.build())
+            }
+            FifoKind::InOrder | FifoKind::InOrderAtomic => {
+                let mut b = InOrderFifo::builder();
+                b = if inner.fifo_kind == FifoKind::InOrderAtomic {
+                    b.atomic(true).emit_bookmarks(true)
+                } else {
+                    b.known_objects(known)
+                };
+                if let Some(t) = cfg.transform.clone() {
+                    b = b.transform(move |o| t(o));
+                }
+                Arc::new(b.build()?)
+            }
+        };
+        let mut reflector =
+            Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo)).name(inner.name.clone());
+        if let Some(check) = cfg.resync_check {
+            let processor = Arc::clone(&inner.processor);
+            reflector = reflector
+                .resync_period(check)
+                .should_resync(move || processor.should_resync(Instant::now()));
+        }
+        if let Some(on_error) = cfg.on_error.clone() {
+            reflector = reflector.on_watch_error(move |e| on_error(e));
+        }
+        // The only place that sets them, under the config lock, once.
+        let _ = inner.status.set(reflector.status());
+        let _ = inner.fifo.set(Arc::clone(&fifo));
+        cfg.started = true;
+        Ok(Prepared { fifo, reflector })
+    }
+}
+
+type InformerReflector<K> = Reflector<K, Arc<dyn ListerWatcher<K>>, Arc<dyn FifoQueue<K>>>;
+
+struct Prepared<K> {
+    fifo: Arc<dyn FifoQueue<K>>,
+    reflector: InformerReflector<K>,
+}
+
+/// Closes the FIFO, ends every listener and marks the informer stopped, however `run`
+/// ends (returned, or its future dropped).
+struct StopGuard<K: MetaObject + Send + Sync + 'static> {
+    inner: Arc<Inner<K>>,
+    fifo: Arc<dyn FifoQueue<K>>,
+}
+
+impl<K: MetaObject + Send + Sync + 'static> Drop for StopGuard<K> {
+    fn drop(&mut self) {
+        self.inner
+            .config
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stopped = true;
+        self.fifo.close();
+        self.inner.processor.stop_all();
+        tracing::debug!(informer = %self.inner.name, "informer stopped");
+    }
+}
+
+async fn run_prepared<K: MetaObject + Send + Sync + 'static>(
+    inner: Arc<Inner<K>>,
+    prepared: Prepared<K>,
+    cancel: CancellationToken,
+) -> Result<(), Error> {
+    let Prepared { fifo, reflector } = prepared;
+    let guard = StopGuard {
+        inner: Arc::clone(&inner),
+        fifo: Arc::clone(&fifo),
+    };
+    let reflector = reflector.spawn()?;
+    let span = tracing::info_span!("informer", name = %inner.name);
+    pop_loop(&inner, &*fifo, &cancel).instrument(span).await;
+    let result = reflector.stop().await;
+    drop(guard);
+    match result {
+        Err(e) if e.is_sink_closed() => Ok(()),
+        other => other.map_err(Error::from),
+    }
+}
+
+/// client-go's `processLoop`: pop, apply, tell the listeners, until cancelled.
+async fn pop_loop<K: MetaObject + Send + Sync + 'static>(
+    inner: &Inner<K>,
+    fifo: &dyn FifoQueue<K>,
+    cancel: &CancellationToken,
+) {
+    loop {
+        let popped = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return,
+            popped = fifo.pop_async() => match popped {
+                Ok(p) => p,
+                Err(_) => return, // closed
+            },
+        };
+        inner.process(popped.item(), popped.is_in_initial_list());
+        // Dropped after `process` released the delivery lock and every store lock (the
+        // FIFO's documented rule): this marks the item applied.
+        drop(popped);
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
+    fn lock_deliver(&self) -> MutexGuard<'_, ()> {
+        self.deliver.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn has_synced(&self) -> bool {
+        self.fifo.get().is_some_and(|f| f.has_synced())
+    }
+
+    /// Applies one popped item to the store and distributes its notifications, as
+    /// client-go's `processDeltas` / `processReplacedAllInfo`.
+    fn process(&self, item: &Item<K>, initial: bool) {
+        let _deliver = self.lock_deliver();
+        match item {
+            Item::Deltas { key, deltas } => {
+                for d in deltas {
+                    self.apply(key, d, initial);
+                }
+            }
+            Item::Batch(events) => {
+                for (key, d) in events {
+                    self.apply(key, d, initial);
+                }
+            }
+            Item::ReplacedAll {
+                objects,
+                resource_version,
+            } => self.replace_all(objects, resource_version, initial),
+            Item::SyncAll => {
+                for obj in self.store.list() {
+                    let n = Notification::Update {
+                        old: Arc::clone(&obj),
+                        new: obj,
+                    };
+                    self.processor.distribute(&n, true);
+                }
+            }
+            Item::Bookmark { resource_version } => self.store.bookmark(resource_version),
+            other => tracing::warn!(kind = other.kind(), "unknown FIFO item ignored"),
+        }
+    }
+
+    fn apply(&self, key: &ObjectKey, d: &Delta<K>, initial: bool) {
+        let obj = d.object.object();
+        if d.kind == DeltaType::Deleted {
+            if let Err(err) = self.store.delete(obj) {
+                tracing::warn!(%key, %err, "cannot delete from the cache");
+                return;
+            }
+            self.processor
+                .distribute(&Notification::Delete(d.object.clone()), false);
+            return;
+        }
+        // Sync, Replaced, Added, Updated: update if present, else add.
+        match self.store.get_by_key(key.as_str()) {
+            Some(old) => {
+                if let Err(err) = self.store.update(Arc::clone(obj)) {
+                    tracing::warn!(%key, %err, "cannot update the cache");
+                    return;
+                }
+                self.notify_update(old, Arc::clone(obj));
+            }
+            None => {
+                if let Err(err) = self.store.add(Arc::clone(obj)) {
+                    tracing::warn!(%key, %err, "cannot add to the cache");
+                    return;
+                }
+                let n = Notification::Add {
+                    obj: Arc::clone(obj),
+                    initial,
+                };
+                self.processor.distribute(&n, false);
+            }
+        }
+    }
+
+    /// An update whose resource version did not change is a resync: it goes only to the
+    /// listeners whose resync is due (client-go's `OnUpdate`).
+    fn notify_update(&self, old: Arc<K>, new: Arc<K>) {
+        let is_sync = old.object_resource_version() == new.object_resource_version();
+        self.processor
+            .distribute(&Notification::Update { old, new }, is_sync);
+    }
+
+    /// client-go's `processReplacedAllInfo`: one `replace` of the store, then deletes
+    /// (tombstones) for the keys that vanished, then adds / updates in list order.
+    fn replace_all(&self, objects: &[(ObjectKey, Arc<K>)], rv: &str, initial: bool) {
+        let listed: HashSet<&str> = objects.iter().map(|(k, _)| k.as_str()).collect();
+        let deletions: Vec<DeletedFinalStateUnknown<K>> = self
+            .store
+            .list_keys()
+            .into_iter()
+            .filter(|k| !listed.contains(k.as_str()))
+            .filter_map(|key| {
+                let obj = self.store.get_by_key(key.as_str())?;
+                Some(DeletedFinalStateUnknown { key, obj })
+            })
+            .collect();
+        let replacements: Vec<(Option<Arc<K>>, Arc<K>)> = objects
+            .iter()
+            .map(|(k, o)| (self.store.get_by_key(k.as_str()), Arc::clone(o)))
+            .collect();
+        let list = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
+        if let Err(err) = self.store.replace(list, rv) {
+            tracing::warn!(%err, resource_version = rv, "cannot replace the cache");
+            return;
+        }
+        for t in deletions {
+            self.processor
+                .distribute(&Notification::Delete(DeltaObject::Tombstone(t)), false);
+        }
+        for (old, new) in replacements {
+            match old {
+                Some(old) => self.notify_update(old, new),
+                None => self
+                    .processor
+                    .distribute(&Notification::Add { obj: new, initial }, false),
+            }
+        }
+    }
+}
+
+/// A handler's registration with an informer (client-go's `ResourceEventHandlerRegistration`).
+///
+/// Dropping it does not remove the handler: call [`remove`](Self::remove).
+pub struct Registration<K> {
+    id: u64,
+    state: Arc<ListenerState>,
+    resync: Option<Duration>,
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> fmt::Debug for Registration<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registration")
+            .field("id", &self.id)
+            .field("resync", &self.resync)
+            .field("pending", &self.state.pending.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> Registration<K> {
+    /// Whether the informer has synced *and* this handler has handled every initial add
+    /// it was given (the first list, or the cache replay of a late handler).
+    pub fn has_synced(&self) -> bool {
+        // The informer first: once it has synced, every initial add has been counted.
+        self.inner.has_synced() && self.state.initial_pending.load(Ordering::Acquire) == 0
+    }
+
+    /// How many notifications wait in this handler's buffer or are being handled.
+    pub fn pending(&self) -> usize {
+        self.state.pending.load(Ordering::Acquire)
+    }
+
+    /// The effective resync period (after normalization): `None` for no resync.
+    pub fn resync_period(&self) -> Option<Duration> {
+        self.resync
+    }
+
+    /// Removes the handler: it gets no more notifications, and its thread ends after the
+    /// call in progress, if any. Removing twice is harmless.
+    pub fn remove(&self) {
+        self.inner.processor.remove(self.id);
+    }
+}
+
+/// A running informer, from [`SharedIndexInformer::start`]. Dropping it stops the informer.
+#[derive(Debug)]
+pub struct InformerHandle {
+    cancel: CancellationToken,
+    task: Option<JoinHandle<Result<(), Error>>>,
+}
+
+impl InformerHandle {
+    /// The token that stops the informer when cancelled.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Whether the informer's task has ended.
+    pub fn is_finished(&self) -> bool {
+        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Stops the informer and waits until its task has ended.
+    ///
+    /// # Errors
+    /// What [`SharedIndexInformer::run`] returned.
+    ///
+    /// # Panics
+    /// Resumes a panic of the informer's task.
+    pub async fn stop(mut self) -> Result<(), Error> {
+        self.cancel.cancel();
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        match task.await {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+impl Drop for InformerHandle {
+    fn drop(&mut self) {
+        // The task cleans up after itself once it sees the cancellation.
+        self.cancel.cancel();
+    }
+}
