@@ -197,6 +197,11 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         }
     }
 
+    /// Whether `self` and `other` are the same informer (clones of one another).
+    pub fn is_same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     fn config(&self) -> MutexGuard<'_, Config<K>> {
         self.inner
             .config

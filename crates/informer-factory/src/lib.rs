@@ -160,16 +160,37 @@
 //!   batch. An atomic `ReplacedAll` is one `replace`.
 //! - A panicking handler is caught instead of crashing the process.
 //!
-//! The SharedInformerFactory (one informer per type, shared start and sync wait) is not
-//! in this crate yet.
+//!
+//! # The factory
+//!
+//! A program's controllers share informers through a [`SharedInformerFactory`]: one
+//! informer per resource, Rust type, namespace and list options, whoever asks for it
+//! ([`informer`](SharedInformerFactory::informer) for k8s-openapi types and
+//! `#[derive(CustomResource)]` types, [`dynamic_informer`](SharedInformerFactory::dynamic_informer)
+//! for `DynamicObject`s by `ApiResource`). [`start`](SharedInformerFactory::start) starts
+//! the ones not started yet, [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync)
+//! reports per informer, [`shutdown`](SharedInformerFactory::shutdown) stops them all and
+//! waits. The factory-wide transform is a function of an object's metadata
+//! ([`transform_meta`](SharedInformerFactoryBuilder::transform_meta)) because Rust has no
+//! closure generic over every type; per type, set one on the informer before start.
+//! [`wait_for_cache_sync`] (the free function) is client-go's `cache.WaitForCacheSync`
+//! over any [`HasSynced`]: informers, registrations, closures.
+//!
+//! Difference: client-go's `Start` after `Shutdown` silently does nothing; here it is
+//! [`Error::Stopped`].
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;
+mod factory;
 mod handler;
 mod informer;
 mod listener;
 
 pub use error::Error;
+pub use factory::{
+    CacheSyncReport, HasSynced, InformerId, InformerOptions, SharedInformerFactory,
+    SharedInformerFactoryBuilder, wait_for_cache_sync,
+};
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
     FifoKind, InformerHandle, MINIMUM_RESYNC_PERIOD, Registration, SharedIndexInformer,

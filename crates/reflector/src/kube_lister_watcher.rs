@@ -151,6 +151,15 @@ impl<K: Resource> KubeListerWatcher<K> {
         }
     }
 
+    /// Lists and watches `K` in `namespace`, or in every namespace when `None`, for code
+    /// generic over `K` (an `Api` names a namespace only for types known to be namespaced).
+    /// Pass `None` for cluster-scoped types: a namespaced path of one is not found.
+    pub fn scoped(client: kube::Client, dyntype: &K::DynamicType, namespace: Option<&str>) -> Self {
+        let mut lw = Self::new_with(kube::Api::all_with(client, dyntype), dyntype);
+        lw.url_path = K::url_path(dyntype, namespace);
+        lw
+    }
+
     /// Only objects whose labels match `selector` (`app=web,tier!=db`).
     #[must_use]
     pub fn labels(mut self, selector: &str) -> Self {

@@ -346,6 +346,11 @@ impl ControlPlane {
         make_client(self.admin.clone())
     }
 
+    /// A kube client config for the restricted user (list and watch pods, nothing else).
+    pub fn restricted_config(&self) -> Config {
+        self.restricted.clone()
+    }
+
     /// A client for the restricted user (list and watch pods, nothing else).
     ///
     /// # Errors

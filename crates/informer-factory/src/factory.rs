@@ -1,0 +1,654 @@
+//! The SharedInformerFactory: one shared informer per resource, started and synced together.
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use kinformer_core::MetaObject;
+use kinformer_reflector::KubeListerWatcher;
+use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
+use kube::discovery::{ApiResource, Scope};
+use serde::de::DeserializeOwned;
+
+use crate::{Error, FifoKind, InformerHandle, SharedIndexInformer};
+
+/// How often [`SharedInformerFactory::wait_for_cache_sync`] and [`wait_for_cache_sync`]
+/// look at the informers (client-go polls every 100 ms; a look is a few atomic loads).
+const SYNC_POLL: Duration = Duration::from_millis(10);
+
+/// What a factory's informer watches besides its resource: the namespace and the list
+/// options (client-go's `WithNamespace` and `WithTweakListOptions`). Two requests for one
+/// type with equal options share one informer.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InformerOptions {
+    /// One namespace, or every namespace when `None`. Ignored for cluster-scoped resources.
+    pub namespace: Option<String>,
+    /// Only objects whose labels match (`app=web,tier!=db`).
+    pub label_selector: Option<String>,
+    /// Only objects whose fields match (`spec.nodeName=node-1`).
+    pub field_selector: Option<String>,
+}
+
+impl InformerOptions {
+    /// Every namespace, no selectors.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only `namespace`.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only objects whose labels match `selector`.
+    #[must_use]
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Only objects whose fields match `selector`.
+    #[must_use]
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+}
+
+/// Which informer of a factory: its Rust type, its resource and its options. Shown in
+/// [`CacheSyncReport`]s and tracing spans as `pods.v1 (default)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InformerId {
+    type_id: TypeId,
+    type_name: &'static str,
+    /// `plural.version.group` (`deployments.v1.apps`, `pods.v1`).
+    resource: String,
+    options: InformerOptions,
+}
+
+impl InformerId {
+    fn new<K: 'static>(resource: String, options: InformerOptions) -> Self {
+        Self {
+            type_id: TypeId::of::<K>(),
+            type_name: type_name::<K>(),
+            resource,
+            options,
+        }
+    }
+
+    /// The resource as `plural.version.group` (`deployments.v1.apps`; `pods.v1` for the
+    /// core group).
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The Rust type the informer's objects have.
+    pub fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    /// The namespace and selectors the informer watches with.
+    pub fn options(&self) -> &InformerOptions {
+        &self.options
+    }
+}
+
+impl fmt::Display for InformerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.resource)?;
+        let o = &self.options;
+        let parts: Vec<&str> = [&o.namespace, &o.label_selector, &o.field_selector]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        if !parts.is_empty() {
+            write!(f, " ({})", parts.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The answer of [`SharedInformerFactory::wait_for_cache_sync`]: whether each started
+/// informer had synced when the wait ended (client-go's `map[reflect.Type]bool`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheSyncReport {
+    informers: Vec<(InformerId, bool)>,
+}
+
+impl CacheSyncReport {
+    /// Whether every informer synced (true when there was none).
+    pub fn all_synced(&self) -> bool {
+        self.informers.iter().all(|(_, synced)| *synced)
+    }
+
+    /// Every started informer and whether it synced, in the order they were requested.
+    pub fn informers(&self) -> &[(InformerId, bool)] {
+        &self.informers
+    }
+
+    /// The informers that had not synced.
+    pub fn unsynced(&self) -> impl Iterator<Item = &InformerId> {
+        self.informers
+            .iter()
+            .filter(|(_, synced)| !synced)
+            .map(|(id, _)| id)
+    }
+}
+
+impl fmt::Display for CacheSyncReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (id, synced)) in self.informers.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{id}: {}", if *synced { "synced" } else { "not synced" })?;
+        }
+        Ok(())
+    }
+}
+
+/// Something that knows whether its cache has synced: an informer or a handler's
+/// registration. See [`wait_for_cache_sync`].
+pub trait HasSynced {
+    /// Whether the initial list has been applied (and, for a registration, handled).
+    fn has_synced(&self) -> bool;
+}
+
+impl<K: MetaObject + Send + Sync + 'static> HasSynced for SharedIndexInformer<K> {
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> HasSynced for crate::Registration<K> {
+    fn has_synced(&self) -> bool {
+        crate::Registration::has_synced(self)
+    }
+}
+
+impl<F: Fn() -> bool> HasSynced for F {
+    fn has_synced(&self) -> bool {
+        self()
+    }
+}
+
+/// Waits until every one of `synced` has synced, or `timeout` has passed (client-go's
+/// `cache.WaitForCacheSync`, with a timeout in place of the stop channel). Returns whether
+/// all synced.
+///
+/// ```no_run
+/// # use kinformer_informer_factory::{wait_for_cache_sync, SharedIndexInformer};
+/// # use k8s_openapi::api::core::v1::Pod;
+/// # async fn f(pods: SharedIndexInformer<Pod>) {
+/// use std::time::Duration;
+/// if !wait_for_cache_sync(Duration::from_secs(60), &[&pods]).await {
+///     panic!("the pod cache did not sync");
+/// }
+/// # }
+/// ```
+pub async fn wait_for_cache_sync(timeout: Duration, synced: &[&dyn HasSynced]) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if synced.iter().all(|s| s.has_synced()) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        tokio::time::sleep(SYNC_POLL.min(deadline - now)).await;
+    }
+}
+
+/// An informer of any type, as the factory keeps it.
+trait AnyInformer: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn start(&self) -> Result<InformerHandle, Error>;
+    fn has_synced(&self) -> bool;
+}
+
+impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<K> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn start(&self) -> Result<InformerHandle, Error> {
+        SharedIndexInformer::start(self)
+    }
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+}
+
+type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
+
+struct Entry {
+    id: InformerId,
+    informer: Box<dyn AnyInformer>,
+    /// Set once the factory has started it; `None` before, or when it was started by hand.
+    started: bool,
+}
+
+#[derive(Default)]
+struct State {
+    /// In request order, so that reports and starts follow it.
+    informers: Vec<Entry>,
+    handles: Vec<InformerHandle>,
+    shut_down: bool,
+}
+
+struct FactoryInner {
+    client: kube::Client,
+    options: InformerOptions,
+    default_resync: Duration,
+    custom_resync: HashMap<TypeId, Duration>,
+    transform: Option<MetaTransform>,
+    fifo: FifoKind,
+    state: Mutex<State>,
+}
+
+/// Builds a [`SharedInformerFactory`]; see [`SharedInformerFactory::builder`].
+pub struct SharedInformerFactoryBuilder {
+    client: kube::Client,
+    options: InformerOptions,
+    default_resync: Duration,
+    custom_resync: HashMap<TypeId, Duration>,
+    transform: Option<MetaTransform>,
+    fifo: FifoKind,
+}
+
+impl fmt::Debug for SharedInformerFactoryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedInformerFactoryBuilder")
+            .field("options", &self.options)
+            .field("default_resync", &self.default_resync)
+            .field("fifo", &self.fifo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedInformerFactoryBuilder {
+    /// Watch only `namespace` (client-go's `WithNamespace`); default: every namespace.
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.options.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The list options every informer of the factory lists and watches with (client-go's
+    /// `WithTweakListOptions`): a label selector, a field selector.
+    #[must_use]
+    pub fn tweak_list_options(mut self, tweak: impl FnOnce(&mut InformerOptions)) -> Self {
+        tweak(&mut self.options);
+        self
+    }
+
+    /// The resync period of every informer's default handlers (zero: none). client-go's
+    /// `defaultResync`; 30 s to 5 min is the usual choice.
+    #[must_use]
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.default_resync = period;
+        self
+    }
+
+    /// A resync period for the informers of type `K` only (client-go's
+    /// `WithCustomResyncConfig`).
+    #[must_use]
+    pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
+        self.custom_resync.insert(TypeId::of::<K>(), period);
+        self
+    }
+
+    /// A transform of every object's metadata before it is cached, for every informer of
+    /// the factory (client-go's `WithTransform`), e.g. dropping `managedFields`, which is
+    /// often a third of a pod's memory. Per-type transforms: call
+    /// [`SharedIndexInformer::set_transform`] on the informer before starting it.
+    #[must_use]
+    pub fn transform_meta(
+        mut self,
+        transform: impl Fn(&mut ObjectMeta) + Send + Sync + 'static,
+    ) -> Self {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// The FIFO kind of every informer (default [`FifoKind::DeltaFifo`]).
+    #[must_use]
+    pub fn fifo(mut self, kind: FifoKind) -> Self {
+        self.fifo = kind;
+        self
+    }
+
+    /// The factory.
+    pub fn build(self) -> SharedInformerFactory {
+        SharedInformerFactory {
+            inner: Arc::new(FactoryInner {
+                client: self.client,
+                options: self.options,
+                default_resync: self.default_resync,
+                custom_resync: self.custom_resync,
+                transform: self.transform,
+                fifo: self.fifo,
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+}
+
+/// One shared informer per resource, type, namespace and selectors; started, synced and
+/// shut down together (client-go's `SharedInformerFactory`).
+///
+/// Controllers of one program that watch the same resource should share one informer: one
+/// list and one watch on the API server, one cache in memory, however many handlers.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedInformerFactory};
+/// use kinformer_reflector::reflector_client;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = reflector_client(kube::Config::infer().await?)?;
+/// let factory = SharedInformerFactory::builder(client)
+///     .namespace("default")
+///     .resync(Duration::from_secs(30))
+///     .transform_meta(|meta| meta.managed_fields = None)
+///     .build();
+/// let pods = factory.informer::<Pod>();
+/// assert!(pods.is_same(&factory.informer::<Pod>())); // shared
+/// pods.add_event_handler(ResourceEventHandlerFuncs::new().add_func(|pod: &std::sync::Arc<Pod>, _| {
+///     println!("{:?}", pod.metadata.name);
+/// }))?;
+/// factory.start()?;
+/// let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+/// assert!(report.all_synced(), "{report}");
+/// // ... read pods.lister() ...
+/// factory.shutdown().await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Lifecycle
+///
+/// - [`start`](Self::start) starts every informer requested so far that it has not started;
+///   call it again after requesting more. An informer the caller started by hand is left
+///   alone.
+/// - [`wait_for_cache_sync`](Self::wait_for_cache_sync) waits for the informers the factory
+///   started and reports on each.
+/// - [`shutdown`](Self::shutdown) stops every informer it started and waits until each has
+///   ended; `start` does nothing after it. Dropping the last clone of the factory stops its
+///   informers too, without waiting.
+///
+/// # Types
+///
+/// Any k8s-openapi type, any `#[derive(CustomResource)]` type
+/// ([`informer`](Self::informer)), and [`DynamicObject`] by its [`ApiResource`]
+/// ([`dynamic_informer`](Self::dynamic_informer)). Cluster-scoped types ignore the
+/// namespace.
+#[derive(Clone)]
+pub struct SharedInformerFactory {
+    inner: Arc<FactoryInner>,
+}
+
+impl fmt::Debug for SharedInformerFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.state();
+        f.debug_struct("SharedInformerFactory")
+            .field("options", &self.inner.options)
+            .field("default_resync", &self.inner.default_resync)
+            .field(
+                "informers",
+                &state
+                    .informers
+                    .iter()
+                    .map(|e| e.id.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("shut_down", &state.shut_down)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedInformerFactory {
+    /// A factory over every namespace without resync (client-go's
+    /// `NewSharedInformerFactory(client, 0)`). Build the client with
+    /// `kinformer_reflector::reflector_client` so that kube's own retries stay out of the
+    /// reflector's backoff.
+    pub fn new(client: kube::Client) -> Self {
+        Self::builder(client).build()
+    }
+
+    /// A builder: namespace, list options, resyncs, transform, FIFO kind.
+    pub fn builder(client: kube::Client) -> SharedInformerFactoryBuilder {
+        SharedInformerFactoryBuilder {
+            client,
+            options: InformerOptions::default(),
+            default_resync: Duration::ZERO,
+            custom_resync: HashMap::new(),
+            transform: None,
+            fifo: FifoKind::default(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The informer of `K` with the factory's namespace and list options: the same one
+    /// on every call.
+    pub fn informer<K>(&self) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        self.informer_with::<K>(self.inner.options.clone())
+    }
+
+    /// The informer of `K` with other `options` than the factory's (another namespace,
+    /// other selectors): one per distinct options.
+    pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<ClusterResourceScope>();
+        self.get_or_create(&K::DynamicType::default(), cluster_scoped, options)
+    }
+
+    /// The informer of the resource `resource` as [`DynamicObject`]s, with the factory's
+    /// namespace and list options. `scope` (from discovery, or a CRD's `spec.scope`) tells
+    /// whether the namespace applies.
+    pub fn dynamic_informer(
+        &self,
+        resource: &ApiResource,
+        scope: &Scope,
+    ) -> SharedIndexInformer<DynamicObject> {
+        self.dynamic_informer_with(resource, scope, self.inner.options.clone())
+    }
+
+    /// [`dynamic_informer`](Self::dynamic_informer) with other `options`.
+    pub fn dynamic_informer_with(
+        &self,
+        resource: &ApiResource,
+        scope: &Scope,
+        options: InformerOptions,
+    ) -> SharedIndexInformer<DynamicObject> {
+        self.get_or_create(resource, *scope == Scope::Cluster, options)
+    }
+
+    fn get_or_create<K>(
+        &self,
+        dyntype: &K::DynamicType,
+        cluster_scoped: bool,
+        mut options: InformerOptions,
+    ) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+    {
+        if cluster_scoped {
+            options.namespace = None;
+        }
+        let resource = resource_name::<K>(dyntype);
+        let id = InformerId::new::<K>(resource, options);
+        let mut state = self.state();
+        if let Some(existing) = state
+            .informers
+            .iter()
+            .find(|e| e.id == id)
+            .and_then(|e| e.informer.as_any().downcast_ref::<SharedIndexInformer<K>>())
+        {
+            return existing.clone();
+        }
+        let informer = self.new_informer::<K>(dyntype, &id);
+        state.informers.push(Entry {
+            id,
+            informer: Box::new(informer.clone()),
+            started: false,
+        });
+        informer
+    }
+
+    fn new_informer<K>(&self, dyntype: &K::DynamicType, id: &InformerId) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+    {
+        let mut lw = KubeListerWatcher::<K>::scoped(
+            self.inner.client.clone(),
+            dyntype,
+            id.options.namespace.as_deref(),
+        );
+        if let Some(l) = &id.options.label_selector {
+            lw = lw.labels(l);
+        }
+        if let Some(f) = &id.options.field_selector {
+            lw = lw.fields(f);
+        }
+        let resync = self
+            .inner
+            .custom_resync
+            .get(&TypeId::of::<K>())
+            .copied()
+            .unwrap_or(self.inner.default_resync);
+        let informer = SharedIndexInformer::builder(lw)
+            .name(id.to_string())
+            .resync_period(resync)
+            .fifo(self.inner.fifo)
+            .build();
+        if let Some(t) = self.inner.transform.clone() {
+            // Cannot fail: the informer was built just now and is not started.
+            let _ = informer.set_transform(move |mut obj: Arc<K>| {
+                // Unique at this point (fresh from decoding): no deep copy.
+                t(Arc::make_mut(&mut obj).meta_mut());
+                Ok(obj)
+            });
+        }
+        informer
+    }
+
+    /// Starts every informer requested so far that is not started yet, each on a Tokio
+    /// task. Informers requested later are started by the next call.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] after [`shutdown`](Self::shutdown); [`Error::Reflector`] outside
+    /// a Tokio runtime. The informers started before an error stay started.
+    pub fn start(&self) -> Result<(), Error> {
+        let mut state = self.state();
+        if state.shut_down {
+            return Err(Error::Stopped);
+        }
+        let State {
+            informers, handles, ..
+        } = &mut *state;
+        for entry in informers.iter_mut().filter(|e| !e.started) {
+            match entry.informer.start() {
+                Ok(handle) => handles.push(handle),
+                // Started by its owner: the factory leaves it to them, and waits for it.
+                Err(Error::AlreadyStarted) => {}
+                Err(e) => return Err(e),
+            }
+            entry.started = true;
+            tracing::debug!(informer = %entry.id, "informer started");
+        }
+        Ok(())
+    }
+
+    /// Waits until every informer the factory has started has synced, or `timeout` has
+    /// passed, and reports on each (client-go's `WaitForCacheSync`).
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> CacheSyncReport {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let report = self.sync_report();
+            let now = Instant::now();
+            if report.all_synced() || now >= deadline {
+                return report;
+            }
+            tokio::time::sleep(SYNC_POLL.min(deadline - now)).await;
+        }
+    }
+
+    fn sync_report(&self) -> CacheSyncReport {
+        let state = self.state();
+        CacheSyncReport {
+            informers: state
+                .informers
+                .iter()
+                .filter(|e| e.started)
+                .map(|e| (e.id.clone(), e.informer.has_synced()))
+                .collect(),
+        }
+    }
+
+    /// Stops every informer the factory started and waits until each has ended; from then
+    /// on [`start`](Self::start) refuses. Calling it again waits for nothing.
+    ///
+    /// # Errors
+    /// The first error an informer stopped with (every informer is stopped regardless;
+    /// the others are logged).
+    pub async fn shutdown(&self) -> Result<(), Error> {
+        let handles = {
+            let mut state = self.state();
+            state.shut_down = true;
+            std::mem::take(&mut state.handles)
+        };
+        for h in &handles {
+            h.cancellation_token().cancel();
+        }
+        let mut first = None;
+        for h in handles {
+            if let Err(e) = h.stop().await {
+                tracing::warn!(error = %e, "an informer stopped with an error");
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Every informer requested so far.
+    pub fn informer_ids(&self) -> Vec<InformerId> {
+        self.state()
+            .informers
+            .iter()
+            .map(|e| e.id.clone())
+            .collect()
+    }
+}
+
+/// `plural.version.group`, as kubectl prints a resource (`deployments.v1.apps`, `pods.v1`).
+fn resource_name<K: Resource>(dyntype: &K::DynamicType) -> String {
+    let group = K::group(dyntype);
+    let mut name = format!("{}.{}", K::plural(dyntype), K::version(dyntype));
+    if !group.is_empty() {
+        name.push('.');
+        name.push_str(&group);
+    }
+    name
+}

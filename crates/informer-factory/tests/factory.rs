@@ -1,0 +1,333 @@
+//! Rule 33 and the factory's types, end to end against the real etcd + kube-apiserver of
+//! kinformer-testenv. Run with `cargo xtask test` (or `cargo test -p
+//! kinformer-informer-factory --test factory -- --include-ignored` once the control plane is
+//! built).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kinformer_informer_factory::{
+    Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
+};
+use kinformer_reflector::reflector_client;
+use kinformer_testenv::{ControlPlane, pod};
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::discovery::Scope;
+use kube::{Api, CustomResource};
+use serde::{Deserialize, Serialize};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn admin_factory(cp: &ControlPlane) -> (kube::Client, String) {
+    let ns = cp.create_namespace("factory").await.unwrap();
+    (reflector_client(cp.admin_config()).unwrap(), ns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_33_one_informer_per_type_namespace_and_options() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let (client, ns) = admin_factory(cp).await;
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .build();
+
+    let pods = factory.informer::<Pod>();
+    assert!(
+        pods.is_same(&factory.informer::<Pod>()),
+        "same type, same informer"
+    );
+    assert!(
+        pods.is_same(&factory.clone().informer::<Pod>()),
+        "clones share"
+    );
+    let elsewhere = factory.informer_with::<Pod>(InformerOptions::new().namespace("other"));
+    assert!(
+        !pods.is_same(&elsewhere),
+        "another namespace, another informer"
+    );
+    let labelled =
+        factory.informer_with::<Pod>(InformerOptions::new().namespace(&ns).label_selector("a=b"));
+    assert!(
+        !pods.is_same(&labelled),
+        "other list options, another informer"
+    );
+    assert!(labelled.is_same(
+        &factory.informer_with::<Pod>(InformerOptions::new().namespace(&ns).label_selector("a=b"))
+    ));
+    // A cluster-scoped type ignores the namespace.
+    let nodes = factory.informer::<Node>();
+    assert!(nodes.is_same(&factory.informer_with::<Node>(InformerOptions::new().namespace("x"))));
+    // The typed and the dynamic view of one resource are two informers.
+    let ar = ApiResource::erase::<Pod>(&());
+    let dynamic = factory.dynamic_informer(&ar, &Scope::Namespaced);
+    assert!(dynamic.is_same(&factory.dynamic_informer(&ar, &Scope::Namespaced)));
+
+    let ids: Vec<String> = factory
+        .informer_ids()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            format!("pods.v1 ({ns})"),
+            "pods.v1 (other)".to_string(),
+            format!("pods.v1 ({ns}, a=b)"),
+            "nodes.v1".to_string(),
+            format!("pods.v1 ({ns})"),
+        ]
+    );
+    assert_eq!(
+        factory.informer_ids()[4].type_name(),
+        std::any::type_name::<DynamicObject>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_33_start_starts_the_unstarted_also_those_requested_later() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let (client, ns) = admin_factory(cp).await;
+    Api::<Pod>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &pod("p"))
+        .await
+        .unwrap();
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .build();
+
+    let pods = factory.informer::<Pod>();
+    // Started by hand before the factory: the factory leaves it alone (no error).
+    let by_hand =
+        factory.informer_with::<Pod>(InformerOptions::new().namespace(&ns).label_selector("x"));
+    let by_hand_handle = by_hand.start().unwrap();
+    factory.start().unwrap();
+    assert!(pods.is_started());
+    factory.start().unwrap(); // nothing left to start: harmless
+
+    let config_maps = factory.informer::<ConfigMap>();
+    assert!(
+        !config_maps.is_started(),
+        "requested after start: not started yet"
+    );
+    factory.start().unwrap();
+    assert!(config_maps.is_started());
+
+    let report = factory.wait_for_cache_sync(TIMEOUT).await;
+    assert!(report.all_synced(), "{report}");
+    assert_eq!(report.informers().len(), 3);
+    assert!(pods.lister().namespaced(&ns).get("p").is_ok());
+    factory.shutdown().await.unwrap();
+    assert!(
+        !by_hand.is_stopped(),
+        "the factory stops only what it started"
+    );
+    by_hand_handle.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_33_wait_for_cache_sync_reports_per_type() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("factory").await.unwrap();
+    // The restricted user may list and watch pods, not config maps.
+    let client = reflector_client(cp.restricted_config()).unwrap();
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .build();
+    let pods = factory.informer::<Pod>();
+    let config_maps = factory.informer::<ConfigMap>();
+    factory.start().unwrap();
+
+    let report = factory.wait_for_cache_sync(Duration::from_secs(3)).await;
+    assert!(!report.all_synced());
+    let per_type: Vec<(String, bool)> = report
+        .informers()
+        .iter()
+        .map(|(id, synced)| (id.resource().to_string(), *synced))
+        .collect();
+    assert_eq!(
+        per_type,
+        [
+            ("pods.v1".to_string(), true),
+            ("configmaps.v1".to_string(), false)
+        ]
+    );
+    assert_eq!(
+        report
+            .unsynced()
+            .map(|id| id.resource())
+            .collect::<Vec<_>>(),
+        ["configmaps.v1"]
+    );
+    assert!(report.to_string().contains("configmaps.v1"), "{report}");
+    // The free function, client-go's cache.WaitForCacheSync, over anything that syncs.
+    assert!(wait_for_cache_sync(TIMEOUT, &[&pods]).await);
+    assert!(!wait_for_cache_sync(Duration::from_millis(50), &[&pods, &config_maps]).await);
+    factory.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_33_shutdown_stops_all_and_waits() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let (client, ns) = admin_factory(cp).await;
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .build();
+    let pods = factory.informer::<Pod>();
+    let config_maps = factory.informer::<ConfigMap>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+
+    factory.shutdown().await.unwrap();
+    // Waited: both are stopped when shutdown returns.
+    assert!(pods.is_stopped() && config_maps.is_stopped());
+    assert!(matches!(factory.start(), Err(Error::Stopped)));
+    let late =
+        pods.add_event_handler(ResourceEventHandlerFuncs::new().add_func(|_: &Arc<Pod>, _| {}));
+    assert!(matches!(late, Err(Error::Stopped)));
+    factory.shutdown().await.unwrap(); // again: nothing to wait for
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn factory_list_options_and_transform_apply_to_its_informers() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let (client, ns) = admin_factory(cp).await;
+    let api = Api::<Pod>::namespaced(client.clone(), &ns);
+    let mut web = pod("web");
+    web.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    let created = api.create(&PostParams::default(), &web).await.unwrap();
+    assert!(
+        created.metadata.managed_fields.is_some(),
+        "the server records managedFields"
+    );
+    api.create(&PostParams::default(), &pod("other"))
+        .await
+        .unwrap();
+
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .tweak_list_options(|o| o.label_selector = Some("app=web".into()))
+        .transform_meta(|meta| meta.managed_fields = None)
+        .build();
+    let pods = factory.informer::<Pod>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+    let cached = pods.lister().list(&kinformer_indexer::everything());
+    assert_eq!(cached.len(), 1, "only the labelled pod is listed");
+    assert_eq!(cached[0].metadata.name.as_deref(), Some("web"));
+    assert_eq!(cached[0].metadata.managed_fields, None, "transformed");
+    factory.shutdown().await.unwrap();
+}
+
+/// A custom resource, typed through kube's derive (its schema is in the CRD below).
+#[derive(CustomResource, Clone, Debug, Serialize, Deserialize)]
+#[kube(
+    group = "kinformer.dev",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    schema = "disabled"
+)]
+pub struct WidgetSpec {
+    size: i32,
+}
+
+async fn install_widget_crd(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": "widgets.kinformer.dev" },
+        "spec": {
+            "group": "kinformer.dev",
+            "scope": "Namespaced",
+            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget" },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": { "spec": {
+                        "type": "object",
+                        "properties": { "size": { "type": "integer" } }
+                    } }
+                } }
+            }]
+        }
+    }))
+    .unwrap();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+        Err(e) => panic!("cannot create the CRD: {e}"),
+    }
+    // Served once established; creating a widget is the proof.
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let start = Instant::now();
+    while widgets.list(&Default::default()).await.is_err() {
+        assert!(start.elapsed() < TIMEOUT, "the CRD was never served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn factory_serves_custom_resources_typed_and_dynamic() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let (client, ns) = admin_factory(cp).await;
+    install_widget_crd(&client).await;
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), &ns);
+    widgets
+        .create(
+            &PostParams::default(),
+            &Widget::new("w1", WidgetSpec { size: 3 }),
+        )
+        .await
+        .unwrap();
+
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .build();
+    let typed = factory.informer::<Widget>();
+    let ar = ApiResource::erase::<Widget>(&());
+    let dynamic = factory.dynamic_informer(&ar, &Scope::Namespaced);
+    factory.start().unwrap();
+    let report = factory.wait_for_cache_sync(TIMEOUT).await;
+    assert!(report.all_synced(), "{report}");
+    assert_eq!(
+        report.informers()[0].0.resource(),
+        "widgets.v1.kinformer.dev"
+    );
+
+    let w = typed.lister().namespaced(&ns).get("w1").unwrap();
+    assert_eq!(w.spec.size, 3);
+    let d = dynamic.lister().namespaced(&ns).get("w1").unwrap();
+    assert_eq!(d.data["spec"]["size"], 3);
+
+    widgets
+        .create(
+            &PostParams::default(),
+            &Widget::new("w2", WidgetSpec { size: 4 }),
+        )
+        .await
+        .unwrap();
+    eventually("the second widget in both caches", || {
+        typed.lister().namespaced(&ns).get("w2").is_ok()
+            && dynamic.lister().namespaced(&ns).get("w2").is_ok()
+    })
+    .await;
+    factory.shutdown().await.unwrap();
+}
