@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{DeletedObject, deletion_handling_key};
 use kinformer_indexer::parse_selector;
-use kinformer_informer_factory::{FifoKind, ResourceEventHandler, SharedIndexInformer};
+use kinformer_informer_factory::{
+    FifoKind, FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs,
+    SharedIndexInformer,
+};
 use kinformer_reflector::{KubeListerWatcher, reflector_client};
-use kinformer_testenv::{ControlPlane, pod};
+use kinformer_testenv::{ControlPlane, Options, create_pods, pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
@@ -32,17 +35,25 @@ impl ResourceEventHandler<Pod> for Log {
         self.0.lock().unwrap().push(format!("add {name} {initial}"));
     }
     fn on_update(&self, old: &Arc<Pod>, new: &Arc<Pod>) {
-        if old.metadata.resource_version != new.metadata.resource_version {
-            let name = new.metadata.name.clone().unwrap_or_default();
-            self.0.lock().unwrap().push(format!("update {name}"));
-        }
+        let name = new.metadata.name.clone().unwrap_or_default();
+        let what = if old.metadata.resource_version == new.metadata.resource_version {
+            "resync"
+        } else {
+            "update"
+        };
+        self.0.lock().unwrap().push(format!("{what} {name}"));
     }
     fn on_delete(&self, p: &DeletedObject<Pod>) {
         let key = deletion_handling_key(p).unwrap();
+        let tombstone = if p.tombstone().is_some() {
+            " (tombstone)"
+        } else {
+            ""
+        };
         self.0
             .lock()
             .unwrap()
-            .push(format!("delete {}", key.name()));
+            .push(format!("delete {}{tombstone}", key.name()));
     }
 }
 
@@ -132,6 +143,283 @@ async fn a_pod_informer_sees_add_update_delete_and_its_lister_serves_them() {
         assert_eq!(web.len(), 1);
         assert!(Arc::ptr_eq(&web[0], &after));
         assert!(!informer.last_sync_resource_version().is_empty());
+        handle.stop().await.unwrap();
+    }
+}
+
+// ------------------------------------------------------------------ rules 27-32, live
+
+/// An informer on the pods of a fresh namespace of the shared control plane, with
+/// `names` created before it starts.
+async fn pod_informer(prefix: &str, names: &[&str]) -> (SharedIndexInformer<Pod>, Api<Pod>) {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace(prefix).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(reflector_client(cp.admin_config()).unwrap(), &ns);
+    for name in names {
+        pods.create(&PostParams::default(), &pod(name))
+            .await
+            .unwrap();
+    }
+    let informer = SharedIndexInformer::new(KubeListerWatcher::new(pods.clone()), Duration::ZERO);
+    (informer, pods)
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_27_live_a_late_handler_first_gets_the_cached_pods_as_initial_adds() {
+    let (informer, pods) = pod_informer("late", &["a", "b", "c"]).await;
+    let handle = informer.start().unwrap();
+    eventually("the sync", || informer.has_synced()).await;
+    let log = Log::default();
+    let reg = informer.add_event_handler(log.clone()).unwrap();
+    eventually("three initial adds", || log.get().len() == 3).await;
+    assert_eq!(
+        sorted(log.get()),
+        ["add a true", "add b true", "add c true"]
+    );
+    assert!(reg.has_synced());
+    pods.create(&PostParams::default(), &pod("d"))
+        .await
+        .unwrap();
+    eventually("the live add", || log.get().len() == 4).await;
+    assert_eq!(log.get()[3], "add d false");
+    handle.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_28_live_resync_reaches_only_the_handler_whose_period_is_due() {
+    let (informer, pods) = pod_informer("resync", &["a"]).await;
+    let every_second = Log::default();
+    let never = Log::default();
+    informer
+        .add_event_handler_with_resync(every_second.clone(), Duration::from_secs(1))
+        .unwrap();
+    informer.add_event_handler(never.clone()).unwrap();
+    let handle = informer.start().unwrap();
+    eventually("two resyncs", || {
+        every_second
+            .get()
+            .iter()
+            .filter(|e| *e == "resync a")
+            .count()
+            >= 2
+    })
+    .await;
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({ "metadata": { "labels": { "x": "y" } } })),
+    )
+    .await
+    .unwrap();
+    eventually("the real update", || never.get().len() == 2).await;
+    assert_eq!(
+        never.get(),
+        ["add a true", "update a"],
+        "no resync without a period"
+    );
+    handle.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_29_live_a_panicking_handler_keeps_its_listener_and_spares_the_others() {
+    let (informer, pods) = pod_informer("panic", &["a"]).await;
+    let calls = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&calls);
+    let panicky = ResourceEventHandlerFuncs::<Pod>::new().add_func(move |_, _| {
+        *counted.lock().unwrap() += 1;
+        panic!("this handler panics on every add, on purpose");
+    });
+    let panicky_reg = informer.add_event_handler(panicky).unwrap();
+    let calm = Log::default();
+    informer.add_event_handler(calm.clone()).unwrap();
+    let handle = informer.start().unwrap();
+    pods.create(&PostParams::default(), &pod("b"))
+        .await
+        .unwrap();
+    eventually("the calm handler's two adds", || calm.get().len() == 2).await;
+    eventually("the panicking handler called again after its panic", || {
+        *calls.lock().unwrap() == 2
+    })
+    .await;
+    assert!(panicky_reg.has_synced(), "a panic counts as handled");
+    handle.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_30_live_a_registration_syncs_once_its_handler_took_the_initial_adds() {
+    let (informer, _pods) = pod_informer("synced", &["a", "b", "c"]).await;
+    let slow = ResourceEventHandlerFuncs::<Pod>::new()
+        .add_func(|_, _| std::thread::sleep(Duration::from_millis(300)));
+    let reg = informer.add_event_handler(slow).unwrap();
+    let handle = informer.start().unwrap();
+    eventually("the informer's sync", || informer.has_synced()).await;
+    assert!(!reg.has_synced(), "three 300 ms adds are not handled yet");
+    eventually("the registration's sync", || reg.has_synced()).await;
+    assert_eq!(reg.pending(), 0);
+    handle.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_31_live_configuration_after_start_and_handlers_after_stop_are_errors() {
+    let (informer, _pods) = pod_informer("lifecycle", &[]).await;
+    let reg = informer.add_event_handler(Log::default()).unwrap();
+    let handle = informer.start().unwrap();
+    assert!(matches!(
+        informer.set_transform(Ok),
+        Err(kinformer_informer_factory::Error::AlreadyStarted)
+    ));
+    assert!(matches!(
+        informer.set_watch_error_handler(|_| {}),
+        Err(kinformer_informer_factory::Error::AlreadyStarted)
+    ));
+    reg.remove();
+    reg.remove(); // harmless
+    assert_eq!(informer.handler_count(), 0);
+    handle.stop().await.unwrap();
+    assert!(matches!(
+        informer.add_event_handler(Log::default()),
+        Err(kinformer_informer_factory::Error::Stopped)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule_32_live_a_filtering_handler_turns_label_changes_into_adds_and_deletes() {
+    let (informer, pods) = pod_informer("filter", &["a"]).await;
+    let log = Log::default();
+    let is_web = |p: &Pod| {
+        p.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.get("app").is_some_and(|v| v == "web"))
+    };
+    informer
+        .add_event_handler(FilteringResourceEventHandler::new(is_web, log.clone()))
+        .unwrap();
+    let handle = informer.start().unwrap();
+    eventually("the sync", || informer.has_synced()).await;
+    for app in ["web", "db"] {
+        let patch = serde_json::json!({ "metadata": { "labels": { "app": app } } });
+        pods.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    eventually("the add and the delete", || log.get().len() == 2).await;
+    assert_eq!(log.get(), ["add a false", "delete a"]);
+    handle.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn live_a_handler_sleeping_1s_per_event_does_not_delay_another() {
+    let (informer, pods) = pod_informer("slow", &[]).await;
+    let slow_calls = Arc::new(Mutex::new(0));
+    let counted = Arc::clone(&slow_calls);
+    let slow = ResourceEventHandlerFuncs::<Pod>::new().add_func(move |_, _| {
+        std::thread::sleep(Duration::from_secs(1));
+        *counted.lock().unwrap() += 1;
+    });
+    let slow_reg = informer.add_event_handler(slow).unwrap();
+    let fast = Log::default();
+    informer.add_event_handler(fast.clone()).unwrap();
+    let handle = informer.start().unwrap();
+    eventually("the sync", || informer.has_synced()).await;
+    let start = Instant::now();
+    create_pods(&pods, "p", 10).await.unwrap();
+    eventually("ten adds for the fast handler", || fast.get().len() == 10).await;
+    let took = start.elapsed();
+    // The slow one needs ten seconds for them; the fast one is not held back.
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(*slow_calls.lock().unwrap() < 10);
+    assert!(
+        slow_reg.pending() > 0,
+        "the slow handler's buffer holds the rest"
+    );
+    handle.stop().await.unwrap();
+}
+
+// ------------------------------------------------------------------ tombstones
+
+/// A control plane without the watch cache, so that a compacted resource version is a
+/// deterministic 410 and the informer must relist.
+async fn no_cache() -> &'static ControlPlane {
+    static NO_CACHE: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
+    NO_CACHE
+        .get_or_try_init(|| ControlPlane::start_with(Options::default().watch_cache(false)))
+        .await
+        .expect("start the no-cache control plane")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn deletes_missed_in_a_partition_with_compaction_reach_on_delete_as_tombstones() {
+    let cp = no_cache().await;
+    for kind in [
+        FifoKind::DeltaFifo,
+        FifoKind::InOrder,
+        FifoKind::InOrderAtomic,
+    ] {
+        let ns = cp.create_namespace("tombstone").await.unwrap();
+        let direct: Api<Pod> = Api::namespaced(cp.client().unwrap(), &ns);
+        create_pods(&direct, "p", 3).await.unwrap();
+        let proxy = cp.proxy().unwrap();
+        let through: Api<Pod> =
+            Api::namespaced(reflector_client(proxy.admin_config()).unwrap(), &ns);
+        let informer = SharedIndexInformer::builder(KubeListerWatcher::new(through))
+            .fifo(kind)
+            .build();
+        let log = Log::default();
+        informer.add_event_handler(log.clone()).unwrap();
+        let handle = informer.start().unwrap();
+        eventually("the sync", || informer.has_synced()).await;
+
+        proxy.partition();
+        for name in ["p-0", "p-1"] {
+            direct
+                .delete(name, &DeleteParams::default().grace_period(0))
+                .await
+                .unwrap();
+        }
+        direct
+            .create(&PostParams::default(), &pod("new"))
+            .await
+            .unwrap();
+        cp.compact_etcd().await.unwrap();
+        proxy.heal();
+
+        eventually("the relist's deletes and add", || log.get().len() == 6).await;
+        let seen = sorted(log.get());
+        assert_eq!(
+            seen,
+            [
+                "add new false",
+                "add p-0 true",
+                "add p-1 true",
+                "add p-2 true",
+                "delete p-0 (tombstone)",
+                "delete p-1 (tombstone)",
+            ],
+            "{kind:?}"
+        );
+        let lister = informer.lister();
+        assert!(
+            lister
+                .namespaced(&ns)
+                .get("p-0")
+                .unwrap_err()
+                .is_not_found()
+        );
+        assert!(lister.namespaced(&ns).get("new").is_ok());
         handle.stop().await.unwrap();
     }
 }
