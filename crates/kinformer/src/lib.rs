@@ -1,4 +1,180 @@
-//! The whole informer pipeline in one crate: each layer as a module, a prelude and a Controller runner.
+//! The whole informer pipeline in one crate: each layer as a module, a [`prelude`] and a
+//! [`Controller`](controller::Controller) runner.
 //!
-//! This crate is laid out in the workspace; its content arrives with its own issue
-//! (see the workspace README's crate map).
+//! kinformer is client-go's informer machinery in Rust. Each layer is its own crate, usable
+//! alone; this facade re-exports every one of them under a short module name, so a
+//! controller needs one dependency and one `use kinformer::prelude::*;`.
+//!
+//! # Layout
+//!
+//! | module | crate | what it does |
+//! |---|---|---|
+//! | [`core`] | kinformer-core | object keys (`namespace/name`), tombstones, `Delta` types, the `MetaObject` view of an object |
+//! | [`workqueue`] | kinformer-workqueue | the work queue, the delaying and the rate-limited queue, rate limiters, metrics hooks |
+//! | [`indexer`] | kinformer-indexer | the `Store` / `Indexer` traits, the thread-safe store, index functions, listers |
+//! | [`deltafifo`] | kinformer-deltafifo | the DeltaFIFO and the in-order FIFO between the reflector and the store |
+//! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
+//! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
+//! | [`controller`] | this crate | a rate-limited queue plus N workers running your reconcile function |
+//!
+//! The data flows top to bottom:
+//!
+//! ```text
+//! API server ─list/watch─▶ Reflector ─▶ FIFO ─▶ informer pop loop ─▶ store (listers read it)
+//!                                                       └─▶ event handlers ─add(key)─▶ Controller queue ─▶ workers: reconcile(key)
+//! ```
+//!
+//! # Facade or one crate?
+//!
+//! Use this facade for a controller: informer, listers, queue and worker loop in one
+//! dependency. Depend on a single layer when that is all you need: a program that only
+//! wants a work queue takes kinformer-workqueue (no kube, no Tokio); a custom store or FIFO
+//! implements the trait from kinformer-indexer or kinformer-deltafifo. The types are the
+//! same either way (`kinformer::workqueue::WorkQueue` *is* `kinformer_workqueue::WorkQueue`),
+//! so the two mix freely.
+//!
+//! This crate, like every library crate of the workspace, picks no k8s-openapi version
+//! feature: the program that uses it does (`k8s-openapi = { version = "0.29", features =
+//! ["v1_36"] }`).
+//!
+//! # Example
+//!
+//! The reference article's pod controller: an informer feeds keys to a controller whose
+//! workers read the pod back from the informer's cache.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::prelude::*;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = reflector_client(kube::Config::infer().await?)?;
+//! let factory = SharedInformerFactory::builder(client)
+//!     .namespace("default")
+//!     .resync(Duration::from_secs(30))
+//!     .build();
+//! let pods = factory.informer::<Pod>();
+//! let lister = pods.lister();
+//!
+//! let controller = Controller::<ObjectKey>::new("pods").workers(2);
+//! // Handlers only enqueue keys; deletes the tombstone-aware way.
+//! pods.add_event_handler(controller.enqueue_handler())?;
+//! factory.start()?;
+//! let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+//! assert!(report.all_synced(), "{report}");
+//!
+//! let cancel = CancellationToken::new();
+//! let stop = cancel.clone();
+//! tokio::spawn(async move {
+//!     let _ = tokio::signal::ctrl_c().await;
+//!     stop.cancel();
+//! });
+//! controller
+//!     .run(
+//!         move |key: ObjectKey| {
+//!             let lister = lister.clone();
+//!             async move {
+//!                 let namespace = key.namespace().unwrap_or_default();
+//!                 match lister.namespaced(namespace).get(key.name()) {
+//!                     Ok(pod) => tracing::info!(%key, phase = ?pod.status.as_ref().and_then(|s| s.phase.clone()), "pod"),
+//!                     Err(e) if e.is_not_found() => tracing::info!(%key, "pod deleted"),
+//!                     Err(e) => return Err(e),
+//!                 }
+//!                 Ok(())
+//!             }
+//!         },
+//!         cancel,
+//!     )
+//!     .await;
+//! factory.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The same controller without a cluster, fed by hand (see [`controller`] for the worker
+//! loop and the shutdown):
+//!
+//! ```
+//! use kinformer::prelude::*;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let controller = Controller::<ObjectKey>::new("example");
+//! let queue = std::sync::Arc::clone(controller.queue());
+//! queue.add(ObjectKey::new(Some("default"), "web-0")?);
+//!
+//! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+//! let cancel = CancellationToken::new();
+//! let run = tokio::spawn(controller.run(
+//!     move |key: ObjectKey| {
+//!         let tx = tx.clone();
+//!         async move { tx.send(key.to_string()).map_err(|_| "receiver gone") }
+//!     },
+//!     cancel.clone(),
+//! ));
+//! assert_eq!(rx.recv().await.as_deref(), Some("default/web-0"));
+//! cancel.cancel();
+//! run.await?;
+//! assert!(queue.shutting_down());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod controller;
+
+/// Object keys, tombstones, `Delta` types and the `MetaObject` view: kinformer-core (with
+/// its `kube` feature, so every kube `Resource` is a `MetaObject`).
+pub use kinformer_core as core;
+
+/// Work queues and rate limiters: kinformer-workqueue.
+pub use kinformer_workqueue as workqueue;
+
+/// Stores, indexers, index functions and listers: kinformer-indexer.
+pub use kinformer_indexer as indexer;
+
+/// The DeltaFIFO and the in-order FIFO: kinformer-deltafifo.
+pub use kinformer_deltafifo as deltafifo;
+
+/// `ListerWatcher`, its kube-client implementation and the Reflector: kinformer-reflector.
+pub use kinformer_reflector as reflector;
+
+/// The `SharedIndexInformer`, its listeners and event handlers, the
+/// `SharedInformerFactory`: kinformer-informer-factory.
+pub use kinformer_informer_factory as informer;
+
+/// The names a controller author uses daily: `use kinformer::prelude::*;`.
+///
+/// Traits are included so their methods are in scope (`queue.add`, `store.list`, …).
+/// Error types are not (each layer has its own `Error`): name them through their module,
+/// e.g. [`indexer::Error`].
+pub mod prelude {
+    // Objects and keys.
+    pub use kinformer_core::{
+        DeletedFinalStateUnknown, DeletedObject, DeltaObject, MetaObject, ObjectKey,
+        deletion_handling_key, meta_namespace_key, split_key,
+    };
+
+    // Work queues.
+    pub use kinformer_workqueue::{
+        DelayingQueue, Queue, QueueConfig, RateLimiter, RateLimitingQueue, RateLimitingWorkQueue,
+        default_controller_rate_limiter,
+    };
+
+    // Stores, indexes, listers.
+    pub use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, NamespacedLister, Store};
+
+    // List and watch.
+    pub use kinformer_reflector::{KubeListerWatcher, ListerWatcher, reflector_client};
+
+    // Informers and handlers.
+    pub use kinformer_informer_factory::{
+        FifoKind, FilteringResourceEventHandler, InformerHandle, InformerOptions, Registration,
+        ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer,
+        SharedInformerFactory, wait_for_cache_sync,
+    };
+
+    // The worker loop.
+    pub use crate::controller::{Controller, EnqueueKeys};
+}

@@ -1,0 +1,424 @@
+//! The Controller runner's worker loop, without an API server: forget on success, rate
+//! limited retries on error and panic, parallel workers that never share a key, a draining
+//! shutdown, and the retry limit.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kinformer::controller::Controller;
+use kinformer::prelude::*;
+use kinformer::workqueue::ItemExponentialFailureRateLimiter;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio_util::sync::CancellationToken;
+
+/// Generous: only a broken controller waits this long.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+type FastQueue<T> = RateLimitingWorkQueue<T, ItemExponentialFailureRateLimiter<T>>;
+
+/// A queue whose retries wait 1 ms, 2 ms, 4 ms … at most 10 ms: quick tests.
+fn fast_queue<T: kinformer::workqueue::Item>() -> FastQueue<T> {
+    RateLimitingWorkQueue::new(ItemExponentialFailureRateLimiter::new(
+        Duration::from_millis(1),
+        Duration::from_millis(10),
+    ))
+}
+
+async fn recv<T>(rx: &mut UnboundedReceiver<T>) -> T {
+    tokio::time::timeout(TIMEOUT, rx.recv())
+        .await
+        .expect("timed out waiting for the controller")
+        .expect("channel closed")
+}
+
+async fn within<F: Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(TIMEOUT, future)
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+/// Waits until `condition` holds, polling (the condition is set by another task).
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    within(what, async {
+        while !condition() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+}
+
+#[test]
+fn builder_clamps_zero_workers_and_keeps_settings() {
+    let controller = Controller::<ObjectKey>::new("pods")
+        .workers(0)
+        .max_retries(3);
+    assert_eq!(controller.worker_count(), 1);
+    assert_eq!(controller.retry_limit(), Some(3));
+    assert_eq!(controller.controller_name(), "pods");
+
+    let custom = Controller::<&str, _>::with_queue(fast_queue())
+        .name("custom")
+        .workers(4);
+    assert_eq!(custom.worker_count(), 4);
+    assert_eq!(custom.retry_limit(), None);
+    assert_eq!(custom.controller_name(), "custom");
+    assert!(format!("{custom:?}").contains("custom"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn success_forgets_the_key() {
+    let controller = Controller::with_queue(fast_queue::<&'static str>());
+    let queue = Arc::clone(controller.queue());
+    // One failure remembered by the limiter (and the key queued after 1 ms).
+    queue.add_rate_limited("web-0");
+    assert_eq!(queue.num_requeues(&"web-0"), 1);
+
+    let (tx, mut rx) = unbounded_channel();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |key: &'static str| {
+            let tx = tx.clone();
+            async move {
+                tx.send(key).expect("test alive");
+                Ok::<(), String>(())
+            }
+        },
+        cancel.clone(),
+    ));
+    assert_eq!(recv(&mut rx).await, "web-0");
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+
+    assert_eq!(queue.num_requeues(&"web-0"), 0, "success forgets");
+    assert!(queue.is_empty());
+    assert!(rx.try_recv().is_err(), "reconciled once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_requeues_rate_limited_until_success() {
+    let controller = Controller::with_queue(fast_queue::<&'static str>()).name("retries");
+    let queue = Arc::clone(controller.queue());
+    queue.add("flaky");
+    queue.add("steady");
+
+    // Each attempt reports (key, requeues seen by the limiter at that attempt).
+    let (tx, mut rx) = unbounded_channel();
+    let attempts: Arc<Mutex<HashMap<&'static str, usize>>> = Arc::default();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let queue = Arc::clone(&queue);
+        controller.run(
+            move |key: &'static str| {
+                let (tx, queue, attempts) = (tx.clone(), Arc::clone(&queue), Arc::clone(&attempts));
+                async move {
+                    let attempt = {
+                        let mut attempts = attempts.lock().expect("lock");
+                        let n = attempts.entry(key).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    tx.send((key, queue.num_requeues(&key)))
+                        .expect("test alive");
+                    if key == "flaky" && attempt <= 3 {
+                        Err(format!("attempt {attempt} failed"))
+                    } else {
+                        Ok(())
+                    }
+                }
+            },
+            cancel.clone(),
+        )
+    });
+
+    let mut flaky = Vec::new();
+    let mut steady = 0;
+    while flaky.len() < 4 || steady < 1 {
+        match recv(&mut rx).await {
+            ("flaky", requeues) => flaky.push(requeues),
+            (_, _) => steady += 1,
+        }
+    }
+    // Three failures, each re-queued rate limited (counted), then the success.
+    assert_eq!(flaky, [0, 1, 2, 3]);
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+    assert_eq!(
+        queue.num_requeues(&"flaky"),
+        0,
+        "the success forgot the failures"
+    );
+    assert_eq!(steady, 1);
+    assert!(rx.try_recv().is_err(), "no attempt after the success");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn panicking_reconcile_does_not_kill_the_worker() {
+    // One worker: if a panic killed it, nothing after the panic would be reconciled.
+    let controller = Controller::with_queue(fast_queue::<&'static str>()).workers(1);
+    let queue = Arc::clone(controller.queue());
+    queue.add("panics-in-future");
+    queue.add("panics-in-call");
+    queue.add("fine");
+
+    let (tx, mut rx) = unbounded_channel();
+    let calls: Arc<Mutex<HashMap<&'static str, usize>>> = Arc::default();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |key: &'static str| {
+            let call = {
+                let mut calls = calls.lock().expect("lock");
+                let n = calls.entry(key).or_default();
+                *n += 1;
+                *n
+            };
+            // A panic before any future exists.
+            assert!(
+                !(key == "panics-in-call" && call == 1),
+                "reconcile blew up in the call"
+            );
+            let tx = tx.clone();
+            async move {
+                // A panic while the future is polled.
+                assert!(
+                    !(key == "panics-in-future" && call == 1),
+                    "reconcile blew up"
+                );
+                tx.send((key, call)).expect("test alive");
+                Ok::<(), String>(())
+            }
+        },
+        cancel.clone(),
+    ));
+
+    let mut done = HashSet::new();
+    while done.len() < 3 {
+        let (key, call) = recv(&mut rx).await;
+        let expected = if key == "fine" { 1 } else { 2 };
+        assert_eq!(
+            call, expected,
+            "{key}: a panic is retried once, rate limited"
+        );
+        done.insert(key);
+    }
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+    for key in ["panics-in-future", "panics-in-call", "fine"] {
+        assert_eq!(
+            queue.num_requeues(&key),
+            0,
+            "{key} forgotten after its success"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_run_in_parallel_but_never_the_same_key_at_once() {
+    const WORKERS: usize = 4;
+    const ROUNDS: usize = 25;
+    let controller = Controller::with_queue(fast_queue::<usize>()).workers(WORKERS);
+    let queue = Arc::clone(controller.queue());
+    for key in 0..WORKERS {
+        queue.add(key);
+    }
+
+    let barrier = Arc::new(tokio::sync::Barrier::new(WORKERS));
+    let in_flight: Arc<Mutex<HashSet<usize>>> = Arc::default();
+    let rounds: Arc<Mutex<HashMap<usize, usize>>> = Arc::default();
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let barrier_timeouts = Arc::new(AtomicUsize::new(0));
+    let (tx, mut rx) = unbounded_channel();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let queue = Arc::clone(&queue);
+        let overlaps = Arc::clone(&overlaps);
+        let barrier_timeouts = Arc::clone(&barrier_timeouts);
+        controller.run(
+            move |key: usize| {
+                let queue = Arc::clone(&queue);
+                let (barrier, in_flight, rounds) = (
+                    Arc::clone(&barrier),
+                    Arc::clone(&in_flight),
+                    Arc::clone(&rounds),
+                );
+                let (overlaps, barrier_timeouts, tx) = (
+                    Arc::clone(&overlaps),
+                    Arc::clone(&barrier_timeouts),
+                    tx.clone(),
+                );
+                async move {
+                    if !in_flight.lock().expect("lock").insert(key) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let round = {
+                        let mut rounds = rounds.lock().expect("lock");
+                        let n = rounds.entry(key).or_default();
+                        *n += 1;
+                        *n
+                    };
+                    if round == 1 {
+                        // Every worker holds its first key at the same time, or this times out.
+                        if tokio::time::timeout(TIMEOUT, barrier.wait()).await.is_err() {
+                            barrier_timeouts.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    if round < ROUNDS {
+                        // Added while held: the queue marks it dirty and re-queues it on done,
+                        // so another worker may be free to take it — but must not until then.
+                        queue.add(key);
+                        queue.add(key);
+                    }
+                    for _ in 0..3 {
+                        tokio::task::yield_now().await;
+                    }
+                    in_flight.lock().expect("lock").remove(&key);
+                    if round == ROUNDS {
+                        tx.send(key).expect("test alive");
+                    }
+                    Ok::<(), String>(())
+                }
+            },
+            cancel.clone(),
+        )
+    });
+
+    let mut finished = HashSet::new();
+    while finished.len() < WORKERS {
+        finished.insert(recv(&mut rx).await);
+    }
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+    assert_eq!(
+        barrier_timeouts.load(Ordering::SeqCst),
+        0,
+        "workers ran in parallel"
+    );
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "a key was reconciled twice at once"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn shutdown_drains_queued_items_and_waits_for_in_flight() {
+    let controller = Controller::with_queue(fast_queue::<u32>()).workers(1);
+    let queue = Arc::clone(controller.queue());
+    for key in 1..=5 {
+        queue.add(key);
+    }
+
+    let (started_tx, mut started_rx) = unbounded_channel();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let finished: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (release, finished) = (Arc::clone(&release), Arc::clone(&finished));
+        controller.run(
+            move |key: u32| {
+                let (started_tx, release, finished) = (
+                    started_tx.clone(),
+                    Arc::clone(&release),
+                    Arc::clone(&finished),
+                );
+                async move {
+                    started_tx.send(key).expect("test alive");
+                    if key == 1 {
+                        release.notified().await;
+                    }
+                    finished.lock().expect("lock").push(key);
+                    Ok::<(), String>(())
+                }
+            },
+            cancel.clone(),
+        )
+    });
+
+    assert_eq!(recv(&mut started_rx).await, 1);
+    cancel.cancel();
+    eventually("the queue to shut down", || queue.shutting_down()).await;
+    queue.add(99); // ignored: the queue is shutting down
+    // Key 1 is still held, so run cannot have returned.
+    tokio::task::yield_now().await;
+    assert!(!run.is_finished(), "run returned while a key was in flight");
+    assert!(finished.lock().expect("lock").is_empty());
+
+    release.notify_one();
+    within("run to return", run).await.expect("run task");
+    assert_eq!(
+        *finished.lock().expect("lock"),
+        [1, 2, 3, 4, 5],
+        "the in-flight key finished and the queued ones were drained"
+    );
+    assert!(queue.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_returns_when_the_queue_is_shut_down_elsewhere() {
+    let controller = Controller::with_queue(fast_queue::<u32>()).workers(3);
+    let queue = Arc::clone(controller.queue());
+    queue.add(7);
+    let (tx, mut rx) = unbounded_channel();
+    let run = tokio::spawn(controller.run(
+        move |key: u32| {
+            let tx = tx.clone();
+            async move {
+                tx.send(key).expect("test alive");
+                Ok::<(), String>(())
+            }
+        },
+        CancellationToken::new(),
+    ));
+    assert_eq!(recv(&mut rx).await, 7);
+    queue.shut_down();
+    within("run to return", run).await.expect("run task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_retries_drops_the_key() {
+    let controller = Controller::with_queue(fast_queue::<&'static str>())
+        .max_retries(2)
+        .workers(1);
+    let queue = Arc::clone(controller.queue());
+    queue.add("doomed");
+
+    let (tx, mut rx) = unbounded_channel();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let queue = Arc::clone(&queue);
+        controller.run(
+            move |key: &'static str| {
+                let (tx, queue) = (tx.clone(), Arc::clone(&queue));
+                async move {
+                    tx.send((key, queue.num_requeues(&key)))
+                        .expect("test alive");
+                    if key == "doomed" {
+                        Err("always fails")
+                    } else {
+                        Ok(())
+                    }
+                }
+            },
+            cancel.clone(),
+        )
+    });
+
+    // The first attempt and two retries.
+    for expected in 0..=2 {
+        assert_eq!(recv(&mut rx).await, ("doomed", expected));
+    }
+    // After the third failure the key is dropped: the worker moves on to the next key
+    // (one worker, so "doomed" has been forgotten and marked done by then).
+    eventually("the key to be forgotten", || {
+        queue.num_requeues(&"doomed") == 0
+    })
+    .await;
+    queue.add("next");
+    assert_eq!(recv(&mut rx).await, ("next", 0));
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+    assert!(rx.try_recv().is_err(), "the dropped key was not retried");
+    assert_eq!(queue.num_requeues(&"doomed"), 0);
+}
