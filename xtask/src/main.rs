@@ -13,6 +13,7 @@ mod controlplane;
 mod progress;
 mod test;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -81,12 +82,32 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The reference article's pod controller, scripted, on a fresh local control plane: the
+/// binaries are built first if needed, then the example runs with `--demo` and its exit
+/// status is the demo's.
 fn demo() -> anyhow::Result<()> {
+    controlplane::build(false)?;
     println!(
-        "The demo (the reference article's pod controller on the local control plane) arrives \
-         with the informer.\nUntil then, `cargo xtask controlplane up` starts the control plane \
-         it will run against."
+        "running the pod controller (crates/kinformer/examples/pod_controller.rs) with --demo"
     );
+    let status = test::cargo(&[
+        "run",
+        "--package",
+        "kinformer",
+        "--example",
+        "pod_controller",
+        "--",
+        "--demo",
+    ])
+    .env(
+        "KINFORMER_CONTROLPLANE_BIN",
+        kinformer_testenv::binary_dir(),
+    )
+    .status()
+    .context("running cargo")?;
+    if !status.success() {
+        anyhow::bail!("the demo failed ({status})");
+    }
     Ok(())
 }
 

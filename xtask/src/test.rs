@@ -6,7 +6,8 @@ use anyhow::{Context, bail};
 
 use crate::progress::Step;
 
-fn cargo(args: &[&str]) -> Command {
+/// `cargo <args>` in the workspace root, with the cargo that runs xtask.
+pub(crate) fn cargo(args: &[&str]) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(args).current_dir(crate::workspace_root());
     cmd

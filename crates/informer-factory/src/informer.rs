@@ -61,7 +61,7 @@ struct Config<K> {
 struct Inner<K> {
     name: String,
     lw: Arc<dyn ListerWatcher<K>>,
-    store: Arc<ThreadSafeStore<K>>,
+    store: Arc<dyn Indexer<K>>,
     processor: Arc<Processor<K>>,
     fifo_kind: FifoKind,
     default_resync: Option<Duration>,
@@ -81,6 +81,7 @@ pub struct SharedIndexInformerBuilder<K> {
     resync: Duration,
     fifo: FifoKind,
     indexers: Indexers<K>,
+    store: Option<Arc<dyn Indexer<K>>>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
@@ -125,14 +126,28 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
+    /// A cache of your own instead of the default [`ThreadSafeStore`]: any [`Indexer`].
+    /// The informer is its only writer; listers need its namespace index
+    /// ([`namespace_indexers`]). The index functions given to
+    /// [`indexers`](Self::indexers) are ignored then: give them to your store.
+    #[must_use]
+    pub fn store(mut self, store: Arc<dyn Indexer<K>>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// The informer, not started.
     pub fn build(self) -> SharedIndexInformer<K> {
         let default_resync = normalize_resync(self.resync);
+        let indexers = self.indexers;
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(ThreadSafeStore::new(indexers)));
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 name: self.name,
                 lw: self.lw,
-                store: Arc::new(ThreadSafeStore::new(self.indexers)),
+                store,
                 processor: Arc::new(Processor::default()),
                 fifo_kind: self.fifo,
                 default_resync,
@@ -194,6 +209,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             resync: Duration::ZERO,
             fifo: FifoKind::default(),
             indexers: namespace_indexers(),
+            store: None,
         }
     }
 
@@ -344,12 +360,12 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// The informer's cache, for reads by key and by index. Write to it only through the
     /// informer.
     pub fn indexer(&self) -> Arc<dyn Indexer<K>> {
-        Arc::clone(&self.inner.store) as Arc<dyn Indexer<K>>
+        Arc::clone(&self.inner.store)
     }
 
     /// A lister over the informer's cache.
     pub fn lister(&self) -> Lister<K> {
-        Lister::new(Arc::clone(&self.inner.store))
+        Lister::from_dyn(Arc::clone(&self.inner.store))
     }
 
     /// Whether the informer has started and the whole first list has been applied to the
@@ -427,7 +443,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             return Err(Error::AlreadyStarted);
         }
         let inner = &self.inner;
-        let known: Arc<dyn kinformer_core::KnownObjects<K>> = Arc::clone(&inner.store) as _;
+        let known: Arc<dyn kinformer_core::KnownObjects<K>> =
+            Arc::new(StoreKnownObjects(Arc::clone(&inner.store)));
         let fifo: Arc<dyn FifoQueue<K>> = match inner.fifo_kind {
             FifoKind::DeltaFifo => {
                 let mut b = DeltaFifo::builder().known_objects(known);
@@ -465,6 +482,18 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let _ = inner.fifo.set(Arc::clone(&fifo));
         cfg.started = true;
         Ok(Prepared { fifo, reflector })
+    }
+}
+
+/// The FIFO's read-only view of whatever store the informer writes to.
+struct StoreKnownObjects<K>(Arc<dyn Indexer<K>>);
+
+impl<K> kinformer_core::KnownObjects<K> for StoreKnownObjects<K> {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0.list_keys()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.0.get_by_key(key)
     }
 }
 

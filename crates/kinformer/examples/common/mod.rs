@@ -1,0 +1,101 @@
+//! What the examples share: where the cluster comes from.
+//!
+//! `--kubeconfig PATH` (optionally `--context NAME`) connects to that cluster; without it
+//! the example starts the project's local control plane (a real etcd and kube-apiserver,
+//! built by `cargo xtask controlplane build`) and stops it on exit.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::error::Error;
+use std::path::PathBuf;
+
+use kinformer::reflector::reflector_client;
+use kinformer_testenv::ControlPlane;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// A boxed error, for examples.
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+/// A connection to a cluster; owns the local control plane when one was started.
+pub struct Cluster {
+    /// A client for informers (kube's own retries off: the reflector backs off itself).
+    pub client: kube::Client,
+    /// Where it points, for the first line of output.
+    pub description: String,
+    /// Kept alive for the program's lifetime; dropped last.
+    _local: Option<ControlPlane>,
+}
+
+/// The command line every example understands, plus its own flags.
+#[derive(Debug, Default)]
+pub struct Args {
+    /// `--kubeconfig PATH`
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context NAME`
+    pub context: Option<String>,
+    /// `--namespace NS`
+    pub namespace: Option<String>,
+    /// Other flags (`--demo`, ...).
+    pub flags: Vec<String>,
+}
+
+impl Args {
+    /// Parses `std::env::args()`.
+    pub fn parse() -> Result<Self, BoxError> {
+        Self::parse_from(std::env::args().skip(1))
+    }
+
+    /// Parses the arguments after the program name.
+    pub fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Self, BoxError> {
+        let mut out = Self::default();
+        let mut it = args.into_iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .ok_or_else(|| BoxError::from(format!("{name} needs a value")))
+            };
+            match arg.as_str() {
+                "--kubeconfig" => out.kubeconfig = Some(value("--kubeconfig")?.into()),
+                "--context" => out.context = Some(value("--context")?),
+                "--namespace" | "-n" => out.namespace = Some(value("--namespace")?),
+                _ if arg.starts_with("--") => out.flags.push(arg),
+                _ => return Err(format!("unexpected argument {arg:?}").into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `flag` (e.g. `--demo`) was given.
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+}
+
+/// Connects as `args` say: the kubeconfig's cluster, or a local control plane.
+pub async fn connect(args: &Args) -> Result<Cluster, BoxError> {
+    if let Some(path) = &args.kubeconfig {
+        let kubeconfig = Kubeconfig::read_from(path)?;
+        let options = KubeConfigOptions {
+            context: args.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+        let description = format!("{} (from {})", config.cluster_url, path.display());
+        return Ok(Cluster {
+            client: reflector_client(config)?,
+            description,
+            _local: None,
+        });
+    }
+    let local = ControlPlane::start().await?;
+    let description = format!(
+        "the local control plane at {} (kubeconfig: {})",
+        local.server_url(),
+        local.kubeconfig().display()
+    );
+    Ok(Cluster {
+        client: reflector_client(local.admin_config())?,
+        description,
+        _local: Some(local),
+    })
+}

@@ -1,0 +1,267 @@
+//! Three layers swapped for your own through their traits: a custom rate limiter under
+//! the controller's queue, a custom store under the informer, and the in-order FIFO (in
+//! atomic mode) between reflector and informer.
+//!
+//! ```text
+//! cargo run -p kinformer --example swap_layers                      # local control plane
+//! cargo run -p kinformer --example swap_layers -- --kubeconfig ~/.kube/config -n my-namespace
+//! ```
+//!
+//! Against the local control plane it creates three pods; each is reconciled twice: the
+//! first attempt fails on purpose, so the retry goes through the custom rate limiter.
+//! Against another cluster it reconciles the pods of the namespace the same way and
+//! creates nothing.
+#![allow(clippy::print_stdout)]
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use common::{Args, BoxError, connect};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer::indexer::{Error as IndexerError, ThreadSafeStore, namespace_indexers};
+use kinformer::prelude::*;
+use kube::Api;
+use kube::api::PostParams;
+use tokio_util::sync::CancellationToken;
+
+/// Layer 1, the rate limiter: every retry waits a fixed delay (no backoff), and the
+/// limiter counts the retries it was asked about.
+#[derive(Default)]
+pub struct FixedDelay {
+    delay: Duration,
+    retries: Mutex<HashMap<ObjectKey, usize>>,
+    asked: AtomicUsize,
+}
+
+impl RateLimiter<ObjectKey> for FixedDelay {
+    fn when(&self, key: &ObjectKey) -> Duration {
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        *self
+            .retries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.clone())
+            .or_default() += 1;
+        self.delay
+    }
+    fn forget(&self, key: &ObjectKey) {
+        self.retries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+    fn num_requeues(&self, key: &ObjectKey) -> usize {
+        self.retries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Layer 2, the store: the default store behind an audit that counts the informer's
+/// writes (a place for metrics, or for mirroring the cache elsewhere). Any type
+/// implementing `Indexer` will do; listers need its namespace index.
+pub struct AuditedStore {
+    inner: ThreadSafeStore<Pod>,
+    writes: AtomicUsize,
+}
+
+impl AuditedStore {
+    fn new() -> Self {
+        Self {
+            inner: ThreadSafeStore::new(namespace_indexers()),
+            writes: AtomicUsize::new(0),
+        }
+    }
+    fn write(&self) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Store<Pod> for AuditedStore {
+    fn add(&self, obj: Arc<Pod>) -> Result<(), IndexerError> {
+        self.write();
+        self.inner.add(obj)
+    }
+    fn update(&self, obj: Arc<Pod>) -> Result<(), IndexerError> {
+        self.write();
+        self.inner.update(obj)
+    }
+    fn delete(&self, obj: &Pod) -> Result<(), IndexerError> {
+        self.write();
+        self.inner.delete(obj)
+    }
+    fn list(&self) -> Vec<Arc<Pod>> {
+        self.inner.list()
+    }
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.inner.list_keys()
+    }
+    fn get(&self, obj: &Pod) -> Result<Option<Arc<Pod>>, IndexerError> {
+        self.inner.get(obj)
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
+        self.inner.get_by_key(key)
+    }
+    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<(), IndexerError> {
+        self.write();
+        self.inner.replace(list, resource_version)
+    }
+    fn last_sync_resource_version(&self) -> String {
+        self.inner.last_sync_resource_version()
+    }
+    fn bookmark(&self, resource_version: &str) {
+        self.inner.bookmark(resource_version);
+    }
+}
+
+impl Indexer<Pod> for AuditedStore {
+    fn index(&self, index_name: &str, obj: &Pod) -> Result<Vec<Arc<Pod>>, IndexerError> {
+        self.inner.index(index_name, obj)
+    }
+    fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
+        self.inner.index_keys(index_name, value)
+    }
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.inner.list_index_func_values(index_name)
+    }
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<Pod>>, IndexerError> {
+        self.inner.by_index(index_name, value)
+    }
+    fn get_indexers(&self) -> Indexers<Pod> {
+        self.inner.get_indexers()
+    }
+    fn add_indexers(&self, indexers: Indexers<Pod>) -> Result<(), IndexerError> {
+        self.inner.add_indexers(indexers)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args = Args::parse()?;
+    let local = args.kubeconfig.is_none();
+    if local {
+        println!("starting the local control plane (etcd + kube-apiserver) ...");
+    }
+    let cluster = connect(&args).await?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    println!("connected to {}", cluster.description);
+    let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
+    let report = run(cluster.client.clone(), &namespace, local).await?;
+    println!("{report}");
+    Ok(())
+}
+
+/// What [`run`] saw.
+#[derive(Debug)]
+pub struct Report {
+    /// Pods reconciled successfully (at their second attempt).
+    pub reconciled: usize,
+    /// Retries the custom rate limiter was asked to delay.
+    pub limiter_retries: usize,
+    /// Writes the informer made to the custom store.
+    pub store_writes: usize,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "reconciled {} pods; the custom rate limiter delayed {} retries; the informer wrote {} times to the custom store",
+            self.reconciled, self.limiter_retries, self.store_writes
+        )
+    }
+}
+
+/// Runs the informer (custom store, in-order FIFO) and a controller (custom limiter) until
+/// every pod of `namespace` has been reconciled, the first attempt of each failing.
+pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<Report, BoxError> {
+    let pods: Api<Pod> = Api::namespaced(client, namespace);
+    if create {
+        for name in ["swap-0", "swap-1", "swap-2"] {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": { "name": name },
+                "spec": { "containers": [{ "name": "main", "image": "nginx" }] }
+            }))?;
+            pods.create(&PostParams::default(), &pod).await?;
+        }
+    }
+
+    // Layers 2 and 3: the informer over the custom store, with the in-order FIFO.
+    let store = Arc::new(AuditedStore::new());
+    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
+        .name("pods")
+        .store(Arc::clone(&store) as Arc<dyn Indexer<Pod>>)
+        .fifo(FifoKind::InOrderAtomic)
+        .build();
+
+    // Layer 1: the controller's queue over the custom limiter.
+    let limiter = FixedDelay {
+        delay: Duration::from_millis(50),
+        ..FixedDelay::default()
+    };
+    let controller = Controller::with_queue(RateLimitingWorkQueue::new(limiter)).workers(2);
+    let queue = Arc::clone(controller.queue());
+    informer.add_event_handler(controller.enqueue_handler())?;
+    let handle = informer.start()?;
+    if !wait_for_cache_sync(Duration::from_secs(60), &[&informer]).await {
+        return Err("the pod cache did not sync".into());
+    }
+    let expected = informer
+        .lister()
+        .namespaced(namespace)
+        .list(&kinformer::indexer::everything())
+        .len();
+
+    // Fails each key's first attempt; records the second.
+    let failed_once = Arc::new(Mutex::new(HashSet::new()));
+    let done = Arc::new(Mutex::new(HashSet::new()));
+    let cancel = CancellationToken::new();
+    let reconcile = {
+        let (failed_once, done) = (Arc::clone(&failed_once), Arc::clone(&done));
+        move |key: ObjectKey| {
+            let (failed_once, done) = (Arc::clone(&failed_once), Arc::clone(&done));
+            async move {
+                if failed_once
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.clone())
+                {
+                    return Err(format!("{key}: failing the first attempt on purpose"));
+                }
+                done.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key);
+                Ok(())
+            }
+        }
+    };
+    let workers = tokio::spawn(controller.run(reconcile, cancel.clone()));
+    let start = Instant::now();
+    while done.lock().unwrap_or_else(PoisonError::into_inner).len() < expected {
+        if start.elapsed() > Duration::from_secs(30) {
+            return Err("timed out waiting for the reconciles".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cancel.cancel();
+    workers.await?;
+    handle.stop().await?;
+    let reconciled = done.lock().unwrap_or_else(PoisonError::into_inner).len();
+    Ok(Report {
+        reconciled,
+        limiter_retries: queue.limiter().asked.load(Ordering::Relaxed),
+        store_writes: store.writes.load(Ordering::Relaxed),
+    })
+}
