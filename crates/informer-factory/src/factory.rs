@@ -241,32 +241,32 @@ struct State {
     shut_down: bool,
 }
 
-struct FactoryInner {
+/// What the builder sets and the factory keeps.
+struct Config {
     client: kube::Client,
     options: InformerOptions,
     default_resync: Duration,
     custom_resync: HashMap<TypeId, Duration>,
     transform: Option<MetaTransform>,
     fifo: FifoKind,
+}
+
+struct FactoryInner {
+    config: Config,
     state: Mutex<State>,
 }
 
 /// Builds a [`SharedInformerFactory`]; see [`SharedInformerFactory::builder`].
 pub struct SharedInformerFactoryBuilder {
-    client: kube::Client,
-    options: InformerOptions,
-    default_resync: Duration,
-    custom_resync: HashMap<TypeId, Duration>,
-    transform: Option<MetaTransform>,
-    fifo: FifoKind,
+    config: Config,
 }
 
 impl fmt::Debug for SharedInformerFactoryBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedInformerFactoryBuilder")
-            .field("options", &self.options)
-            .field("default_resync", &self.default_resync)
-            .field("fifo", &self.fifo)
+            .field("options", &self.config.options)
+            .field("default_resync", &self.config.default_resync)
+            .field("fifo", &self.config.fifo)
             .finish_non_exhaustive()
     }
 }
@@ -275,7 +275,7 @@ impl SharedInformerFactoryBuilder {
     /// Watch only `namespace` (client-go's `WithNamespace`); default: every namespace.
     #[must_use]
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.options.namespace = Some(namespace.into());
+        self.config.options.namespace = Some(namespace.into());
         self
     }
 
@@ -283,7 +283,7 @@ impl SharedInformerFactoryBuilder {
     /// `WithTweakListOptions`): a label selector, a field selector.
     #[must_use]
     pub fn tweak_list_options(mut self, tweak: impl FnOnce(&mut InformerOptions)) -> Self {
-        tweak(&mut self.options);
+        tweak(&mut self.config.options);
         self
     }
 
@@ -291,7 +291,7 @@ impl SharedInformerFactoryBuilder {
     /// `defaultResync`; 30 s to 5 min is the usual choice.
     #[must_use]
     pub fn resync(mut self, period: Duration) -> Self {
-        self.default_resync = period;
+        self.config.default_resync = period;
         self
     }
 
@@ -299,7 +299,7 @@ impl SharedInformerFactoryBuilder {
     /// `WithCustomResyncConfig`).
     #[must_use]
     pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
-        self.custom_resync.insert(TypeId::of::<K>(), period);
+        self.config.custom_resync.insert(TypeId::of::<K>(), period);
         self
     }
 
@@ -312,14 +312,14 @@ impl SharedInformerFactoryBuilder {
         mut self,
         transform: impl Fn(&mut ObjectMeta) + Send + Sync + 'static,
     ) -> Self {
-        self.transform = Some(Arc::new(transform));
+        self.config.transform = Some(Arc::new(transform));
         self
     }
 
     /// The FIFO kind of every informer (default [`FifoKind::DeltaFifo`]).
     #[must_use]
     pub fn fifo(mut self, kind: FifoKind) -> Self {
-        self.fifo = kind;
+        self.config.fifo = kind;
         self
     }
 
@@ -327,12 +327,7 @@ impl SharedInformerFactoryBuilder {
     pub fn build(self) -> SharedInformerFactory {
         SharedInformerFactory {
             inner: Arc::new(FactoryInner {
-                client: self.client,
-                options: self.options,
-                default_resync: self.default_resync,
-                custom_resync: self.custom_resync,
-                transform: self.transform,
-                fifo: self.fifo,
+                config: self.config,
                 state: Mutex::new(State::default()),
             }),
         }
@@ -398,8 +393,8 @@ impl fmt::Debug for SharedInformerFactory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.state();
         f.debug_struct("SharedInformerFactory")
-            .field("options", &self.inner.options)
-            .field("default_resync", &self.inner.default_resync)
+            .field("options", &self.inner.config.options)
+            .field("default_resync", &self.inner.config.default_resync)
             .field(
                 "informers",
                 &state
@@ -425,12 +420,14 @@ impl SharedInformerFactory {
     /// A builder: namespace, list options, resyncs, transform, FIFO kind.
     pub fn builder(client: kube::Client) -> SharedInformerFactoryBuilder {
         SharedInformerFactoryBuilder {
-            client,
-            options: InformerOptions::default(),
-            default_resync: Duration::ZERO,
-            custom_resync: HashMap::new(),
-            transform: None,
-            fifo: FifoKind::default(),
+            config: Config {
+                client,
+                options: InformerOptions::default(),
+                default_resync: Duration::ZERO,
+                custom_resync: HashMap::new(),
+                transform: None,
+                fifo: FifoKind::default(),
+            },
         }
     }
 
@@ -449,7 +446,7 @@ impl SharedInformerFactory {
         K::DynamicType: Default,
         K::Scope: 'static,
     {
-        self.informer_with::<K>(self.inner.options.clone())
+        self.informer_with::<K>(self.inner.config.options.clone())
     }
 
     /// The informer of `K` with other `options` than the factory's (another namespace,
@@ -472,7 +469,7 @@ impl SharedInformerFactory {
         resource: &ApiResource,
         scope: &Scope,
     ) -> SharedIndexInformer<DynamicObject> {
-        self.dynamic_informer_with(resource, scope, self.inner.options.clone())
+        self.dynamic_informer_with(resource, scope, self.inner.config.options.clone())
     }
 
     /// [`dynamic_informer`](Self::dynamic_informer) with other `options`.
@@ -522,7 +519,7 @@ impl SharedInformerFactory {
         K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
     {
         let mut lw = KubeListerWatcher::<K>::scoped(
-            self.inner.client.clone(),
+            self.inner.config.client.clone(),
             dyntype,
             id.options.namespace.as_deref(),
         );
@@ -532,18 +529,18 @@ impl SharedInformerFactory {
         if let Some(f) = &id.options.field_selector {
             lw = lw.fields(f);
         }
-        let resync = self
-            .inner
+        let config = &self.inner.config;
+        let resync = config
             .custom_resync
             .get(&TypeId::of::<K>())
             .copied()
-            .unwrap_or(self.inner.default_resync);
+            .unwrap_or(config.default_resync);
         let informer = SharedIndexInformer::builder(lw)
             .name(id.to_string())
             .resync_period(resync)
-            .fifo(self.inner.fifo)
+            .fifo(config.fifo)
             .build();
-        if let Some(t) = self.inner.transform.clone() {
+        if let Some(t) = config.transform.clone() {
             // Cannot fail: the informer was built just now and is not started.
             let _ = informer.set_transform(move |mut obj: Arc<K>| {
                 // Unique at this point (fresh from decoding): no deep copy.

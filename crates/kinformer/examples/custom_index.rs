@@ -14,10 +14,9 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Args, BoxError, connect};
+use common::{Args, BoxError, names, start};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{IndexFunc, everything, parse_selector};
 use kinformer::prelude::*;
@@ -33,16 +32,7 @@ pub const BY_IMAGE: &str = "byImage";
 async fn main() -> Result<(), BoxError> {
     let args = Args::parse()?;
     let local = args.kubeconfig.is_none();
-    if local {
-        println!("starting the local control plane (etcd + kube-apiserver) ...");
-    }
-    let cluster = connect(&args).await?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    println!("connected to {}", cluster.description);
+    let cluster = start(&args).await?;
     let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
     let selector = args
         .flags
@@ -144,13 +134,4 @@ pub async fn run(
     }
     factory.shutdown().await?;
     Ok(lines)
-}
-
-fn names(pods: Vec<Arc<Pod>>) -> Vec<String> {
-    let mut names: Vec<String> = pods
-        .iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
-    names.sort();
-    names
 }

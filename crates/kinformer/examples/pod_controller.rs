@@ -22,9 +22,9 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Args, BoxError, connect};
+use common::{Args, BoxError, names, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{IndexFunc, Indexers, parse_selector};
 use kinformer::prelude::*;
@@ -38,18 +38,8 @@ const BY_NODE: &str = "byNode";
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let args = Args::parse()?;
-    if args.kubeconfig.is_none() {
-        println!("starting the local control plane (etcd + kube-apiserver) ...");
-    }
-    let cluster = connect(&args).await?;
-    // After connecting: the local control plane's readiness polls are not worth a log line.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    let cluster = start(&args).await?;
     let out = Output::stdout();
-    out.line(format!("connected to {}", cluster.description));
     let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
     if args.has("--demo") {
         let summary = demo(cluster.client.clone(), &namespace, &out).await?;
@@ -382,24 +372,4 @@ pub async fn demo(
     };
     controller.stop().await?;
     Ok(summary)
-}
-
-fn names(pods: Vec<Arc<Pod>>) -> Vec<String> {
-    let mut names: Vec<String> = pods
-        .iter()
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
-    names.sort();
-    names
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) -> Result<(), BoxError> {
-    let start = Instant::now();
-    while !done() {
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err(format!("timed out waiting for {what}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Ok(())
 }

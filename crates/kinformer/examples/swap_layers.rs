@@ -19,9 +19,9 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Args, BoxError, connect};
+use common::{Args, BoxError, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{Error as IndexerError, ThreadSafeStore, namespace_indexers};
 use kinformer::prelude::*;
@@ -147,16 +147,7 @@ impl Indexer<Pod> for AuditedStore {
 async fn main() -> Result<(), BoxError> {
     let args = Args::parse()?;
     let local = args.kubeconfig.is_none();
-    if local {
-        println!("starting the local control plane (etcd + kube-apiserver) ...");
-    }
-    let cluster = connect(&args).await?;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-    println!("connected to {}", cluster.description);
+    let cluster = start(&args).await?;
     let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
     let report = run(cluster.client.clone(), &namespace, local).await?;
     println!("{report}");
@@ -248,13 +239,10 @@ pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<
         }
     };
     let workers = tokio::spawn(controller.run(reconcile, cancel.clone()));
-    let start = Instant::now();
-    while done.lock().unwrap_or_else(PoisonError::into_inner).len() < expected {
-        if start.elapsed() > Duration::from_secs(30) {
-            return Err("timed out waiting for the reconciles".into());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for("every pod reconciled", || {
+        done.lock().unwrap_or_else(PoisonError::into_inner).len() >= expected
+    })
+    .await?;
     cancel.cancel();
     workers.await?;
     handle.stop().await?;

@@ -71,6 +71,45 @@ impl Args {
     }
 }
 
+/// What every example's `main` does first: says when it starts the local control plane,
+/// connects, then turns logs on (after connecting: the local control plane's readiness
+/// polls are not worth a log line) and says where it is connected.
+pub async fn start(args: &Args) -> Result<Cluster, BoxError> {
+    if args.kubeconfig.is_none() {
+        println!("starting the local control plane (etcd + kube-apiserver) ...");
+    }
+    let cluster = connect(args).await?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    println!("connected to {}", cluster.description);
+    Ok(cluster)
+}
+
+/// The sorted names of `pods`.
+pub fn names(pods: Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>>) -> Vec<String> {
+    let mut names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Polls `done` every 10 ms; an error after 30 s.
+pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) -> Result<(), BoxError> {
+    let start = std::time::Instant::now();
+    while !done() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
 /// Connects as `args` say: the kubeconfig's cluster, or a local control plane.
 pub async fn connect(args: &Args) -> Result<Cluster, BoxError> {
     if let Some(path) = &args.kubeconfig {
