@@ -178,6 +178,14 @@
 //!
 //! Difference: client-go's `Start` after `Shutdown` silently does nothing; here it is
 //! [`Error::Stopped`].
+//!
+//! # Swap points
+//!
+//! - [`ResourceEventHandler`]: your handlers.
+//! - [`SharedInformer`]: what consumers of an informer need (handlers, cache, sync state),
+//!   as a trait object, so a controller's wiring can be tested with a fake informer.
+//! - The store: [`SharedIndexInformerBuilder::store`] takes any `Indexer`.
+//! - The FIFO: [`FifoKind`]; the lister-watcher: any `ListerWatcher`.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;
@@ -185,6 +193,7 @@ mod factory;
 mod handler;
 mod informer;
 mod listener;
+mod shared;
 
 pub use error::Error;
 pub use factory::{
@@ -196,3 +205,4 @@ pub use informer::{
     FifoKind, InformerHandle, MINIMUM_RESYNC_PERIOD, Registration, SharedIndexInformer,
     SharedIndexInformerBuilder,
 };
+pub use shared::{HandlerRegistration, SharedInformer};

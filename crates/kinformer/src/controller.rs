@@ -72,10 +72,11 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use kinformer_core::{DeletedObject, MetaObject, deletion_handling_key, meta_namespace_key};
-use kinformer_informer_factory::ResourceEventHandler;
+use kinformer_informer_factory::{HandlerRegistration, ResourceEventHandler, SharedInformer};
 use kinformer_workqueue::{
     Item, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
     default_controller_rate_limiter,
@@ -445,5 +446,23 @@ impl<Q: RateLimitingQueue<kinformer_core::ObjectKey> + 'static>
     /// informer whose objects this controller reconciles.
     pub fn enqueue_handler(&self) -> EnqueueKeys<Q> {
         EnqueueKeys::new(Arc::clone(&self.queue))
+    }
+
+    /// Registers an [`enqueue_handler`](Self::enqueue_handler) with `informer`, without
+    /// resync: any [`SharedInformer`] — a
+    /// [`SharedIndexInformer`](kinformer_informer_factory::SharedIndexInformer), or a fake
+    /// in a test. For a resync period, register `enqueue_handler()` through
+    /// [`SharedInformer::add_handler`].
+    ///
+    /// # Errors
+    /// The informer's refusal (for example: it has stopped).
+    pub fn watch<K: MetaObject + 'static>(
+        &self,
+        informer: &dyn SharedInformer<K>,
+    ) -> Result<Box<dyn HandlerRegistration>, kinformer_informer_factory::Error>
+    where
+        Q: Send + Sync,
+    {
+        informer.add_handler(Box::new(self.enqueue_handler()), Duration::ZERO)
     }
 }

@@ -171,7 +171,7 @@ pub mod prelude {
     // Informers and handlers.
     pub use kinformer_informer_factory::{
         FifoKind, FilteringResourceEventHandler, InformerHandle, InformerOptions, Registration,
-        ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer,
+        ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformer,
         SharedInformerFactory, wait_for_cache_sync,
     };
 

@@ -422,3 +422,110 @@ async fn max_retries_drops_the_key() {
     assert!(rx.try_recv().is_err(), "the dropped key was not retried");
     assert_eq!(queue.num_requeues(&"doomed"), 0);
 }
+
+/// A hand-driven informer: the `SharedInformer` swap point. It keeps the handlers it is
+/// given and calls them when the test says so.
+struct FakeInformer {
+    handlers: Mutex<Vec<Box<dyn ResourceEventHandler<Named> + Send>>>,
+    cache: Arc<kinformer::indexer::ThreadSafeStore<Named>>,
+}
+
+impl Default for FakeInformer {
+    fn default() -> Self {
+        Self {
+            handlers: Mutex::default(),
+            cache: Arc::new(kinformer::indexer::ThreadSafeStore::new(
+                kinformer::indexer::namespace_indexers(),
+            )),
+        }
+    }
+}
+
+/// A namespaced object with nothing but a name.
+#[derive(Clone, Debug)]
+struct Named(&'static str);
+
+impl MetaObject for Named {
+    fn object_name(&self) -> Option<&str> {
+        Some(self.0)
+    }
+    fn object_namespace(&self) -> Option<&str> {
+        Some("ns")
+    }
+    fn object_resource_version(&self) -> Option<&str> {
+        None
+    }
+    fn object_labels(&self) -> Option<&std::collections::BTreeMap<String, String>> {
+        None
+    }
+}
+
+struct FakeRegistration;
+
+impl kinformer::informer::HasSynced for FakeRegistration {
+    fn has_synced(&self) -> bool {
+        true
+    }
+}
+
+impl kinformer::informer::HandlerRegistration for FakeRegistration {
+    fn remove(&self) {}
+}
+
+impl kinformer::informer::HasSynced for FakeInformer {
+    fn has_synced(&self) -> bool {
+        true
+    }
+}
+
+impl kinformer::informer::SharedInformer<Named> for FakeInformer {
+    fn add_handler(
+        &self,
+        handler: Box<dyn ResourceEventHandler<Named> + Send>,
+        _resync: Duration,
+    ) -> Result<Box<dyn kinformer::informer::HandlerRegistration>, kinformer::informer::Error> {
+        self.handlers.lock().unwrap().push(handler);
+        Ok(Box::new(FakeRegistration))
+    }
+    fn cache(&self) -> Arc<dyn Indexer<Named>> {
+        Arc::clone(&self.cache) as _
+    }
+    fn last_sync_resource_version(&self) -> String {
+        String::new()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
+    let informer = FakeInformer::default();
+    let controller = Controller::<ObjectKey, _>::with_queue(fast_queue());
+    controller.watch(&informer).unwrap();
+    {
+        let handlers = informer.handlers.lock().unwrap();
+        let h = &handlers[0];
+        h.on_add(&Arc::new(Named("a")), true);
+        h.on_update(&Arc::new(Named("b")), &Arc::new(Named("b")));
+        h.on_delete(&DeletedObject::Tombstone(DeletedFinalStateUnknown {
+            key: ObjectKey::parse("ns/gone").unwrap(),
+            obj: Arc::new(Named("gone")),
+        }));
+    }
+    let (tx, mut rx) = unbounded_channel();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |key: ObjectKey| {
+            let tx = tx.clone();
+            async move { tx.send(key.to_string()).map_err(|_| "closed") }
+        },
+        cancel.clone(),
+    ));
+    let mut seen = vec![
+        recv(&mut rx).await,
+        recv(&mut rx).await,
+        recv(&mut rx).await,
+    ];
+    seen.sort();
+    assert_eq!(seen, ["ns/a", "ns/b", "ns/gone"]);
+    cancel.cancel();
+    within("shutdown", run).await.unwrap();
+}
