@@ -1,5 +1,5 @@
 //! The reference article's lister queries and custom `byNode` index, on an in-memory store
-//! of k8s-openapi Pods (no cluster needed): `cargo run -p kinformer-indexer --example custom_index`.
+//! of k8s-openapi Pods (no cluster needed): `cargo run -p kinformer-indexer --example in_memory_index`.
 //!
 //! In a controller the informer fills the store from the API server; here we add pods by
 //! hand, then query the way the article does:
