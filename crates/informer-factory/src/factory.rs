@@ -304,8 +304,10 @@ impl SharedInformerFactoryBuilder {
     }
 
     /// A transform of every object's metadata before it is cached, for every informer of
-    /// the factory (client-go's `WithTransform`), e.g. dropping `managedFields`, which is
-    /// often a third of a pod's memory. Per-type transforms: call
+    /// the factory (client-go's `WithTransform`), e.g. dropping `managedFields`, which
+    /// k8s-openapi holds as a JSON tree of several KiB per object. It runs as each object
+    /// is decoded ([`KubeListerWatcher::modify`]), so even the initial list never holds
+    /// every object with those fields at once. Per-type transforms: call
     /// [`SharedIndexInformer::set_transform`] on the informer before starting it.
     #[must_use]
     pub fn transform_meta(
@@ -528,6 +530,11 @@ impl SharedInformerFactory {
         }
         if let Some(f) = &id.options.field_selector {
             lw = lw.fields(f);
+        }
+        if let Some(t) = self.inner.config.transform.clone() {
+            // While decoding, object by object: a list never holds every object with the
+            // fields the transform drops (see `KubeListerWatcher::modify`).
+            lw = lw.modify(move |obj: &mut K| t(obj.meta_mut()));
         }
         let config = &self.inner.config;
         let resync = config

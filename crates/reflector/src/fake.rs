@@ -14,7 +14,7 @@
 //! fake.push_watch(Ok(stream));
 //!
 //! let page = fake.list(&ListOptions::new("0", Some(500))).await.unwrap();
-//! assert_eq!(page.items, ["listed at 0"]);
+//! assert_eq!(*page.items[0], "listed at 0");
 //! let _watch = fake.watch(&WatchOptions::new("10", Duration::from_secs(300))).await.unwrap();
 //! tx.send(Ok(WatchEvent::Added("a".to_string())));
 //! assert_eq!(fake.list_calls()[0].resource_version, "0");
@@ -152,7 +152,7 @@ impl<K: Send + 'static> FakeListerWatcher<K> {
     }
 }
 
-impl<K: Send + 'static> ListerWatcher<K> for FakeListerWatcher<K> {
+impl<K: Send + Sync + 'static> ListerWatcher<K> for FakeListerWatcher<K> {
     fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
         let answer = {
             let mut inner = self.lock();

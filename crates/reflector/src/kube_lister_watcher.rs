@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::io::AsyncBufReadExt;
@@ -19,7 +20,7 @@ use futures::{AsyncBufRead, StreamExt};
 use kube::Resource;
 use kube::core::PartialObjectMeta;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::{
@@ -90,8 +91,12 @@ pub struct KubeListerWatcher<K> {
     metadata_only: bool,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    modify: Option<Modify<K>>,
     _k: PhantomData<fn() -> K>,
 }
+
+/// A change made to every object as it is decoded; see [`KubeListerWatcher::modify`].
+type Modify<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
 impl<K> Clone for KubeListerWatcher<K> {
     fn clone(&self) -> Self {
@@ -102,6 +107,7 @@ impl<K> Clone for KubeListerWatcher<K> {
             metadata_only: self.metadata_only,
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
+            modify: self.modify.clone(),
             _k: PhantomData,
         }
     }
@@ -115,6 +121,7 @@ impl<K> fmt::Debug for KubeListerWatcher<K> {
             .field("metadata_only", &self.metadata_only)
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
+            .field("modify", &self.modify.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -147,6 +154,7 @@ impl<K: Resource> KubeListerWatcher<K> {
             metadata_only,
             label_selector: None,
             field_selector: None,
+            modify: None,
             _k: PhantomData,
         }
     }
@@ -173,6 +181,27 @@ impl<K: Resource> KubeListerWatcher<K> {
         self.field_selector = Some(selector.to_owned());
         self
     }
+
+    /// Changes every object right after it is decoded, before the rest of its list page
+    /// is (kube-runtime's `modify`): the place to drop what the program never reads, e.g.
+    /// `managedFields`, which k8s-openapi holds as a `serde_json::Value` tree of several
+    /// KiB per object. A transform set on the informer runs only once the whole list has
+    /// been decoded, so every object of the list is in memory with those fields at once;
+    /// here at most one is. Watch events get it too.
+    ///
+    /// ```no_run
+    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # fn f(client: kube::Client) {
+    /// let pods = KubeListerWatcher::new(kube::Api::<Pod>::all(client))
+    ///     .modify(|pod: &mut Pod| pod.metadata.managed_fields = None);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn modify(mut self, f: impl Fn(&mut K) + Send + Sync + 'static) -> Self {
+        self.modify = Some(Arc::new(f));
+        self
+    }
 }
 
 impl<K: Resource> KubeListerWatcher<PartialObjectMeta<K>> {
@@ -190,6 +219,7 @@ impl<K: Resource> KubeListerWatcher<PartialObjectMeta<K>> {
             metadata_only: true,
             label_selector: None,
             field_selector: None,
+            modify: None,
             _k: PhantomData,
         }
     }
@@ -256,13 +286,17 @@ where
     async fn list_page(&self, o: &ListOptions) -> Result<ListPage<K>, Error> {
         let req = self.list_request(o)?;
         let text = self.client.request_text(req).await.map_err(from_kube)?;
-        decode_list(&text, &self.expected)
+        decode_list(&text, &self.expected, self.modify.as_ref())
     }
 
     async fn start_watch(&self, o: &WatchOptions) -> Result<WatchStream<K>, Error> {
         let req = self.watch_request(o)?;
         let body = self.client.request_stream(req).await.map_err(from_kube)?;
-        Ok(watch_lines(body, self.expected.clone()))
+        Ok(watch_lines(
+            body,
+            self.expected.clone(),
+            self.modify.clone(),
+        ))
     }
 }
 
@@ -444,33 +478,116 @@ struct ListMeta {
     continue_token: Option<String>,
 }
 
-/// Decodes a list page. The fast path decodes it in one pass; only a page that fails
-/// is decoded again item by item, to say which item failed and whether it is of
-/// another kind. (Items of a list are checked for their kind that way only: the API
-/// server omits `kind` in the items of built-in lists, and typed resources refuse
-/// another kind while decoding anyway.)
-fn decode_list<K: DeserializeOwned>(text: &str, expected: &Expected) -> Result<ListPage<K>, Error> {
-    #[derive(Deserialize)]
-    #[serde(bound(deserialize = "K: DeserializeOwned"))]
-    struct List<K> {
-        #[serde(default)]
-        metadata: ListMeta,
-        #[serde(default = "Option::default")]
-        items: Option<Vec<K>>,
+/// Decodes a list page. The fast path decodes it in one pass, modifying and wrapping
+/// each item in its `Arc` as soon as it is decoded (so a page never holds every item in
+/// its unmodified form at once); only a page that fails is decoded again item by item,
+/// to say which item failed and whether it is of another kind. (Items of a list are
+/// checked for their kind that way only: the API server omits `kind` in the items of
+/// built-in lists, and typed resources refuse another kind while decoding anyway.)
+fn decode_list<K: DeserializeOwned>(
+    text: &str,
+    expected: &Expected,
+    modify: Option<&Modify<K>>,
+) -> Result<ListPage<K>, Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let seed = ListSeed { modify };
+    match seed
+        .deserialize(&mut de)
+        .and_then(|page| de.end().map(|()| page))
+    {
+        Ok(page) => Ok(page),
+        Err(_) => decode_list_by_item(text, expected, modify),
     }
-    match serde_json::from_str::<List<K>>(text) {
-        Ok(list) => Ok(ListPage {
-            items: list.items.unwrap_or_default(),
-            resource_version: list.metadata.resource_version.unwrap_or_default(),
-            continue_token: list.metadata.continue_token.filter(|c| !c.is_empty()),
-        }),
-        Err(_) => decode_list_by_item(text, expected),
+}
+
+/// Deserializes a list page: `metadata`, and `items` through [`ItemsSeed`].
+struct ListSeed<'m, K> {
+    modify: Option<&'m Modify<K>>,
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, K> {
+    type Value = ListPage<K>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
     }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
+    type Value = ListPage<K>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut meta = ListMeta::default();
+        let mut items = Vec::new();
+        while let Some(field) = map.next_key::<Cow<'de, str>>()? {
+            match &*field {
+                "metadata" => meta = map.next_value::<Option<ListMeta>>()?.unwrap_or_default(),
+                "items" => {
+                    items = map.next_value_seed(ItemsSeed {
+                        modify: self.modify,
+                    })?
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(ListPage {
+            items,
+            resource_version: meta.resource_version.unwrap_or_default(),
+            continue_token: meta.continue_token.filter(|c| !c.is_empty()),
+        })
+    }
+}
+
+/// Deserializes `items` (an array, or null) into `Arc`s, modifying each item first.
+struct ItemsSeed<'m, K> {
+    modify: Option<&'m Modify<K>>,
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<'_, K> {
+    type Value = Vec<Arc<K>>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, K> {
+    type Value = Vec<Arc<K>>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of objects or null")
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element::<K>()? {
+            items.push(finish(item, self.modify));
+        }
+        Ok(items)
+    }
+}
+
+/// Applies `modify` to a freshly decoded object and puts it in its `Arc`.
+fn finish<K>(mut obj: K, modify: Option<&Modify<K>>) -> Arc<K> {
+    if let Some(m) = modify {
+        m(&mut obj);
+    }
+    Arc::new(obj)
 }
 
 fn decode_list_by_item<K: DeserializeOwned>(
     text: &str,
     expected: &Expected,
+    modify: Option<&Modify<K>>,
 ) -> Result<ListPage<K>, Error> {
     #[derive(Deserialize)]
     struct RawList<'a> {
@@ -484,7 +601,8 @@ fn decode_list_by_item<K: DeserializeOwned>(
     let raw_items = raw.items.unwrap_or_default();
     let mut items = Vec::with_capacity(raw_items.len());
     for (i, item) in raw_items.into_iter().enumerate() {
-        items.push(decode_object(item, expected, || format!("list item {i}"))?);
+        let obj = decode_object(item, expected, || format!("list item {i}"))?;
+        items.push(finish(obj, modify));
     }
     Ok(ListPage {
         items,
@@ -497,6 +615,7 @@ fn decode_list_by_item<K: DeserializeOwned>(
 fn decode_event<K: DeserializeOwned>(
     line: &str,
     expected: &Expected,
+    modify: Option<&Modify<K>>,
 ) -> Result<WatchEvent<K>, Error> {
     #[derive(Deserialize)]
     struct RawEvent<'a> {
@@ -517,15 +636,17 @@ fn decode_event<K: DeserializeOwned>(
             return Err(Error::decode("watch event", describe_json_error(&e)));
         }
     };
+    let decode = |what: &str| {
+        let mut obj: K = decode_object(ev.object, expected, || format!("{what} object"))?;
+        if let Some(m) = modify {
+            m(&mut obj);
+        }
+        Ok::<K, Error>(obj)
+    };
     match &*ev.kind {
-        "ADDED" => {
-            decode_object(ev.object, expected, || "ADDED object".into()).map(WatchEvent::Added)
-        }
-        "MODIFIED" => decode_object(ev.object, expected, || "MODIFIED object".into())
-            .map(WatchEvent::Modified),
-        "DELETED" => {
-            decode_object(ev.object, expected, || "DELETED object".into()).map(WatchEvent::Deleted)
-        }
+        "ADDED" => decode("ADDED").map(WatchEvent::Added),
+        "MODIFIED" => decode("MODIFIED").map(WatchEvent::Modified),
+        "DELETED" => decode("DELETED").map(WatchEvent::Deleted),
         "BOOKMARK" => decode_bookmark(ev.object).map(WatchEvent::Bookmark),
         "ERROR" => {
             let status: kube::core::Status = serde_json::from_str(ev.object.get())
@@ -669,21 +790,23 @@ fn is_probable_eof(e: &io::Error) -> bool {
 }
 
 /// Turns a watch response body into a stream of decoded events.
-fn watch_lines<K, R>(body: R, expected: Expected) -> WatchStream<K>
+fn watch_lines<K, R>(body: R, expected: Expected, modify: Option<Modify<K>>) -> WatchStream<K>
 where
     K: DeserializeOwned + Send + 'static,
     R: AsyncBufRead + Send + 'static,
 {
-    struct State<R> {
+    struct State<R, K> {
         body: std::pin::Pin<Box<R>>,
         buf: Vec<u8>,
         expected: Expected,
+        modify: Option<Modify<K>>,
         done: bool,
     }
     let state = State {
         body: Box::pin(body),
         buf: Vec::with_capacity(8 * 1024),
         expected,
+        modify,
         done: false,
     };
     futures::stream::unfold(state, |mut st| async move {
@@ -710,7 +833,7 @@ where
                     if line.is_empty() {
                         continue;
                     }
-                    let ev = decode_event::<K>(line, &st.expected);
+                    let ev = decode_event::<K>(line, &st.expected, st.modify.as_ref());
                     return Some((ev, st));
                 }
                 Err(e) if is_probable_eof(&e) => {
@@ -747,7 +870,7 @@ mod tests {
             let line = format!(
                 r#"{{"type":"{t}","object":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"a","namespace":"ns","resourceVersion":"5"}}}}}}"#
             );
-            let ev = decode_event::<Pod>(&line, &pods()).unwrap();
+            let ev = decode_event::<Pod>(&line, &pods(), None).unwrap();
             let (idx, pod) = match ev {
                 WatchEvent::Added(p) => (0, p),
                 WatchEvent::Modified(p) => (1, p),
@@ -762,20 +885,20 @@ mod tests {
     #[test]
     fn bookmark_carries_rv_and_the_initial_events_end_annotation() {
         let line = r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"210","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
-        let ev = decode_event::<Pod>(line, &pods()).unwrap();
+        let ev = decode_event::<Pod>(line, &pods(), None).unwrap();
         assert_eq!(ev, WatchEvent::Bookmark(Bookmark::new("210", true)));
         let plain = r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"211"}}}"#;
-        let ev = decode_event::<Pod>(plain, &pods()).unwrap();
+        let ev = decode_event::<Pod>(plain, &pods(), None).unwrap();
         assert_eq!(ev, WatchEvent::Bookmark(Bookmark::new("211", false)));
     }
 
     #[test]
     fn error_event_and_bare_status_become_api_errors() {
         let line = r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#;
-        let err = decode_event::<Pod>(line, &pods()).unwrap_err();
+        let err = decode_event::<Pod>(line, &pods(), None).unwrap_err();
         assert!(err.is_expired(), "{err}");
         let bare = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"boom","reason":"InternalError","code":500}"#;
-        let err = decode_event::<Pod>(bare, &pods()).unwrap_err();
+        let err = decode_event::<Pod>(bare, &pods(), None).unwrap_err();
         assert_eq!(err.status_code(), Some(500));
     }
 
@@ -787,7 +910,7 @@ mod tests {
             r#"{"type":"WHAT","object":{}}"#,
             r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":5}}}"#,
         ] {
-            let err = decode_event::<Pod>(line, &pods()).unwrap_err();
+            let err = decode_event::<Pod>(line, &pods(), None).unwrap_err();
             assert!(matches!(err, Error::Decode { .. }), "{line}: {err:?}");
         }
     }
@@ -795,7 +918,7 @@ mod tests {
     #[test]
     fn an_object_of_another_kind_is_unexpected_kind_not_decode() {
         let line = r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}}"#;
-        match decode_event::<Pod>(line, &pods()).unwrap_err() {
+        match decode_event::<Pod>(line, &pods(), None).unwrap_err() {
             Error::UnexpectedKind { expected, actual } => {
                 assert_eq!(expected, "v1/Pod");
                 assert_eq!(actual, "v1/ConfigMap");
@@ -809,7 +932,7 @@ mod tests {
             kind: ar.kind.clone(),
         };
         assert!(matches!(
-            decode_event::<DynamicObject>(line, &exp),
+            decode_event::<DynamicObject>(line, &exp, None),
             Err(Error::UnexpectedKind { .. })
         ));
     }
@@ -822,13 +945,14 @@ mod tests {
             api_version: "v1".into(),
             kind: "Secret".into(),
         };
-        let err = decode_event::<Secret>(line, &exp).unwrap_err();
+        let err = decode_event::<Secret>(line, &exp, None).unwrap_err();
         let shown = format!("{err} {err:?}");
         assert!(matches!(err, Error::Decode { .. }));
         assert!(!shown.contains("hunter2"), "{shown}");
         let err = decode_event::<ConfigMap>(
             r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"s"},"data":{"k":5}}}"#,
             &Expected { api_version: "v1".into(), kind: "ConfigMap".into() },
+            None,
         )
         .unwrap_err();
         assert!(err.to_string().contains("invalid type"), "{err}");
@@ -859,29 +983,74 @@ mod tests {
         // k8s-openapi refuses another kind while decoding; the error then says which.
         let line = r#"{"type":"ADDED","object":{"metadata":{"name":"a"},"apiVersion":"v1","kind":"ConfigMap"}}"#;
         assert!(matches!(
-            decode_event::<Pod>(line, &pods()),
+            decode_event::<Pod>(line, &pods(), None),
             Err(Error::UnexpectedKind { .. })
         ));
     }
 
     #[test]
+    fn modify_runs_on_every_list_item_and_watch_object_on_both_decode_paths() {
+        let strip: Modify<Pod> = Arc::new(|p: &mut Pod| {
+            p.metadata.managed_fields = None;
+            p.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("seen".into(), "1".into());
+        });
+        let mf =
+            r#""managedFields":[{"manager":"m","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]"#;
+        let fast = format!(
+            r#"{{"kind":"PodList","metadata":{{"resourceVersion":"9"}},"items":[{{"metadata":{{"name":"a",{mf}}}}},{{"metadata":{{"name":"b",{mf}}}}}]}}"#
+        );
+        // A wrong kind among the items forces the item-by-item path: it must fail the same
+        // way, and a good page decoded that way must be modified too.
+        let page = decode_list::<Pod>(&fast, &pods(), Some(&strip)).unwrap();
+        assert_eq!(page.resource_version, "9");
+        for p in &page.items {
+            assert_eq!(p.metadata.managed_fields, None);
+            assert_eq!(p.metadata.labels.as_ref().unwrap()["seen"], "1");
+        }
+        let slow = decode_list_by_item::<Pod>(&fast, &pods(), Some(&strip)).unwrap();
+        assert!(
+            slow.items
+                .iter()
+                .all(|p| p.metadata.managed_fields.is_none())
+        );
+        let untouched = decode_list::<Pod>(&fast, &pods(), None).unwrap();
+        assert!(
+            untouched
+                .items
+                .iter()
+                .all(|p| p.metadata.managed_fields.is_some())
+        );
+
+        let line = format!(
+            r#"{{"type":"MODIFIED","object":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"a",{mf}}}}}}}"#
+        );
+        match decode_event::<Pod>(&line, &pods(), Some(&strip)).unwrap() {
+            WatchEvent::Modified(p) => assert_eq!(p.metadata.managed_fields, None),
+            _ => panic!("not a MODIFIED event"),
+        }
+    }
+
+    #[test]
     fn list_pages_decode_with_rv_and_continue_and_tolerate_missing_item_kinds() {
         let text = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10","continue":"c1"},"items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}]}"#;
-        let page = decode_list::<Pod>(text, &pods()).unwrap();
+        let page = decode_list::<Pod>(text, &pods(), None).unwrap();
         assert_eq!(page.items.len(), 2);
         assert_eq!(page.resource_version, "10");
         assert_eq!(page.continue_token.as_deref(), Some("c1"));
         let last = r#"{"metadata":{"resourceVersion":"11","continue":""},"items":null}"#;
-        let page = decode_list::<Pod>(last, &pods()).unwrap();
+        let page = decode_list::<Pod>(last, &pods(), None).unwrap();
         assert!(page.items.is_empty());
         assert_eq!(page.continue_token, None);
         let wrong = r#"{"metadata":{"resourceVersion":"11"},"items":[{"metadata":{"name":"a"}},{"kind":"Secret","apiVersion":"v1","metadata":{"name":"s"}}]}"#;
         assert!(matches!(
-            decode_list::<Pod>(wrong, &pods()),
+            decode_list::<Pod>(wrong, &pods(), None),
             Err(Error::UnexpectedKind { .. })
         ));
         let bad = r#"{"metadata":{"resourceVersion":"11"},"items":[{"metadata":{"name":"a"}},{"metadata":7}]}"#;
-        match decode_list::<Pod>(bad, &pods()).unwrap_err() {
+        match decode_list::<Pod>(bad, &pods(), None).unwrap_err() {
             Error::Decode { what, .. } => assert_eq!(what, "list item 1"),
             other => panic!("{other:?}"),
         }
@@ -906,7 +1075,7 @@ mod tests {
     #[tokio::test]
     async fn a_line_cut_mid_event_ends_the_stream_cleanly() {
         let body: &[u8] = b"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"3\"}}}\n\n{\"type\":\"ADDED\",\"obj";
-        let stream: WatchStream<Pod> = watch_lines(futures::io::Cursor::new(body), pods());
+        let stream: WatchStream<Pod> = watch_lines(futures::io::Cursor::new(body), pods(), None);
         let got: Vec<_> = stream.collect().await;
         assert_eq!(got.len(), 1);
         assert!(matches!(&got[0], Ok(WatchEvent::Bookmark(b)) if b.resource_version == "3"));
@@ -922,6 +1091,7 @@ mod tests {
             metadata_only,
             label_selector: Some("app=web".into()),
             field_selector: None,
+            modify: None,
             _k: PhantomData,
         }
     }

@@ -36,8 +36,9 @@ impl ListOptions {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ListPage<K> {
-    /// The objects.
-    pub items: Vec<K>,
+    /// The objects, each in the `Arc` the cache will share: a lister-watcher that decodes
+    /// a page allocates every object once.
+    pub items: Vec<Arc<K>>,
     /// The list's `metadata.resourceVersion`: the state the list reflects.
     pub resource_version: String,
     /// `metadata.continue`: present when more pages follow.
@@ -46,9 +47,9 @@ pub struct ListPage<K> {
 
 impl<K> ListPage<K> {
     /// A page with these items at `resource_version`, with no page after it.
-    pub fn new(items: Vec<K>, resource_version: impl Into<String>) -> Self {
+    pub fn new(items: impl IntoIterator<Item = K>, resource_version: impl Into<String>) -> Self {
         Self {
-            items,
+            items: items.into_iter().map(Arc::new).collect(),
             resource_version: resource_version.into(),
             continue_token: None,
         }

@@ -324,7 +324,7 @@ where
                         "continue token expired: full list instead"
                     );
                     let full = self.lw.list(&ListOptions::new(rv, None)).await?;
-                    listed.items = full.items.into_iter().map(Arc::new).collect();
+                    listed.items = full.items;
                     listed.resource_version = full.resource_version;
                     listed.pages += 1;
                     return Ok(listed);
@@ -335,7 +335,7 @@ where
                 listed.resource_version = page.resource_version;
             }
             listed.pages += 1;
-            listed.items.extend(page.items.into_iter().map(Arc::new));
+            listed.items.extend(page.items);
             match page.continue_token {
                 Some(token) => {
                     opts.continue_token = Some(token);

@@ -442,8 +442,11 @@ async fn kube_lister_watcher_does_selectors_metadata_only_dynamic_objects_and_cr
     other.metadata.labels = Some([("app".to_string(), "other".to_string())].into());
     pods.create(&PostParams::default(), &other).await.unwrap();
     let first = ListOptions::new("0", Some(500));
-    let names = |items: Vec<Pod>| -> BTreeSet<String> {
-        items.into_iter().filter_map(|p| p.metadata.name).collect()
+    let names = |items: Vec<Arc<Pod>>| -> BTreeSet<String> {
+        items
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect()
     };
 
     // Label and field selectors.
@@ -473,7 +476,7 @@ async fn kube_lister_watcher_does_selectors_metadata_only_dynamic_objects_and_cr
     let meta_names: BTreeSet<_> = page
         .items
         .iter()
-        .filter_map(|p: &PartialObjectMeta<Pod>| p.metadata.name.clone())
+        .filter_map(|p: &Arc<PartialObjectMeta<Pod>>| p.metadata.name.clone())
         .collect();
     assert_eq!(meta_names, ["a".to_string(), "b".to_string()].into());
     let meta_sink = StateSink::new();
