@@ -55,7 +55,7 @@ pub trait HistogramMetric: Send + Sync {
 ///
 /// Why a trait: the queue must not depend on one metrics library. client-go has the same
 /// interface (`MetricsProvider`) and component-base plugs prometheus into it; here the
-/// `prometheus` feature provides [`PrometheusMetricsProvider`](crate::PrometheusMetricsProvider)
+/// `prometheus` feature provides `PrometheusMetricsProvider`
 /// and anything else can implement these seven constructors. Each is called once per queue,
 /// with the queue's name.
 pub trait MetricsProvider: Send + Sync {

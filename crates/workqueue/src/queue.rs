@@ -1,10 +1,10 @@
 //! The base queue: deduplication, the dirty and processing sets, blocking and async `get`.
 
-use std::collections::VecDeque;
+use std::collections::{VecDeque, hash_map};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::thread;
@@ -15,7 +15,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use crate::HashMap;
 use crate::metrics::{QueueMetrics, UNFINISHED_WORK_UPDATE_PERIOD, resolve_provider};
 use crate::sync::{Condvar, Mutex, lock, wait};
-use crate::{FifoStorage, Item, QueueConfig, QueueStorage, TimeListener};
+use crate::{FifoStorage, Item, QueueConfig, QueueStorage, Queued, TimeListener};
 
 /// A work queue: client-go's `TypedInterface`.
 ///
@@ -262,9 +262,11 @@ struct Shared<T, S> {
     ticker: std::sync::Mutex<Option<Sender<()>>>,
 }
 
-/// Where an item stands. Items in none of these states are not in the table.
+/// Where an item stands: one slot of the state table per item in the item table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Entry {
+enum Slot {
+    /// Not in use (on the free list).
+    Free,
     /// Dirty and in the ordering storage.
     Queued,
     /// Held by a worker, not dirty.
@@ -273,9 +275,20 @@ enum Entry {
     ProcessingDirty(i32),
 }
 
+/// Gives each queue the id its [`Queued`] items carry.
+static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(0);
+
 struct State<T, S> {
     storage: S,
-    entries: HashMap<T, Entry>,
+    /// Each queued or held item, with the index of its slot in `slots`. The ordering
+    /// storage holds the slot index too (in [`Queued`]), so `get` reaches the popped item's
+    /// state without hashing it again.
+    entries: HashMap<T, usize>,
+    slots: Vec<Slot>,
+    /// Indices of the `Free` slots.
+    free_slots: Vec<usize>,
+    /// This queue's id, carried by its [`Queued`] items.
+    id: u64,
     processing: usize,
     shutting_down: bool,
     drain: bool,
@@ -306,6 +319,8 @@ impl Wake {
         waker: None,
     };
 
+    /// Inlined: the common case (nothing to wake) is then two tests, not a call.
+    #[inline]
     fn run(self, condvar: &Condvar) {
         if self.thread {
             condvar.notify_one();
@@ -358,39 +373,59 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         if self.shutting_down {
             return Wake::NONE;
         }
-        match self.entries.get_mut(&item) {
-            Some(Entry::Queued) => {
-                self.storage.touch(&item, priority);
-                return Wake::NONE;
-            }
-            Some(Entry::ProcessingDirty(queued_priority)) => {
-                *queued_priority = (*queued_priority).max(priority);
-                return Wake::NONE;
-            }
-            Some(entry @ Entry::Processing) => {
-                *entry = Entry::ProcessingDirty(priority);
-                if let Some(metrics) = &mut self.metrics {
-                    metrics.add(&item);
+        // One lookup whatever the outcome: the entry API hashes `item` once.
+        let vacant = match self.entries.entry(item) {
+            hash_map::Entry::Vacant(vacant) => vacant,
+            hash_map::Entry::Occupied(occupied) => {
+                match &mut self.slots[*occupied.get()] {
+                    Slot::Queued => self.storage.touch(occupied.key(), priority),
+                    Slot::ProcessingDirty(queued_priority) => {
+                        *queued_priority = (*queued_priority).max(priority);
+                    }
+                    slot @ Slot::Processing => {
+                        *slot = Slot::ProcessingDirty(priority);
+                        if let Some(metrics) = &mut self.metrics {
+                            metrics.add(occupied.key());
+                        }
+                    }
+                    // Never: an item in the table has a slot in use.
+                    Slot::Free => {}
                 }
                 return Wake::NONE;
             }
-            None => {}
-        }
+        };
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.slots[slot] = Slot::Queued;
+                slot
+            }
+            None => {
+                self.slots.push(Slot::Queued);
+                self.slots.len() - 1
+            }
+        };
+        let item = vacant.key().clone();
+        vacant.insert(slot);
         if let Some(metrics) = &mut self.metrics {
             metrics.add(&item);
         }
-        self.entries.insert(item.clone(), Entry::Queued);
-        self.storage.push(item, priority);
+        self.storage
+            .push(Queued::new(item, slot, self.id), priority);
         self.wake_one()
     }
 
     /// Hands out the next queued item, if any, with the wake-up of the next sleeper when
     /// more items are queued.
     fn take(&mut self) -> (Option<T>, Wake) {
-        while let Some(item) = self.storage.pop() {
-            match self.entries.get_mut(&item) {
-                Some(entry @ Entry::Queued) => {
-                    *entry = Entry::Processing;
+        while let Some(queued) = self.storage.pop() {
+            let (item, slot, queue) = queued.into_parts();
+            // An item from this queue's `Queued` is queued exactly while its slot says so:
+            // `Queued` is not `Clone`, and a slot leaves `Queued` only when its item is
+            // popped here. No hashing needed.
+            let slot = self.slots.get_mut(slot).filter(|_| queue == self.id);
+            match slot {
+                Some(slot @ Slot::Queued) => {
+                    *slot = Slot::Processing;
                     self.processing += 1;
                     if let Some(metrics) = &mut self.metrics {
                         metrics.get(&item);
@@ -401,9 +436,8 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
                     };
                     return (Some(item), wake);
                 }
-                // A custom storage returned something that is not queued (a duplicate, or
-                // an item it was never given): handing it out could give one item to two
-                // workers, so it is dropped.
+                // A custom storage returned another queue's item: handing it out could give
+                // one item to two workers, so it is dropped.
                 _ => tracing::warn!("workqueue storage returned an item that was not queued"),
             }
         }
@@ -412,20 +446,28 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
 
     fn done(&mut self, item: &T) -> Wake {
         // Remove first: the common case (held, not dirty) then costs one lookup.
-        let wake = match self.entries.remove_entry(item) {
-            Some((_, Entry::Processing)) => Wake::NONE,
-            Some((key, Entry::ProcessingDirty(priority))) => {
-                self.entries.insert(key, Entry::Queued);
-                self.storage.push(item.clone(), priority);
+        let Some((key, index)) = self.entries.remove_entry(item) else {
+            return Wake::NONE;
+        };
+        let wake = match self.slots[index] {
+            Slot::Processing => {
+                self.slots[index] = Slot::Free;
+                self.free_slots.push(index);
+                Wake::NONE
+            }
+            Slot::ProcessingDirty(priority) => {
+                self.slots[index] = Slot::Queued;
+                let queued = Queued::new(key.clone(), index, self.id);
+                self.entries.insert(key, index);
+                self.storage.push(queued, priority);
                 self.wake_one()
             }
             // Not held: client-go would queue a queued item a second time here; doing
             // nothing keeps "one holder per item" true whatever the caller does.
-            Some((key, Entry::Queued)) => {
-                self.entries.insert(key, Entry::Queued);
+            Slot::Queued | Slot::Free => {
+                self.entries.insert(key, index);
                 return Wake::NONE;
             }
-            None => return Wake::NONE,
         };
         self.processing -= 1;
         if let Some(metrics) = &mut self.metrics {
@@ -475,6 +517,9 @@ impl<T: Item, S: QueueStorage<T> + 'static> WorkQueue<T, S> {
             state: Mutex::new(State {
                 storage,
                 entries: HashMap::default(),
+                slots: Vec::new(),
+                free_slots: Vec::new(),
+                id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
                 processing: 0,
                 shutting_down: false,
                 drain: false,
@@ -734,29 +779,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn storage_returning_an_unqueued_item_is_not_handed_out() {
-        struct Liar(Vec<u32>);
-        impl QueueStorage<u32> for Liar {
-            fn push(&mut self, item: u32, _: i32) {
-                self.0.push(item);
-                self.0.push(item); // a duplicate
+    fn storage_returning_another_queues_item_is_not_handed_out() {
+        /// One FIFO shared by two queues: each may pop the other's items.
+        #[derive(Clone, Default)]
+        struct SharedFifo(Arc<std::sync::Mutex<VecDeque<Queued<u32>>>>);
+        impl QueueStorage<u32> for SharedFifo {
+            fn push(&mut self, item: Queued<u32>, _: i32) {
+                self.0.lock().unwrap().push_back(item);
             }
             fn touch(&mut self, _: &u32, _: i32) {}
-            fn pop(&mut self) -> Option<u32> {
-                if self.0.is_empty() {
-                    None
-                } else {
-                    Some(self.0.remove(0))
-                }
+            fn pop(&mut self) -> Option<Queued<u32>> {
+                self.0.lock().unwrap().pop_front()
             }
             fn len(&self) -> usize {
-                self.0.len()
+                self.0.lock().unwrap().len()
             }
         }
-        let queue = WorkQueue::with_storage(Liar(Vec::new()), QueueConfig::new());
-        queue.add(7);
-        assert_eq!(queue.get(), Some(7));
-        queue.shut_down();
-        assert_eq!(queue.get(), None, "the duplicate must not be handed out");
+        let fifo = SharedFifo::default();
+        let first = WorkQueue::with_storage(fifo.clone(), QueueConfig::new());
+        let second = WorkQueue::with_storage(fifo, QueueConfig::new());
+        first.add(7);
+        second.add(8);
+        assert_eq!(second.get(), Some(8), "the first queue's 7 is skipped");
+        second.shut_down();
+        assert_eq!(second.get(), None);
+        second.add(7);
+        assert_eq!(second.len(), 0);
     }
 }

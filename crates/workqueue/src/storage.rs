@@ -2,6 +2,8 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
+use std::fmt;
+use std::ops::Deref;
 
 use crate::{HashMap, Item};
 
@@ -13,7 +15,8 @@ use crate::{HashMap, Item};
 /// the deduplication (dirty and processing sets) itself and calls the storage only for items
 /// that are queued and not being processed, so a storage never sees the same item twice:
 ///
-/// - [`push`](QueueStorage::push) gets an item that is not in the storage;
+/// - [`push`](QueueStorage::push) gets an item that is not in the storage, wrapped in a
+///   [`Queued`] (read the item through it; give it back from `pop` as it is);
 /// - [`touch`](QueueStorage::touch) is called when an item already in the storage is added
 ///   again (a priority storage may raise it);
 /// - [`pop`](QueueStorage::pop) returns the next item, or `None` when empty;
@@ -22,13 +25,38 @@ use crate::{HashMap, Item};
 /// All four run under the queue's lock: keep them short and never call back into the queue.
 /// `priority` is what [`Queue::add_with_priority`](crate::Queue::add_with_priority) was given
 /// (0 for a plain `add`); an ordering that has no priorities ignores it.
+///
+/// ```
+/// use kinformer_workqueue::{Queue, QueueConfig, QueueStorage, Queued, WorkQueue};
+///
+/// /// Last in, first out.
+/// struct Lifo<T>(Vec<Queued<T>>);
+///
+/// impl<T: Send> QueueStorage<T> for Lifo<T> {
+///     fn push(&mut self, item: Queued<T>, _priority: i32) {
+///         self.0.push(item);
+///     }
+///     fn touch(&mut self, _item: &T, _priority: i32) {}
+///     fn pop(&mut self) -> Option<Queued<T>> {
+///         self.0.pop()
+///     }
+///     fn len(&self) -> usize {
+///         self.0.len()
+///     }
+/// }
+///
+/// let queue = WorkQueue::with_storage(Lifo(Vec::new()), QueueConfig::new());
+/// queue.add("a");
+/// queue.add("b");
+/// assert_eq!(queue.get(), Some("b"));
+/// ```
 pub trait QueueStorage<T>: Send {
     /// Stores `item`, which is not in the storage yet.
-    fn push(&mut self, item: T, priority: i32);
+    fn push(&mut self, item: Queued<T>, priority: i32);
     /// `item`, already in the storage, was added again with `priority`.
     fn touch(&mut self, item: &T, priority: i32);
     /// Removes and returns the next item to hand out.
-    fn pop(&mut self) -> Option<T>;
+    fn pop(&mut self) -> Option<Queued<T>>;
     /// How many items the storage holds.
     fn len(&self) -> usize;
     /// Whether the storage holds nothing.
@@ -38,13 +66,13 @@ pub trait QueueStorage<T>: Send {
 }
 
 impl<T, S: QueueStorage<T> + ?Sized> QueueStorage<T> for Box<S> {
-    fn push(&mut self, item: T, priority: i32) {
+    fn push(&mut self, item: Queued<T>, priority: i32) {
         (**self).push(item, priority);
     }
     fn touch(&mut self, item: &T, priority: i32) {
         (**self).touch(item, priority);
     }
-    fn pop(&mut self) -> Option<T> {
+    fn pop(&mut self) -> Option<Queued<T>> {
         (**self).pop()
     }
     fn len(&self) -> usize {
@@ -52,10 +80,60 @@ impl<T, S: QueueStorage<T> + ?Sized> QueueStorage<T> for Box<S> {
     }
 }
 
+/// An item in a queue's ordering storage: the item, plus where the queue keeps its state.
+///
+/// Why not the bare item: `get` then finds the popped item's state without hashing it again
+/// (a third of the hash-table work of an add+get+done). Only the queue creates one, and it is
+/// not `Clone`, so a [`QueueStorage`] can hand each item back at most once; one given to a
+/// queue other than the one that made it is dropped, not handed out.
+///
+/// Read the item with [`item`](Queued::item) or through `Deref`.
+///
+/// ```compile_fail
+/// fn copyable<C: Clone>() {}
+/// copyable::<kinformer_workqueue::Queued<u32>>(); // a storage cannot duplicate an item
+/// ```
+pub struct Queued<T> {
+    item: T,
+    /// The item's index in the queue's state table.
+    slot: usize,
+    /// Which queue created it.
+    queue: u64,
+}
+
+impl<T> Queued<T> {
+    pub(crate) fn new(item: T, slot: usize, queue: u64) -> Self {
+        Self { item, slot, queue }
+    }
+
+    pub(crate) fn into_parts(self) -> (T, usize, u64) {
+        (self.item, self.slot, self.queue)
+    }
+
+    /// The queued item.
+    pub fn item(&self) -> &T {
+        &self.item
+    }
+}
+
+impl<T> Deref for Queued<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.item
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Queued<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Queued").field(&self.item).finish()
+    }
+}
+
 /// First in, first out: client-go's default. Priorities are ignored; `touch` does nothing.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct FifoStorage<T> {
-    items: VecDeque<T>,
+    items: VecDeque<Queued<T>>,
 }
 
 impl<T> FifoStorage<T> {
@@ -74,11 +152,11 @@ impl<T> Default for FifoStorage<T> {
 }
 
 impl<T: Send> QueueStorage<T> for FifoStorage<T> {
-    fn push(&mut self, item: T, _priority: i32) {
+    fn push(&mut self, item: Queued<T>, _priority: i32) {
         self.items.push_back(item);
     }
     fn touch(&mut self, _item: &T, _priority: i32) {}
-    fn pop(&mut self) -> Option<T> {
+    fn pop(&mut self) -> Option<Queued<T>> {
         self.items.pop_front()
     }
     fn len(&self) -> usize {
@@ -101,10 +179,12 @@ impl<T: Send> QueueStorage<T> for FifoStorage<T> {
 /// assert_eq!(queue.get(), Some("urgent"));
 /// assert_eq!(queue.get(), Some("background"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PriorityStorage<T> {
+    /// Every rank an item was given; a raise leaves the old one behind, skipped by `pop`.
     heap: BinaryHeap<Ranked<T>>,
-    current: HashMap<T, (i32, u64)>,
+    /// Each stored item's live rank (priority, sequence number), and the item itself.
+    current: HashMap<T, (i32, u64, Queued<T>)>,
     next_seq: u64,
 }
 
@@ -157,22 +237,26 @@ impl<T: Item> PriorityStorage<T> {
     fn compact(&mut self) {
         if self.heap.len() > 2 * self.current.len() + 16 {
             let current = &self.current;
-            self.heap
-                .retain(|ranked| current.get(&ranked.item) == Some(&(ranked.priority, ranked.seq)));
+            self.heap.retain(|ranked| {
+                current
+                    .get(&ranked.item)
+                    .is_some_and(|live| (live.0, live.1) == (ranked.priority, ranked.seq))
+            });
         }
     }
 }
 
 impl<T: Item> QueueStorage<T> for PriorityStorage<T> {
-    fn push(&mut self, item: T, priority: i32) {
+    fn push(&mut self, item: Queued<T>, priority: i32) {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
-        self.current.insert(item.clone(), (priority, seq));
         self.heap.push(Ranked {
             priority,
             seq,
-            item,
+            item: item.item().clone(),
         });
+        self.current
+            .insert(item.item().clone(), (priority, seq, item));
     }
 
     fn touch(&mut self, item: &T, priority: i32) {
@@ -192,11 +276,14 @@ impl<T: Item> QueueStorage<T> for PriorityStorage<T> {
         self.compact();
     }
 
-    fn pop(&mut self) -> Option<T> {
+    fn pop(&mut self) -> Option<Queued<T>> {
         while let Some(ranked) = self.heap.pop() {
-            if self.current.get(&ranked.item) == Some(&(ranked.priority, ranked.seq)) {
-                self.current.remove(&ranked.item);
-                return Some(ranked.item);
+            let live = self
+                .current
+                .get(&ranked.item)
+                .is_some_and(|live| (live.0, live.1) == (ranked.priority, ranked.seq));
+            if live {
+                return self.current.remove(&ranked.item).map(|(_, _, item)| item);
             }
         }
         None
@@ -211,15 +298,30 @@ impl<T: Item> QueueStorage<T> for PriorityStorage<T> {
 mod tests {
     use super::*;
 
+    /// Stands in for the queue: wraps items as it would.
+    trait PushItem<T> {
+        fn push_item(&mut self, item: T, priority: i32);
+        fn pop_item(&mut self) -> Option<T>;
+    }
+
+    impl<T, S: QueueStorage<T>> PushItem<T> for S {
+        fn push_item(&mut self, item: T, priority: i32) {
+            self.push(Queued::new(item, 0, 0), priority);
+        }
+        fn pop_item(&mut self) -> Option<T> {
+            self.pop().map(|queued| queued.into_parts().0)
+        }
+    }
+
     #[test]
     fn priority_storage_orders_by_priority_then_fifo() {
         let mut storage = PriorityStorage::new();
-        storage.push("a", 0);
-        storage.push("b", 5);
-        storage.push("c", 0);
-        storage.push("d", 5);
-        storage.push("e", -1);
-        let order: Vec<_> = std::iter::from_fn(|| storage.pop()).collect();
+        storage.push_item("a", 0);
+        storage.push_item("b", 5);
+        storage.push_item("c", 0);
+        storage.push_item("d", 5);
+        storage.push_item("e", -1);
+        let order: Vec<_> = std::iter::from_fn(|| storage.pop_item()).collect();
         assert_eq!(order, ["b", "d", "a", "c", "e"]);
         assert!(storage.is_empty());
     }
@@ -227,35 +329,35 @@ mod tests {
     #[test]
     fn touch_raises_but_never_lowers() {
         let mut storage = PriorityStorage::new();
-        storage.push("low", 0);
-        storage.push("mid", 1);
+        storage.push_item("low", 0);
+        storage.push_item("mid", 1);
         storage.touch(&"low", 2);
         storage.touch(&"mid", -5);
         assert_eq!(storage.len(), 2);
-        assert_eq!(storage.pop(), Some("low"));
-        assert_eq!(storage.pop(), Some("mid"));
-        assert_eq!(storage.pop(), None);
+        assert_eq!(storage.pop_item(), Some("low"));
+        assert_eq!(storage.pop_item(), Some("mid"));
+        assert_eq!(storage.pop_item(), None);
     }
 
     #[test]
     fn raised_item_keeps_its_first_add_place() {
         let mut storage = PriorityStorage::new();
-        storage.push("first", 0);
-        storage.push("second", 3);
+        storage.push_item("first", 0);
+        storage.push_item("second", 3);
         storage.touch(&"first", 3);
-        assert_eq!(storage.pop(), Some("first"));
-        assert_eq!(storage.pop(), Some("second"));
+        assert_eq!(storage.pop_item(), Some("first"));
+        assert_eq!(storage.pop_item(), Some("second"));
     }
 
     #[test]
     fn many_raises_stay_compact() {
         let mut storage = PriorityStorage::new();
-        storage.push(1u32, 0);
+        storage.push_item(1u32, 0);
         for priority in 1..10_000 {
             storage.touch(&1, priority);
         }
         assert!(storage.heap.len() < 64);
-        assert_eq!(storage.pop(), Some(1));
-        assert_eq!(storage.pop(), None);
+        assert_eq!(storage.pop_item(), Some(1));
+        assert_eq!(storage.pop_item(), None);
     }
 }

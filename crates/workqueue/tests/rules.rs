@@ -12,7 +12,7 @@ use std::time::Duration;
 use kinformer_workqueue::{
     BucketRateLimiter, CounterMetric, DelayingQueue, DelayingWorkQueue, FakeClock, GaugeMetric,
     HistogramMetric, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
-    MetricsProvider, Queue, QueueConfig, QueueStorage, RateLimiter, RateLimitingQueue,
+    MetricsProvider, Queue, QueueConfig, QueueStorage, Queued, RateLimiter, RateLimitingQueue,
     RateLimitingWorkQueue, SettableGaugeMetric, WithMaxWaitRateLimiter, WorkQueue,
     default_controller_rate_limiter_with_clock,
 };
@@ -23,19 +23,19 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// A FIFO that records what the queue asked of it.
 #[derive(Default)]
 struct TracingStorage {
-    items: std::collections::VecDeque<&'static str>,
+    items: std::collections::VecDeque<Queued<&'static str>>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
 impl QueueStorage<&'static str> for TracingStorage {
-    fn push(&mut self, item: &'static str, _priority: i32) {
-        self.log.lock().unwrap().push(format!("push {item}"));
+    fn push(&mut self, item: Queued<&'static str>, _priority: i32) {
+        self.log.lock().unwrap().push(format!("push {}", *item));
         self.items.push_back(item);
     }
     fn touch(&mut self, item: &&'static str, _priority: i32) {
         self.log.lock().unwrap().push(format!("touch {item}"));
     }
-    fn pop(&mut self) -> Option<&'static str> {
+    fn pop(&mut self) -> Option<Queued<&'static str>> {
         self.items.pop_front()
     }
     fn len(&self) -> usize {
