@@ -310,6 +310,11 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// Sets the transform that runs once on every incoming object before it is queued
     /// (client-go's `SetTransform`), e.g. to drop `managedFields`.
     ///
+    /// It runs in the FIFO, so the reflector's whole first list is decoded before it
+    /// runs on any object. To keep that list small in memory too, drop fields while
+    /// decoding instead: `KubeListerWatcher::modify` (which the factory's
+    /// `transform_meta` uses) runs on each object as it is decoded.
+    ///
     /// # Errors
     /// [`Error::AlreadyStarted`] once the informer has started.
     pub fn set_transform(
