@@ -64,6 +64,7 @@ struct Inner<K> {
     store: Arc<dyn Indexer<K>>,
     processor: Arc<Processor<K>>,
     fifo_kind: FifoKind,
+    watch_list: bool,
     default_resync: Option<Duration>,
     config: Mutex<Config<K>>,
     /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
@@ -80,6 +81,7 @@ pub struct SharedIndexInformerBuilder<K> {
     name: String,
     resync: Duration,
     fifo: FifoKind,
+    watch_list: bool,
     indexers: Indexers<K>,
     store: Option<Arc<dyn Indexer<K>>>,
 }
@@ -119,6 +121,18 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
+    /// Whether the reflector gets the initial state with a streaming list
+    /// (`sendInitialEvents`, one watch event per object) rather than a List: on by
+    /// default, as client-go v0.36's `WatchListClient` gate, for lister-watchers that
+    /// [support it](kinformer_reflector::ListerWatcher::supports_watch_list) (the
+    /// Kubernetes one does). A server that refuses streaming lists gets List+Watch. A
+    /// streaming list never holds a whole list response in memory.
+    #[must_use]
+    pub fn watch_list(mut self, on: bool) -> Self {
+        self.watch_list = on;
+        self
+    }
+
     /// Index functions besides the namespace index, which is always there (listers use it).
     #[must_use]
     pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
@@ -150,6 +164,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
                 store,
                 processor: Arc::new(Processor::default()),
                 fifo_kind: self.fifo,
+                watch_list: self.watch_list,
                 default_resync,
                 config: Mutex::new(Config {
                     started: false,
@@ -208,6 +223,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             name: String::from("informer"),
             resync: Duration::ZERO,
             fifo: FifoKind::default(),
+            watch_list: true,
             indexers: namespace_indexers(),
             store: None,
         }
@@ -471,8 +487,9 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
                 Arc::new(b.build()?)
             }
         };
-        let mut reflector =
-            Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo)).name(inner.name.clone());
+        let mut reflector = Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo))
+            .name(inner.name.clone())
+            .watch_list(inner.watch_list && inner.lw.supports_watch_list());
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&inner.processor);
             reflector = reflector

@@ -352,6 +352,12 @@ where
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
         Box::pin(self.start_watch(options))
     }
+
+    /// The API server streams lists since Kubernetes 1.27 (beta, on by default since
+    /// 1.32); one that refuses makes the reflector fall back to List+Watch.
+    fn supports_watch_list(&self) -> bool {
+        true
+    }
 }
 
 /// `kube::Api<K>` lists and watches its own resource and namespace, without selectors
@@ -372,6 +378,10 @@ where
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
         let lw = KubeListerWatcher::new(self.clone());
         Box::pin(async move { lw.start_watch(options).await })
+    }
+
+    fn supports_watch_list(&self) -> bool {
+        true
     }
 }
 

@@ -178,6 +178,15 @@ pub trait ListerWatcher<K>: Send + Sync {
         &'a self,
         options: &'a WatchOptions,
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>>;
+
+    /// Whether [`watch`](Self::watch) honours `send_initial_events` (a streaming list:
+    /// the current objects as `Added` events, then a bookmark annotated
+    /// `k8s.io/initial-events-end`). Informers stream their initial list only from a
+    /// lister-watcher that says so, as client-go's reflector checks its lister-watcher
+    /// before using `WatchListClient`. Default: no.
+    fn supports_watch_list(&self) -> bool {
+        false
+    }
 }
 
 impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<T> {
@@ -190,6 +199,9 @@ impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<T> {
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
         (**self).watch(options)
     }
+    fn supports_watch_list(&self) -> bool {
+        (**self).supports_watch_list()
+    }
 }
 
 impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Box<T> {
@@ -201,5 +213,8 @@ impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Box<T> {
         options: &'a WatchOptions,
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
         (**self).watch(options)
+    }
+    fn supports_watch_list(&self) -> bool {
+        (**self).supports_watch_list()
     }
 }
