@@ -182,11 +182,21 @@ const SUITES: &[Suite] = &[
 /// How many times `go test` repeats each benchmark; the median is reported.
 const GO_COUNT: &str = "5";
 
-pub(crate) fn run(suite: &str) -> anyhow::Result<()> {
+pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
+    if suite == crate::bench_informer::SUITE {
+        return crate::bench_informer::run(args);
+    }
     let Some(suite) = SUITES.iter().find(|s| s.name == suite) else {
         let names: Vec<_> = SUITES.iter().map(|s| s.name).collect();
-        bail!("unknown bench suite {suite:?}; known: {}", names.join(", "));
+        bail!(
+            "unknown bench suite {suite:?}; known: {}, {}",
+            names.join(", "),
+            crate::bench_informer::SUITE
+        );
     };
+    if !args.is_empty() {
+        bail!("the {} suite takes no options (got {args:?})", suite.name);
+    }
     let root = crate::workspace_root();
 
     let step = Step::start(format!(
@@ -353,7 +363,7 @@ fn parse_go(out: &str) -> BTreeMap<String, f64> {
     runs.into_iter().map(|(k, v)| (k, median(v))).collect()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
@@ -381,14 +391,24 @@ fn criterion_ns_per_element(home: &Path, id: &str) -> anyhow::Result<f64> {
 
 /// Replaces the suite's section of BENCHMARKS.md (between its markers), or appends it.
 fn record(path: &Path, suite: &str, table: &str) -> anyhow::Result<()> {
+    record_section(
+        path,
+        suite,
+        &format!(
+            "Measured by `cargo xtask bench {suite}` (both sides in one run, on a {}-core machine; the commit that \
+             changed this table dates it).\n\
+             Speed-up = client-go time ÷ kinformer time for the same element.\n\n{table}",
+            std::thread::available_parallelism().map_or(0, usize::from)
+        ),
+    )
+}
+
+/// Replaces the text between the suite's markers in BENCHMARKS.md with `body`, or
+/// appends a section with the markers.
+pub(crate) fn record_section(path: &Path, suite: &str, body: &str) -> anyhow::Result<()> {
     let start = format!("<!-- bench:{suite}:start -->");
     let end = format!("<!-- bench:{suite}:end -->");
-    let section = format!(
-        "{start}\nMeasured by `cargo xtask bench {suite}` (both sides in one run, on a {}-core machine; the commit that \
-         changed this table dates it).\n\
-         Speed-up = client-go time ÷ kinformer time for the same element.\n\n{table}{end}",
-        std::thread::available_parallelism().map_or(0, usize::from)
-    );
+    let section = format!("{start}\n{body}{end}");
     let text = fs::read_to_string(path).unwrap_or_default();
     let new = match (text.find(&start), text.find(&end)) {
         (Some(a), Some(b)) if b > a => format!("{}{section}{}", &text[..a], &text[b + end.len()..]),

@@ -8,6 +8,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod bench_informer;
 mod conformance;
 mod controlplane;
 mod progress;
@@ -43,8 +44,11 @@ enum Command {
     Conformance,
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
-        /// The suite: `workqueue` or `indexer`.
+        /// The suite: `workqueue`, `indexer`, `deltafifo` or `informer`.
         suite: String,
+        /// The suite's options (`informer` only; see `cargo xtask bench informer -- --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -78,7 +82,7 @@ fn main() -> anyhow::Result<()> {
         Command::Test { args } => test::run(&args),
         Command::Demo => demo(),
         Command::Conformance => conformance::run(),
-        Command::Bench { suite } => bench::run(&suite),
+        Command::Bench { suite, args } => bench::run(&suite, &args),
     }
 }
 

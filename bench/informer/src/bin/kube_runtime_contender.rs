@@ -1,0 +1,52 @@
+//! kube-runtime's contender: `reflector` over `watcher` into a `Store` of the
+//! namespace's pods, ready at the watcher's `InitDone` (see the crate docs for the
+//! protocol).
+
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_bench_informer::{Args, Latency, check_count, kube_config, print_synced};
+use kube::Api;
+use kube_runtime::WatchStreamExt;
+use kube_runtime::reflector::{self, store};
+use kube_runtime::watcher::{self, Event};
+
+fn main() -> anyhow::Result<()> {
+    let start = Instant::now();
+    let args = Args::parse()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        // kube-runtime's users build the client from the config as it is.
+        let client = kube::Client::try_from(kube_config(&args).await?)?;
+        let api = Api::<Pod>::namespaced(client, &args.namespace);
+        let (reader, writer) = store::<Pod>();
+        let strip = args.strip;
+        let latency = Latency::new(args.latency);
+        let seen = std::sync::Arc::clone(&latency);
+        let stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(move |pod: &mut Pod| {
+                if strip {
+                    pod.metadata.managed_fields = None;
+                }
+            });
+        let mut events = reflector::reflector(writer, stream).boxed();
+        tokio::spawn(async move {
+            // The "handler": what a consumer of the reflector's stream sees.
+            while let Some(event) = events.next().await {
+                if let Ok(Event::Apply(pod)) = event {
+                    seen.saw(&pod);
+                }
+            }
+        });
+        reader.wait_until_ready().await?;
+        let objects = reader.len();
+        print_synced("kube-runtime", &args, start, objects, &[]);
+        check_count(&args, objects)?;
+        latency.wait_and_print().await;
+        std::process::exit(0)
+    })
+}

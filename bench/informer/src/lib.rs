@@ -1,0 +1,254 @@
+//! What the two Rust contenders of `cargo xtask bench informer` share: their command line,
+//! the peak RSS, the wall clock and the event-latency record.
+//!
+//! Each contender (and the Go peer, `xtask/go/cmd/informer-peer`) is started by the
+//! driver as
+//!
+//! ```text
+//! <contender> --kubeconfig PATH --namespace NS --expect N [--strip [--modify]] [--latency M]
+//! ```
+//!
+//! It syncs the pods of `NS` and prints one JSON line:
+//! `{"contender", "transform", "synced_ms", "rss_kib", "objects"}` (kinformer's adds
+//! `transform_clones`: pods its transform could not strip in place), where `synced_ms` is
+//! measured from the start of `main` and `rss_kib` is `VmHWM` from `/proc/self/status`
+//! read right after the sync. With `--latency M` it then records, for every update whose
+//! new pod carries the label [`SEQ_LABEL`] `= i` (`i < M`), the wall-clock time its
+//! handler saw it, and prints `{"seen": [[i, unix_ns], ...]}` once it has seen all `M`
+//! or a few seconds after its stdin closed (the driver closes it after the last patch).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Pod;
+
+/// The label the driver's patch loop sets to the patch's sequence number.
+pub const SEQ_LABEL: &str = "kinformer-bench/seq";
+
+/// How long a contender waits for missing updates after its stdin closed.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// The command line every contender takes.
+#[derive(Debug, Clone)]
+pub struct Args {
+    /// The kubeconfig of the control plane.
+    pub kubeconfig: PathBuf,
+    /// The namespace whose pods to sync.
+    pub namespace: String,
+    /// How many pods the namespace holds (checked after the sync).
+    pub expect: usize,
+    /// Strip `managedFields` from every pod before caching it.
+    pub strip: bool,
+    /// kinformer only: strip while decoding (`KubeListerWatcher::modify`) instead of with
+    /// the informer's transform.
+    pub modify: bool,
+    /// How many labelled updates to wait for after the sync (0: exit after syncing).
+    pub latency: usize,
+}
+
+impl Args {
+    /// Parses `std::env::args`.
+    ///
+    /// # Errors
+    /// On an unknown flag, a missing value or a missing required flag.
+    pub fn parse() -> anyhow::Result<Self> {
+        let mut kubeconfig = None;
+        let mut namespace = None;
+        let mut expect = None;
+        let mut strip = false;
+        let mut modify = false;
+        let mut latency = 0;
+        let mut it = std::env::args().skip(1);
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
+                "--namespace" => namespace = Some(value()?),
+                "--expect" => expect = Some(value()?.parse().context("--expect")?),
+                "--latency" => latency = value()?.parse().context("--latency")?,
+                "--strip" => strip = true,
+                "--modify" => modify = true,
+                other => bail!(
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--strip [--modify]] [--latency M]"
+                ),
+            }
+        }
+        Ok(Self {
+            kubeconfig: kubeconfig.context("--kubeconfig is required")?,
+            namespace: namespace.context("--namespace is required")?,
+            expect: expect.context("--expect is required")?,
+            strip,
+            modify,
+            latency,
+        })
+    }
+}
+
+/// The kube config of the kubeconfig's current context.
+///
+/// # Errors
+/// When the file cannot be read or its context is unusable.
+pub async fn kube_config(args: &Args) -> anyhow::Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::read_from(&args.kubeconfig)
+        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
+    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
+}
+
+/// The process's peak resident set (`VmHWM`) in KiB, if `/proc` has it.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Nanoseconds since the Unix epoch: a clock every process on the machine shares.
+pub fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Prints the sync result line, with `extra` fields a contender adds.
+pub fn print_synced(
+    contender: &str,
+    args: &Args,
+    start: Instant,
+    objects: usize,
+    extra: &[(&str, serde_json::Value)],
+) {
+    let mut line = serde_json::json!({
+        "contender": contender,
+        "transform": args.strip,
+        "synced_ms": start.elapsed().as_secs_f64() * 1e3,
+        "rss_kib": peak_rss_kib(),
+        "objects": objects,
+    });
+    for (k, v) in extra {
+        line[*k] = v.clone();
+    }
+    emit(&line.to_string());
+}
+
+#[allow(clippy::print_stdout)]
+fn emit(line: &str) {
+    println!("{line}");
+}
+
+/// When each labelled update reached a handler: the first sighting per sequence number.
+#[derive(Debug)]
+pub struct Latency {
+    want: usize,
+    seen: Mutex<HashMap<u64, u64>>,
+    stdin_closed: Arc<AtomicBool>,
+}
+
+impl Latency {
+    /// A record waiting for sequence numbers `0..want`; watches stdin for EOF when
+    /// `want > 0`.
+    pub fn new(want: usize) -> Arc<Self> {
+        let stdin_closed = Arc::new(AtomicBool::new(false));
+        if want > 0 {
+            let closed = Arc::clone(&stdin_closed);
+            std::thread::spawn(move || {
+                let mut sink = Vec::new();
+                let _ = std::io::stdin().read_to_end(&mut sink);
+                closed.store(true, Ordering::SeqCst);
+            });
+        }
+        Arc::new(Self {
+            want,
+            seen: Mutex::new(HashMap::with_capacity(want)),
+            stdin_closed,
+        })
+    }
+
+    /// Records the time now if `pod` carries a sequence label not seen before. Call it
+    /// from the handler.
+    pub fn saw(&self, pod: &Pod) {
+        if self.want == 0 {
+            return;
+        }
+        let Some(seq) = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SEQ_LABEL))
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let now = unix_nanos();
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(seq)
+            .or_insert(now);
+    }
+
+    fn count(&self) -> usize {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Waits until every sequence number was seen, or 5 s after stdin closed, and
+    /// prints the `seen` line.
+    pub async fn wait_and_print(&self) {
+        if self.want == 0 {
+            return;
+        }
+        let mut closed_at = None;
+        while self.count() < self.want {
+            if closed_at.is_none() && self.stdin_closed.load(Ordering::SeqCst) {
+                closed_at = Some(Instant::now());
+            }
+            if closed_at.is_some_and(|t| t.elapsed() > GRACE) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut seen: Vec<(u64, u64)> = self
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        seen.sort_unstable();
+        emit(&serde_json::json!({ "seen": seen }).to_string());
+    }
+}
+
+/// Polls `synced` every millisecond (the same period for every contender).
+pub async fn wait_for(synced: impl Fn() -> bool) {
+    while !synced() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Fails unless the cache holds the pods the namespace holds.
+///
+/// # Errors
+/// When `objects != args.expect`.
+pub fn check_count(args: &Args, objects: usize) -> anyhow::Result<()> {
+    if objects != args.expect {
+        bail!(
+            "synced {objects} pods, expected {} in {}",
+            args.expect,
+            args.namespace
+        );
+    }
+    Ok(())
+}

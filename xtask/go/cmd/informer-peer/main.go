@@ -1,0 +1,178 @@
+// Command informer-peer is client-go's contender in `cargo xtask bench informer`: a
+// SharedInformerFactory's pod informer over one namespace, run as a separate process.
+//
+//	informer-peer --kubeconfig PATH --namespace NS --expect N [--strip] [--latency M]
+//
+// It syncs the namespace's pods and prints one JSON line: contender, transform,
+// synced_ms (from the start of main), rss_kib (VmHWM from /proc/self/status right after
+// the sync) and objects. With --latency M it then records, for every update whose new
+// pod carries the label kinformer-bench/seq=i (i < M), the wall-clock time its handler
+// saw it, and prints {"seen": [[i, unix_ns], ...]} once it has seen all M or a few
+// seconds after its stdin closed. The Rust contenders (bench/informer) do the same.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const seqLabel = "kinformer-bench/seq"
+
+// grace is how long to wait for missing updates after stdin closed.
+const grace = 5 * time.Second
+
+func main() {
+	start := time.Now()
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the control plane")
+	namespace := flag.String("namespace", "", "namespace whose pods to sync")
+	expect := flag.Int("expect", -1, "pods the namespace holds")
+	strip := flag.Bool("strip", false, "strip managedFields with a transform")
+	latency := flag.Int("latency", 0, "labelled updates to wait for after the sync")
+	flag.Parse()
+	if err := run(start, *kubeconfig, *namespace, *expect, *strip, *latency); err != nil {
+		fmt.Fprintln(os.Stderr, "informer-peer:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func run(start time.Time, kubeconfig, namespace string, expect int, strip bool, want int) error {
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	opts := []informers.SharedInformerOption{informers.WithNamespace(namespace)}
+	if strip {
+		opts = append(opts, informers.WithTransform(func(obj any) (any, error) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				pod.ManagedFields = nil
+			}
+			return obj, nil
+		}))
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
+	informer := factory.Core().V1().Pods().Informer()
+
+	var mu sync.Mutex
+	seen := make(map[int]int64, want)
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, newObj any) {
+			if want == 0 {
+				return
+			}
+			pod, ok := newObj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			seq, err := strconv.Atoi(pod.Labels[seqLabel])
+			if err != nil {
+				return
+			}
+			now := time.Now().UnixNano()
+			mu.Lock()
+			if _, dup := seen[seq]; !dup {
+				seen[seq] = now
+			}
+			mu.Unlock()
+		},
+	}); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	// Polled every millisecond like the Rust contenders (WaitForCacheSync polls every
+	// 100 ms, which would be client-go's handicap, not its speed).
+	for !informer.HasSynced() {
+		time.Sleep(time.Millisecond)
+	}
+	objects := len(informer.GetStore().ListKeys())
+	out := bufio.NewWriter(os.Stdout)
+	line, _ := json.Marshal(map[string]any{
+		"contender": "client-go",
+		"transform": strip,
+		"synced_ms": float64(time.Since(start).Nanoseconds()) / 1e6,
+		"rss_kib":   peakRSSKiB(),
+		"objects":   objects,
+	})
+	fmt.Fprintf(out, "%s\n", line)
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if objects != expect {
+		return fmt.Errorf("synced %d pods, expected %d in %s", objects, expect, namespace)
+	}
+	if want == 0 {
+		return nil
+	}
+
+	var closed atomic.Bool
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		closed.Store(true)
+	}()
+	var closedAt time.Time
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n >= want {
+			break
+		}
+		if closedAt.IsZero() && closed.Load() {
+			closedAt = time.Now()
+		}
+		if !closedAt.IsZero() && time.Since(closedAt) > grace {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	pairs := make([][2]int64, 0, len(seen))
+	for k, v := range seen {
+		pairs = append(pairs, [2]int64{int64(k), v})
+	}
+	mu.Unlock()
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0] < pairs[j][0] })
+	line, _ = json.Marshal(map[string]any{"seen": pairs})
+	fmt.Fprintf(out, "%s\n", line)
+	return out.Flush()
+}
+
+// peakRSSKiB is VmHWM from /proc/self/status, or -1.
+func peakRSSKiB() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) > 0 {
+				if v, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
+					return v
+				}
+			}
+		}
+	}
+	return -1
+}
