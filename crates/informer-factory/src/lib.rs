@@ -93,7 +93,10 @@
 //! ```
 //!
 //! - The **reflector** (kinformer-reflector) lists and watches on a Tokio task and writes
-//!   into the FIFO.
+//!   into the FIFO. As client-go v0.36 does by default (`WatchListClient`), it gets the
+//!   initial state with a streaming list (one watch event per object, decoded one at a
+//!   time) when the lister-watcher supports it, and falls back to List+Watch when the
+//!   server refuses; [`SharedIndexInformerBuilder::watch_list`] turns it off.
 //! - The **FIFO** (kinformer-deltafifo) is a [`DeltaFifo`](kinformer_deltafifo::DeltaFifo)
 //!   by default, or an [`InOrderFifo`](kinformer_deltafifo::InOrderFifo), per object or
 //!   atomic ([`FifoKind`]). It reads the store through its `KnownObjects` view for
