@@ -16,7 +16,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Args, BoxError, names, start};
+use common::{Args, BoxError, ensure_namespace, names, start};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{IndexFunc, everything, parse_selector};
 use kinformer::prelude::*;
@@ -74,6 +74,7 @@ pub async fn run(
 ) -> Result<Vec<String>, BoxError> {
     let selector = parse_selector(selector)?;
     if create {
+        ensure_namespace(&client, namespace).await?;
         let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
         for (name, app, node, images) in [
             ("web-0", "nginx", "node-a", vec!["nginx:1.27", "envoy:1.31"]),

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Args, BoxError, names, start, wait_for};
+use common::{Args, BoxError, ensure_namespace, names, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{IndexFunc, Indexers, parse_selector};
 use kinformer::prelude::*;
@@ -291,6 +291,7 @@ pub async fn demo(
     namespace: &str,
     out: &Output,
 ) -> Result<Summary, BoxError> {
+    ensure_namespace(&client, namespace).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     for (name, app, node) in PODS {
         let pod: Pod = serde_json::from_value(serde_json::json!({

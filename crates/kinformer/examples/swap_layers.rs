@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::{Args, BoxError, start, wait_for};
+use common::{Args, BoxError, ensure_namespace, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{Error as IndexerError, ThreadSafeStore, namespace_indexers};
 use kinformer::prelude::*;
@@ -178,6 +178,9 @@ impl std::fmt::Display for Report {
 /// Runs the informer (custom store, in-order FIFO) and a controller (custom limiter) until
 /// every pod of `namespace` has been reconciled, the first attempt of each failing.
 pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<Report, BoxError> {
+    if create {
+        ensure_namespace(&client, namespace).await?;
+    }
     let pods: Api<Pod> = Api::namespaced(client, namespace);
     if create {
         for name in ["swap-0", "swap-1", "swap-2"] {

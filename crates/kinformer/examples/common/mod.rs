@@ -110,6 +110,26 @@ pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) -> Result<(), 
     Ok(())
 }
 
+/// Creates `namespace` unless it exists. A fresh API server creates `default` shortly
+/// after it reports ready, so a program that starts with one should not assume it.
+pub async fn ensure_namespace(client: &kube::Client, namespace: &str) -> Result<(), BoxError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    if namespaces.get_opt(namespace).await?.is_some() {
+        return Ok(());
+    }
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(namespace.to_owned());
+    match namespaces
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Connects as `args` say: the kubeconfig's cluster, or a local control plane.
 pub async fn connect(args: &Args) -> Result<Cluster, BoxError> {
     if let Some(path) = &args.kubeconfig {
