@@ -258,11 +258,11 @@ async fn rule_29_live_a_panicking_handler_keeps_its_listener_and_spares_the_othe
 async fn rule_30_live_a_registration_syncs_once_its_handler_took_the_initial_adds() {
     let (informer, _pods) = pod_informer("synced", &["a", "b", "c"]).await;
     let slow = ResourceEventHandlerFuncs::<Pod>::new()
-        .add_func(|_, _| std::thread::sleep(Duration::from_millis(300)));
+        .add_func(|_, _| std::thread::sleep(Duration::from_millis(500)));
     let reg = informer.add_event_handler(slow).unwrap();
     let handle = informer.start().unwrap();
     eventually("the informer's sync", || informer.has_synced()).await;
-    assert!(!reg.has_synced(), "three 300 ms adds are not handled yet");
+    assert!(!reg.has_synced(), "three 500 ms adds are not handled yet");
     eventually("the registration's sync", || reg.has_synced()).await;
     assert_eq!(reg.pending(), 0);
     handle.stop().await.unwrap();
