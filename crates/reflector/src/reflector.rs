@@ -1,4 +1,5 @@
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -692,14 +693,15 @@ impl ResyncTimer {
 
 /// The objects of a streaming list until its end bookmark, in arrival order.
 struct TempStore<K> {
-    index: HashMap<ObjectKey, usize>,
+    /// foldhash, seeded per map, as the FIFOs' and the store's maps of the same keys.
+    index: HashMap<ObjectKey, usize, foldhash::fast::RandomState>,
     items: Vec<Option<Arc<K>>>,
 }
 
 impl<K> Default for TempStore<K> {
     fn default() -> Self {
         Self {
-            index: HashMap::new(),
+            index: HashMap::default(),
             items: Vec::new(),
         }
     }
@@ -708,10 +710,14 @@ impl<K> Default for TempStore<K> {
 impl<K: MetaObject> TempStore<K> {
     fn put(&mut self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
         let key = meta_namespace_key(&*obj)?;
-        match self.index.get(&key) {
-            Some(&i) => self.items[i] = Some(obj),
-            None => {
-                self.index.insert(key, self.items.len());
+        match self.index.entry(key) {
+            Entry::Occupied(e) => {
+                if let Some(slot) = self.items.get_mut(*e.get()) {
+                    *slot = Some(obj);
+                }
+            }
+            Entry::Vacant(e) => {
+                e.insert(self.items.len());
                 self.items.push(Some(obj));
             }
         }
@@ -721,8 +727,9 @@ impl<K: MetaObject> TempStore<K> {
     fn remove(&mut self, obj: &K) {
         if let Ok(key) = meta_namespace_key(obj)
             && let Some(i) = self.index.remove(&key)
+            && let Some(slot) = self.items.get_mut(i)
         {
-            self.items[i] = None;
+            *slot = None;
         }
     }
 
