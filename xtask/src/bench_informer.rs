@@ -67,7 +67,7 @@ const CHART_DIR: &str = "bench/informer/charts";
 struct Opts {
     /// Pod counts, comma-separated (50000 too on a bigger machine; 0 shows the fixed cost
     /// of starting a process and its client).
-    #[arg(long, value_delimiter = ',', default_values_t = [1000usize, 10000])]
+    #[arg(long, value_delimiter = ',', default_values_t = [0usize, 1000, 10000])]
     pods: Vec<usize>,
     /// Runs per contender, pod count and transform; the median is reported.
     #[arg(long, default_value_t = 9)]
@@ -1146,6 +1146,6 @@ mod tests {
         assert_eq!(o.pods, [100, 2000]);
         assert_eq!(o.runs, 3);
         let d = Opts::parse_from(["x"]);
-        assert_eq!(d.pods, [1000, 10000]);
+        assert_eq!(d.pods, [0, 1000, 10000]);
     }
 }
