@@ -12,8 +12,9 @@ use kinformer_core::{
 };
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item, TransformFn};
 use kinformer_indexer::{Indexer, Indexers, Lister, Store, ThreadSafeStore, namespace_indexers};
-use kinformer_reflector::{ListerWatcher, Reflector, ReflectorStatus, WatchErrorHandler};
-use tokio::task::JoinHandle;
+use kinformer_reflector::{
+    ListerWatcher, Reflector, ReflectorStatus, TaskHandle, WatchErrorHandler,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -448,10 +449,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             prepared,
             cancel.clone(),
         ));
-        Ok(InformerHandle {
-            cancel,
-            task: Some(task),
-        })
+        Ok(TaskHandle::new(cancel, task))
     }
 
     /// Marks the informer started and builds its FIFO and reflector.
@@ -756,47 +754,9 @@ impl<K: MetaObject + Send + Sync + 'static> Registration<K> {
     }
 }
 
-/// A running informer, from [`SharedIndexInformer::start`]. Dropping it stops the informer.
-#[derive(Debug)]
-pub struct InformerHandle {
-    cancel: CancellationToken,
-    task: Option<JoinHandle<Result<(), Error>>>,
-}
-
-impl InformerHandle {
-    /// The token that stops the informer when cancelled.
-    pub fn cancellation_token(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-
-    /// Whether the informer's task has ended.
-    pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(JoinHandle::is_finished)
-    }
-
-    /// Stops the informer and waits until its task has ended.
-    ///
-    /// # Errors
-    /// What [`SharedIndexInformer::run`] returned.
-    ///
-    /// # Panics
-    /// Resumes a panic of the informer's task.
-    pub async fn stop(mut self) -> Result<(), Error> {
-        self.cancel.cancel();
-        let Some(task) = self.task.take() else {
-            return Ok(());
-        };
-        match task.await {
-            Ok(r) => r,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Ok(()),
-        }
-    }
-}
-
-impl Drop for InformerHandle {
-    fn drop(&mut self) {
-        // The task cleans up after itself once it sees the cancellation.
-        self.cancel.cancel();
-    }
-}
+/// A running informer, from [`SharedIndexInformer::start`]: its
+/// [`cancellation_token`](TaskHandle::cancellation_token), [`is_finished`](TaskHandle::is_finished)
+/// and [`stop`](TaskHandle::stop), which stops the informer, waits until its task has ended
+/// and returns what [`SharedIndexInformer::run`] returned. Dropping it stops the informer
+/// (its task is aborted; the informer cleans up as when `run`'s future is dropped).
+pub type InformerHandle = TaskHandle<Error>;

@@ -135,6 +135,7 @@ pub mod fake;
 mod kube_lister_watcher;
 mod lister_watcher;
 mod reflector;
+mod task;
 
 pub use backoff::Backoff;
 pub use error::{ApiStatus, BoxError, Error};
@@ -146,3 +147,4 @@ pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorHandle, ReflectorStatus,
     WatchErrorHandler,
 };
+pub use task::TaskHandle;

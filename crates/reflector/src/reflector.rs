@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kinformer_core::{MetaObject, ObjectKey, Sink, meta_namespace_key};
-use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::backoff::{BackoffState, random_watch_timeout};
-use crate::{Backoff, Error, ListOptions, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+use crate::{
+    Backoff, Error, ListOptions, ListerWatcher, TaskHandle, WatchEvent, WatchOptions, WatchStream,
+};
 
 /// client-go's page size for lists.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -204,8 +205,7 @@ where
         let status = self.status();
         let task = rt.spawn(self.run(cancel.clone()));
         Ok(ReflectorHandle {
-            cancel,
-            task: Some(task),
+            task: TaskHandle::new(cancel, task),
             status,
         })
     }
@@ -889,8 +889,7 @@ impl ReflectorStatus {
 
 /// A reflector running on its own task. Dropping the handle stops it.
 pub struct ReflectorHandle {
-    cancel: CancellationToken,
-    task: Option<JoinHandle<Result<(), Error>>>,
+    task: TaskHandle<Error>,
     status: ReflectorStatus,
 }
 
@@ -911,7 +910,7 @@ impl ReflectorHandle {
 
     /// Whether the task has ended (stopped, or the sink was closed).
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+        self.task.is_finished()
     }
 
     /// Stops the reflector and waits until its task has ended.
@@ -922,24 +921,7 @@ impl ReflectorHandle {
     ///
     /// # Panics
     /// Resumes a panic of the reflector's task (one raised by a sink or an error handler).
-    pub async fn stop(mut self) -> Result<(), Error> {
-        self.cancel.cancel();
-        let Some(task) = self.task.take() else {
-            return Ok(());
-        };
-        match task.await {
-            Ok(r) => r,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Ok(()),
-        }
-    }
-}
-
-impl Drop for ReflectorHandle {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+    pub async fn stop(self) -> Result<(), Error> {
+        self.task.stop().await
     }
 }
