@@ -226,6 +226,83 @@ impl<K> InFlight<K> {
     }
 }
 
+/// The trait glue both FIFOs share: `PopDone`, `FifoQueue` and `Sink` over their inherent
+/// methods. Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
+/// `closed`, `waiters`) and a `take` that pops the next item under the lock.
+macro_rules! fifo_traits {
+    ($fifo:ident) => {
+        impl<K: Send + Sync + 'static> $crate::PopDone<K> for $fifo<K> {
+            fn pop_done(&self, item: &$crate::Item<K>, token: usize) {
+                let mut st = self.state.lock();
+                if !st.in_flight.is_empty() {
+                    for key in item.keys() {
+                        st.in_flight.release(key);
+                    }
+                }
+                st.progress.done(token);
+            }
+        }
+
+        impl<K: Send + Sync + 'static> $crate::FifoQueue<K> for $fifo<K> {
+            fn poll_pop(
+                &self,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Result<$crate::Popped<'_, K>, $crate::Error>> {
+                let mut st = self.state.lock();
+                if let Some(p) = self.take(&mut st) {
+                    return std::task::Poll::Ready(Ok(p));
+                }
+                if st.closed {
+                    return std::task::Poll::Ready(Err($crate::Error::Closed));
+                }
+                st.waiters.register(cx.waker());
+                std::task::Poll::Pending
+            }
+            fn try_pop(&self) -> Result<Option<$crate::Popped<'_, K>>, $crate::Error> {
+                $fifo::try_pop(self)
+            }
+            fn has_synced(&self) -> bool {
+                $fifo::has_synced(self)
+            }
+            fn close(&self) {
+                $fifo::close(self);
+            }
+            fn is_closed(&self) -> bool {
+                $fifo::is_closed(self)
+            }
+            fn len(&self) -> usize {
+                $fifo::len(self)
+            }
+        }
+
+        impl<K: Send + Sync + 'static> kinformer_core::Sink<K> for $fifo<K> {
+            fn add(&self, obj: std::sync::Arc<K>) -> Result<(), kinformer_core::Error> {
+                Ok($fifo::add(self, obj)?)
+            }
+            fn update(&self, obj: std::sync::Arc<K>) -> Result<(), kinformer_core::Error> {
+                Ok($fifo::update(self, obj)?)
+            }
+            fn delete(&self, obj: std::sync::Arc<K>) -> Result<(), kinformer_core::Error> {
+                Ok($fifo::delete(self, obj)?)
+            }
+            fn replace(
+                &self,
+                list: Vec<std::sync::Arc<K>>,
+                resource_version: &str,
+            ) -> Result<(), kinformer_core::Error> {
+                Ok($fifo::replace(self, list, resource_version)?)
+            }
+            fn resync(&self) -> Result<(), kinformer_core::Error> {
+                Ok($fifo::resync(self)?)
+            }
+            fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
+                Ok($fifo::bookmark(self, resource_version)?)
+            }
+        }
+    };
+}
+pub(crate) use fifo_traits;
+
 #[cfg(test)]
 mod tests {
     use super::*;

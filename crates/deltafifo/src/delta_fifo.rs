@@ -2,11 +2,9 @@ use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use kinformer_core::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, MetaObject, ObjectKey,
-    Sink,
 };
 use parking_lot::Mutex;
 
@@ -15,7 +13,7 @@ use crate::common::{
     wake_all,
 };
 use crate::queue::PopFuture;
-use crate::{Error, FifoQueue, Item, PopDone, Popped};
+use crate::{Error, FifoQueue, Item, Popped};
 
 /// client-go's DeltaFIFO: the deltas of each key gathered in one list, keys popped in the
 /// order they were first queued.
@@ -435,6 +433,16 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         self.state.lock().progress.has_synced()
     }
 
+    /// The watch reached `resource_version`. A DeltaFIFO does not track versions: this
+    /// only checks that the FIFO is open.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after [`close`](Self::close).
+    pub fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
+        let _ = resource_version;
+        self.state.lock().check_open()
+    }
+
     /// Closes the FIFO (see [`FifoQueue::close`]).
     pub fn close(&self) {
         let mut st = self.state.lock();
@@ -522,77 +530,7 @@ fn dedup_deletes<K>(deltas: &mut Vec<Delta<K>>) {
     deltas.pop();
 }
 
-impl<K: Send + Sync + 'static> PopDone<K> for DeltaFifo<K> {
-    fn pop_done(&self, item: &Item<K>, token: usize) {
-        let mut st = self.state.lock();
-        if !st.in_flight.is_empty() {
-            for key in item.keys() {
-                st.in_flight.release(key);
-            }
-        }
-        st.progress.done(token);
-    }
-}
-
-impl<K: Send + Sync + 'static> FifoQueue<K> for DeltaFifo<K> {
-    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, K>, Error>> {
-        let mut st = self.state.lock();
-        if let Some(p) = self.take(&mut st) {
-            return Poll::Ready(Ok(p));
-        }
-        if st.closed {
-            return Poll::Ready(Err(Error::Closed));
-        }
-        st.waiters.register(cx.waker());
-        Poll::Pending
-    }
-
-    fn try_pop(&self) -> Result<Option<Popped<'_, K>>, Error> {
-        DeltaFifo::try_pop(self)
-    }
-
-    fn has_synced(&self) -> bool {
-        DeltaFifo::has_synced(self)
-    }
-
-    fn close(&self) {
-        DeltaFifo::close(self);
-    }
-
-    fn is_closed(&self) -> bool {
-        DeltaFifo::is_closed(self)
-    }
-
-    fn len(&self) -> usize {
-        DeltaFifo::len(self)
-    }
-}
-
-impl<K: Send + Sync + 'static> Sink<K> for DeltaFifo<K> {
-    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        Ok(DeltaFifo::add(self, obj)?)
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        Ok(DeltaFifo::update(self, obj)?)
-    }
-    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        Ok(DeltaFifo::delete(self, obj)?)
-    }
-    fn replace(
-        &self,
-        list: Vec<Arc<K>>,
-        resource_version: &str,
-    ) -> Result<(), kinformer_core::Error> {
-        Ok(DeltaFifo::replace(self, list, resource_version)?)
-    }
-    fn resync(&self) -> Result<(), kinformer_core::Error> {
-        Ok(DeltaFifo::resync(self)?)
-    }
-    /// A DeltaFIFO does not track versions: nothing to do, unless closed.
-    fn bookmark(&self, _resource_version: &str) -> Result<(), kinformer_core::Error> {
-        Ok(self.state.lock().check_open()?)
-    }
-}
+crate::common::fifo_traits!(DeltaFifo);
 
 impl<K> fmt::Debug for DeltaFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

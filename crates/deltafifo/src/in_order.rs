@@ -1,11 +1,9 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use kinformer_core::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, MetaObject, ObjectKey,
-    Sink,
 };
 use parking_lot::Mutex;
 
@@ -14,7 +12,7 @@ use crate::common::{
     wake_all,
 };
 use crate::queue::PopFuture;
-use crate::{Error, FifoQueue, Item, PopDone, Popped};
+use crate::{Error, FifoQueue, Item, Popped};
 
 /// client-go's largest batch (`defaultBatchSize`).
 pub const DEFAULT_BATCH_SIZE: usize = 1000;
@@ -594,76 +592,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> PopDone<K> for InOrderFifo<K> {
-    fn pop_done(&self, item: &Item<K>, token: usize) {
-        let mut st = self.state.lock();
-        if !st.in_flight.is_empty() {
-            for key in item.keys() {
-                st.in_flight.release(key);
-            }
-        }
-        st.progress.done(token);
-    }
-}
-
-impl<K: Send + Sync + 'static> FifoQueue<K> for InOrderFifo<K> {
-    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, K>, Error>> {
-        let mut st = self.state.lock();
-        if let Some(p) = self.take(&mut st) {
-            return Poll::Ready(Ok(p));
-        }
-        if st.closed {
-            return Poll::Ready(Err(Error::Closed));
-        }
-        st.waiters.register(cx.waker());
-        Poll::Pending
-    }
-
-    fn try_pop(&self) -> Result<Option<Popped<'_, K>>, Error> {
-        InOrderFifo::try_pop(self)
-    }
-
-    fn has_synced(&self) -> bool {
-        InOrderFifo::has_synced(self)
-    }
-
-    fn close(&self) {
-        InOrderFifo::close(self);
-    }
-
-    fn is_closed(&self) -> bool {
-        InOrderFifo::is_closed(self)
-    }
-
-    fn len(&self) -> usize {
-        InOrderFifo::len(self)
-    }
-}
-
-impl<K: Send + Sync + 'static> Sink<K> for InOrderFifo<K> {
-    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        Ok(InOrderFifo::add(self, obj)?)
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        Ok(InOrderFifo::update(self, obj)?)
-    }
-    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        Ok(InOrderFifo::delete(self, obj)?)
-    }
-    fn replace(
-        &self,
-        list: Vec<Arc<K>>,
-        resource_version: &str,
-    ) -> Result<(), kinformer_core::Error> {
-        Ok(InOrderFifo::replace(self, list, resource_version)?)
-    }
-    fn resync(&self) -> Result<(), kinformer_core::Error> {
-        Ok(InOrderFifo::resync(self)?)
-    }
-    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
-        Ok(InOrderFifo::bookmark(self, resource_version)?)
-    }
-}
+crate::common::fifo_traits!(InOrderFifo);
 
 impl<K> fmt::Debug for InOrderFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
