@@ -324,13 +324,15 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         self.inner.lock_deliver()
     }
 
-    /// Sets the transform that runs once on every incoming object before it is queued
-    /// (client-go's `SetTransform`), e.g. to drop `managedFields`.
+    /// Sets the transform that runs once on every object from the server before it is
+    /// queued (client-go's `SetTransform`), e.g. to drop `managedFields`.
     ///
-    /// It runs in the FIFO, so the reflector's whole first list is decoded before it
-    /// runs on any object. To keep that list small in memory too, drop fields while
-    /// decoding instead: `KubeListerWatcher::modify` (which the factory's
-    /// `transform_meta` uses) runs on each object as it is decoded.
+    /// It runs in the reflector as each object arrives (`Reflector::transform`): with the
+    /// default streaming list, one object at a time. A paged list is decoded page by page
+    /// first; `KubeListerWatcher::modify` (which the factory's `transform_meta` uses)
+    /// changes objects while they are decoded. Objects already cached (resyncs,
+    /// tombstones) are not transformed again. An error skips a watch event and fails a
+    /// list, which is retried.
     ///
     /// # Errors
     /// [`Error::AlreadyStarted`] once the informer has started.
@@ -465,23 +467,14 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let known: Arc<dyn kinformer_core::KnownObjects<K>> =
             Arc::new(StoreKnownObjects(Arc::clone(&inner.store)));
         let fifo: Arc<dyn FifoQueue<K>> = match inner.fifo_kind {
-            FifoKind::DeltaFifo => {
-                let mut b = DeltaFifo::builder().known_objects(known);
-                if let Some(t) = cfg.transform.clone() {
-                    b = b.transform(move |o| t(o));
-                }
-                Arc::new(b.build())
-            }
+            FifoKind::DeltaFifo => Arc::new(DeltaFifo::builder().known_objects(known).build()),
             FifoKind::InOrder | FifoKind::InOrderAtomic => {
-                let mut b = InOrderFifo::builder();
-                b = if inner.fifo_kind == FifoKind::InOrderAtomic {
+                let b = InOrderFifo::builder();
+                let b = if inner.fifo_kind == FifoKind::InOrderAtomic {
                     b.atomic(true).emit_bookmarks(true)
                 } else {
                     b.known_objects(known)
                 };
-                if let Some(t) = cfg.transform.clone() {
-                    b = b.transform(move |o| t(o));
-                }
                 Arc::new(b.build()?)
             }
         };
@@ -496,6 +489,11 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         }
         if let Some(on_error) = cfg.on_error.clone() {
             reflector = reflector.on_watch_error(move |e| on_error(e));
+        }
+        // In the reflector, not the FIFO: a streaming list then never holds every object
+        // untransformed at once (see `Reflector::transform`).
+        if let Some(t) = cfg.transform.clone() {
+            reflector = reflector.transform(t);
         }
         // The only place that sets them, under the config lock, once.
         let _ = inner.status.set(reflector.status());

@@ -162,6 +162,11 @@
 //!   as one store transaction (the `Indexer` trait has none): a lister may see part of a
 //!   batch. An atomic `ReplacedAll` is one `replace`.
 //! - A panicking handler is caught instead of crashing the process.
+//! - The transform ([`set_transform`](SharedIndexInformer::set_transform)) runs in the
+//!   reflector as each object arrives, not in the FIFO: a streaming initial list then
+//!   never holds every object untransformed at once. Objects already cached (resyncs,
+//!   tombstones) are not transformed again, where client-go's FIFO may re-transform them
+//!   (which is why it asks for an idempotent transform).
 //!
 //!
 //! # The factory

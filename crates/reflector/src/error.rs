@@ -71,6 +71,16 @@ pub enum Error {
     #[error("the sink refused a write: {0}")]
     Sink(#[source] kinformer_core::Error),
 
+    /// The transform ([`Reflector::transform`](crate::Reflector::transform)) refused an
+    /// object. A watch event is skipped and logged; in a list, the list fails and the
+    /// reflector relists after a backoff (as client-go, whose FIFO refuses the `Replace`).
+    #[error("the transform refused an object: {source}")]
+    Transform {
+        /// The transform's error.
+        #[source]
+        source: BoxError,
+    },
+
     /// A local failure of the client: the request could not be built (a malformed
     /// selector), credentials could not be loaded. The reflector backs off and retries,
     /// which helps only if the cause is transient: check the configuration.

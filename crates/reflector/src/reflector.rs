@@ -14,7 +14,8 @@ use tracing::Instrument;
 
 use crate::backoff::{BackoffState, random_watch_timeout};
 use crate::{
-    Backoff, Error, ListOptions, ListerWatcher, TaskHandle, WatchEvent, WatchOptions, WatchStream,
+    Backoff, BoxError, Error, ListOptions, ListerWatcher, TaskHandle, WatchEvent, WatchOptions,
+    WatchStream,
 };
 
 /// client-go's page size for lists.
@@ -50,6 +51,7 @@ pub struct Reflector<K, L, S> {
     page_size: Option<u32>,
     min_watch_timeout: Duration,
     watch_list: bool,
+    transform: Option<Transform<K>>,
     backoff: Backoff,
     on_error: WatchErrorHandler,
     shared: Arc<Shared>,
@@ -88,6 +90,7 @@ where
             page_size: None,
             min_watch_timeout: MIN_WATCH_TIMEOUT,
             watch_list: false,
+            transform: None,
             backoff: Backoff::default(),
             on_error: Arc::new(default_error_handler),
             shared: Arc::new(Shared::default()),
@@ -140,6 +143,25 @@ where
     pub fn watch_list(mut self, on: bool) -> Self {
         self.watch_list = on;
         self
+    }
+
+    /// Transforms every object that comes from the server (list items, watch events, the
+    /// objects of a streaming list) once, as it arrives, before the sink sees it: client-go's
+    /// `TransformFunc`, applied here rather than in the FIFO so that a streaming list never
+    /// holds every object untransformed at once. Objects the sink already holds (resyncs,
+    /// tombstones) are not transformed again. An error skips a watch event and fails a list
+    /// ([`Error::Transform`]).
+    #[must_use]
+    pub fn transform(mut self, transform: Transform<K>) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+
+    fn transformed(&self, obj: Arc<K>) -> Result<Arc<K>, Error> {
+        match &self.transform {
+            Some(t) => t(obj).map_err(|source| Error::Transform { source }),
+            None => Ok(obj),
+        }
     }
 
     /// The retry backoff (default: client-go's).
@@ -325,7 +347,11 @@ where
                         "continue token expired: full list instead"
                     );
                     let full = self.lw.list(&ListOptions::new(rv, None)).await?;
-                    listed.items = full.items;
+                    listed.items = full
+                        .items
+                        .into_iter()
+                        .map(|o| self.transformed(o))
+                        .collect::<Result<_, _>>()?;
                     listed.resource_version = full.resource_version;
                     listed.pages += 1;
                     return Ok(listed);
@@ -336,7 +362,9 @@ where
                 listed.resource_version = page.resource_version;
             }
             listed.pages += 1;
-            listed.items.extend(page.items);
+            for obj in page.items {
+                listed.items.push(self.transformed(obj)?);
+            }
             match page.continue_token {
                 Some(token) => {
                     opts.continue_token = Some(token);
@@ -402,7 +430,11 @@ where
                     events += 1;
                     match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                            if let Err(e) = temp.put(Arc::new(o)) {
+                            let o = match self.transformed(Arc::new(o)) {
+                                Ok(o) => o,
+                                Err(e) => break Some(e),
+                            };
+                            if let Err(e) = temp.put(o) {
                                 let e = Error::InvalidObject(e);
                                 tracing::warn!(error = %e, "skipping an object of the streaming list");
                                 self.report(&e);
@@ -576,17 +608,25 @@ where
                 Some(Err(e)) => return Err(e),
                 Some(Ok(ev)) => ev,
             };
+            let ev = match ev.map_object(|o| self.transformed(Arc::new(o))) {
+                Ok(ev) => ev,
+                Err(e) => {
+                    tracing::warn!(error = %e, "skipping a watch event");
+                    self.report(&e);
+                    continue;
+                }
+            };
             let (rv, written) = match ev {
-                WatchEvent::Added(o) => (rv_of(&o), self.sink.add(Arc::new(o))),
-                WatchEvent::Modified(o) => {
+                Transformed::Added(o) => (rv_of(&*o), self.sink.add(o)),
+                Transformed::Modified(o) => {
                     past_initial_adds = true;
-                    (rv_of(&o), self.sink.update(Arc::new(o)))
+                    (rv_of(&*o), self.sink.update(o))
                 }
-                WatchEvent::Deleted(o) => {
+                Transformed::Deleted(o) => {
                     past_initial_adds = true;
-                    (rv_of(&o), self.sink.delete(Arc::new(o)))
+                    (rv_of(&*o), self.sink.delete(o))
                 }
-                WatchEvent::Bookmark(b) => {
+                Transformed::Bookmark(b) => {
                     past_initial_adds = true;
                     let written = self.sink.bookmark(&b.resource_version);
                     (b.resource_version, written)
@@ -688,6 +728,28 @@ impl ResyncTimer {
 
     fn rearm(&mut self) {
         self.next = self.period.map(|p| Instant::now() + p);
+    }
+}
+
+/// A watch event whose object is in its `Arc` and transformed.
+enum Transformed<K> {
+    Added(Arc<K>),
+    Modified(Arc<K>),
+    Deleted(Arc<K>),
+    Bookmark(crate::Bookmark),
+}
+
+impl<K> WatchEvent<K> {
+    fn map_object(
+        self,
+        f: impl FnOnce(K) -> Result<Arc<K>, Error>,
+    ) -> Result<Transformed<K>, Error> {
+        Ok(match self {
+            Self::Added(o) => Transformed::Added(f(o)?),
+            Self::Modified(o) => Transformed::Modified(f(o)?),
+            Self::Deleted(o) => Transformed::Deleted(f(o)?),
+            Self::Bookmark(b) => Transformed::Bookmark(b),
+        })
     }
 }
 
@@ -886,6 +948,10 @@ impl ReflectorStatus {
         self.shared.syncs.load(Ordering::Relaxed)
     }
 }
+
+/// A change to every object the reflector receives, before its sink sees it; see
+/// [`Reflector::transform`].
+pub type Transform<K> = Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync>;
 
 /// A reflector running on its own task. Dropping the handle stops it.
 pub struct ReflectorHandle {
