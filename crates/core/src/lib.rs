@@ -41,4 +41,4 @@ pub use error::Error;
 pub use key::{ObjectKey, deletion_handling_key, meta_namespace_key, split_key};
 pub use known::KnownObjects;
 pub use object::MetaObject;
-pub use sink::Sink;
+pub use sink::{Sink, TransformFn};

@@ -96,6 +96,16 @@ impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
     }
 }
 
+/// Changes an object from the server once, before it is stored (client-go's
+/// `TransformFunc`): typically strips fields the program never reads, such as
+/// `managedFields`, to save memory. The reflector (`Reflector::transform`) and the FIFOs
+/// (their builders' `transform`) take one.
+///
+/// It gets the only reference to a freshly decoded object as a rule, so `Arc::make_mut`
+/// or `Arc::try_unwrap` edits in place without a copy. An error refuses the object.
+pub type TransformFn<K> =
+    Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;

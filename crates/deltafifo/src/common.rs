@@ -1,7 +1,6 @@
 //! What both FIFOs share: the key function and transform, initial-list bookkeeping, the
 //! waiting poppers and the in-flight keys.
 
-use std::error::Error as StdError;
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -13,17 +12,12 @@ use crate::Error;
 /// [`meta_namespace_key`] (`namespace/name`, or `name`).
 pub type KeyFn<K> = Arc<dyn Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync>;
 
-/// Transforms every incoming object once, before it is queued (client-go's
-/// `TransformFunc`): typically strips fields the program never reads, such as
-/// `managedFields`, to save memory.
-///
-/// It gets the reflector's `Arc`, usually the only reference, so `Arc::make_mut` or
-/// `Arc::try_unwrap` edits in place without a copy. It never sees a `Sync` delta's object
-/// (taken from the store, already transformed) nor a tombstone's. It runs on the
+/// Transforms every incoming object once, before it is queued: kinformer-core's
+/// [`TransformFn`](kinformer_core::TransformFn). In a FIFO it never sees a `Sync` delta's
+/// object (taken from the store, already transformed) nor a tombstone's; it runs on the
 /// reflector's task, outside the FIFO's lock, except for a DeltaFIFO delete (see
 /// [`DeltaFifo::delete`](crate::DeltaFifo::delete)); keep it fast.
-pub type TransformFn<K> =
-    Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, Box<dyn StdError + Send + Sync>> + Send + Sync>;
+pub use kinformer_core::TransformFn;
 
 /// The FIFOs' maps and sets: std's, with foldhash's seeded hasher.
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

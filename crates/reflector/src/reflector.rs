@@ -7,15 +7,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinformer_core::{MetaObject, ObjectKey, Sink, meta_namespace_key};
+use kinformer_core::{MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key};
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::backoff::{BackoffState, random_watch_timeout};
 use crate::{
-    Backoff, BoxError, Error, ListOptions, ListerWatcher, TaskHandle, WatchEvent, WatchOptions,
-    WatchStream,
+    Backoff, Error, ListOptions, ListerWatcher, TaskHandle, WatchEvent, WatchOptions, WatchStream,
 };
 
 /// client-go's page size for lists.
@@ -51,7 +50,7 @@ pub struct Reflector<K, L, S> {
     page_size: Option<u32>,
     min_watch_timeout: Duration,
     watch_list: bool,
-    transform: Option<Transform<K>>,
+    transform: Option<TransformFn<K>>,
     backoff: Backoff,
     on_error: WatchErrorHandler,
     shared: Arc<Shared>,
@@ -152,7 +151,7 @@ where
     /// tombstones) are not transformed again. An error skips a watch event and fails a list
     /// ([`Error::Transform`]).
     #[must_use]
-    pub fn transform(mut self, transform: Transform<K>) -> Self {
+    pub fn transform(mut self, transform: TransformFn<K>) -> Self {
         self.transform = Some(transform);
         self
     }
@@ -948,10 +947,6 @@ impl ReflectorStatus {
         self.shared.syncs.load(Ordering::Relaxed)
     }
 }
-
-/// A change to every object the reflector receives, before its sink sees it; see
-/// [`Reflector::transform`].
-pub type Transform<K> = Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync>;
 
 /// A reflector running on its own task. Dropping the handle stops it.
 pub struct ReflectorHandle {

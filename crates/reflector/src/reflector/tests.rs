@@ -1011,7 +1011,7 @@ async fn a_streaming_list_object_without_a_name_is_reported_and_skipped() {
 // ---------------------------------------------------------------- transform
 
 /// Renames every object to `<name>'` and refuses the one named `bad`.
-fn prime() -> crate::Transform<Obj> {
+fn prime() -> kinformer_core::TransformFn<Obj> {
     Arc::new(|o: Arc<Obj>| {
         if o.name == "bad" {
             return Err("refused on purpose".into());
@@ -1083,7 +1083,7 @@ async fn the_transform_runs_on_each_object_of_a_streaming_list_as_it_arrives() {
     let tx = open_watch(&s.fake);
     let seen = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&seen);
-    let count_then_prime: crate::Transform<Obj> = Arc::new(move |o| {
+    let count_then_prime: kinformer_core::TransformFn<Obj> = Arc::new(move |o| {
         counted.fetch_add(1, Ordering::SeqCst);
         prime()(o)
     });
