@@ -7,7 +7,9 @@ import (
 	"reflect"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -71,10 +73,31 @@ func ms(v any) time.Duration {
 	return time.Duration(f * float64(time.Millisecond))
 }
 
-func limiterFrom(spec map[string]any) (workqueue.TypedRateLimiter[string], error) {
+// fakeClockBucket is client-go's TypedBucketRateLimiter (When = Limiter.Reserve().Delay())
+// with the token bucket reading the trace's fake clock instead of time.Now. With the real
+// clock, a delay past the burst shrinks by however long the machine took between two
+// calls, and a loaded machine turned 100 ms into 99 ms: the trace then differed from
+// kinformer's, whose bucket reads the same fake clock as the rest of the trace.
+type fakeClockBucket struct {
+	limiter *rate.Limiter
+	clock   clock.PassiveClock
+}
+
+func (b *fakeClockBucket) When(string) time.Duration {
+	now := b.clock.Now()
+	return b.limiter.ReserveN(now, 1).DelayFrom(now)
+}
+func (b *fakeClockBucket) NumRequeues(string) int { return 0 }
+func (b *fakeClockBucket) Forget(string)          {}
+
+func limiterFrom(spec map[string]any, clk clock.PassiveClock) (workqueue.TypedRateLimiter[string], error) {
 	switch spec["kind"] {
 	case "default":
-		return workqueue.DefaultTypedControllerRateLimiter[string](), nil
+		// client-go's DefaultTypedControllerRateLimiter, with the bucket on the fake clock.
+		return workqueue.NewTypedMaxOfRateLimiter[string](
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 1000*time.Second),
+			&fakeClockBucket{limiter: rate.NewLimiter(rate.Limit(10), 100), clock: clk},
+		), nil
 	case "exponential":
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](ms(spec["base_ms"]), ms(spec["max_ms"])), nil
 	case "fast_slow":
@@ -82,7 +105,7 @@ func limiterFrom(spec map[string]any) (workqueue.TypedRateLimiter[string], error
 		return workqueue.NewTypedItemFastSlowRateLimiter[string](ms(spec["fast_ms"]), ms(spec["slow_ms"]), int(n)), nil
 	case "max_wait":
 		inner, _ := spec["inner"].(map[string]any)
-		l, err := limiterFrom(inner)
+		l, err := limiterFrom(inner, clk)
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +115,7 @@ func limiterFrom(spec map[string]any) (workqueue.TypedRateLimiter[string], error
 		var ls []workqueue.TypedRateLimiter[string]
 		for _, s := range specs {
 			m, _ := s.(map[string]any)
-			l, err := limiterFrom(m)
+			l, err := limiterFrom(m, clk)
 			if err != nil {
 				return nil, err
 			}
@@ -122,7 +145,7 @@ func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Wri
 		q = dq
 	case "rate_limiting":
 		spec, _ := header["limiter"].(map[string]any)
-		l, err := limiterFrom(spec)
+		l, err := limiterFrom(spec, clock)
 		if err != nil {
 			return err
 		}
@@ -131,7 +154,7 @@ func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Wri
 		dq, q = rq, rq
 	case "limiter":
 		spec, _ := header["limiter"].(map[string]any)
-		l, err := limiterFrom(spec)
+		l, err := limiterFrom(spec, clock)
 		if err != nil {
 			return err
 		}
