@@ -1,4 +1,4 @@
-//! etcd's JSON gateway (`/v3/...` on its client port): health and compaction.
+//! etcd's JSON gateway (`/v3/...` on its client port): health, revision and compaction.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;

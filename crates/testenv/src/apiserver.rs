@@ -1,0 +1,95 @@
+//! kube-apiserver: the key it signs service-account tokens with, its flags, and starting
+//! it on a free loopback port until it has written its serving certificate.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::Options;
+use crate::error::Error;
+use crate::ports::{START_ATTEMPTS, free_addr, port_taken};
+use crate::process::Process;
+use crate::workdir::write_private;
+
+/// How long the API server may take to write its certificate, and then to be ready.
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Writes the service-account signing key pair (`dir/sa.key`, `dir/sa.pub`), which the
+/// API server refuses to start without.
+pub(crate) fn write_service_account_key(dir: &Path) -> Result<(), Error> {
+    let sa_key =
+        rcgen::KeyPair::generate().map_err(|e| Error::Etcd(format!("generating a key: {e}")))?;
+    write_private(&dir.join("sa.key"), &sa_key.serialize_pem())?;
+    write_private(&dir.join("sa.pub"), &sa_key.public_key_pem())
+}
+
+/// The self-signed serving certificate the API server writes into its `--cert-dir`.
+pub(crate) fn serving_cert(dir: &Path) -> PathBuf {
+    dir.join("certs").join("apiserver.crt")
+}
+
+/// Starts the API server with `args`, logging to `dir/kube-apiserver.log`.
+pub(crate) fn spawn(bin: &Path, args: &[String], dir: &Path) -> Result<Process, Error> {
+    Process::spawn("kube-apiserver", bin, args, &dir.join("kube-apiserver.log"))
+}
+
+/// Starts the API server on a free port and waits until it has written its serving
+/// certificate (it does so before it serves). Returns the process, its address and the
+/// flags it was started with (to start it again on the same port).
+pub(crate) async fn start(
+    bin: &Path,
+    dir: &Path,
+    etcd_url: &str,
+    options: &Options,
+) -> Result<(Process, SocketAddr, Vec<String>), Error> {
+    let mut last_err = None;
+    for _ in 0..START_ATTEMPTS {
+        let addr = free_addr()?;
+        let args = args(dir, etcd_url, addr, options);
+        let mut apiserver = spawn(bin, &args, dir)?;
+        let cert = serving_cert(dir);
+        let start = Instant::now();
+        while !cert.is_file() {
+            if apiserver.exited().is_some() || start.elapsed() > READY_TIMEOUT {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if cert.is_file() {
+            return Ok((apiserver, addr, args));
+        }
+        let err = apiserver.not_ready("it wrote no serving certificate");
+        if !port_taken(&apiserver) {
+            return Err(err);
+        }
+        last_err = Some(err);
+    }
+    Err(last_err.unwrap_or(Error::State("the API server could not bind a port")))
+}
+
+fn args(dir: &Path, etcd_url: &str, addr: SocketAddr, options: &Options) -> Vec<String> {
+    let mut args = vec![
+        format!("--etcd-servers={etcd_url}"),
+        format!("--bind-address={}", addr.ip()),
+        format!("--advertise-address={}", addr.ip()),
+        format!("--secure-port={}", addr.port()),
+        format!("--cert-dir={}", dir.join("certs").display()),
+        "--endpoint-reconciler-type=none".into(),
+        "--service-account-issuer=https://kubernetes.default.svc".into(),
+        format!(
+            "--service-account-key-file={}",
+            dir.join("sa.pub").display()
+        ),
+        format!(
+            "--service-account-signing-key-file={}",
+            dir.join("sa.key").display()
+        ),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--authorization-mode=RBAC".into(),
+        format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+        "--disable-admission-plugins=ServiceAccount".into(),
+        format!("--watch-cache={}", options.watch_cache),
+    ];
+    args.extend(options.apiserver_args.iter().cloned());
+    args
+}
