@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kinformer_testenv::{ControlPlane, Options, pod};
 use kube::api::{
@@ -17,6 +18,18 @@ async fn create(pods: &Api<Pod>, name: &str) -> Pod {
     pods.create(&PostParams::default(), &pod(name))
         .await
         .expect("create pod")
+}
+
+/// A watch of `pods` from `rv`, which the server ends after `timeout_s` seconds.
+async fn watch_from(
+    pods: &Api<Pod>,
+    rv: &str,
+    timeout_s: u32,
+) -> BoxStream<'static, kube::Result<WatchEvent<Pod>>> {
+    pods.watch(&WatchParams::default().timeout(timeout_s), rv)
+        .await
+        .expect("start a watch")
+        .boxed()
 }
 
 /// The next watch event, failing the test after 30 s.
@@ -67,11 +80,7 @@ async fn create_list_and_watch_a_pod_over_tls() {
     let list = pods.list(&ListParams::default()).await.unwrap();
     assert!(list.items.is_empty());
     let rv = list.metadata.resource_version.unwrap();
-    let mut watch = pods
-        .watch(&WatchParams::default().timeout(60), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch = watch_from(&pods, &rv, 60).await;
 
     create(&pods, "web").await;
     expect_event(&mut watch, ("ADDED", "web")).await;
@@ -138,11 +147,7 @@ async fn a_watch_through_the_proxy_breaks_on_partition_and_a_new_one_works_after
         .metadata
         .resource_version
         .unwrap();
-    let mut watch = through
-        .watch(&WatchParams::default().timeout(120), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch = watch_from(&through, &rv, 120).await;
     create(&direct, "before").await;
     expect_event(&mut watch, ("ADDED", "before")).await;
 
@@ -169,11 +174,7 @@ async fn a_watch_through_the_proxy_breaks_on_partition_and_a_new_one_works_after
     );
 
     proxy.heal();
-    let mut watch = through
-        .watch(&WatchParams::default().timeout(120), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch = watch_from(&through, &rv, 120).await;
     expect_event(&mut watch, ("ADDED", "before")).await;
     expect_event(&mut watch, ("ADDED", "during")).await;
 }
@@ -276,11 +277,7 @@ async fn two_control_planes_run_at_once_and_one_survives_the_others_apiserver_re
     let list = pods_a.list(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
     let rv = list.metadata.resource_version.unwrap();
-    let mut watch = pods_a
-        .watch(&WatchParams::default().timeout(60), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch = watch_from(&pods_a, &rv, 60).await;
     create(&pods_a, "after-restart").await;
     expect_event(&mut watch, ("ADDED", "after-restart")).await;
 }
@@ -300,11 +297,7 @@ async fn with_the_watch_cache_on_a_compacted_rv_is_still_served_from_memory() {
     create(&pods, "c").await;
     let compacted = cp.compact_etcd().await.unwrap();
     assert!(compacted > old_rv.parse::<i64>().unwrap() + 1);
-    let mut watch = pods
-        .watch(&WatchParams::default().timeout(10), &old_rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch = watch_from(&pods, &old_rv, 10).await;
     expect_event(&mut watch, ("ADDED", "b")).await;
     expect_event(&mut watch, ("ADDED", "c")).await;
 }
