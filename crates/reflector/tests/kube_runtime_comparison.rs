@@ -23,13 +23,10 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{KubeListerWatcher, Reflector, reflector_client};
 use kinformer_testenv::{ControlPlane, Options};
 use kube::Api;
 use kube_runtime::WatchStreamExt;
 use kube_runtime::watcher::{self, Event};
-
-const MINUTE: Duration = Duration::from_secs(60);
 
 /// What kube-runtime's watcher emitted, one line per event.
 #[derive(Clone, Default)]
@@ -73,27 +70,20 @@ struct Row {
 }
 
 async fn scenario(cp: &ControlPlane, compact: bool) -> Row {
-    let ns = cp
-        .create_namespace(if compact {
-            "kr-compact"
-        } else {
-            "kr-partition"
-        })
-        .await
-        .unwrap();
-    let direct: Api<Pod> = Api::namespaced(cp.client().unwrap(), &ns);
-    create_pods(&direct, "p", 4).await;
-    let proxy = cp.proxy().unwrap();
+    let prefix = if compact {
+        "kr-compact"
+    } else {
+        "kr-partition"
+    };
+    let scene = Scene::behind_proxy(cp, prefix, 4).await;
+    let direct = &scene.direct;
+    let proxy = scene.proxy();
 
     // kinformer
-    let ours: Api<Pod> = Api::namespaced(reflector_client(proxy.admin_config()).unwrap(), &ns);
-    let sink = StateSink::new();
-    let h = Reflector::new(KubeListerWatcher::new(ours), Arc::clone(&sink))
-        .spawn()
-        .unwrap();
+    let run = scene.reflect();
 
     // kube-runtime, with its recommended backoff, through the same proxy
-    let theirs: Api<Pod> = Api::namespaced(proxy.client().unwrap(), &ns);
+    let theirs: Api<Pod> = Api::namespaced(proxy.client().unwrap(), &scene.ns);
     let emitted = Emitted::default();
     let e = emitted.clone();
     let task = tokio::spawn(async move {
@@ -113,21 +103,21 @@ async fn scenario(cp: &ControlPlane, compact: bool) -> Row {
     });
 
     eventually("both synced", MINUTE, || {
-        h.status().has_synced() && emitted.count("init_done") == 1
+        run.status().has_synced() && emitted.count("init_done") == 1
     })
     .await;
-    create_pod(&direct, "warmup").await;
-    let warm = format!("{ns}/warmup");
+    create_pod(direct, "warmup").await;
+    let warm = scene.key("warmup");
     eventually("both watching", MINUTE, || {
-        sink.adds().contains(&warm) && emitted.all().contains(&"apply warmup".to_string())
+        run.sink.adds().contains(&warm) && emitted.all().contains(&"apply warmup".to_string())
     })
     .await;
 
     proxy.partition();
-    let rv_at_cut: i64 = h.status().last_sync_resource_version().parse().unwrap();
-    delete_pod(&direct, "p-1").await;
-    delete_pod(&direct, "p-2").await;
-    create_pod(&direct, "new").await;
+    let rv_at_cut: i64 = run.status().last_sync_resource_version().parse().unwrap();
+    delete_pod(direct, "p-1").await;
+    delete_pod(direct, "p-2").await;
+    create_pod(direct, "new").await;
     if compact {
         let rev = cp.compact_etcd().await.unwrap();
         assert!(rev > rv_at_cut + 1);
@@ -136,7 +126,7 @@ async fn scenario(cp: &ControlPlane, compact: bool) -> Row {
     tokio::time::sleep(Duration::from_secs(2)).await;
     proxy.heal();
 
-    converge(&sink, &direct, 2 * MINUTE).await;
+    converge(&run.sink, direct, 2 * MINUTE).await;
     let gone = ["p-1", "p-2"];
     eventually("kube-runtime to catch up", 2 * MINUTE, || {
         let all = emitted.all();
@@ -150,9 +140,9 @@ async fn scenario(cp: &ControlPlane, compact: bool) -> Row {
 
     let our_deletes = gone
         .iter()
-        .filter(|g| sink.deletes().contains(&format!("{ns}/{g}")))
+        .filter(|g| run.sink.deletes().contains(&scene.key(g)))
         .count();
-    let last_replace = sink.replaces().last().cloned().unwrap_or_default().0;
+    let last_replace = run.sink.replaces().last().cloned().unwrap_or_default().0;
     let their_deletes = gone
         .iter()
         .map(|g| emitted.count(&format!("delete {g}")))
@@ -165,16 +155,14 @@ async fn scenario(cp: &ControlPlane, compact: bool) -> Row {
             "partition, heal"
         },
         ours_deletes: our_deletes,
-        ours_relists: h.status().syncs() - 1,
-        ours_absent_from_replace: gone
-            .iter()
-            .all(|g| !last_replace.contains(&format!("{ns}/{g}"))),
+        ours_relists: run.status().syncs() - 1,
+        ours_absent_from_replace: gone.iter().all(|g| !last_replace.contains(&scene.key(g))),
         theirs_deletes: their_deletes,
         theirs_relists: emitted.count("init_done") - 1,
         theirs_absent_from_init: gone.iter().all(|g| !their_init.contains(*g)),
     };
     task.abort();
-    h.stop().await.unwrap();
+    run.stop().await;
     row
 }
 

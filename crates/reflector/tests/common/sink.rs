@@ -1,0 +1,139 @@
+//! A sink that keeps the state it was given and a log of every call.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use kinformer_core::{Error as SinkError, MetaObject, Sink, meta_namespace_key};
+
+/// One call the reflector made on the sink.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    Add(String),
+    Update(String),
+    Delete(String),
+    Replace { keys: BTreeSet<String>, rv: String },
+    Resync,
+    Bookmark(String),
+}
+
+#[derive(Default)]
+struct State {
+    /// key -> resourceVersion: what a store fed by this sink would hold.
+    objects: BTreeMap<String, String>,
+    log: Vec<Call>,
+}
+
+/// A sink that applies what it gets to a map (replace = the list, as a store does) and
+/// logs every call.
+#[derive(Default)]
+pub struct StateSink {
+    state: Mutex<State>,
+}
+
+impl StateSink {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    pub fn objects(&self) -> BTreeMap<String, String> {
+        self.with(|s| s.objects.clone())
+    }
+
+    pub fn keys(&self) -> BTreeSet<String> {
+        self.with(|s| s.objects.keys().cloned().collect())
+    }
+
+    pub fn log(&self) -> Vec<Call> {
+        self.with(|s| s.log.clone())
+    }
+
+    /// What `pick` takes out of the log's calls, in order.
+    fn picked<T, C: FromIterator<T>>(&self, pick: impl FnMut(Call) -> Option<T>) -> C {
+        self.log().into_iter().filter_map(pick).collect()
+    }
+
+    pub fn replaces(&self) -> Vec<(BTreeSet<String>, String)> {
+        self.picked(|c| match c {
+            Call::Replace { keys, rv } => Some((keys, rv)),
+            _ => None,
+        })
+    }
+
+    pub fn deletes(&self) -> BTreeSet<String> {
+        self.picked(|c| match c {
+            Call::Delete(k) => Some(k),
+            _ => None,
+        })
+    }
+
+    pub fn adds(&self) -> BTreeSet<String> {
+        self.picked(|c| match c {
+            Call::Add(k) => Some(k),
+            _ => None,
+        })
+    }
+
+    /// An add or an update: the object is stored, the call logged as `call`.
+    fn store<K: MetaObject>(&self, o: &K, call: fn(String) -> Call) -> Result<(), SinkError> {
+        let k = key(o)?;
+        self.with(|s| {
+            s.objects.insert(k.clone(), rv(o));
+            s.log.push(call(k));
+        });
+        Ok(())
+    }
+}
+
+/// The object's `namespace/name`.
+pub fn key<K: MetaObject>(o: &K) -> Result<String, SinkError> {
+    Ok(meta_namespace_key(o)?.as_str().to_owned())
+}
+
+/// The object's resourceVersion ("" when it has none).
+pub fn rv<K: MetaObject>(o: &K) -> String {
+    o.object_resource_version().unwrap_or_default().to_owned()
+}
+
+impl<K: MetaObject + Send + Sync> Sink<K> for StateSink {
+    fn add(&self, o: Arc<K>) -> Result<(), SinkError> {
+        self.store(&*o, Call::Add)
+    }
+    fn update(&self, o: Arc<K>) -> Result<(), SinkError> {
+        self.store(&*o, Call::Update)
+    }
+    fn delete(&self, o: Arc<K>) -> Result<(), SinkError> {
+        let k = key(&*o)?;
+        self.with(|s| {
+            s.objects.remove(&k);
+            s.log.push(Call::Delete(k));
+        });
+        Ok(())
+    }
+    fn replace(&self, list: Vec<Arc<K>>, rv_: &str) -> Result<(), SinkError> {
+        let mut objects = BTreeMap::new();
+        for o in &list {
+            objects.insert(key(&**o)?, rv(&**o));
+        }
+        self.with(|s| {
+            let keys = objects.keys().cloned().collect();
+            s.objects = objects;
+            s.log.push(Call::Replace {
+                keys,
+                rv: rv_.to_owned(),
+            });
+        });
+        Ok(())
+    }
+    fn resync(&self) -> Result<(), SinkError> {
+        self.with(|s| s.log.push(Call::Resync));
+        Ok(())
+    }
+    fn bookmark(&self, rv_: &str) -> Result<(), SinkError> {
+        self.with(|s| s.log.push(Call::Bookmark(rv_.to_owned())));
+        Ok(())
+    }
+}

@@ -1,0 +1,63 @@
+//! Polling waits, and the timing of what was seen.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+
+use super::pods::truth;
+use super::sink::StateSink;
+
+/// How long a test waits for one step of a run.
+pub const MINUTE: Duration = Duration::from_secs(60);
+
+/// Polls `f` every 50 ms until it holds; fails the test after `limit`.
+pub async fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the sink holds exactly what the API server holds.
+pub async fn converge(sink: &StateSink, api: &Api<Pod>, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let want = truth(api).await;
+        if sink.objects() == want {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "the sink did not converge within {limit:?}:\n sink: {:?}\n server: {:?}",
+            sink.objects(),
+            want
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Asserts that the first `n` gaps between consecutive `times` follow the reflector's
+/// default backoff: gap `i` lies in `[0.8·2^i, 2·0.8·2^i + 0.5)` s (the delay doubles from
+/// 800 ms and its jitter adds up to as much again; half a second for scheduling). Returns
+/// all the gaps, in seconds.
+pub fn assert_doubling_backoff(times: &[Instant], n: usize) -> Vec<f64> {
+    let g: Vec<f64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64())
+        .collect();
+    assert!(g.len() >= n, "want {n} gaps, got {g:?}");
+    for (i, gap) in g.iter().take(n).enumerate() {
+        let lo = 0.8 * 2f64.powi(i as i32);
+        assert!(
+            *gap >= lo && *gap < 2.0 * lo + 0.5,
+            "gap {i}: {gap} s, want [{lo}, {}) s: {g:?}",
+            2.0 * lo
+        );
+    }
+    g
+}
