@@ -24,7 +24,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_indexer::{
-    IndexFunc, Indexer, Lister, Store, ThreadSafeStore, namespace_indexers, parse_selector,
+    IndexFunc, Indexer, KnownObjects, Lister, ThreadSafeStore, namespace_indexers, parse_selector,
 };
 
 #[path = "support/workload.rs"]

@@ -2,8 +2,7 @@
 
 use kinformer_core::ObjectKey;
 
-/// The error an index function may return: any error type, boxed.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+use kinformer_core::BoxError;
 
 /// What can go wrong in this crate. Every variant says what the caller can do about it.
 ///
@@ -83,8 +82,31 @@ impl Error {
     }
 }
 
+/// A key error as [`Error::Key`]; an error this crate boxed on its way through a
+/// [`Sink`](kinformer_core::Sink) (see the `From` impl the other way) as itself again;
+/// anything else as [`Error::Other`].
 impl From<kinformer_core::Error> for Error {
     fn from(e: kinformer_core::Error) -> Self {
-        Self::Key(e)
+        use kinformer_core::Error as Core;
+        match e {
+            Core::InvalidKey { .. } | Core::MissingName | Core::SlashInName { .. } => Self::Key(e),
+            Core::Other(boxed) => match boxed.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(other) => Self::Other(other),
+            },
+            other => Self::Other(Box::new(other)),
+        }
+    }
+}
+
+/// What a write through kinformer-core's [`Sink`](kinformer_core::Sink) reports: a key
+/// error as itself, anything else (a failing index function) boxed in
+/// [`kinformer_core::Error::Other`], from which it can be downcast back to this type.
+impl From<Error> for kinformer_core::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Key(e) => e,
+            other => Self::Other(Box::new(other)),
+        }
     }
 }

@@ -25,7 +25,7 @@ fn matches<K: MetaObject>(selector: &Selector, obj: &K) -> bool {
 /// ```
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_indexer::{everything, namespace_indexers, parse_selector, Lister, Store, ThreadSafeStore};
+/// use kinformer_indexer::{everything, namespace_indexers, parse_selector, Lister, ThreadSafeStore};
 ///
 /// let store = Arc::new(ThreadSafeStore::new(namespace_indexers()));
 /// for (ns, name, app) in [("default", "a", "nginx"), ("default", "b", "redis"), ("kube-system", "c", "nginx")] {

@@ -256,6 +256,17 @@ struct FactoryInner {
     state: Mutex<State>,
 }
 
+/// The last clone of the factory is gone: stop the informers it started (without waiting,
+/// as a drop cannot). An informer handle left alone would keep its informer running.
+impl Drop for FactoryInner {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for handle in &state.handles {
+            handle.cancellation_token().cancel();
+        }
+    }
+}
+
 /// Builds a [`SharedInformerFactory`]; see [`SharedInformerFactory::builder`].
 pub struct SharedInformerFactoryBuilder {
     config: Config,
@@ -533,7 +544,8 @@ impl SharedInformerFactory {
         }
         if let Some(t) = self.inner.config.transform.clone() {
             // While decoding, object by object: a list never holds every object with the
-            // fields the transform drops (see `KubeListerWatcher::modify`).
+            // fields the transform drops (see `KubeListerWatcher::modify`). Only there:
+            // each object goes through it exactly once, so it need not be idempotent.
             lw = lw.modify(move |obj: &mut K| t(obj.meta_mut()));
         }
         let config = &self.inner.config;
@@ -542,20 +554,11 @@ impl SharedInformerFactory {
             .get(&TypeId::of::<K>())
             .copied()
             .unwrap_or(config.default_resync);
-        let informer = SharedIndexInformer::builder(lw)
+        SharedIndexInformer::builder(lw)
             .name(id.to_string())
             .resync_period(resync)
             .fifo(config.fifo)
-            .build();
-        if let Some(t) = config.transform.clone() {
-            // Cannot fail: the informer was built just now and is not started.
-            let _ = informer.set_transform(move |mut obj: Arc<K>| {
-                // Unique at this point (fresh from decoding): no deep copy.
-                t(Arc::make_mut(&mut obj).meta_mut());
-                Ok(obj)
-            });
-        }
-        informer
+            .build()
     }
 
     /// Starts every informer requested so far that is not started yet, each on a Tokio

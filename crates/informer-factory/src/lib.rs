@@ -149,8 +149,8 @@
 //!
 //! # Stopping
 //!
-//! Cancelling [`run`](SharedIndexInformer::run)'s token, [`InformerHandle::stop`], or
-//! dropping either, stops the reflector, closes the FIFO and tells every listener to end:
+//! Cancelling [`run`](SharedIndexInformer::run)'s token, dropping its future, or
+//! [`InformerHandle::stop`] stops the reflector, closes the FIFO and tells every listener to end:
 //! a handler call in progress finishes on its thread, buffered notifications are dropped.
 //! Stop does not join listener threads (a handler stuck forever would hang it).
 //!

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kinformer_core::DeletedObject;
-use kinformer_indexer::{IndexFunc, Indexers, Store, parse_selector};
+use kinformer_indexer::{IndexFunc, Indexers, KnownObjects, parse_selector};
 use kinformer_informer_factory::{
     Error, FifoKind, FilteringResourceEventHandler, ResourceEventHandler,
     ResourceEventHandlerFuncs, SharedIndexInformer,

@@ -1,6 +1,6 @@
 //! Three layers swapped for your own through their traits: a custom rate limiter under
-//! the controller's queue, a custom store under the informer, and the in-order FIFO (in
-//! atomic mode) between reflector and informer.
+//! the controller's queue, a custom store under the informer, and a custom FIFO between
+//! reflector and informer.
 //!
 //! ```text
 //! cargo run -p kinformer --example swap_layers                      # local control plane
@@ -19,11 +19,16 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use common::{Args, BoxError, ensure_namespace, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::indexer::{Error as IndexerError, ThreadSafeStore, namespace_indexers};
+use kinformer::core::{Error as CoreError, Sink};
+use kinformer::deltafifo::{Error as FifoError, FifoQueue, InOrderFifo, Popped};
+use kinformer::indexer::{
+    Error as IndexerError, IndexerWriter, ThreadSafeStore, namespace_indexers,
+};
 use kinformer::prelude::*;
 use kube::Api;
 use kube::api::PostParams;
@@ -66,8 +71,9 @@ impl RateLimiter<ObjectKey> for FixedDelay {
 }
 
 /// Layer 2, the store: the default store behind an audit that counts the informer's
-/// writes (a place for metrics, or for mirroring the cache elsewhere). Any type
-/// implementing `Indexer` will do; listers need its namespace index.
+/// writes (a place for metrics, or for mirroring the cache elsewhere). Any type with the
+/// read side (`Indexer`, with `KnownObjects`) and the write side (`IndexerWriter`, with
+/// `Sink`) will do; listers need its namespace index.
 pub struct AuditedStore {
     inner: ThreadSafeStore<Pod>,
     writes: AtomicUsize,
@@ -85,46 +91,21 @@ impl AuditedStore {
     }
 }
 
-impl Store<Pod> for AuditedStore {
-    fn add(&self, obj: Arc<Pod>) -> Result<(), IndexerError> {
-        self.write();
-        self.inner.add(obj)
-    }
-    fn update(&self, obj: Arc<Pod>) -> Result<(), IndexerError> {
-        self.write();
-        self.inner.update(obj)
-    }
-    fn delete(&self, obj: &Pod) -> Result<(), IndexerError> {
-        self.write();
-        self.inner.delete(obj)
-    }
-    fn list(&self) -> Vec<Arc<Pod>> {
-        self.inner.list()
-    }
+impl KnownObjects<Pod> for AuditedStore {
     fn list_keys(&self) -> Vec<ObjectKey> {
         self.inner.list_keys()
-    }
-    fn get(&self, obj: &Pod) -> Result<Option<Arc<Pod>>, IndexerError> {
-        self.inner.get(obj)
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
         self.inner.get_by_key(key)
     }
-    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<(), IndexerError> {
-        self.write();
-        self.inner.replace(list, resource_version)
-    }
-    fn last_sync_resource_version(&self) -> String {
-        self.inner.last_sync_resource_version()
-    }
-    fn bookmark(&self, resource_version: &str) {
-        self.inner.bookmark(resource_version);
-    }
 }
 
 impl Indexer<Pod> for AuditedStore {
-    fn index(&self, index_name: &str, obj: &Pod) -> Result<Vec<Arc<Pod>>, IndexerError> {
-        self.inner.index(index_name, obj)
+    fn list(&self) -> Vec<Arc<Pod>> {
+        self.inner.list()
+    }
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<Pod>>, IndexerError> {
+        self.inner.by_index(index_name, value)
     }
     fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
         self.inner.index_keys(index_name, value)
@@ -132,14 +113,96 @@ impl Indexer<Pod> for AuditedStore {
     fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
         self.inner.list_index_func_values(index_name)
     }
-    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<Pod>>, IndexerError> {
-        self.inner.by_index(index_name, value)
-    }
     fn get_indexers(&self) -> Indexers<Pod> {
         self.inner.get_indexers()
     }
+    fn last_sync_resource_version(&self) -> String {
+        self.inner.last_sync_resource_version()
+    }
+}
+
+impl Sink<Pod> for AuditedStore {
+    fn add(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+        self.write();
+        Sink::add(&self.inner, obj)
+    }
+    fn update(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+        self.write();
+        Sink::update(&self.inner, obj)
+    }
+    fn delete(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+        self.write();
+        Sink::delete(&self.inner, obj)
+    }
+    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<(), CoreError> {
+        self.write();
+        Sink::replace(&self.inner, list, resource_version)
+    }
+    fn resync(&self) -> Result<(), CoreError> {
+        Ok(())
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), CoreError> {
+        self.inner.bookmark(resource_version)
+    }
+}
+
+impl IndexerWriter<Pod> for AuditedStore {
     fn add_indexers(&self, indexers: Indexers<Pod>) -> Result<(), IndexerError> {
         self.inner.add_indexers(indexers)
+    }
+}
+
+/// Layer 3, the queue between reflector and informer: client-go v1.36's in-order FIFO
+/// (atomic mode) behind a wrapper that counts what the reflector queues. Any `FifoQueue`
+/// will do: the informer builds it at start through `custom_fifo`.
+pub struct CountingFifo {
+    inner: InOrderFifo<Pod>,
+    queued: AtomicUsize,
+}
+
+impl CountingFifo {
+    fn queued(&self) -> Result<(), CoreError> {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Sink<Pod> for CountingFifo {
+    fn add(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+        Sink::add(&self.inner, obj).and_then(|()| self.queued())
+    }
+    fn update(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+        Sink::update(&self.inner, obj).and_then(|()| self.queued())
+    }
+    fn delete(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+        Sink::delete(&self.inner, obj).and_then(|()| self.queued())
+    }
+    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<(), CoreError> {
+        Sink::replace(&self.inner, list, resource_version).and_then(|()| self.queued())
+    }
+    fn resync(&self) -> Result<(), CoreError> {
+        Sink::resync(&self.inner)
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), CoreError> {
+        Sink::bookmark(&self.inner, resource_version)
+    }
+}
+
+impl FifoQueue<Pod> for CountingFifo {
+    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, Pod>, FifoError>> {
+        self.inner.poll_pop(cx)
+    }
+    fn has_synced(&self) -> bool {
+        FifoQueue::has_synced(&self.inner)
+    }
+    fn close(&self) {
+        FifoQueue::close(&self.inner);
+    }
+    fn is_closed(&self) -> bool {
+        FifoQueue::is_closed(&self.inner)
+    }
+    fn len(&self) -> usize {
+        FifoQueue::len(&self.inner)
     }
 }
 
@@ -163,14 +226,16 @@ pub struct Report {
     pub limiter_retries: usize,
     /// Writes the informer made to the custom store.
     pub store_writes: usize,
+    /// Writes the reflector made to the custom FIFO.
+    pub fifo_writes: usize,
 }
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "reconciled {} pods; the custom rate limiter delayed {} retries; the informer wrote {} times to the custom store",
-            self.reconciled, self.limiter_retries, self.store_writes
+            "reconciled {} pods; the custom rate limiter delayed {} retries; the informer wrote {} times to the custom store; the reflector wrote {} times to the custom FIFO",
+            self.reconciled, self.limiter_retries, self.store_writes, self.fifo_writes
         )
     }
 }
@@ -192,12 +257,22 @@ pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<
         }
     }
 
-    // Layers 2 and 3: the informer over the custom store, with the in-order FIFO.
+    // Layers 2 and 3: the informer over the custom store and the counting FIFO.
     let store = Arc::new(AuditedStore::new());
+    let fifo = Arc::new(CountingFifo {
+        inner: InOrderFifo::builder()
+            .atomic(true)
+            .emit_bookmarks(true)
+            .build()?,
+        queued: AtomicUsize::new(0),
+    });
     let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
         .name("pods")
-        .store(Arc::clone(&store) as Arc<dyn Indexer<Pod>>)
-        .fifo(FifoKind::InOrderAtomic)
+        .store(Arc::clone(&store))
+        .custom_fifo({
+            let fifo = Arc::clone(&fifo);
+            move |_known| fifo as Arc<dyn FifoQueue<Pod>>
+        })
         .build();
 
     // Layer 1: the controller's queue over the custom limiter.
@@ -254,5 +329,6 @@ pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<
         reconciled,
         limiter_retries: queue.limiter().asked.load(Ordering::Relaxed),
         store_writes: store.writes.load(Ordering::Relaxed),
+        fifo_writes: fifo.queued.load(Ordering::Relaxed),
     })
 }

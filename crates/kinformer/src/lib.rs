@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | [`core`] | kinformer-core | object keys (`namespace/name`), tombstones, `Delta` types, the `MetaObject` view of an object |
 //! | [`workqueue`] | kinformer-workqueue | the work queue, the delaying and the rate-limited queue, rate limiters, metrics hooks |
-//! | [`indexer`] | kinformer-indexer | the `Store` / `Indexer` traits, the thread-safe store, index functions, listers |
+//! | [`indexer`] | kinformer-indexer | the cache's read side (`Indexer`) and write side (`IndexerWriter`), the thread-safe store, index functions, listers |
 //! | [`deltafifo`] | kinformer-deltafifo | the DeltaFIFO and the in-order FIFO between the reflector and the store |
 //! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
 //! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
@@ -163,7 +163,9 @@ pub mod prelude {
     };
 
     // Stores, indexes, listers.
-    pub use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, NamespacedLister, Store};
+    pub use kinformer_indexer::{
+        IndexFunc, Indexer, Indexers, KnownObjects, Lister, NamespacedLister,
+    };
 
     // List and watch.
     pub use kinformer_reflector::{KubeListerWatcher, ListerWatcher, reflector_client};

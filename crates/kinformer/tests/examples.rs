@@ -84,7 +84,7 @@ async fn the_custom_index_example_answers_by_selector_node_and_image() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local control plane: cargo xtask test"]
-async fn the_swap_layers_example_goes_through_the_custom_limiter_and_store() {
+async fn the_swap_layers_example_goes_through_the_custom_limiter_store_and_fifo() {
     let (client, ns) = client_and_namespace("swap").await;
     let report = swap_layers::run(client, &ns, true).await.unwrap();
     assert_eq!(report.reconciled, 3, "{report}");
@@ -93,4 +93,5 @@ async fn the_swap_layers_example_goes_through_the_custom_limiter_and_store() {
         "one failed first attempt per pod: {report}"
     );
     assert!(report.store_writes >= 1, "{report}");
+    assert!(report.fifo_writes >= 1, "{report}");
 }

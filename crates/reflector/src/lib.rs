@@ -29,7 +29,7 @@
 //!     .resync_period(std::time::Duration::from_secs(30))
 //!     .on_watch_error(|e| eprintln!("reflector: {e}"))
 //!     .spawn()?;
-//! // ... until the program ends; dropping the handle stops the reflector.
+//! // ... until the program ends:
 //! handle.stop().await?;
 //! # Ok(())
 //! # }
@@ -117,7 +117,8 @@
 //! [`Reflector::run`] returns when its `CancellationToken` is cancelled; dropping its
 //! future stops everything at once, as the reflector spawns no task of its own (resync
 //! is a timer inside the same `select!`). [`Reflector::spawn`] runs it on a Tokio task
-//! whose [`ReflectorHandle`] cancels and aborts it when dropped. The sink's methods are
+//! until [`ReflectorHandle::stop`]; dropping the handle leaves it running, as dropping a
+//! Tokio `JoinHandle` does. The sink's methods are
 //! synchronous and are called from the reflector's task: they must not block for long.
 //!
 //! # Tracing

@@ -77,8 +77,9 @@ where
     S: Sink<K>,
 {
     /// A reflector that lists and watches through `lister_watcher` and writes to `sink`,
-    /// with client-go's defaults: no resync, pages of 500, watch timeouts of 5–10 min,
-    /// List+Watch (not streaming), backoff 800 ms–30 s, errors logged.
+    /// with client-go v0.36's defaults: no resync, pages of 500, watch timeouts of
+    /// 5–10 min, a streaming initial list when the lister-watcher supports it (else
+    /// List+Watch), backoff 800 ms–30 s, errors logged.
     pub fn new(lister_watcher: L, sink: S) -> Self {
         Self {
             lw: lister_watcher,
@@ -88,7 +89,7 @@ where
             should_resync: None,
             page_size: None,
             min_watch_timeout: MIN_WATCH_TIMEOUT,
-            watch_list: false,
+            watch_list: true,
             transform: None,
             backoff: Backoff::default(),
             on_error: Arc::new(default_error_handler),
@@ -136,8 +137,11 @@ where
         self
     }
 
-    /// Fetches the initial state with a streaming list (`sendInitialEvents`) instead of
-    /// a paged list, falling back to List+Watch when the server refuses it.
+    /// Whether to fetch the initial state with a streaming list (`sendInitialEvents`)
+    /// instead of a paged list, falling back to List+Watch when the server refuses it. On
+    /// by default, as client-go v0.36's `WatchListClient` gate; it takes effect only with
+    /// a lister-watcher that [supports it](ListerWatcher::supports_watch_list), as client-go
+    /// checks its lister-watcher too.
     #[must_use]
     pub fn watch_list(mut self, on: bool) -> Self {
         self.watch_list = on;
@@ -211,8 +215,8 @@ where
         .await
     }
 
-    /// Runs the reflector on a new Tokio task. Dropping the handle (or
-    /// [`ReflectorHandle::stop`]) stops it.
+    /// Runs the reflector on a new Tokio task until [`ReflectorHandle::stop`] (or the sink
+    /// closes). Dropping the handle leaves it running (see [`TaskHandle`]).
     ///
     /// # Errors
     /// [`Error::NoRuntime`] outside a Tokio runtime.
@@ -256,7 +260,7 @@ where
     /// one fails in a way that needs a relist. Returns why it gave up.
     async fn list_and_watch(&self, st: &mut RunState) -> Error {
         let mut first = None;
-        if self.watch_list {
+        if self.watch_list && self.lw.supports_watch_list() {
             match self.stream_list(st).await {
                 Ok(w) => first = Some(w),
                 Err(e @ Error::Sink(_)) => return e,
@@ -948,7 +952,9 @@ impl ReflectorStatus {
     }
 }
 
-/// A reflector running on its own task. Dropping the handle stops it.
+/// A reflector running on its own task: [`stop`](Self::stop) stops it and waits for it;
+/// dropping the handle leaves it running (see [`TaskHandle`]).
+#[must_use = "the handle is the way to stop the reflector and wait for it; dropping it leaves the reflector running"]
 pub struct ReflectorHandle {
     task: TaskHandle<Error>,
     status: ReflectorStatus,
@@ -972,6 +978,11 @@ impl ReflectorHandle {
     /// Whether the task has ended (stopped, or the sink was closed).
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
+    }
+
+    /// The token that stops the reflector when cancelled (without waiting for it).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.task.cancellation_token()
     }
 
     /// Stops the reflector and waits until its task has ended.

@@ -718,7 +718,8 @@ async fn a_streaming_list_syncs_only_at_the_initial_events_end_bookmark_and_the_
 {
     let s = Setup::new();
     let tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
     let w = &s.fake.watch_calls()[0];
     assert!(w.send_initial_events && w.allow_bookmarks);
@@ -760,7 +761,8 @@ async fn a_server_refusing_the_streaming_list_falls_back_to_list_and_watch() {
         .on_list(|_| Ok(ListPage::new(vec![obj("a", 3)], "10")));
     s.fake.push_watch(Err(status(422, "Invalid")));
     let _tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("the plain watch", || s.fake.watch_calls().len() == 2).await;
     let w = s.fake.watch_calls();
     assert!(w[0].send_initial_events);
@@ -785,7 +787,8 @@ async fn a_streaming_relist_uses_the_last_rv_and_an_expired_one_retries_at_rv_em
     // Round 2: the stream at "8" is expired too: retried at "".
     s.fake.push_watch(Err(status(410, "Expired")));
     let tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("three watches", || s.fake.watch_calls().len() == 3).await;
     let rvs: Vec<_> = s
         .fake
@@ -997,7 +1000,8 @@ async fn a_closed_sink_stops_the_reflector() {
 async fn a_streaming_list_object_without_a_name_is_reported_and_skipped() {
     let s = Setup::new();
     let tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("the watch", || !s.fake.watch_calls().is_empty()).await;
     tx.send(added("", 2));
     tx.send(added("ok", 3));
@@ -1087,7 +1091,8 @@ async fn the_transform_runs_on_each_object_of_a_streaming_list_as_it_arrives() {
         counted.fetch_add(1, Ordering::SeqCst);
         prime()(o)
     });
-    let h = spawn(s.reflector().watch_list(true).transform(count_then_prime));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector().transform(count_then_prime));
     until("the watch", || !s.fake.watch_calls().is_empty()).await;
     tx.send(added("a", 5));
     tx.send(added("b", 6));
@@ -1105,16 +1110,30 @@ async fn the_transform_runs_on_each_object_of_a_streaming_list_as_it_arrives() {
 // ---------------------------------------------------------------- cancellation
 
 #[tokio::test(start_paused = true)]
-async fn dropping_the_handle_stops_the_task_and_releases_the_watch() {
+async fn dropping_the_handle_leaves_the_task_running_and_its_token_stops_it() {
     let s = Setup::new();
     let tx = open_watch(&s.fake);
     let lw = Arc::new(s.fake.clone());
     let weak = Arc::downgrade(&lw);
     let h = Reflector::new(lw, Arc::clone(&s.sink)).spawn().unwrap();
     until("the watch", || !s.fake.watch_calls().is_empty()).await;
-    assert!(!tx.is_closed());
+    let token = h.cancellation_token();
     drop(h);
-    // Within a few scheduler turns the task is gone, with everything it held.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    // Detached, as a Tokio `JoinHandle`: still watching.
+    assert!(
+        !tx.is_closed(),
+        "a dropped handle must not stop the reflector"
+    );
+    tx.send(Ok(WatchEvent::Added(obj("late", 9))));
+    until("the event after the drop", || {
+        s.sink.calls().iter().any(|c| c.contains("late"))
+    })
+    .await;
+    // Cancelled: within a few scheduler turns the task is gone, with everything it held.
+    token.cancel();
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
