@@ -66,7 +66,6 @@
 //! shutdown of the queue by anyone else ends the workers the same way. A reconcile that
 //! never returns keeps `run` from returning.
 
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -323,14 +322,14 @@ where
     async fn reconcile_caught(&self, key: T) -> Outcome {
         let future = match std::panic::catch_unwind(AssertUnwindSafe(|| (self.reconcile)(key))) {
             Ok(future) => future,
-            Err(payload) => return Outcome::Panicked(panic_message(payload.as_ref())),
+            Err(payload) => return Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned()),
         };
         // The error is rendered inside the guarded future: a panicking `Display` is caught too.
         let guarded = AssertUnwindSafe(async move { future.await.map_err(|err| err.to_string()) });
         match guarded.catch_unwind().await {
             Ok(Ok(())) => Outcome::Ok,
             Ok(Err(error)) => Outcome::Failed(error),
-            Err(payload) => Outcome::Panicked(panic_message(payload.as_ref())),
+            Err(payload) => Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned()),
         }
     }
 
@@ -363,16 +362,6 @@ where
     }
 }
 
-/// The message of a panic payload (`&str` or `String`), or a placeholder.
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(message) = payload.downcast_ref::<&str>() {
-        (*message).to_owned()
-    } else if let Some(message) = payload.downcast_ref::<String>() {
-        message.clone()
-    } else {
-        "panic with a non-string payload".to_owned()
-    }
-}
 
 /// The event handler of most controllers: it only enqueues the object's key
 /// (`namespace/name`), the tombstone-aware way on delete (client-go's
