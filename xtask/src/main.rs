@@ -91,13 +91,11 @@ fn main() -> anyhow::Result<()> {
 /// status is the demo's.
 fn demo() -> anyhow::Result<()> {
     controlplane::build(false)?;
-    println!(
-        "running the pod controller (crates/kinformer/examples/pod_controller.rs) with --demo"
-    );
+    println!("running the pod controller (examples/pod_controller.rs) with --demo");
     let status = test::cargo(&[
         "run",
         "--package",
-        "kinformer",
+        "kinformer-examples",
         "--example",
         "pod_controller",
         "--",

@@ -197,16 +197,19 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;
+#[cfg(feature = "kube")]
 mod factory;
 mod handler;
 mod informer;
 mod listener;
 mod shared;
+mod sync;
 
 pub use error::Error;
+#[cfg(feature = "kube")]
 pub use factory::{
-    CacheSyncReport, HasSynced, InformerId, InformerOptions, SharedInformerFactory,
-    SharedInformerFactoryBuilder, wait_for_cache_sync,
+    CacheSyncReport, InformerId, InformerOptions, SharedInformerFactory,
+    SharedInformerFactoryBuilder,
 };
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
@@ -214,3 +217,4 @@ pub use informer::{
     SharedIndexInformerBuilder,
 };
 pub use shared::{HandlerRegistration, SharedInformer};
+pub use sync::{HasSynced, wait_for_cache_sync};

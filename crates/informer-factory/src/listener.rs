@@ -221,7 +221,6 @@ fn run_listener<K, H: ResourceEventHandler<K>>(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;

@@ -322,14 +322,20 @@ where
     async fn reconcile_caught(&self, key: T) -> Outcome {
         let future = match std::panic::catch_unwind(AssertUnwindSafe(|| (self.reconcile)(key))) {
             Ok(future) => future,
-            Err(payload) => return Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned()),
+            Err(payload) => {
+                return Outcome::Panicked(
+                    kinformer_core::panic_message(payload.as_ref()).to_owned(),
+                );
+            }
         };
         // The error is rendered inside the guarded future: a panicking `Display` is caught too.
         let guarded = AssertUnwindSafe(async move { future.await.map_err(|err| err.to_string()) });
         match guarded.catch_unwind().await {
             Ok(Ok(())) => Outcome::Ok,
             Ok(Err(error)) => Outcome::Failed(error),
-            Err(payload) => Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned()),
+            Err(payload) => {
+                Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned())
+            }
         }
     }
 
@@ -361,7 +367,6 @@ where
         }
     }
 }
-
 
 /// The event handler of most controllers: it only enqueues the object's key
 /// (`namespace/name`), the tombstone-aware way on delete (client-go's

@@ -168,14 +168,18 @@ pub mod prelude {
     };
 
     // List and watch.
-    pub use kinformer_reflector::{KubeListerWatcher, ListerWatcher, reflector_client};
+    pub use kinformer_reflector::ListerWatcher;
+    #[cfg(feature = "kube")]
+    pub use kinformer_reflector::{KubeListerWatcher, reflector_client};
 
     // Informers and handlers.
     pub use kinformer_informer_factory::{
-        FifoKind, FilteringResourceEventHandler, InformerHandle, InformerOptions, Registration,
+        FifoKind, FilteringResourceEventHandler, InformerHandle, Registration,
         ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformer,
-        SharedInformerFactory, wait_for_cache_sync,
+        wait_for_cache_sync,
     };
+    #[cfg(feature = "kube")]
+    pub use kinformer_informer_factory::{InformerOptions, SharedInformerFactory};
 
     // The worker loop.
     pub use crate::controller::{Controller, EnqueueKeys};

@@ -1,7 +1,6 @@
 use std::fmt;
 
-/// A boxed error from a layer below this crate (the HTTP client, TLS, the network).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+use kinformer_core::BoxError;
 
 /// The one error type of kinformer-reflector.
 ///
@@ -153,13 +152,20 @@ impl Error {
         matches!(self, Self::UnexpectedKind { .. } | Self::InvalidObject(_))
     }
 
-    pub(crate) fn unreachable(source: impl Into<BoxError>) -> Self {
+    /// [`Error::Unreachable`] from what the transport reported: how a [`ListerWatcher`]
+    /// says it could not reach its source (the reflector then re-watches after a backoff,
+    /// without a relist).
+    ///
+    /// [`ListerWatcher`]: crate::ListerWatcher
+    pub fn unreachable(source: impl Into<BoxError>) -> Self {
         Self::Unreachable {
             source: source.into(),
         }
     }
 
-    pub(crate) fn decode(what: impl Into<String>, detail: impl Into<String>) -> Self {
+    /// [`Error::Decode`]: `what` could not be decoded, for a reason that quotes nothing
+    /// from the body.
+    pub fn decode(what: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::Decode {
             what: what.into(),
             detail: detail.into(),
@@ -215,22 +221,6 @@ impl fmt::Display for ApiStatus {
             write!(f, ": {}", self.message)?;
         }
         Ok(())
-    }
-}
-
-impl From<kube::core::Status> for ApiStatus {
-    fn from(s: kube::core::Status) -> Self {
-        let (causes, cause_messages) = s
-            .details
-            .map(|d| d.causes.into_iter().map(|c| (c.reason, c.message)).unzip())
-            .unwrap_or_default();
-        Self {
-            code: s.code,
-            reason: s.reason,
-            message: s.message,
-            causes,
-            cause_messages,
-        }
     }
 }
 

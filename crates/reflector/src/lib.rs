@@ -132,15 +132,20 @@
 
 mod backoff;
 mod error;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
-mod kube_lister_watcher;
+#[cfg(feature = "kube")]
+mod kubernetes;
 mod lister_watcher;
 mod reflector;
 mod task;
 
 pub use backoff::Backoff;
-pub use error::{ApiStatus, BoxError, Error};
-pub use kube_lister_watcher::{KubeListerWatcher, reflector_client};
+pub use error::{ApiStatus, Error};
+/// Re-exported from kinformer-core: the boxed cause inside [`Error::Unreachable`] and others.
+pub use kinformer_core::BoxError;
+#[cfg(feature = "kube")]
+pub use kubernetes::{KubeListerWatcher, reflector_client};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };

@@ -16,8 +16,15 @@ use tokio_util::sync::CancellationToken;
 /// handle thrown away (not behind `?`, which the lint does not look through).
 ///
 /// ```compile_fail
-/// use kinformer_reflector::fake::FakeListerWatcher;
 /// use kinformer_reflector::Reflector;
+/// # use futures::future::BoxFuture;
+/// # use k8s_openapi::api::core::v1::Pod;
+/// # use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+/// # struct Quiet;
+/// # impl ListerWatcher<Pod> for Quiet {
+/// #     fn list<'a>(&'a self, _: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// #     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// # }
 /// # use std::sync::Arc;
 /// # struct Nothing;
 /// # impl kinformer_core::Sink<k8s_openapi::api::core::v1::Pod> for Nothing {
@@ -29,15 +36,22 @@ use tokio_util::sync::CancellationToken;
 /// # }
 /// #[deny(unused_must_use)] // rustdoc allows `unused` lints in examples; crates do not
 /// async fn run() {
-///     Reflector::new(FakeListerWatcher::new(), Nothing).spawn().unwrap(); // error: unused handle
+///     Reflector::new(Quiet, Nothing).spawn().unwrap(); // error: unused handle
 /// }
 /// ```
 ///
 /// Keep it for as long as you may want to stop the task:
 ///
 /// ```
-/// # use kinformer_reflector::fake::FakeListerWatcher;
 /// # use kinformer_reflector::Reflector;
+/// # use futures::future::BoxFuture;
+/// # use k8s_openapi::api::core::v1::Pod;
+/// # use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+/// # struct Quiet;
+/// # impl ListerWatcher<Pod> for Quiet {
+/// #     fn list<'a>(&'a self, _: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// #     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// # }
 /// # use std::sync::Arc;
 /// # struct Nothing;
 /// # impl kinformer_core::Sink<k8s_openapi::api::core::v1::Pod> for Nothing {
@@ -48,7 +62,7 @@ use tokio_util::sync::CancellationToken;
 /// #     fn resync(&self) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// # }
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let handle = Reflector::new(FakeListerWatcher::new(), Nothing).spawn()?;
+/// let handle = Reflector::new(Quiet, Nothing).spawn()?;
 /// // ... the reflector runs until:
 /// handle.stop().await?;
 /// # Ok::<(), kinformer_reflector::Error>(())

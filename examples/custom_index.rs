@@ -3,8 +3,8 @@
 //! index of container images).
 //!
 //! ```text
-//! cargo run -p kinformer --example custom_index                     # local control plane, sample pods
-//! cargo run -p kinformer --example custom_index -- --kubeconfig ~/.kube/config -n kube-system --selector 'tier=control-plane'
+//! cargo run --example custom_index                     # local control plane, sample pods
+//! cargo run --example custom_index -- --kubeconfig ~/.kube/config -n kube-system --selector 'tier=control-plane'
 //! ```
 //!
 //! Against the local control plane it first creates sample pods on two nodes; against

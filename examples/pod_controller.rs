@@ -8,9 +8,9 @@
 //! label selector, and by a custom `byNode` index.
 //!
 //! ```text
-//! cargo run -p kinformer --example pod_controller                 # local control plane, until Ctrl-C
-//! cargo run -p kinformer --example pod_controller -- --demo       # scripted: create, update, delete, summary
-//! cargo run -p kinformer --example pod_controller -- --kubeconfig ~/.kube/config [--context C] [-n default]
+//! cargo run --example pod_controller                 # local control plane, until Ctrl-C
+//! cargo run --example pod_controller -- --demo       # scripted: create, update, delete, summary
+//! cargo run --example pod_controller -- --kubeconfig ~/.kube/config [--context C] [-n default]
 //! ```
 //!
 //! `cargo xtask demo` runs the `--demo` mode; `tests/demo.rs` checks its output.

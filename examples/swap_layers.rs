@@ -3,8 +3,8 @@
 //! reflector and informer.
 //!
 //! ```text
-//! cargo run -p kinformer --example swap_layers                      # local control plane
-//! cargo run -p kinformer --example swap_layers -- --kubeconfig ~/.kube/config -n my-namespace
+//! cargo run --example swap_layers                      # local control plane
+//! cargo run --example swap_layers -- --kubeconfig ~/.kube/config -n my-namespace
 //! ```
 //!
 //! Against the local control plane it creates three pods; each is reconciled twice: the

@@ -1,18 +1,18 @@
 //! The examples, run end to end against the real etcd + kube-apiserver of
 //! kinformer-testenv, each in a namespace of its own; the pod controller's `--demo` run is
 //! what `cargo xtask demo` shows, and its output is checked here. Run with `cargo xtask
-//! test` (or `cargo test -p kinformer --test examples -- --include-ignored` once the
-//! control plane is built).
+//! test` (or `cargo test -p kinformer-examples --test examples -- --include-ignored` once
+//! the control plane is built).
 // Each example includes the shared `common` module; here they are three modules of one crate.
 #![allow(clippy::duplicate_mod)]
 
-#[path = "../examples/custom_index.rs"]
+#[path = "../custom_index.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod custom_index;
-#[path = "../examples/pod_controller.rs"]
+#[path = "../pod_controller.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod pod_controller;
-#[path = "../examples/swap_layers.rs"]
+#[path = "../swap_layers.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod swap_layers;
 
