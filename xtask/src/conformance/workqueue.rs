@@ -41,8 +41,9 @@ fn limiter_spec(rng: &mut Rng, depth: u32) -> Value {
 }
 
 /// A random trace for `seed`: one of the three queues or a bare limiter, 30-90
-/// operations over five items. Workers only `done` what they hold (`done_oldest`), and no
-/// drain is generated (its observation is a timeout; the hand-written traces cover it).
+/// operations over five items (a bare limiter's steps move its bucket's clock). Workers
+/// only `done` what they hold (`done_oldest`), and no drain is generated (its observation
+/// is a timeout; the hand-written traces cover it).
 pub(crate) fn generate(seed: u64) -> String {
     let mut rng = Rng::new(seed);
     let queue = *rng.pick(&["basic", "delaying", "rate_limiting", "limiter"]);
@@ -58,7 +59,9 @@ pub(crate) fn generate(seed: u64) -> String {
             match rng.below(10) {
                 0..=6 => json!({ "op": "when", "item": item }),
                 7 => json!({ "op": "forget", "item": item }),
-                _ => json!({ "op": "num_requeues", "item": item }),
+                8 => json!({ "op": "num_requeues", "item": item }),
+                // Moves the clock of a token bucket (the default limiter's), if any.
+                _ => json!({ "op": "step", "ms": rng.below(120) }),
             }
         } else {
             let timed = queue != "basic";
