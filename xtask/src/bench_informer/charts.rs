@@ -93,25 +93,14 @@ fn metric_chart(
             .y_desc(y_desc)
             .draw()?;
         for &c in Contender::for_strip(strip) {
-            let color = color(c);
             let points: Vec<(f64, f64)> = pods
                 .iter()
                 .zip(&xs)
                 .map(|(&n, &x)| (x, med(samples, (n, strip, c), f)))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(4))?
-                .label(c.name())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+            line(&mut chart, c, points, 4)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     root.present()?;
     Ok(())
@@ -152,7 +141,6 @@ fn latency_chart(
         .y_desc("fraction of updates")
         .draw()?;
     for (c, l) in latency {
-        let color = color(*c);
         #[allow(clippy::cast_precision_loss)]
         let total = l.from_send.len().max(1) as f64;
         #[allow(clippy::cast_precision_loss)]
@@ -163,19 +151,51 @@ fn latency_chart(
             .filter(|(_, v)| **v <= hi)
             .map(|(i, &v)| (v, (i + 1) as f64 / total))
             .collect();
-        chart
-            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
-            .label(c.name())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        line(&mut chart, *c, points, 0)?;
     }
+    legend(&mut chart, SeriesLabelPosition::LowerRight)?;
+    root.present()?;
+    Ok(())
+}
+
+/// A chart of this module: an SVG with numbers on both axes.
+type Chart<'a, 'b> = plotters::chart::ChartContext<
+    'a,
+    plotters::prelude::SVGBackend<'b>,
+    plotters::coord::cartesian::Cartesian2d<
+        plotters::coord::types::RangedCoordf64,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+/// Draws contender `c`'s line through `points` (a dot of `dot_size` at each, none for 0)
+/// and its legend entry.
+fn line(
+    chart: &mut Chart<'_, '_>,
+    c: Contender,
+    points: Vec<(f64, f64)>,
+    dot_size: u32,
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let color = color(c);
+    chart
+        .draw_series(LineSeries::new(points, color.stroke_width(2)).point_size(dot_size))?
+        .label(c.name())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+    Ok(())
+}
+
+/// The legend, in a white box at `position`.
+fn legend<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    position: plotters::chart::SeriesLabelPosition,
+) -> anyhow::Result<()> {
+    use plotters::prelude::*;
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(position)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
     Ok(())
 }

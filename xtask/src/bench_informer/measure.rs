@@ -2,7 +2,6 @@
 //! the report and the charts take of them.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -21,6 +20,34 @@ const SEQ_LABEL: &str = "kinformer-bench/seq";
 /// A second label that makes every patch a change, also when a pod gets a sequence
 /// number it had before (from an earlier contender's round).
 const ROUND_LABEL: &str = "kinformer-bench/round";
+
+/// What the runs on one pod count share: the runtime that patches, the programs, the
+/// control plane, the pods (their namespace and names) and the options.
+pub(super) struct Setup<'a> {
+    pub(super) rt: &'a tokio::runtime::Runtime,
+    pub(super) bins: &'a Binaries,
+    pub(super) cp: &'a kinformer_testenv::ControlPlane,
+    pub(super) api: &'a Api<Pod>,
+    pub(super) ns: &'a str,
+    pub(super) names: &'a [String],
+    pub(super) opts: &'a Opts,
+}
+
+impl Setup<'_> {
+    /// Starts `c` on these pods (with `latency` > 0, to report that many sequence numbers
+    /// after the sync).
+    fn spawn(&self, c: Contender, strip: bool, latency: usize) -> anyhow::Result<Running> {
+        Running::spawn(
+            self.bins,
+            c,
+            self.cp.kubeconfig(),
+            self.ns,
+            self.names.len(),
+            strip,
+            latency,
+        )
+    }
+}
 
 /// One sync run.
 #[derive(Debug, Clone, Copy)]
@@ -61,15 +88,9 @@ pub(super) struct ChurnStep {
 
 /// One initial sync: spawns the contender, times it to its result line and reads the peak
 /// RSS it reports.
-pub(super) fn sync_once(
-    bins: &Binaries,
-    c: Contender,
-    kubeconfig: &Path,
-    ns: &str,
-    n: usize,
-    strip: bool,
-) -> anyhow::Result<Sample> {
-    let mut run = Running::spawn(bins, c, kubeconfig, ns, n, strip, 0)?;
+pub(super) fn sync_once(setup: &Setup<'_>, c: Contender, strip: bool) -> anyhow::Result<Sample> {
+    let n = setup.names.len();
+    let mut run = setup.spawn(c, strip, 0)?;
     let v = run.next_json(RUN_TIMEOUT)?;
     let spawn_ms = run.spawned.elapsed().as_secs_f64() * 1e3;
     run.finish()?;
@@ -91,30 +112,20 @@ pub(super) fn sync_once(
 /// Event latency of one contender: once it has synced, patches `--latency-patches` pods at
 /// `--latency-rate` and pairs each patch's send and response times with when the handler
 /// saw it.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn latency(
-    rt: &tokio::runtime::Runtime,
-    bins: &Binaries,
-    c: Contender,
-    cp: &kinformer_testenv::ControlPlane,
-    api: &Api<Pod>,
-    ns: &str,
-    names: &[String],
-    opts: &Opts,
-    round: usize,
-) -> anyhow::Result<Latencies> {
-    let m = opts.latency_patches;
+pub(super) fn latency(setup: &Setup<'_>, c: Contender, round: usize) -> anyhow::Result<Latencies> {
+    let m = setup.opts.latency_patches;
     let mut step = Step::start(format!(
         "event latency: {}, {m} label patches at {}/s",
         c.name(),
-        opts.latency_rate
+        setup.opts.latency_rate
     ));
-    let mut run = Running::spawn(bins, c, cp.kubeconfig(), ns, names.len(), true, m)?;
+    let mut run = setup.spawn(c, true, m)?;
     run.next_json(RUN_TIMEOUT)?;
     // Let the watch that follows the list start before the first patch.
     std::thread::sleep(Duration::from_secs(1));
-    let acked = rt.block_on(async {
-        let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / opts.latency_rate));
+    let acked = setup.rt.block_on(async {
+        let period = Duration::from_secs_f64(1.0 / setup.opts.latency_rate);
+        let mut ticker = tokio::time::interval(period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut acked = Vec::with_capacity(m);
         for i in 0..m {
@@ -123,7 +134,10 @@ pub(super) fn latency(
             let patch = serde_json::json!({
                 "metadata": { "labels": { SEQ_LABEL: i.to_string(), ROUND_LABEL: format!("{round}-{i}") } }
             });
-            api.patch(&names[i % names.len()], &PatchParams::default(), &Patch::Merge(&patch))
+            let name = &setup.names[i % setup.names.len()];
+            setup
+                .api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .with_context(|| format!("patch {i}"))?;
             acked.push((sent, unix_nanos()));
@@ -155,35 +169,29 @@ pub(super) fn latency(
 
 /// Runs the contender while patching at each of `--churn-rates` for `--churn-secs`,
 /// with at most 64 patches in flight.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn churn(
-    rt: &tokio::runtime::Runtime,
-    bins: &Binaries,
+    setup: &Setup<'_>,
     c: Contender,
-    cp: &kinformer_testenv::ControlPlane,
-    api: &Api<Pod>,
-    ns: &str,
-    names: &[String],
-    opts: &Opts,
     round: usize,
 ) -> anyhow::Result<Vec<ChurnStep>> {
-    let plan: Vec<(usize, usize)> = opts
+    let plan: Vec<(usize, usize)> = setup
+        .opts
         .churn_rates
         .iter()
         .filter(|&&r| r > 0)
-        .map(|&r| (r, r * opts.churn_secs))
+        .map(|&r| (r, r * setup.opts.churn_secs))
         .collect();
     let total: usize = plan.iter().map(|(_, m)| m).sum();
     let mut step = Step::start(format!(
         "churn: {}, {total} patches at {:?}/s, {} s each",
         c.name(),
-        opts.churn_rates,
-        opts.churn_secs
+        setup.opts.churn_rates,
+        setup.opts.churn_secs
     ));
-    let mut run = Running::spawn(bins, c, cp.kubeconfig(), ns, names.len(), true, total)?;
+    let mut run = setup.spawn(c, true, total)?;
     run.next_json(RUN_TIMEOUT)?;
     std::thread::sleep(Duration::from_secs(1));
-    let times = rt.block_on(async {
+    let times = setup.rt.block_on(async {
         let mut times: Vec<Option<(u64, u64)>> = vec![None; total];
         let mut first = 0;
         for &(rate, m) in &plan {
@@ -198,8 +206,8 @@ pub(super) fn churn(
                         times[i] = Some(t);
                     }
                 }
-                let api = api.clone();
-                let name = names[i % names.len()].clone();
+                let api = setup.api.clone();
+                let name = setup.names[i % setup.names.len()].clone();
                 let patch = serde_json::json!({
                     "metadata": { "labels": { SEQ_LABEL: i.to_string(), ROUND_LABEL: format!("churn-{round}-{i}") } }
                 });

@@ -119,6 +119,15 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         let ns = rt.block_on(cp.create_namespace(&format!("bench-{n}")))?;
         let api = Api::<Pod>::namespaced(client.clone(), &ns);
         let names = create_pods(&rt, &api, n)?;
+        let setup = measure::Setup {
+            rt: &rt,
+            bins: &bins,
+            cp: &cp,
+            api: &api,
+            ns: &ns,
+            names: &names,
+            opts: &opts,
+        };
 
         let total =
             opts.runs * (Contender::for_strip(false).len() + Contender::for_strip(true).len());
@@ -137,10 +146,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                         c.name(),
                         if strip { "stripped" } else { "full objects" }
                     ));
-                    let s = measure::sync_once(&bins, c, cp.kubeconfig(), &ns, n, strip)
-                        .inspect_err(|_| {
-                            step_failed(&format!("{} syncing {n} pods", c.name()));
-                        })?;
+                    let s = measure::sync_once(&setup, c, strip).inspect_err(|_| {
+                        step_failed(&format!("{} syncing {n} pods", c.name()));
+                    })?;
                     samples.entry((n, strip, c)).or_default().push(s);
                     done += 1;
                 }
@@ -150,13 +158,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 
         if Some(n) == latency_pods && opts.latency_patches > 0 {
             for (k, c) in Contender::for_strip(true).iter().copied().enumerate() {
-                let l = measure::latency(&rt, &bins, c, &cp, &api, &ns, &names, &opts, k)?;
+                let l = measure::latency(&setup, c, k)?;
                 latency.insert(c, l);
             }
         }
         if Some(n) == latency_pods && opts.churn_secs > 0 && !opts.churn_rates.is_empty() {
             for (k, c) in Contender::for_strip(true).iter().copied().enumerate() {
-                let steps = measure::churn(&rt, &bins, c, &cp, &api, &ns, &names, &opts, k)?;
+                let steps = measure::churn(&setup, c, k)?;
                 churn.insert(c, steps);
             }
         }

@@ -30,6 +30,18 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
+/// A table row: the `lead` cells, the four contenders' medians with `precision` decimals
+/// (client-go, kinformer, kinformer (modify), kube-runtime), then the `rest`.
+fn row(lead: &[String], medians: [f64; 4], precision: usize, rest: &[String]) -> String {
+    let cells: Vec<String> = lead
+        .iter()
+        .cloned()
+        .chain(medians.map(|v| num(v, precision)))
+        .chain(rest.iter().cloned())
+        .collect();
+    format!("| {} |", cells.join(" | "))
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok { "met" } else { "**missed**" }
 }
@@ -64,19 +76,14 @@ pub(super) fn tables(
         for strip in [false, true] {
             let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime]
                 .map(|c| med(samples, (n, strip, c), |s| s.spawn_ms));
-            let _ = writeln!(
-                t,
-                "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                label(strip),
-                num(g, 0),
-                num(k, 0),
-                num(m, 0),
-                num(r, 0),
+            let lead = [n.to_string(), label(strip).to_owned()];
+            let rest = [
                 ratio(k, g),
                 ratio(m, g),
                 ratio(r, g),
-                kinformer_verdict(strip, k, m, &|x| x <= g)
-            );
+                kinformer_verdict(strip, k, m, &|x| x <= g),
+            ];
+            let _ = writeln!(t, "{}", row(&lead, [g, k, m, r], 0, &rest));
         }
     }
     let _ = writeln!(
@@ -90,20 +97,15 @@ pub(super) fn tables(
         for strip in [false, true] {
             let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime]
                 .map(|c| med(samples, (n, strip, c), |s| s.rss_kib / 1024.0));
-            let _ = writeln!(
-                t,
-                "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                label(strip),
-                num(g, 1),
-                num(k, 1),
-                num(m, 1),
-                num(r, 1),
+            let lead = [n.to_string(), label(strip).to_owned()];
+            let rest = [
                 ratio(k, g),
                 ratio(k, r),
                 ratio(m, g),
                 ratio(m, r),
-                kinformer_verdict(strip, k, m, &|x| x <= 0.5 * g && x <= r)
-            );
+                kinformer_verdict(strip, k, m, &|x| x <= 0.5 * g && x <= r),
+            ];
+            let _ = writeln!(t, "{}", row(&lead, [g, k, m, r], 1, &rest));
         }
     }
     // With a 0-pod baseline: the peak RSS each cached pod adds, at the largest count.
@@ -122,21 +124,19 @@ pub(super) fn tables(
                     * 1024.0
                     / n as f64
             });
-            let _ = writeln!(
-                t,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                label(strip),
-                num(g, 0),
-                num(k, 0),
-                num(m, 0),
-                num(r, 0),
+            let rest = [
                 ratio(k, g),
                 ratio(m, g),
                 if strip {
                     kinformer_verdict(strip, k, m, &|x| x <= 0.5 * g)
                 } else {
                     "–".to_owned()
-                }
+                },
+            ];
+            let _ = writeln!(
+                t,
+                "{}",
+                row(&[label(strip).to_owned()], [g, k, m, r], 0, &rest)
             );
         }
     }
@@ -248,4 +248,48 @@ pub(super) fn record(
     record_section(&root.join("BENCHMARKS.md"), SUITE, &body)?;
     eprintln!("recorded in BENCHMARKS.md, charts in {CHART_DIR}/");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// Rows as the single-file version of this module printed them for the same samples.
+    #[test]
+    fn table_rows_keep_their_cells_and_formats() {
+        let opts = Opts::parse_from(["x", "--runs", "1"]);
+        let mut samples: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
+        for n in [0, 100] {
+            for strip in [false, true] {
+                for (c, ms, kib) in [
+                    (Contender::ClientGo, 10.0, 2048.0),
+                    (Contender::Kinformer, 5.0, 1024.0),
+                    (Contender::KinformerModify, 12.0, 1100.0),
+                    (Contender::KubeRuntime, 20.0, 1536.0),
+                ] {
+                    if strip || c != Contender::KinformerModify {
+                        #[allow(clippy::cast_precision_loss)]
+                        let sample = Sample {
+                            spawn_ms: ms + n as f64,
+                            rss_kib: if n == 0 { kib } else { 2.0 * kib + 7.0 },
+                        };
+                        samples.insert((n, strip, c), vec![sample]);
+                    }
+                }
+            }
+        }
+        let t = tables(&[0, 100], &samples, &BTreeMap::new(), 100, &opts);
+        for row in [
+            "| 0 | kept | 10 | 5 | – | 20 | 0.50x | – | 2.00x | met |",
+            "| 100 | stripped | 110 | 105 | 112 | 120 | 0.95x | 1.02x | 1.09x | transform met, modify **missed** |",
+            "| 0 | stripped | 2.0 | 1.0 | 1.1 | 1.5 | 0.50x | 0.67x | 0.54x | 0.72x | transform met, modify **missed** |",
+            "| 100 | kept | 4.0 | 2.0 | – | 3.0 | 0.50x | 0.67x | – | – | **missed** |",
+            "| kept | 21043 | 10557 | – | 15800 | 0.50x | – | – |",
+            "| stripped | 21043 | 10557 | 11336 | 15800 | 0.50x | 0.54x | transform **missed**, modify **missed** |",
+        ] {
+            assert!(t.lines().any(|line| line == row), "no row {row:?} in\n{t}");
+        }
+    }
 }
