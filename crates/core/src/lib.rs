@@ -43,4 +43,4 @@ pub use key::{ObjectKey, deletion_handling_key, meta_namespace_key, split_key};
 pub use known::KnownObjects;
 pub use object::MetaObject;
 pub use sink::{Sink, TransformFn};
-pub use util::{BoxError, KeyFunc, panic_message};
+pub use util::{BoxError, ErrorChain, KeyFunc, panic_message};

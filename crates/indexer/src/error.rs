@@ -13,12 +13,12 @@ use kinformer_core::BoxError;
 pub enum Error {
     /// The key function could not make a key for an object (it has no name, or a name with
     /// a `/`). Fix the object; nothing was written.
-    #[error("cannot make the key of an object: {0}")]
+    #[error("cannot make the key of an object")]
     Key(#[source] kinformer_core::Error),
 
     /// An index function failed for an object. client-go panics here; kinformer hands the
     /// error back and leaves the store unchanged. Fix the index function or the object.
-    #[error("index function {index:?} failed for {}: {source}", key.as_ref().map_or("an object without a key", |k| k.as_str()))]
+    #[error("index function {index:?} failed for {}", key.as_ref().map_or("an object without a key", |k| k.as_str()))]
     IndexFunc {
         /// The index whose function failed.
         index: String,

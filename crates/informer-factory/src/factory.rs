@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use kinformer_core::MetaObject;
+use kinformer_core::{ErrorChain, MetaObject};
 use kinformer_reflector::KubeListerWatcher;
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
@@ -576,7 +576,7 @@ impl SharedInformerFactory {
         let mut first = None;
         for h in handles {
             if let Err(e) = h.stop().await {
-                tracing::warn!(error = %e, "an informer stopped with an error");
+                tracing::warn!(error = %ErrorChain(&e), "an informer stopped with an error");
                 first.get_or_insert(e);
             }
         }

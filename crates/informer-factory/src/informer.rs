@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{
-    BoxError, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, MetaObject,
-    ObjectKey, TransformFn,
+    BoxError, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KnownObjects,
+    MetaObject, ObjectKey, TransformFn,
 };
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 use kinformer_indexer::{
@@ -674,7 +674,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             }
             Item::Bookmark { resource_version } => {
                 if let Err(err) = self.store.bookmark(resource_version) {
-                    tracing::warn!(%err, resource_version, "cannot record a bookmark in the cache");
+                    tracing::warn!(error = %ErrorChain(&err), resource_version, "cannot record a bookmark in the cache");
                 }
             }
             other => tracing::warn!(kind = other.kind(), "unknown FIFO item ignored"),
@@ -685,7 +685,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
         let obj = d.object.object();
         if d.kind == DeltaType::Deleted {
             if let Err(err) = self.store.delete(Arc::clone(obj)) {
-                tracing::warn!(%key, %err, "cannot delete from the cache");
+                tracing::warn!(%key, error = %ErrorChain(&err), "cannot delete from the cache");
                 return;
             }
             self.processor
@@ -696,14 +696,14 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
         match self.store.get_by_key(key.as_str()) {
             Some(old) => {
                 if let Err(err) = self.store.update(Arc::clone(obj)) {
-                    tracing::warn!(%key, %err, "cannot update the cache");
+                    tracing::warn!(%key, error = %ErrorChain(&err), "cannot update the cache");
                     return;
                 }
                 self.notify_update(old, Arc::clone(obj));
             }
             None => {
                 if let Err(err) = self.store.add(Arc::clone(obj)) {
-                    tracing::warn!(%key, %err, "cannot add to the cache");
+                    tracing::warn!(%key, error = %ErrorChain(&err), "cannot add to the cache");
                     return;
                 }
                 let n = Notification::Add {
@@ -743,7 +743,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             .collect();
         let list = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
         if let Err(err) = self.store.replace(list, rv) {
-            tracing::warn!(%err, resource_version = rv, "cannot replace the cache");
+            tracing::warn!(error = %ErrorChain(&err), resource_version = rv, "cannot replace the cache");
             return;
         }
         for t in deletions {

@@ -74,7 +74,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use kinformer_core::{DeletedObject, MetaObject, deletion_handling_key, meta_namespace_key};
+use kinformer_core::{
+    DeletedObject, ErrorChain, MetaObject, deletion_handling_key, meta_namespace_key,
+};
 use kinformer_informer_factory::{HandlerRegistration, ResourceEventHandler, SharedInformer};
 use kinformer_workqueue::{
     Item, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
@@ -238,7 +240,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
             if let Err(err) =
                 tokio::task::spawn_blocking(move || queue.shut_down_with_drain()).await
             {
-                tracing::warn!(controller = %worker.name, error = %err, "queue drain did not run; shutting down without it");
+                tracing::warn!(controller = %worker.name, error = %ErrorChain(&err), "queue drain did not run; shutting down without it");
                 self.queue.shut_down();
             }
             join_all(&mut workers, &worker.name).await;
@@ -251,7 +253,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
 async fn join_all(workers: &mut JoinSet<()>, name: &str) {
     while let Some(result) = workers.join_next().await {
         if let Err(err) = result {
-            tracing::error!(controller = %name, error = %err, "controller worker ended abnormally");
+            tracing::error!(controller = %name, error = %ErrorChain(&err), "controller worker ended abnormally");
         }
     }
 }
@@ -412,7 +414,9 @@ where
     fn enqueue(&self, key: Result<kinformer_core::ObjectKey, kinformer_core::Error>) {
         match key {
             Ok(key) => self.queue.add(key),
-            Err(err) => tracing::warn!(%err, "object without a key: not enqueued"),
+            Err(err) => {
+                tracing::warn!(error = %ErrorChain(&err), "object without a key: not enqueued")
+            }
         }
     }
 }

@@ -25,7 +25,7 @@ pub enum Error {
     /// The API server could not be reached or the connection broke (connection refused,
     /// TLS handshake, reset). Transient: the reflector backs off and re-watches from its
     /// last resourceVersion, without a relist.
-    #[error("cannot reach the API server: {source}")]
+    #[error("cannot reach the API server")]
     Unreachable {
         /// What the client or the network reported.
         #[source]
@@ -56,7 +56,7 @@ pub enum Error {
 
     /// An object in a streamed list had no usable key (no name, a `/` in it). It is
     /// skipped and logged.
-    #[error("object without a usable key: {0}")]
+    #[error("object without a usable key")]
     InvalidObject(#[source] kinformer_core::Error),
 
     /// A watch ended within a second without sending any event: the server is likely
@@ -67,13 +67,13 @@ pub enum Error {
     /// The sink refused a write. A closed sink ([`kinformer_core::Error::Closed`]) stops
     /// the reflector; any other refusal is logged and the reflector goes on (a failed
     /// `replace` or `resync` relists after a backoff).
-    #[error("the sink refused a write: {0}")]
+    #[error("the sink refused a write")]
     Sink(#[source] kinformer_core::Error),
 
     /// The transform ([`Reflector::transform`](crate::Reflector::transform)) refused an
     /// object. A watch event is skipped and logged; in a list, the list fails and the
     /// reflector relists after a backoff (as client-go, whose FIFO refuses the `Replace`).
-    #[error("the transform refused an object: {source}")]
+    #[error("the transform refused an object")]
     Transform {
         /// The transform's error.
         #[source]
@@ -83,7 +83,7 @@ pub enum Error {
     /// A local failure of the client: the request could not be built (a malformed
     /// selector), credentials could not be loaded. The reflector backs off and retries,
     /// which helps only if the cause is transient: check the configuration.
-    #[error("kube client: {source}")]
+    #[error("the client failed locally")]
     Client {
         /// The client's error.
         #[source]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinformer_core::{MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key};
+use kinformer_core::{ErrorChain, MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key};
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -265,7 +265,7 @@ where
                 Ok(w) => first = Some(w),
                 Err(e @ Error::Sink(_)) => return e,
                 Err(e) => {
-                    tracing::info!(error = %e, "streaming list failed: falling back to list + watch");
+                    tracing::info!(error = %ErrorChain(&e), "streaming list failed: falling back to list + watch");
                 }
             }
         }
@@ -307,7 +307,7 @@ where
             let listed = match self.paged_list(&rv, page_size).await {
                 Err(e) if e.is_expired() || e.is_too_large_resource_version() => {
                     st.rv_unavailable = true;
-                    tracing::info!(error = %e, "resourceVersion unavailable: relisting at \"\" (consistent read)");
+                    tracing::info!(error = %ErrorChain(&e), "resourceVersion unavailable: relisting at \"\" (consistent read)");
                     self.paged_list(st.relist_rv(), page_size).await
                 }
                 other => other,
@@ -423,7 +423,7 @@ where
                     let ev = match item {
                         None => break None,
                         Some(Err(e)) if e.skips_event() => {
-                            tracing::warn!(error = %e, "skipping an event of the streaming list");
+                            tracing::warn!(error = %ErrorChain(&e), "skipping an event of the streaming list");
                             self.report(&e);
                             continue;
                         }
@@ -439,7 +439,7 @@ where
                             };
                             if let Err(e) = temp.put(o) {
                                 let e = Error::InvalidObject(e);
-                                tracing::warn!(error = %e, "skipping an object of the streaming list");
+                                tracing::warn!(error = %ErrorChain(&e), "skipping an object of the streaming list");
                                 self.report(&e);
                             }
                         }
@@ -484,11 +484,11 @@ where
         if e.is_retriable_watch_start() {
             self.report(&e);
             let delay = st.backoff.next_delay(Instant::now());
-            tracing::info!(error = %e, delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
+            tracing::info!(error = %ErrorChain(&e), delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
             sleep(delay).await;
             None
         } else if e.is_expired() || e.is_too_large_resource_version() {
-            tracing::info!(error = %e, "resourceVersion unavailable: streaming at \"\" (consistent read)");
+            tracing::info!(error = %ErrorChain(&e), "resourceVersion unavailable: streaming at \"\" (consistent read)");
             st.rv_unavailable = true;
             None
         } else {
@@ -527,7 +527,7 @@ where
                         Err(e) if e.is_retriable_watch_start() => {
                             self.report(&e);
                             let delay = st.backoff.next_delay(Instant::now());
-                            tracing::info!(error = %e, resource_version = %rv, delay_ms = delay.as_millis() as u64,
+                            tracing::info!(error = %ErrorChain(&e), resource_version = %rv, delay_ms = delay.as_millis() as u64,
                                 "watch did not start: backing off, then re-watching (no relist)");
                             if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
                                 return e;
@@ -562,7 +562,7 @@ where
                 }
                 Err(e) if e.is_unreachable() => {
                     self.report(&e);
-                    tracing::info!(error = %e, resource_version = %st.last_sync_rv, "watch connection broke: re-watching (no relist)");
+                    tracing::info!(error = %ErrorChain(&e), resource_version = %st.last_sync_rv, "watch connection broke: re-watching (no relist)");
                 }
                 Err(e) => return e,
             }
@@ -604,7 +604,7 @@ where
                     });
                 }
                 Some(Err(e)) if e.skips_event() => {
-                    tracing::warn!(error = %e, "skipping a watch event");
+                    tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
                     self.report(&e);
                     continue;
                 }
@@ -614,7 +614,7 @@ where
             let ev = match ev.map_object(|o| self.transformed(Arc::new(o))) {
                 Ok(ev) => ev,
                 Err(e) => {
-                    tracing::warn!(error = %e, "skipping a watch event");
+                    tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
                     self.report(&e);
                     continue;
                 }
@@ -640,7 +640,7 @@ where
                 if e.is_sink_closed() {
                     return Err(e);
                 }
-                tracing::warn!(error = %e, resource_version = %rv, "the sink refused a watch event");
+                tracing::warn!(error = %ErrorChain(&e), resource_version = %rv, "the sink refused a watch event");
                 self.report(&e);
             }
             if (propagate_from_start || past_initial_adds) && !rv.is_empty() {
@@ -695,11 +695,11 @@ async fn sleep_until_opt(t: Option<Instant>) {
 
 fn default_error_handler(e: &Error) {
     if e.is_expired() {
-        tracing::info!(error = %e, "resourceVersion expired");
+        tracing::info!(error = %ErrorChain(e), "resourceVersion expired");
     } else if e.is_unreachable() {
-        tracing::warn!(error = %e, "cannot reach the API server");
+        tracing::warn!(error = %ErrorChain(e), "cannot reach the API server");
     } else {
-        tracing::warn!(error = %e, "list/watch failed");
+        tracing::warn!(error = %ErrorChain(e), "list/watch failed");
     }
 }
 

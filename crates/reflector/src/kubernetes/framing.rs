@@ -1,5 +1,6 @@
 //! Splitting a watch response body into events: one JSON document per line.
 
+use kinformer_core::ErrorChain;
 use std::io;
 
 use futures::io::AsyncBufReadExt;
@@ -89,7 +90,7 @@ where
                     None => continue,
                 },
                 Err(e) if is_probable_eof(&e) => {
-                    tracing::debug!(error = %e, "watch connection closed");
+                    tracing::debug!(error = %ErrorChain(&e), "watch connection closed");
                     return None;
                 }
                 Err(e) => {

@@ -131,7 +131,7 @@ impl Errors {
                 Error::VeryShortWatch => "very short watch".into(),
                 Error::Sink(SinkError::Closed) => "sink closed".into(),
                 Error::Sink(_) => "sink".into(),
-                other => format!("{other}"),
+                other => kinformer_core::ErrorChain(other).to_string(),
             };
             me.0.lock().unwrap().push((Instant::now(), what));
         }
