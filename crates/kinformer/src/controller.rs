@@ -100,18 +100,27 @@ pub const DEFAULT_CONTROLLER_NAME: &str = "controller";
 /// [module docs](self) for the loop and the shutdown.
 pub struct Controller<T, Q = RateLimitingWorkQueue<T>> {
     queue: Arc<Q>,
-    name: String,
-    workers: usize,
-    max_retries: Option<usize>,
+    config: ControllerConfig,
     _item: PhantomData<fn(T) -> T>,
+}
+
+/// A [`Controller`]'s settings, each set by the builder method of the same name and read
+/// through [`Controller::config`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ControllerConfig {
+    /// The name in every `reconcile` span and log line (field `controller`).
+    pub name: String,
+    /// How many workers reconcile concurrently (at least one).
+    pub workers: usize,
+    /// After how many failures in a row a key is dropped; `None`: never.
+    pub max_retries: Option<usize>,
 }
 
 impl<T, Q> fmt::Debug for Controller<T, Q> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Controller")
-            .field("name", &self.name)
-            .field("workers", &self.workers)
-            .field("max_retries", &self.max_retries)
+            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
@@ -142,9 +151,11 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     pub fn with_shared_queue(queue: Arc<Q>) -> Self {
         Self {
             queue,
-            name: DEFAULT_CONTROLLER_NAME.to_owned(),
-            workers: 1,
-            max_retries: None,
+            config: ControllerConfig {
+                name: DEFAULT_CONTROLLER_NAME.to_owned(),
+                workers: 1,
+                max_retries: None,
+            },
             _item: PhantomData,
         }
     }
@@ -152,7 +163,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// Sets the name recorded in every `reconcile` span and log line (field `controller`).
     /// It does not rename the queue: a queue's name is fixed when it is built.
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+        self.config.name = name.into();
         self
     }
 
@@ -160,7 +171,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// one: a controller without workers would only fill its queue, and a builder must not
     /// panic on a bad count.
     pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers.max(1);
+        self.config.workers = workers.max(1);
         self
     }
 
@@ -169,7 +180,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// controllers' usual `if queue.NumRequeues(key) < maxRetries`). The key comes back with
     /// the next event for it. `0` drops at the first failure. Unlimited by default.
     pub fn max_retries(mut self, max_retries: usize) -> Self {
-        self.max_retries = Some(max_retries);
+        self.config.max_retries = Some(max_retries);
         self
     }
 
@@ -179,19 +190,9 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         &self.queue
     }
 
-    /// The controller's name.
-    pub fn controller_name(&self) -> &str {
-        &self.name
-    }
-
-    /// How many workers [`run`](Controller::run) starts (at least one).
-    pub fn worker_count(&self) -> usize {
-        self.workers
-    }
-
-    /// The retry limit, if any.
-    pub fn retry_limit(&self) -> Option<usize> {
-        self.max_retries
+    /// The settings: name, workers, retry limit.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
     }
 
     /// Starts the workers on the current Tokio runtime and runs until `cancel` is cancelled
@@ -213,19 +214,24 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: fmt::Display,
     {
+        let ControllerConfig {
+            name,
+            workers: count,
+            max_retries,
+        } = self.config;
         let worker = Arc::new(Worker {
             queue: Arc::clone(&self.queue),
-            name: self.name,
-            max_retries: self.max_retries,
+            name,
+            max_retries,
             reconcile,
             _item: PhantomData,
         });
         let mut workers = JoinSet::new();
-        for id in 0..self.workers {
+        for id in 0..count {
             let worker = Arc::clone(&worker);
             workers.spawn(async move { worker.run(id).await });
         }
-        tracing::debug!(controller = %worker.name, workers = self.workers, "controller started");
+        tracing::debug!(controller = %worker.name, workers = count, "controller started");
 
         tokio::select! {
             () = cancel.cancelled() => {}
@@ -450,7 +456,7 @@ impl<Q: RateLimitingQueue<kinformer_core::ObjectKey> + 'static>
     /// resync: any [`SharedInformer`] — a
     /// [`SharedIndexInformer`](kinformer_informer_factory::SharedIndexInformer), or a fake
     /// in a test. For a resync period, register `enqueue_handler()` through
-    /// [`SharedInformer::add_handler`].
+    /// [`SharedInformer::add_event_handler_with_resync`].
     ///
     /// # Errors
     /// The informer's refusal (for example: it has stopped).
@@ -461,6 +467,6 @@ impl<Q: RateLimitingQueue<kinformer_core::ObjectKey> + 'static>
     where
         Q: Send + Sync,
     {
-        informer.add_handler(Box::new(self.enqueue_handler()), Duration::ZERO)
+        informer.add_event_handler_with_resync(Box::new(self.enqueue_handler()), Duration::ZERO)
     }
 }

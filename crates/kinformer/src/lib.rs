@@ -182,5 +182,5 @@ pub mod prelude {
     pub use kinformer_informer_factory::{InformerOptions, SharedInformerFactory};
 
     // The worker loop.
-    pub use crate::controller::{Controller, EnqueueKeys};
+    pub use crate::controller::{Controller, ControllerConfig, EnqueueKeys};
 }

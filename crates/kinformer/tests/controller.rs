@@ -55,16 +55,16 @@ fn builder_clamps_zero_workers_and_keeps_settings() {
     let controller = Controller::<ObjectKey>::new("pods")
         .workers(0)
         .max_retries(3);
-    assert_eq!(controller.worker_count(), 1);
-    assert_eq!(controller.retry_limit(), Some(3));
-    assert_eq!(controller.controller_name(), "pods");
+    assert_eq!(controller.config().workers, 1);
+    assert_eq!(controller.config().max_retries, Some(3));
+    assert_eq!(controller.config().name, "pods");
 
     let custom = Controller::<&str, _>::with_queue(fast_queue())
         .name("custom")
         .workers(4);
-    assert_eq!(custom.worker_count(), 4);
-    assert_eq!(custom.retry_limit(), None);
-    assert_eq!(custom.controller_name(), "custom");
+    assert_eq!(custom.config().workers, 4);
+    assert_eq!(custom.config().max_retries, None);
+    assert_eq!(custom.config().name, "custom");
     assert!(format!("{custom:?}").contains("custom"));
 }
 
@@ -479,7 +479,7 @@ impl kinformer::informer::HasSynced for FakeInformer {
 }
 
 impl kinformer::informer::SharedInformer<Named> for FakeInformer {
-    fn add_handler(
+    fn add_event_handler_with_resync(
         &self,
         handler: Box<dyn ResourceEventHandler<Named> + Send>,
         _resync: Duration,
@@ -487,7 +487,7 @@ impl kinformer::informer::SharedInformer<Named> for FakeInformer {
         self.handlers.lock().unwrap().push(handler);
         Ok(Box::new(FakeRegistration))
     }
-    fn cache(&self) -> Arc<dyn Indexer<Named>> {
+    fn indexer(&self) -> Arc<dyn Indexer<Named>> {
         Arc::clone(&self.cache) as _
     }
     fn last_sync_resource_version(&self) -> String {
