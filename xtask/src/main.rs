@@ -12,6 +12,7 @@ mod bench_informer;
 mod conformance;
 mod controlplane;
 mod progress;
+mod release;
 mod test;
 
 use anyhow::Context;

@@ -70,7 +70,9 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     loom.env("RUSTFLAGS", "--cfg kinformer_loom")
         .env("CARGO_TARGET_DIR", target_dir().join("loom"));
     check("loom model check of the workqueue", loom)?;
-    crate::conformance::run()
+    crate::conformance::run()?;
+    crate::release::package()?;
+    crate::release::msrv()
 }
 
 /// The cargo target dir: `CARGO_TARGET_DIR`, else `<workspace>/target`.

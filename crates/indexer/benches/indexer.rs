@@ -1,4 +1,4 @@
-//! The indexer workload of DESIGN.md's performance table, the same one the client-go peer
+//! The indexer workload of the performance targets (ARCHITECTURE.md), the same one the client-go peer
 //! runs on `ThreadSafeStore` (`cargo xtask bench indexer`): 100k pods across 100
 //! namespaces and 1000 nodes, indexed by namespace and by node (`byNode`).
 //!

@@ -172,7 +172,10 @@
 //! sorted; `delete` takes the object's final state and records its resource version
 //! (client-go's `DeleteWithObject`), and `last_sync_resource_version` always reports (in
 //! client-go it needs the `AtomicFIFO` gate). The selector parser refuses `>` and `<`
-//! ([`Error::UnsupportedSelectorOperator`]), which kube-core's `Expression` cannot hold.
+//! ([`Error::UnsupportedSelectorOperator`]), which kube-core's `Expression` cannot hold. A
+//! selector printed back sorts its requirements by key stably; client-go's sort is not
+//! stable past 12 requirements, so requirements on one key can print in another order then
+//! (the selector they mean is the same; see [`parse_selector`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;

@@ -1,4 +1,4 @@
-//! DESIGN.md rule 20: the consistency guarantee readers get while a writer runs.
+//! Rule 20 (ARCHITECTURE.md): the consistency guarantee readers get while a writer runs.
 //!
 //! The guarantee (see the crate docs): each read sees the store between two writes. So a
 //! `by_index(name, v)` never returns an object whose current version is not filed under

@@ -1,4 +1,4 @@
-//! DESIGN.md rule 34: listers get and list by label selector, namespaced lists go through
+//! Rule 34 (ARCHITECTURE.md): listers get and list by label selector, namespaced lists go through
 //! the namespace index, and not found is a typed error — for k8s-openapi types, CRDs and
 //! `DynamicObject`.
 

@@ -1,4 +1,4 @@
-//! DESIGN.md rules 18 and 19 and client-go's store behaviour, each test run against the
+//! Rules 18 and 19 (ARCHITECTURE.md) and client-go's store behaviour, each test run against the
 //! default `ThreadSafeStore` and against `NaiveIndexer` (a second implementation plugged
 //! in through the `Indexer` trait).
 

@@ -1,5 +1,5 @@
 //! The informer driven by the reflector's in-memory `FakeListerWatcher` (no cluster):
-//! DESIGN.md rules 27–32, panic and slow-handler isolation, all three FIFOs.
+//! Rules 27–32 (ARCHITECTURE.md), panic and slow-handler isolation, all three FIFOs.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! DESIGN.md's workqueue rules 1-10, one or more named tests each. Every time-dependent test
+//! The workqueue rules 1-10 (ARCHITECTURE.md), one or more named tests each. Every time-dependent test
 //! runs on a `FakeClock`: nothing here sleeps to let time pass.
 
 use std::collections::HashSet;

@@ -1,5 +1,5 @@
 //! The reflector's state machine on the in-memory fake, one test per behaviour of rules
-//! 21–26 (DESIGN.md), on Tokio's paused clock: backoffs and resyncs are checked on
+//! 21–26 (ARCHITECTURE.md), on Tokio's paused clock: backoffs and resyncs are checked on
 //! virtual timestamps, never by sleeping.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
