@@ -1,0 +1,1040 @@
+//! A `serde::Deserializer` over protobuf bytes, driven by the schema table.
+//!
+//! Each message is presented as a map from JSON names to values, the way serde_json presents
+//! the object encoding/json writes for the same Go value: the same keys, the same kinds of
+//! value (string, integer, float, bool, array, map, null), zero values left out where
+//! `omitempty` leaves them out, inlined structs flattened, special types in their JSON form.
+//! A target type that decodes the JSON therefore decodes the protobuf, whatever it is.
+//!
+//! The deserializer is self-describing: `deserialize_any` always knows what comes next,
+//! so `serde_json::Value`, `#[serde(flatten)]` and untagged enums work as with JSON. Fields
+//! the target does not want are skipped without being decoded (`deserialize_ignored_any`).
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
+use serde::forward_to_deserialize_any;
+
+use crate::error::{Error, Segment};
+use crate::schema::{Field, Message, Ty, flags};
+use crate::special::{self, JsonNumber};
+use crate::wire::{self, Reader, Value, WireType};
+
+type Result<T> = std::result::Result<T, Error>;
+
+fn malformed(fault: wire::Fault) -> Error {
+    Error::malformed(fault)
+}
+
+/// A whole message. `type_meta` (apiVersion, kind) is presented first, as the API server's
+/// JSON writes them for a top-level object.
+pub(crate) struct MessageDe<'de> {
+    pub(crate) msg: &'static Message,
+    pub(crate) buf: &'de [u8],
+    pub(crate) type_meta: Option<(&'de str, &'de str)>,
+}
+
+impl<'de> de::Deserializer<'de> for MessageDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_map(MessageAccess::new(self.msg, self.buf, self.type_meta))
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// The wire type a single value of `ty` is written with.
+fn wire_type_of(ty: &Ty) -> WireType {
+    match ty {
+        Ty::Bool | Ty::Int32 | Ty::Int64 | Ty::Uint32 | Ty::Uint64 => WireType::Varint,
+        Ty::Double => WireType::Fixed64,
+        Ty::Float => WireType::Fixed32,
+        _ => WireType::Len,
+    }
+}
+
+/// Which repeated fields of a message were already handed out (all their occurrences are
+/// gathered when the first one is met), by field index.
+#[derive(Default)]
+struct Gathered {
+    bits: u64,
+    more: Vec<usize>,
+}
+
+impl Gathered {
+    /// Marks `i`; true if it was marked before.
+    fn test_and_set(&mut self, i: usize) -> bool {
+        if i < 64 {
+            let bit = 1u64 << i;
+            let was = self.bits & bit != 0;
+            self.bits |= bit;
+            was
+        } else if self.more.contains(&i) {
+            true
+        } else {
+            self.more.push(i);
+            false
+        }
+    }
+}
+
+/// One message being read: the top-level one, or an inlined one inside it.
+struct Frame<'de> {
+    msg: &'static Message,
+    buf: &'de [u8],
+    reader: Reader<'de>,
+    hint: usize,
+    gathered: Gathered,
+}
+
+impl<'de> Frame<'de> {
+    fn new(msg: &'static Message, buf: &'de [u8]) -> Self {
+        Frame {
+            msg,
+            buf,
+            reader: Reader::new(buf),
+            hint: 0,
+            gathered: Gathered::default(),
+        }
+    }
+}
+
+enum Pending<'de> {
+    None,
+    Str(&'de str),
+    Single(&'static Field, Value<'de>),
+    /// A repeated field: the message it is in and where its first occurrence starts.
+    Repeated(&'static Field, &'de [u8], usize),
+}
+
+/// A message as a map of JSON names to values.
+struct MessageAccess<'de> {
+    cur: Frame<'de>,
+    /// The messages an inlined message is inside of, innermost last.
+    outer: Vec<Frame<'de>>,
+    pending: Pending<'de>,
+    type_meta: [Option<(&'static str, &'de str)>; 2],
+}
+
+impl<'de> MessageAccess<'de> {
+    fn new(msg: &'static Message, buf: &'de [u8], type_meta: Option<(&'de str, &'de str)>) -> Self {
+        let type_meta = match type_meta {
+            Some((api_version, kind)) => [Some(("apiVersion", api_version)), Some(("kind", kind))],
+            None => [None, None],
+        };
+        MessageAccess {
+            cur: Frame::new(msg, buf),
+            outer: Vec::new(),
+            pending: Pending::None,
+            type_meta,
+        }
+    }
+}
+
+/// Whether encoding/json's `omitempty` leaves this value out.
+fn is_empty(ty: &Ty, v: Value<'_>) -> Result<bool> {
+    Ok(match v {
+        Value::Varint(n) => n == 0,
+        Value::Fixed64(bits) => f64::from_bits(bits) == 0.0,
+        Value::Fixed32(bits) => f32::from_bits(bits) == 0.0,
+        Value::Len(b) => match ty {
+            Ty::String | Ty::Bytes => b.is_empty(),
+            Ty::WrappedList(_) => wrapped_len(b)? == 0,
+            _ => false,
+        },
+        Value::Group => false,
+    })
+}
+
+/// Whether a Time or MicroTime is Go's zero time (`omitzero` leaves it out).
+fn is_zero_time(ty: &Ty, v: Value<'_>) -> Result<bool> {
+    let Value::Len(b) = v else {
+        return Ok(false);
+    };
+    let t = special::Timestamp::parse(b).map_err(malformed)?;
+    let mut scratch = String::new();
+    Ok(match ty {
+        Ty::Time => t.time_json(&mut scratch).is_none(),
+        Ty::MicroTime => t.micro_time_json(&mut scratch).is_none(),
+        _ => false,
+    })
+}
+
+/// The number of items of a wrapped list (`{ repeated items = 1 }`).
+fn wrapped_len(b: &[u8]) -> Result<usize> {
+    let mut r = Reader::new(b);
+    let mut n = 0;
+    while let Some((number, v)) = r.field().map_err(malformed)? {
+        if number == 1 {
+            // Packed scalars would count as one here; wrapped lists hold strings or messages.
+            n += usize::from(matches!(v, Value::Len(_)));
+        }
+    }
+    Ok(n)
+}
+
+impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        for slot in &mut self.type_meta {
+            if let Some((key, value)) = slot.take() {
+                self.pending = Pending::Str(value);
+                return seed.deserialize(KeyDe(key)).map(Some);
+            }
+        }
+        loop {
+            let key_pos = self.cur.reader.pos();
+            let Some((number, value)) = self.cur.reader.field().map_err(malformed)? else {
+                match self.outer.pop() {
+                    Some(parent) => {
+                        self.cur = parent;
+                        continue;
+                    }
+                    None => return Ok(None),
+                }
+            };
+            let Some((index, field)) = self.cur.msg.field(number, &mut self.cur.hint) else {
+                continue; // unknown field: skipped, as Go skips it
+            };
+            if field.has(flags::REPEATED) {
+                if self.cur.gathered.test_and_set(index) {
+                    continue;
+                }
+                self.pending = Pending::Repeated(field, self.cur.buf, key_pos);
+            } else {
+                if value.wire_type() != Some(wire_type_of(&field.ty)) {
+                    return Err(Error::malformed("wrong wire type").at(Segment::Field(field.json)));
+                }
+                if field.has(flags::INLINE) {
+                    if let (Ty::Message(inner), Value::Len(b)) = (&field.ty, value) {
+                        let parent = std::mem::replace(&mut self.cur, Frame::new(inner, b));
+                        self.outer.push(parent);
+                    }
+                    continue;
+                }
+                if field.has(flags::OMIT_EMPTY)
+                    && is_empty(&field.ty, value).map_err(|e| e.at(Segment::Field(field.json)))?
+                {
+                    continue;
+                }
+                if field.has(flags::OMIT_ZERO)
+                    && is_zero_time(&field.ty, value)
+                        .map_err(|e| e.at(Segment::Field(field.json)))?
+                {
+                    continue;
+                }
+                self.pending = Pending::Single(field, value);
+            }
+            return seed.deserialize(KeyDe(field.json)).map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        match std::mem::replace(&mut self.pending, Pending::None) {
+            Pending::Single(field, v) => seed
+                .deserialize(ValueDe { ty: &field.ty, v })
+                .map_err(|e| e.at(Segment::Field(field.json))),
+            Pending::Repeated(field, buf, pos) => seed
+                .deserialize(RepeatedDe {
+                    field,
+                    reader: Reader::at(buf, pos),
+                })
+                .map_err(|e| e.at(Segment::Field(field.json))),
+            Pending::Str(s) => seed.deserialize(de::value::BorrowedStrDeserializer::new(s)),
+            Pending::None => Err(Error::rejected("a map value was asked for before its key")),
+        }
+    }
+}
+
+/// A JSON key from the schema.
+struct KeyDe(&'static str);
+
+impl<'de> de::Deserializer<'de> for KeyDe {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_borrowed_str(self.0)
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// A string from the body (a map key, or a string value), as encoding/json would write it.
+fn visit_go_str<'de, V: Visitor<'de>>(b: &'de [u8], visitor: V) -> Result<V::Value> {
+    match special::go_str(b) {
+        std::borrow::Cow::Borrowed(s) => visitor.visit_borrowed_str(s),
+        std::borrow::Cow::Owned(s) => visitor.visit_string(s),
+    }
+}
+
+/// A map key from the body.
+struct GoStrDe<'de>(&'de [u8]);
+
+impl<'de> de::Deserializer<'de> for GoStrDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visit_go_str(self.0, visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        let s: std::borrow::Cow<'de, str> = special::go_str(self.0);
+        match s {
+            std::borrow::Cow::Borrowed(s) => visitor.visit_enum(s.into_deserializer()),
+            std::borrow::Cow::Owned(s) => visitor.visit_enum(s.into_deserializer()),
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct identifier ignored_any
+    }
+}
+
+fn visit_number<'de, V: Visitor<'de>>(n: JsonNumber, visitor: V) -> Result<V::Value> {
+    match n {
+        JsonNumber::U64(n) => visitor.visit_u64(n),
+        JsonNumber::I64(n) => visitor.visit_i64(n),
+        JsonNumber::F64(n) => visitor.visit_f64(n),
+    }
+}
+
+/// serde_json hands non-negative integers to `visit_u64` and negative ones to `visit_i64`.
+fn visit_int<'de, V: Visitor<'de>>(n: i64, visitor: V) -> Result<V::Value> {
+    match u64::try_from(n) {
+        Ok(u) => visitor.visit_u64(u),
+        Err(_) => visitor.visit_i64(n),
+    }
+}
+
+/// One value of a known type.
+struct ValueDe<'de> {
+    ty: &'static Ty,
+    v: Value<'de>,
+}
+
+impl<'de> ValueDe<'de> {
+    fn len(&self) -> Result<&'de [u8]> {
+        match self.v {
+            Value::Len(b) => Ok(b),
+            _ => Err(Error::malformed("wrong wire type")),
+        }
+    }
+
+    fn varint(&self) -> Result<u64> {
+        match self.v {
+            Value::Varint(n) => Ok(n),
+            _ => Err(Error::malformed("wrong wire type")),
+        }
+    }
+
+    /// The raw JSON a RawExtension or FieldsV1 holds, `None` for JSON `null`.
+    fn raw_json(&self) -> Result<Option<&'de [u8]>> {
+        let raw = wire::last_len(self.len()?, 1).map_err(malformed)?;
+        Ok(match (self.ty, raw) {
+            // A FieldsV1 writes `null` for empty bytes too.
+            (Ty::FieldsV1, Some([])) => None,
+            (_, raw) => raw,
+        })
+    }
+
+    /// Whether the JSON of this value is `null`.
+    fn is_null(&self) -> Result<bool> {
+        match self.ty {
+            Ty::Time | Ty::MicroTime => is_zero_time(self.ty, self.v),
+            Ty::RawExtension | Ty::FieldsV1 => Ok(self.raw_json()?.is_none()),
+            Ty::WrappedList(_) => Ok(wrapped_len(self.len()?)? == 0),
+            _ => Ok(false),
+        }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for ValueDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match self.ty {
+            Ty::String => visit_go_str(self.len()?, visitor),
+            Ty::Bytes => visitor.visit_string(special::base64(self.len()?)),
+            Ty::Bool => visitor.visit_bool(self.varint()? != 0),
+            // Go reads an int32 from the low 32 bits of the varint.
+            Ty::Int32 => visit_int(i64::from(self.varint()? as i32), visitor),
+            Ty::Int64 => visit_int(self.varint()? as i64, visitor),
+            Ty::Uint32 => visitor.visit_u64(u64::from(self.varint()? as u32)),
+            Ty::Uint64 => visitor.visit_u64(self.varint()?),
+            Ty::Double => match self.v {
+                Value::Fixed64(bits) => visit_number(
+                    special::float_json(f64::from_bits(bits)).map_err(malformed)?,
+                    visitor,
+                ),
+                _ => Err(Error::malformed("wrong wire type")),
+            },
+            Ty::Float => match self.v {
+                Value::Fixed32(bits) => visit_number(
+                    special::float32_json(f32::from_bits(bits)).map_err(malformed)?,
+                    visitor,
+                ),
+                _ => Err(Error::malformed("wrong wire type")),
+            },
+            Ty::Message(msg) => visitor.visit_map(MessageAccess::new(msg, self.len()?, None)),
+            Ty::Time | Ty::MicroTime => {
+                let t = special::Timestamp::parse(self.len()?).map_err(malformed)?;
+                let mut s = String::with_capacity(32);
+                let written = match self.ty {
+                    Ty::Time => t.time_json(&mut s),
+                    _ => t.micro_time_json(&mut s),
+                };
+                match written {
+                    Some(()) => visitor.visit_str(&s),
+                    None => visitor.visit_unit(),
+                }
+            }
+            Ty::Duration => {
+                visitor.visit_string(special::duration_json(self.len()?).map_err(malformed)?)
+            }
+            Ty::Quantity => match wire::last_len(self.len()?, 1).map_err(malformed)? {
+                Some(s) => visit_go_str(s, visitor),
+                // The zero Quantity.
+                None => visitor.visit_borrowed_str("0"),
+            },
+            Ty::IntOrString => match special::int_or_string(self.len()?).map_err(malformed)? {
+                special::IntOrString::Int(n) => visit_int(i64::from(n), visitor),
+                special::IntOrString::Str(s) => visit_go_str(s, visitor),
+            },
+            Ty::RawExtension | Ty::FieldsV1 => match self.raw_json()? {
+                None => visitor.visit_unit(),
+                Some(raw) => embedded_json(raw, visitor),
+            },
+            Ty::WrappedList(elem) => {
+                let b = self.len()?;
+                if wrapped_len(b)? == 0 {
+                    // Go unmarshals no items into a nil slice: JSON `null`.
+                    return visitor.visit_unit();
+                }
+                visitor.visit_seq(RepeatedAccess::new(elem, 1, Reader::new(b)))
+            }
+            Ty::Map(_) => Err(Error::malformed("a map outside a repeated field")),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.is_null()? {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value> {
+        match (self.ty, self.v) {
+            (Ty::String, Value::Len(b)) => GoStrDe(b).deserialize_enum(name, variants, visitor),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
+    }
+}
+
+use de::Deserializer as _;
+
+/// JSON bytes inside the protobuf (RawExtension, FieldsV1), handed to the visitor through
+/// serde_json, as the JSON decode hands them.
+fn embedded_json<'de, V: Visitor<'de>>(raw: &'de [u8], visitor: V) -> Result<V::Value> {
+    if !special::looks_like_json(raw) {
+        return Err(Error::malformed(if special::looks_like_cbor(raw) {
+            "embedded CBOR (RawExtension or FieldsV1), which this crate does not decode"
+        } else {
+            "embedded bytes that are neither JSON nor CBOR"
+        }));
+    }
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    let value = de.deserialize_any(visitor).map_err(json_error)?;
+    de.end().map_err(json_error)?;
+    Ok(value)
+}
+
+/// serde_json's syntax errors carry positions only; its data errors may quote the value.
+fn json_error(e: serde_json::Error) -> Error {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Syntax | Category::Eof => Error::malformed("invalid embedded JSON"),
+        Category::Data | Category::Io => Error::rejected("the target type refused embedded JSON"),
+    }
+}
+
+/// A repeated field (a slice or a map): every occurrence of its number in the message, from
+/// the first one on.
+struct RepeatedDe<'de> {
+    field: &'static Field,
+    reader: Reader<'de>,
+}
+
+impl<'de> de::Deserializer<'de> for RepeatedDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match &self.field.ty {
+            Ty::Map(value) => visitor.visit_map(MapEntries {
+                value,
+                number: self.field.number,
+                reader: self.reader,
+                pending: None,
+            }),
+            elem => visitor.visit_seq(RepeatedAccess::new(elem, self.field.number, self.reader)),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+    }
+}
+
+/// The elements of a repeated field, unpacked or packed.
+struct RepeatedAccess<'de> {
+    elem: &'static Ty,
+    number: u32,
+    reader: Reader<'de>,
+    packed: Option<Reader<'de>>,
+    index: usize,
+}
+
+impl<'de> RepeatedAccess<'de> {
+    fn new(elem: &'static Ty, number: u32, reader: Reader<'de>) -> Self {
+        RepeatedAccess {
+            elem,
+            number,
+            reader,
+            packed: None,
+            index: 0,
+        }
+    }
+
+    fn next_value(&mut self) -> Result<Option<Value<'de>>> {
+        let want = wire_type_of(self.elem);
+        loop {
+            if let Some(p) = &mut self.packed {
+                if !p.is_empty() {
+                    let v = match want {
+                        WireType::Varint => Value::Varint(p.varint().map_err(malformed)?),
+                        WireType::Fixed64 | WireType::Fixed32 => {
+                            return Err(Error::malformed("packed fixed-width values"));
+                        }
+                        WireType::Len => return Err(Error::malformed("wrong wire type")),
+                    };
+                    return Ok(Some(v));
+                }
+                self.packed = None;
+            }
+            let Some((number, v)) = self.reader.field().map_err(malformed)? else {
+                return Ok(None);
+            };
+            if number != self.number {
+                continue;
+            }
+            match v.wire_type() {
+                Some(w) if w == want => return Ok(Some(v)),
+                Some(WireType::Len) if want == WireType::Varint => {
+                    if let Value::Len(b) = v {
+                        self.packed = Some(Reader::new(b));
+                    }
+                }
+                _ => return Err(Error::malformed("wrong wire type")),
+            }
+        }
+    }
+}
+
+impl<'de> de::SeqAccess<'de> for RepeatedAccess<'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        let index = self.index;
+        let Some(v) = self.next_value().map_err(|e| e.at(Segment::Index(index)))? else {
+            return Ok(None);
+        };
+        self.index += 1;
+        seed.deserialize(ValueDe { ty: self.elem, v })
+            .map(Some)
+            .map_err(|e| e.at(Segment::Index(index)))
+    }
+}
+
+/// The entries of a map field: repeated `{ key = 1; value = 2 }` messages.
+struct MapEntries<'de> {
+    value: &'static Ty,
+    number: u32,
+    reader: Reader<'de>,
+    pending: Option<Value<'de>>,
+}
+
+impl<'de> de::MapAccess<'de> for MapEntries<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        loop {
+            let Some((number, v)) = self.reader.field().map_err(malformed)? else {
+                return Ok(None);
+            };
+            if number != self.number {
+                continue;
+            }
+            let Value::Len(entry) = v else {
+                return Err(Error::malformed("wrong wire type"));
+            };
+            let want = wire_type_of(self.value);
+            let (mut key, mut value) = (&[][..], None);
+            let mut r = Reader::new(entry);
+            while let Some((n, v)) = r.field().map_err(malformed)? {
+                match (n, v) {
+                    (1, Value::Len(k)) => key = k,
+                    (2, v) if v.wire_type() == Some(want) => value = Some(v),
+                    (1 | 2, _) => return Err(Error::malformed("wrong wire type in a map entry")),
+                    _ => {}
+                }
+            }
+            // A missing value is the Go zero value of its type.
+            self.pending = Some(value.unwrap_or(match want {
+                WireType::Varint => Value::Varint(0),
+                WireType::Fixed64 => Value::Fixed64(0),
+                WireType::Fixed32 => Value::Fixed32(0),
+                WireType::Len => Value::Len(&[]),
+            }));
+            return seed.deserialize(GoStrDe(key)).map(Some);
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        let Some(v) = self.pending.take() else {
+            return Err(Error::rejected("a map value was asked for before its key"));
+        };
+        seed.deserialize(ValueDe { ty: self.value, v })
+            .map_err(|e| e.at(Segment::MapValue))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::schema::flags::*;
+
+    /// A message builder for hand-made inputs.
+    #[derive(Default)]
+    struct Enc(Vec<u8>);
+
+    impl Enc {
+        fn varint(mut self, mut v: u64) -> Self {
+            while v >= 0x80 {
+                self.0.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            self.0.push(v as u8);
+            self
+        }
+        fn key(self, number: u32, wire: u8) -> Self {
+            self.varint(u64::from(number) << 3 | u64::from(wire))
+        }
+        fn int(self, number: u32, v: u64) -> Self {
+            self.key(number, 0).varint(v)
+        }
+        fn bytes(self, number: u32, b: &[u8]) -> Self {
+            let mut s = self.key(number, 2).varint(b.len() as u64);
+            s.0.extend_from_slice(b);
+            s
+        }
+        fn msg(self, number: u32, m: Enc) -> Self {
+            self.bytes(number, &m.0)
+        }
+        fn fixed64(mut self, number: u32, v: u64) -> Self {
+            self = self.key(number, 1);
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+        fn fixed32(mut self, number: u32, v: u32) -> Self {
+            self = self.key(number, 5);
+            self.0.extend_from_slice(&v.to_le_bytes());
+            self
+        }
+    }
+
+    fn field(number: u32, json: &'static str, ty: Ty, flags: u8) -> Field {
+        Field {
+            number,
+            json,
+            ty,
+            flags,
+        }
+    }
+
+    static INNER: Message = Message {
+        name: "test.Inner",
+        fields: &[Field {
+            number: 1,
+            json: "innerName",
+            ty: Ty::String,
+            flags: OMIT_EMPTY,
+        }],
+    };
+
+    fn decode<'a, T: Deserialize<'a>>(msg: &'static Message, b: &'a [u8]) -> Result<T> {
+        T::deserialize(MessageDe {
+            msg,
+            buf: b,
+            type_meta: None,
+        })
+    }
+
+    fn leak(fields: Vec<Field>) -> &'static Message {
+        Box::leak(Box::new(Message {
+            name: "test.Msg",
+            fields: Box::leak(fields.into_boxed_slice()),
+        }))
+    }
+
+    #[test]
+    fn scalars_of_every_kind_read_as_their_json() {
+        let msg = leak(vec![
+            field(1, "u32", Ty::Uint32, 0),
+            field(2, "u64", Ty::Uint64, 0),
+            field(3, "double", Ty::Double, 0),
+            field(4, "float", Ty::Float, 0),
+            field(5, "duration", Ty::Duration, 0),
+            field(6, "i32", Ty::Int32, 0),
+            field(7, "i64", Ty::Int64, 0),
+            field(8, "bool", Ty::Bool, 0),
+            field(9, "bytes", Ty::Bytes, 0),
+            field(10, "integral", Ty::Double, 0),
+        ]);
+        let b = Enc::default()
+            .int(1, u64::MAX) // Go keeps the low 32 bits of a uint32
+            .int(2, u64::MAX)
+            .fixed64(3, 2.5f64.to_bits())
+            .fixed32(4, 0.1f32.to_bits())
+            .msg(5, Enc::default().int(1, 90_000_000_000))
+            .int(6, (-5i64) as u64) // int32 negatives are sign-extended to ten bytes
+            .int(7, (-7i64) as u64)
+            .int(8, 1)
+            .bytes(9, b"\x00\xffhi")
+            .fixed64(10, 3.0f64.to_bits());
+        let v: Value = decode(msg, &b.0).expect("decodes");
+        assert_eq!(
+            v,
+            json!({
+                "u32": 4_294_967_295u64, "u64": u64::MAX, "double": 2.5, "float": 0.1,
+                "duration": "1m30s", "i32": -5, "i64": -7, "bool": true, "bytes": "AP9oaQ==",
+                "integral": 3
+            })
+        );
+    }
+
+    #[test]
+    fn omitempty_zero_values_are_left_out_but_pointer_zeros_stay() {
+        let msg = leak(vec![
+            field(1, "count", Ty::Int32, OMIT_EMPTY),
+            field(2, "name", Ty::String, OMIT_EMPTY),
+            field(3, "flag", Ty::Bool, OMIT_EMPTY),
+            field(4, "ratio", Ty::Double, OMIT_EMPTY),
+            // A pointer, or a field without omitempty: JSON writes the zero.
+            field(5, "replicas", Ty::Int32, 0),
+            field(6, "label", Ty::String, 0),
+        ]);
+        let b = Enc::default()
+            .int(1, 0)
+            .bytes(2, b"")
+            .int(3, 0)
+            .fixed64(4, (-0.0f64).to_bits())
+            .int(5, 0)
+            .bytes(6, b"");
+        let v: Value = decode(msg, &b.0).expect("decodes");
+        assert_eq!(v, json!({"replicas": 0, "label": ""}));
+    }
+
+    #[test]
+    fn inlined_messages_are_flattened_into_their_parent() {
+        static PARENT_FIELDS: [Field; 2] = [
+            Field {
+                number: 1,
+                json: "",
+                ty: Ty::Message(&INNER),
+                flags: INLINE,
+            },
+            Field {
+                number: 2,
+                json: "own",
+                ty: Ty::Int64,
+                flags: 0,
+            },
+        ];
+        static PARENT: Message = Message {
+            name: "test.Parent",
+            fields: &PARENT_FIELDS,
+        };
+        let b = Enc::default()
+            .msg(1, Enc::default().bytes(1, b"x").int(99, 1))
+            .int(2, 3);
+        let v: Value = decode(&PARENT, &b.0).expect("decodes");
+        assert_eq!(v, json!({"innerName": "x", "own": 3}));
+    }
+
+    #[test]
+    fn repeated_fields_are_gathered_packed_or_not_wherever_they_are() {
+        let msg = leak(vec![
+            field(1, "names", Ty::String, REPEATED),
+            field(2, "ports", Ty::Int32, REPEATED),
+            field(3, "other", Ty::Int32, 0),
+        ]);
+        let packed = Enc::default().varint(80).varint(443);
+        let b = Enc::default()
+            .bytes(1, b"a")
+            .int(3, 7)
+            .bytes(1, b"b")
+            .int(2, 1)
+            .msg(2, packed)
+            .bytes(1, b"c");
+        let v: Value = decode(msg, &b.0).expect("decodes");
+        assert_eq!(
+            v,
+            json!({"names": ["a", "b", "c"], "other": 7, "ports": [1, 80, 443]})
+        );
+    }
+
+    #[test]
+    fn maps_read_as_objects_and_a_missing_value_is_the_zero_value() {
+        let msg = leak(vec![
+            field(1, "labels", Ty::Map(&Ty::String), REPEATED),
+            field(2, "limits", Ty::Map(&Ty::Quantity), REPEATED),
+            field(3, "extra", Ty::Map(&Ty::WrappedList(&Ty::String)), REPEATED),
+        ]);
+        let b = Enc::default()
+            .msg(1, Enc::default().bytes(1, b"app").bytes(2, b"web"))
+            .msg(1, Enc::default().bytes(1, b"empty"))
+            .msg(
+                2,
+                Enc::default()
+                    .bytes(1, b"cpu")
+                    .msg(2, Enc::default().bytes(1, b"250m")),
+            )
+            .msg(2, Enc::default().bytes(1, b"gpu"))
+            .msg(
+                3,
+                Enc::default()
+                    .bytes(1, b"groups")
+                    .msg(2, Enc::default().bytes(1, b"a").bytes(1, b"b")),
+            )
+            .msg(3, Enc::default().bytes(1, b"none"));
+        let v: Value = decode(msg, &b.0).expect("decodes");
+        assert_eq!(
+            v,
+            json!({
+                "labels": {"app": "web", "empty": ""},
+                "limits": {"cpu": "250m", "gpu": "0"},
+                "extra": {"groups": ["a", "b"], "none": null}
+            })
+        );
+    }
+
+    #[test]
+    fn special_types_read_as_their_json() {
+        let msg = leak(vec![
+            field(1, "port", Ty::IntOrString, 0),
+            field(2, "target", Ty::IntOrString, 0),
+            field(3, "raw", Ty::RawExtension, 0),
+            field(4, "nilRaw", Ty::RawExtension, 0),
+            field(5, "fields", Ty::FieldsV1, 0),
+            field(6, "noFields", Ty::FieldsV1, 0),
+            field(7, "created", Ty::Time, 0),
+            field(8, "zero", Ty::Time, 0),
+            field(9, "omitted", Ty::Time, OMIT_ZERO),
+            field(10, "eventTime", Ty::MicroTime, 0),
+        ]);
+        let b = Enc::default()
+            .msg(1, Enc::default().int(1, 0).int(2, 8080))
+            .msg(2, Enc::default().int(1, 1).bytes(3, b"http"))
+            .msg(3, Enc::default().bytes(1, br#"{"kind":"X","n":[1,2]}"#))
+            .msg(4, Enc::default())
+            .msg(5, Enc::default().bytes(1, br#"{"f:metadata":{}}"#))
+            .msg(6, Enc::default().bytes(1, b""))
+            .msg(7, Enc::default().int(1, 1_700_000_000).int(2, 5))
+            .msg(8, Enc::default())
+            .msg(9, Enc::default())
+            .msg(10, Enc::default().int(1, 1_700_000_000).int(2, 123_456_789));
+        let v: Value = decode(msg, &b.0).expect("decodes");
+        assert_eq!(
+            v,
+            json!({
+                "port": 8080, "target": "http",
+                "raw": {"kind": "X", "n": [1, 2]}, "nilRaw": null,
+                "fields": {"f:metadata": {}}, "noFields": null,
+                "created": "2023-11-14T22:13:20Z", "zero": null,
+                "eventTime": "2023-11-14T22:13:20.123456Z"
+            })
+        );
+        // Optional targets see JSON's null as None.
+        #[derive(Deserialize, Debug, PartialEq)]
+        #[serde(rename_all = "camelCase")]
+        struct Opt {
+            zero: Option<String>,
+            created: Option<String>,
+            no_fields: Option<Value>,
+        }
+        let o: Opt = decode(msg, &b.0).expect("decodes");
+        assert_eq!(
+            o,
+            Opt {
+                zero: None,
+                created: Some("2023-11-14T22:13:20Z".into()),
+                no_fields: None
+            }
+        );
+    }
+
+    #[test]
+    fn embedded_cbor_and_bad_int_or_string_types_are_malformed() {
+        let msg = leak(vec![
+            field(1, "raw", Ty::RawExtension, 0),
+            field(2, "port", Ty::IntOrString, 0),
+        ]);
+        let cbor = Enc::default().msg(1, Enc::default().bytes(1, &[0xd9, 0xd9, 0xf7, 0xa0]));
+        let err = decode::<Value>(msg, &cbor.0).expect_err("CBOR");
+        assert!(matches!(err, Error::Malformed { .. }), "{err}");
+        assert_eq!(err.path().map(ToString::to_string).as_deref(), Some("raw"));
+        let bad = Enc::default().msg(2, Enc::default().int(1, 7));
+        assert!(matches!(
+            decode::<Value>(msg, &bad.0),
+            Err(Error::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_fields_are_skipped_and_ignored_fields_are_not_decoded() {
+        let msg = leak(vec![
+            field(1, "name", Ty::String, 0),
+            field(2, "blob", Ty::RawExtension, 0),
+        ]);
+        // `blob` holds bytes that would fail to decode: a target that ignores it never
+        // looks inside.
+        let b = Enc::default()
+            .int(7, 1)
+            .bytes(1, b"n")
+            .fixed32(9, 1)
+            .msg(2, Enc::default().bytes(1, &[0xff]));
+        #[derive(Deserialize)]
+        struct OnlyName {
+            name: String,
+        }
+        let v: OnlyName = decode(msg, &b.0).expect("decodes");
+        assert_eq!(v.name, "n");
+        assert!(decode::<Value>(msg, &b.0).is_err());
+    }
+
+    #[test]
+    fn wrong_wire_types_are_malformed_and_name_the_field() {
+        let msg = leak(vec![
+            field(1, "name", Ty::String, 0),
+            field(2, "items", Ty::Message(&INNER), REPEATED),
+        ]);
+        let b = Enc::default().int(1, 5);
+        let err = decode::<Value>(msg, &b.0).expect_err("varint for a string");
+        assert_eq!(
+            err.to_string(),
+            "malformed protobuf at name: wrong wire type"
+        );
+        let b = Enc::default().bytes(2, b"").int(2, 1);
+        let err = decode::<Value>(msg, &b.0).expect_err("varint for a message");
+        assert_eq!(
+            err.to_string(),
+            "malformed protobuf at items[1]: wrong wire type"
+        );
+    }
+
+    #[test]
+    fn enums_and_flatten_work_through_deserialize_any() {
+        #[derive(Deserialize, Debug, PartialEq)]
+        enum Policy {
+            Always,
+            Never,
+        }
+        #[derive(Deserialize, Debug, PartialEq)]
+        struct Target {
+            name: Policy,
+            #[serde(flatten)]
+            rest: std::collections::BTreeMap<String, Value>,
+        }
+        let msg = leak(vec![
+            field(1, "name", Ty::String, 0),
+            field(2, "n", Ty::Int64, 0),
+        ]);
+        let b = Enc::default().bytes(1, b"Never").int(2, 4);
+        let t: Target = decode(msg, &b.0).expect("decodes");
+        assert_eq!(t.name, Policy::Never);
+        assert_eq!(t.rest.get("n"), Some(&json!(4)));
+    }
+}
