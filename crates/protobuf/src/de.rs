@@ -372,7 +372,6 @@ impl<'de> ValueDe<'de> {
         match self.ty {
             Ty::Time | Ty::MicroTime => is_zero_time(self.ty, self.v),
             Ty::RawExtension | Ty::FieldsV1 => Ok(self.raw_json()?.is_none()),
-            Ty::WrappedList(_) => Ok(wrapped_len(self.len()?)? == 0),
             _ => Ok(false),
         }
     }
@@ -434,13 +433,9 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 None => visitor.visit_unit(),
                 Some(raw) => embedded_json(raw, visitor),
             },
+            // Present, even without items, Go unmarshals it into a non-nil slice: `[]`.
             Ty::WrappedList(elem) => {
-                let b = self.len()?;
-                if wrapped_len(b)? == 0 {
-                    // Go unmarshals no items into a nil slice: JSON `null`.
-                    return visitor.visit_unit();
-                }
-                visitor.visit_seq(RepeatedAccess::new(elem, 1, Reader::new(b)))
+                visitor.visit_seq(RepeatedAccess::new(elem, 1, Reader::new(self.len()?)))
             }
             Ty::Map(_) => Err(Error::malformed("a map outside a repeated field")),
         }
@@ -896,7 +891,7 @@ mod tests {
             json!({
                 "labels": {"app": "web", "empty": ""},
                 "limits": {"cpu": "250m", "gpu": "0"},
-                "extra": {"groups": ["a", "b"], "none": null}
+                "extra": {"groups": ["a", "b"], "none": []}
             })
         );
     }
