@@ -14,7 +14,7 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
 
 use crate::error::{Error, Segment};
-use crate::schema::{Field, Message, Ty, flags};
+use crate::schema::{Field, Message, Ty, flags, meta};
 use crate::special::{self, JsonNumber};
 use crate::wire::{self, Reader, Value, WireType};
 
@@ -59,6 +59,15 @@ impl<'de> de::Deserializer<'de> for MessageDe<'de> {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
     }
+}
+
+/// The apiVersion and kind JSON shows on a nested object of this message, though protobuf
+/// does not carry them: the items of a `PartialObjectMetadataList`, which the API server
+/// writes with their type (items of other lists, and other embedded objects, have none in
+/// the JSON of objects the server writes, or lose it in protobuf as Go clients do).
+pub(crate) fn nested_type_meta(msg: &Message) -> Option<(&'static str, &'static str)> {
+    std::ptr::eq(msg, meta::PARTIAL_OBJECT_METADATA)
+        .then_some(("meta.k8s.io/v1", "PartialObjectMetadata"))
 }
 
 /// The wire type a single value of `ty` is written with.
@@ -404,7 +413,9 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 ),
                 _ => Err(Error::malformed("wrong wire type")),
             },
-            Ty::Message(msg) => visitor.visit_map(MessageAccess::new(msg, self.len()?, None)),
+            Ty::Message(msg) => {
+                visitor.visit_map(MessageAccess::new(msg, self.len()?, nested_type_meta(msg)))
+            }
             Ty::Time | Ty::MicroTime => {
                 let t = special::Timestamp::parse(self.len()?).map_err(malformed)?;
                 let mut s = String::with_capacity(32);

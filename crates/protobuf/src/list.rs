@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 
 use serde::Deserialize;
 
-use crate::de::MessageDe;
+use crate::de::{MessageDe, nested_type_meta};
 use crate::error::{Error, Segment};
 use crate::object::Object;
 use crate::schema::{Field, Message, Ty, flags, meta};
@@ -165,14 +165,12 @@ impl<'a> List<'a> {
     /// items of a `PartialObjectMetadataList`, which get `meta.k8s.io/v1`
     /// `PartialObjectMetadata`, as the API server writes them in JSON.
     pub fn items<T: Deserialize<'a>>(&self) -> Items<'a, T> {
-        let type_meta = std::ptr::eq(self.item, meta::PARTIAL_OBJECT_METADATA)
-            .then_some((self.object.api_version(), "PartialObjectMetadata"));
         Items {
             reader: Reader::new(self.object.raw()),
             number: self.items.number,
             item: self.item,
             list: self.list,
-            type_meta,
+            type_meta: nested_type_meta(self.item),
             index: 0,
             remaining: self.len,
             done: false,
@@ -187,7 +185,7 @@ pub struct Items<'a, T> {
     number: u32,
     item: &'static Message,
     list: &'static Message,
-    type_meta: Option<(&'a str, &'a str)>,
+    type_meta: Option<(&'static str, &'static str)>,
     index: usize,
     remaining: usize,
     done: bool,

@@ -121,6 +121,30 @@ pub fn without_nulls(v: Value) -> Value {
     }
 }
 
+/// JSON without the apiVersion and kind of embedded objects (a nested object with its own
+/// `metadata`, such as a StatefulSet's `volumeClaimTemplates`): the API server's JSON may
+/// carry them, protobuf never does (it writes the type of the top-level object only, in its
+/// envelope), so Go clients reading protobuf do not see them either. Top-level objects and
+/// list items keep theirs.
+pub fn without_embedded_type_meta(v: Value) -> Value {
+    fn strip(v: Value, depth: usize) -> Value {
+        match v {
+            Value::Object(m) => {
+                let embedded = depth > 1 && m.contains_key("metadata");
+                Value::Object(
+                    m.into_iter()
+                        .filter(|(k, _)| !(embedded && (k == "apiVersion" || k == "kind")))
+                        .map(|(k, v)| (k, strip(v, depth + 1)))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.into_iter().map(|v| strip(v, depth)).collect()),
+            v => v,
+        }
+    }
+    strip(v, 0)
+}
+
 /// The first place two JSON values differ, as a JSON pointer.
 pub fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
     match (a, b) {
