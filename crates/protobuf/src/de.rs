@@ -10,10 +10,12 @@
 //! so `serde_json::Value`, `#[serde(flatten)]` and untagged enums work as with JSON. Fields
 //! the target does not want are skipped without being decoded (`deserialize_ignored_any`).
 
+use std::cell::Cell;
+
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
 
-use crate::error::{Error, Segment};
+use crate::error::{DeError as Error, Segment};
 use crate::schema::{Field, Message, Ty, flags, meta};
 use crate::special::{self, JsonNumber};
 use crate::wire::{self, Reader, Value, WireType};
@@ -108,30 +110,79 @@ impl Gathered {
 /// One message being read: the top-level one, or an inlined one inside it.
 struct Frame<'de> {
     msg: &'static Message,
-    buf: &'de [u8],
     reader: Reader<'de>,
     hint: usize,
     gathered: Gathered,
+    /// Which repeated fields (by index, below 64) occur in more than one run, found by one
+    /// scan when the first repeated field is met. Go writes each repeated field as one run,
+    /// so the elements of the others end where their run ends; the scan spares a walk to
+    /// the end of the message for every repeated field.
+    split: Option<u64>,
 }
 
 impl<'de> Frame<'de> {
     fn new(msg: &'static Message, buf: &'de [u8]) -> Self {
         Frame {
             msg,
-            buf,
             reader: Reader::new(buf),
             hint: 0,
             gathered: Gathered::default(),
+            split: None,
         }
     }
+
+    /// Whether the repeated field at `index` is written as one run from `key_pos` on.
+    fn contiguous(&mut self, index: usize, key_pos: usize) -> Result<bool> {
+        if index >= 64 {
+            return Ok(false);
+        }
+        let split = match self.split {
+            Some(split) => split,
+            None => {
+                // From the first repeated field on: those before it are not repeated.
+                let split = split_runs(self.msg, self.reader.buf(), key_pos)?;
+                self.split = Some(split);
+                split
+            }
+        };
+        Ok(split & (1 << index) == 0)
+    }
+}
+
+/// The repeated fields (by index, below 64) whose occurrences from `from` on are not one
+/// run; fields of index 64 and above are never reported contiguous, see [`Frame::contiguous`].
+fn split_runs(msg: &Message, buf: &[u8], from: usize) -> Result<u64> {
+    let mut r = Reader::at(buf, from);
+    let (mut seen, mut split) = (0u64, 0u64);
+    let mut last = 0u32;
+    let mut hint = 0;
+    while let Some((number, _)) = r.field().map_err(malformed)? {
+        if number == last {
+            continue;
+        }
+        last = number;
+        if let Some((index, field)) = msg.field(number, &mut hint)
+            && field.has(flags::REPEATED)
+            && index < 64
+        {
+            let bit = 1u64 << index;
+            split |= seen & bit;
+            seen |= bit;
+        }
+    }
+    Ok(split)
 }
 
 enum Pending<'de> {
     None,
-    Str(&'de str),
+    /// apiVersion's value; kind's comes next.
+    TypeMeta(&'de str, &'de str),
+    /// kind's key is next, then this value.
+    Kind(&'de str),
     Single(&'static Field, Value<'de>),
-    /// A repeated field: the message it is in and where its first occurrence starts.
-    Repeated(&'static Field, &'de [u8], usize),
+    /// A repeated field: the message it is in, where its first occurrence starts, and
+    /// whether it is one run.
+    Repeated(&'static Field, &'de [u8], usize, bool),
 }
 
 /// A message as a map of JSON names to values.
@@ -140,20 +191,21 @@ struct MessageAccess<'de> {
     /// The messages an inlined message is inside of, innermost last.
     outer: Vec<Frame<'de>>,
     pending: Pending<'de>,
-    type_meta: [Option<(&'static str, &'de str)>; 2],
+    /// apiVersion and kind still to present.
+    type_meta: Option<(&'de str, &'de str)>,
+    /// Where a repeated field that is one run ended, once its elements were all read: the
+    /// reader jumps there instead of stepping over them again.
+    run_end: Cell<Option<usize>>,
 }
 
 impl<'de> MessageAccess<'de> {
     fn new(msg: &'static Message, buf: &'de [u8], type_meta: Option<(&'de str, &'de str)>) -> Self {
-        let type_meta = match type_meta {
-            Some((api_version, kind)) => [Some(("apiVersion", api_version)), Some(("kind", kind))],
-            None => [None, None],
-        };
         MessageAccess {
             cur: Frame::new(msg, buf),
             outer: Vec::new(),
             pending: Pending::None,
             type_meta,
+            run_end: Cell::new(None),
         }
     }
 }
@@ -179,10 +231,9 @@ fn is_zero_time(ty: &Ty, v: Value<'_>) -> Result<bool> {
         return Ok(false);
     };
     let t = special::Timestamp::parse(b).map_err(malformed)?;
-    let mut scratch = String::new();
     Ok(match ty {
-        Ty::Time => t.time_json(&mut scratch).is_none(),
-        Ty::MicroTime => t.micro_time_json(&mut scratch).is_none(),
+        Ty::Time => t.is_zero(false),
+        Ty::MicroTime => t.is_zero(true),
         _ => false,
     })
 }
@@ -204,11 +255,15 @@ impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        for slot in &mut self.type_meta {
-            if let Some((key, value)) = slot.take() {
-                self.pending = Pending::Str(value);
-                return seed.deserialize(KeyDe(key)).map(Some);
-            }
+        if let Some((api_version, kind)) = self.type_meta {
+            // apiVersion first, then kind (whose pending value is set when apiVersion's is
+            // taken, see next_value_seed).
+            self.type_meta = None;
+            self.pending = Pending::TypeMeta(api_version, kind);
+            return seed.deserialize(KeyDe("apiVersion")).map(Some);
+        }
+        if let Pending::Kind(_) = self.pending {
+            return seed.deserialize(KeyDe("kind")).map(Some);
         }
         loop {
             let key_pos = self.cur.reader.pos();
@@ -228,7 +283,11 @@ impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
                 if self.cur.gathered.test_and_set(index) {
                     continue;
                 }
-                self.pending = Pending::Repeated(field, self.cur.buf, key_pos);
+                let one_run = self
+                    .cur
+                    .contiguous(index, key_pos)
+                    .map_err(|e| e.at(Segment::Field(field.json)))?;
+                self.pending = Pending::Repeated(field, self.cur.reader.buf(), key_pos, one_run);
             } else {
                 if value.wire_type() != Some(wire_type_of(&field.ty)) {
                     return Err(Error::malformed("wrong wire type").at(Segment::Field(field.json)));
@@ -262,13 +321,24 @@ impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
             Pending::Single(field, v) => seed
                 .deserialize(ValueDe { ty: &field.ty, v })
                 .map_err(|e| e.at(Segment::Field(field.json))),
-            Pending::Repeated(field, buf, pos) => seed
-                .deserialize(RepeatedDe {
-                    field,
-                    reader: Reader::at(buf, pos),
-                })
-                .map_err(|e| e.at(Segment::Field(field.json))),
-            Pending::Str(s) => seed.deserialize(de::value::BorrowedStrDeserializer::new(s)),
+            Pending::Repeated(field, buf, pos, one_run) => {
+                let value = seed
+                    .deserialize(RepeatedDe {
+                        field,
+                        reader: Reader::at(buf, pos),
+                        run_end: one_run.then_some(&self.run_end),
+                    })
+                    .map_err(|e| e.at(Segment::Field(field.json)))?;
+                if let Some(end) = self.run_end.take() {
+                    self.cur.reader = Reader::at(buf, end);
+                }
+                Ok(value)
+            }
+            Pending::TypeMeta(api_version, kind) => {
+                self.pending = Pending::Kind(kind);
+                seed.deserialize(de::value::BorrowedStrDeserializer::new(api_version))
+            }
+            Pending::Kind(kind) => seed.deserialize(de::value::BorrowedStrDeserializer::new(kind)),
             Pending::None => Err(Error::rejected("a map value was asked for before its key")),
         }
     }
@@ -418,13 +488,8 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
             }
             Ty::Time | Ty::MicroTime => {
                 let t = special::Timestamp::parse(self.len()?).map_err(malformed)?;
-                let mut s = String::with_capacity(32);
-                let written = match self.ty {
-                    Ty::Time => t.time_json(&mut s),
-                    _ => t.micro_time_json(&mut s),
-                };
-                match written {
-                    Some(()) => visitor.visit_str(&s),
+                match t.json(matches!(self.ty, Ty::MicroTime)) {
+                    Some(s) => visitor.visit_str(s.as_str()),
                     None => visitor.visit_unit(),
                 }
             }
@@ -519,12 +584,15 @@ fn json_error(e: serde_json::Error) -> Error {
 
 /// A repeated field (a slice or a map): every occurrence of its number in the message, from
 /// the first one on.
-struct RepeatedDe<'de> {
+struct RepeatedDe<'de, 'a> {
     field: &'static Field,
     reader: Reader<'de>,
+    /// Set when the occurrences are one run (they end at the first other field): where the
+    /// run ends is written there once the last element was read.
+    run_end: Option<&'a Cell<Option<usize>>>,
 }
 
-impl<'de> de::Deserializer<'de> for RepeatedDe<'de> {
+impl<'de> de::Deserializer<'de> for RepeatedDe<'de, '_> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
@@ -533,9 +601,13 @@ impl<'de> de::Deserializer<'de> for RepeatedDe<'de> {
                 value,
                 number: self.field.number,
                 reader: self.reader,
+                run_end: self.run_end,
                 pending: None,
             }),
-            elem => visitor.visit_seq(RepeatedAccess::new(elem, self.field.number, self.reader)),
+            elem => visitor.visit_seq(RepeatedAccess {
+                run_end: self.run_end,
+                ..RepeatedAccess::new(elem, self.field.number, self.reader)
+            }),
         }
     }
 
@@ -562,15 +634,19 @@ impl<'de> de::Deserializer<'de> for RepeatedDe<'de> {
 }
 
 /// The elements of a repeated field, unpacked or packed.
-struct RepeatedAccess<'de> {
+struct RepeatedAccess<'de, 'a> {
     elem: &'static Ty,
     number: u32,
     reader: Reader<'de>,
     packed: Option<Reader<'de>>,
     index: usize,
+    /// Set when the occurrences are one run: the first other field ends them, and where it
+    /// starts is written there.
+    run_end: Option<&'a Cell<Option<usize>>>,
 }
 
-impl<'de> RepeatedAccess<'de> {
+impl<'de> RepeatedAccess<'de, '_> {
+    /// The occurrences of `number` from `reader` on, wherever they are.
     fn new(elem: &'static Ty, number: u32, reader: Reader<'de>) -> Self {
         RepeatedAccess {
             elem,
@@ -578,6 +654,7 @@ impl<'de> RepeatedAccess<'de> {
             reader,
             packed: None,
             index: 0,
+            run_end: None,
         }
     }
 
@@ -597,10 +674,18 @@ impl<'de> RepeatedAccess<'de> {
                 }
                 self.packed = None;
             }
+            let at = self.reader.pos();
             let Some((number, v)) = self.reader.field().map_err(malformed)? else {
+                if let Some(end) = self.run_end {
+                    end.set(Some(at));
+                }
                 return Ok(None);
             };
             if number != self.number {
+                if let Some(end) = self.run_end {
+                    end.set(Some(at));
+                    return Ok(None);
+                }
                 continue;
             }
             match v.wire_type() {
@@ -616,7 +701,7 @@ impl<'de> RepeatedAccess<'de> {
     }
 }
 
-impl<'de> de::SeqAccess<'de> for RepeatedAccess<'de> {
+impl<'de> de::SeqAccess<'de> for RepeatedAccess<'de, '_> {
     type Error = Error;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
@@ -632,22 +717,32 @@ impl<'de> de::SeqAccess<'de> for RepeatedAccess<'de> {
 }
 
 /// The entries of a map field: repeated `{ key = 1; value = 2 }` messages.
-struct MapEntries<'de> {
+struct MapEntries<'de, 'a> {
     value: &'static Ty,
     number: u32,
     reader: Reader<'de>,
+    /// As [`RepeatedAccess::run_end`].
+    run_end: Option<&'a Cell<Option<usize>>>,
     pending: Option<Value<'de>>,
 }
 
-impl<'de> de::MapAccess<'de> for MapEntries<'de> {
+impl<'de> de::MapAccess<'de> for MapEntries<'de, '_> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
         loop {
+            let at = self.reader.pos();
             let Some((number, v)) = self.reader.field().map_err(malformed)? else {
+                if let Some(end) = self.run_end {
+                    end.set(Some(at));
+                }
                 return Ok(None);
             };
             if number != self.number {
+                if let Some(end) = self.run_end {
+                    end.set(Some(at));
+                    return Ok(None);
+                }
                 continue;
             }
             let Value::Len(entry) = v else {
@@ -750,12 +845,16 @@ mod tests {
         }],
     };
 
-    fn decode<'a, T: Deserialize<'a>>(msg: &'static Message, b: &'a [u8]) -> Result<T> {
+    fn decode<'a, T: Deserialize<'a>>(
+        msg: &'static Message,
+        b: &'a [u8],
+    ) -> std::result::Result<T, crate::Error> {
         T::deserialize(MessageDe {
             msg,
             buf: b,
             type_meta: None,
         })
+        .map_err(Error::into_error)
     }
 
     fn leak(fields: Vec<Field>) -> &'static Message {
@@ -970,12 +1069,12 @@ mod tests {
         ]);
         let cbor = Enc::default().msg(1, Enc::default().bytes(1, &[0xd9, 0xd9, 0xf7, 0xa0]));
         let err = decode::<Value>(msg, &cbor.0).expect_err("CBOR");
-        assert!(matches!(err, Error::Malformed { .. }), "{err}");
+        assert!(matches!(err, crate::Error::Malformed { .. }), "{err}");
         assert_eq!(err.path().map(ToString::to_string).as_deref(), Some("raw"));
         let bad = Enc::default().msg(2, Enc::default().int(1, 7));
         assert!(matches!(
             decode::<Value>(msg, &bad.0),
-            Err(Error::Malformed { .. })
+            Err(crate::Error::Malformed { .. })
         ));
     }
 

@@ -167,50 +167,100 @@ impl fmt::Display for Path {
     }
 }
 
-impl serde::de::Error for Error {
+/// The error inside the deserializer: the [`Error`] boxed, so that the results passed
+/// up and down serde's call chain for every field stay one word wide (errors are rare; the
+/// results of the values that decode are not).
+pub(crate) struct DeError(Box<Error>);
+
+impl DeError {
+    #[cold]
+    pub(crate) fn malformed(reason: &'static str) -> Self {
+        DeError(Box::new(Error::malformed(reason)))
+    }
+
+    #[cold]
+    pub(crate) fn rejected(reason: impl Into<String>) -> Self {
+        DeError(Box::new(Error::rejected(reason)))
+    }
+
+    /// Adds the segment the error passed through on its way out (innermost first).
+    #[cold]
+    pub(crate) fn at(mut self, segment: Segment) -> Self {
+        if let Error::Malformed { path, .. } | Error::Rejected { path, .. } = &mut *self.0 {
+            path.0.push(segment);
+        }
+        self
+    }
+
+    pub(crate) fn into_error(self) -> Error {
+        *self.0
+    }
+}
+
+impl From<Error> for DeError {
+    fn from(e: Error) -> Self {
+        DeError(Box::new(e))
+    }
+}
+
+impl fmt::Debug for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for DeError {}
+
+impl serde::de::Error for DeError {
     /// Messages from a target type's own `Deserialize` may quote the value: they are
     /// replaced by a fixed description (the path says where).
     #[cold]
     fn custom<T: fmt::Display>(_msg: T) -> Self {
-        Error::rejected("the target type refused the value")
+        DeError::rejected("the target type refused the value")
     }
 
     #[cold]
     fn invalid_type(unexp: serde::de::Unexpected<'_>, exp: &dyn serde::de::Expected) -> Self {
-        Error::rejected(format!("invalid type: {}, expected {exp}", kind(&unexp)))
+        DeError::rejected(format!("invalid type: {}, expected {exp}", kind(&unexp)))
     }
 
     #[cold]
     fn invalid_value(unexp: serde::de::Unexpected<'_>, exp: &dyn serde::de::Expected) -> Self {
-        Error::rejected(format!("invalid value: {}, expected {exp}", kind(&unexp)))
+        DeError::rejected(format!("invalid value: {}, expected {exp}", kind(&unexp)))
     }
 
     #[cold]
     fn invalid_length(len: usize, exp: &dyn serde::de::Expected) -> Self {
-        Error::rejected(format!("invalid length {len}, expected {exp}"))
+        DeError::rejected(format!("invalid length {len}, expected {exp}"))
     }
 
     #[cold]
     fn unknown_variant(_variant: &str, expected: &'static [&'static str]) -> Self {
-        Error::rejected(format!("unknown variant, expected one of {expected:?}"))
+        DeError::rejected(format!("unknown variant, expected one of {expected:?}"))
     }
 
     #[cold]
     fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
         // Field names come from the schema, never from the body.
-        Error::rejected(format!(
+        DeError::rejected(format!(
             "unknown field `{field}`, expected one of {expected:?}"
         ))
     }
 
     #[cold]
     fn missing_field(field: &'static str) -> Self {
-        Error::rejected(format!("missing field `{field}`"))
+        DeError::rejected(format!("missing field `{field}`"))
     }
 
     #[cold]
     fn duplicate_field(field: &'static str) -> Self {
-        Error::rejected(format!("duplicate field `{field}`"))
+        DeError::rejected(format!("duplicate field `{field}`"))
     }
 }
 
@@ -272,16 +322,16 @@ mod tests {
         use serde::de::Unexpected;
         let secret = "c2VjcmV0";
         let errs = [
-            Error::custom(format!("bad value {secret}")),
-            Error::invalid_type(Unexpected::Str(secret), &"an integer"),
-            Error::invalid_value(Unexpected::Str(secret), &"a date"),
-            Error::unknown_variant(secret, &["A", "B"]),
+            DeError::custom(format!("bad value {secret}")),
+            DeError::invalid_type(Unexpected::Str(secret), &"an integer"),
+            DeError::invalid_value(Unexpected::Str(secret), &"a date"),
+            DeError::unknown_variant(secret, &["A", "B"]),
         ];
         for e in errs {
             assert!(!e.to_string().contains(secret), "{e}");
         }
         assert_eq!(
-            Error::invalid_type(Unexpected::Str(secret), &"i32").to_string(),
+            DeError::invalid_type(Unexpected::Str(secret), &"i32").to_string(),
             "cannot decode the top level into the target type: invalid type: string, expected i32"
         );
     }

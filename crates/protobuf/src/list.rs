@@ -112,7 +112,7 @@ impl<'a> Object<'a> {
                     buf,
                     type_meta: None,
                 })
-                .map_err(|e| at_list(e.at(Segment::Field("metadata"))))?;
+                .map_err(|e| at_list(e.at(Segment::Field("metadata")).into_error()))?;
                 ListMeta {
                     resource_version: raw.resource_version.unwrap_or_default(),
                     continue_token: raw.continue_token.filter(|c| !c.is_empty()),
@@ -219,7 +219,7 @@ impl<'a, T: Deserialize<'a>> Iterator for Items<'a, T> {
                         buf,
                         type_meta: self.type_meta,
                     });
-                    return Some(item.map_err(|e| at(e, index, self.list)));
+                    return Some(item.map_err(|e| at(e.into_error(), index, self.list)));
                 }
                 Ok(Some(_)) => {}
                 Err(fault) => {

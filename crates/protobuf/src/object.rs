@@ -144,7 +144,7 @@ impl<'a> Object<'a> {
             buf: self.raw,
             type_meta: Some((self.api_version, self.kind)),
         })
-        .map_err(|e| e.at(Segment::Message(msg.short_name())))
+        .map_err(|e| e.at(Segment::Message(msg.short_name())).into_error())
     }
 }
 

@@ -81,6 +81,33 @@ pub(crate) struct Timestamp {
 /// Seconds from 0001-01-01T00:00:00Z (Go's zero time) to the Unix epoch.
 const ZERO_TIME_UNIX: i64 = -62_135_596_800;
 
+/// A short ASCII string built on the stack (a formatted time: at most 34 bytes).
+pub(crate) struct Ascii {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl Ascii {
+    fn new() -> Self {
+        Ascii {
+            buf: [0; 40],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII digits and punctuation are ever pushed.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
 impl Timestamp {
     pub(crate) fn parse(payload: &[u8]) -> Result<Self, Fault> {
         let mut t = Timestamp {
@@ -100,41 +127,60 @@ impl Timestamp {
         Ok(t)
     }
 
-    /// `metav1.Time`: Go keeps the seconds only (`time.Unix(seconds, 0)`). `None` when the
-    /// time is zero, which `MarshalJSON` writes as `null`.
-    pub(crate) fn time_json(&self, out: &mut String) -> Option<()> {
-        if self.empty || self.seconds == ZERO_TIME_UNIX {
-            return None;
-        }
-        write_civil(out, i128::from(self.seconds));
-        out.push('Z');
-        Some(())
+    /// `metav1.Time` as Go holds it: the seconds only (`time.Unix(seconds, 0)`); `None` for
+    /// the zero time, which `MarshalJSON` writes as `null`.
+    fn time(&self) -> Option<(i64, i64)> {
+        (!self.empty && self.seconds != ZERO_TIME_UNIX).then_some((self.seconds, 0))
     }
 
-    /// `metav1.MicroTime`: nanoseconds truncated (toward zero) to microseconds, then
-    /// `time.Unix` normalises them into [0, 1e9); six fractional digits.
-    pub(crate) fn micro_time_json(&self, out: &mut String) -> Option<()> {
+    /// `metav1.MicroTime` as Go holds it: nanoseconds truncated (toward zero) to
+    /// microseconds, then normalised into [0, 1e9) by `time.Unix` (its int64 arithmetic
+    /// wraps, as here); `None` for the zero time.
+    fn micro_time(&self) -> Option<(i64, i64)> {
         if self.empty {
             return None;
         }
         let nanos = i64::from(self.nanos);
         let nanos = nanos - nanos % 1000;
-        let seconds = i128::from(self.seconds) + i128::from(nanos.div_euclid(1_000_000_000));
+        let seconds = self.seconds.wrapping_add(nanos.div_euclid(1_000_000_000));
         let nanos = nanos.rem_euclid(1_000_000_000);
-        if seconds == i128::from(ZERO_TIME_UNIX) && nanos == 0 {
-            return None;
+        (seconds != ZERO_TIME_UNIX || nanos != 0).then_some((seconds, nanos))
+    }
+
+    /// Whether the JSON of this time is `null` (`micro`: as a MicroTime, else a Time).
+    pub(crate) fn is_zero(&self, micro: bool) -> bool {
+        if micro {
+            self.micro_time().is_none()
+        } else {
+            self.time().is_none()
         }
-        write_civil(out, seconds);
-        let _ = write!(out, ".{:06}Z", nanos / 1000);
-        Some(())
+    }
+
+    /// The JSON string of this time: RFC 3339 to the second for a Time, with six fractional
+    /// digits for a MicroTime; `None` when it is `null`.
+    pub(crate) fn json(&self, micro: bool) -> Option<Ascii> {
+        let mut out = Ascii::new();
+        if micro {
+            let (seconds, nanos) = self.micro_time()?;
+            write_civil(&mut out, seconds);
+            out.push(b'.');
+            push_digits(&mut out, (nanos / 1000) as u64, 6);
+        } else {
+            let (seconds, _) = self.time()?;
+            write_civil(&mut out, seconds);
+        }
+        out.push(b'Z');
+        Some(out)
     }
 }
 
 /// Writes `YYYY-MM-DDTHH:MM:SS` for Unix seconds, in UTC, as Go's `Format` writes the year
-/// (at least four digits, a minus sign before negative years).
-fn write_civil(out: &mut String, unix_seconds: i128) {
+/// (at least four digits, a minus sign before negative years). By hand rather than through
+/// `core::fmt`: a pod has a dozen timestamps, and this is on the hot path.
+fn write_civil(out: &mut Ascii, unix_seconds: i64) {
+    // No intermediate below can overflow for any i64 input (|days| < 2^47).
     let days = unix_seconds.div_euclid(86_400);
-    let secs = unix_seconds.rem_euclid(86_400);
+    let secs = unix_seconds.rem_euclid(86_400) as u64;
     // Howard Hinnant's days_from_civil inverse, on the proleptic Gregorian calendar.
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -142,21 +188,38 @@ fn write_civil(out: &mut String, unix_seconds: i128) {
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i128::from(month <= 2);
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u64;
+    let month = (if mp < 10 { mp + 3 } else { mp - 9 }) as u64;
+    let year = yoe + era * 400 + i64::from(month <= 2);
     if year < 0 {
-        let _ = write!(out, "-{:04}", -year);
-    } else {
-        let _ = write!(out, "{year:04}");
+        out.push(b'-');
     }
-    let _ = write!(
-        out,
-        "-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    );
+    push_digits(out, year.unsigned_abs(), 4);
+    out.push(b'-');
+    push_digits(out, month, 2);
+    out.push(b'-');
+    push_digits(out, day, 2);
+    out.push(b'T');
+    push_digits(out, secs / 3600, 2);
+    out.push(b':');
+    push_digits(out, secs / 60 % 60, 2);
+    out.push(b':');
+    push_digits(out, secs % 60, 2);
+}
+
+/// `v` in decimal, zero-padded to at least `width` digits.
+fn push_digits(out: &mut Ascii, mut v: u64, width: usize) {
+    let mut buf = [b'0'; 20];
+    let mut i = buf.len();
+    while v > 0 {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    let start = i.min(buf.len() - width.min(buf.len()));
+    for &b in &buf[start..] {
+        out.push(b);
+    }
 }
 
 /// A `metav1.Duration { duration = 1 }` payload as Go's `time.Duration.String()` writes it:
@@ -328,16 +391,15 @@ mod tests {
     }
 
     fn time(p: &[u8]) -> Option<String> {
-        let mut s = String::new();
-        Timestamp::parse(p).ok()?.time_json(&mut s).map(|()| s)
+        let t = Timestamp::parse(p).ok()?;
+        assert_eq!(t.is_zero(false), t.json(false).is_none());
+        t.json(false).map(|s| s.as_str().to_owned())
     }
 
     fn micro(p: &[u8]) -> Option<String> {
-        let mut s = String::new();
-        Timestamp::parse(p)
-            .ok()?
-            .micro_time_json(&mut s)
-            .map(|()| s)
+        let t = Timestamp::parse(p).ok()?;
+        assert_eq!(t.is_zero(true), t.json(true).is_none());
+        t.json(true).map(|s| s.as_str().to_owned())
     }
 
     #[test]

@@ -53,6 +53,12 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// The whole message this reader walks.
+    #[inline]
+    pub(crate) fn buf(&self) -> &'a [u8] {
+        self.buf
+    }
+
     /// Reads a varint. Up to ten bytes, as Go reads them: bits past the 64th are dropped.
     #[inline]
     pub(crate) fn varint(&mut self) -> Result<u64, Fault> {
@@ -97,8 +103,44 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads the next field: its number and value. `None` at the end of the message.
-    #[inline]
+    ///
+    /// Inlined, with a fast path for what Kubernetes objects are made of (a key of one or
+    /// two bytes, then a varint or a length of one or two bytes that fits): this is called
+    /// for every field, and an out-of-line call returning its result through memory costs
+    /// more than the decoding itself.
+    #[inline(always)]
     pub(crate) fn field(&mut self) -> Result<Option<(u32, Value<'a>)>, Fault> {
+        let buf = self.buf;
+        let mut pos = self.pos;
+        let Some(key) = short_varint(buf, &mut pos) else {
+            return self.field_slow();
+        };
+        let number = (key >> 3) as u32;
+        if number == 0 {
+            return self.field_slow();
+        }
+        match key & 7 {
+            0 => {
+                if let Some(v) = short_varint(buf, &mut pos) {
+                    self.pos = pos;
+                    return Ok(Some((number, Value::Varint(v))));
+                }
+            }
+            2 => {
+                if let Some(len) = short_varint(buf, &mut pos)
+                    && let Some(payload) = buf.get(pos..pos + len as usize)
+                {
+                    self.pos = pos + len as usize;
+                    return Ok(Some((number, Value::Len(payload))));
+                }
+            }
+            _ => {}
+        }
+        self.field_slow()
+    }
+
+    #[inline(never)]
+    fn field_slow(&mut self) -> Result<Option<(u32, Value<'a>)>, Fault> {
         if self.is_empty() {
             return Ok(None);
         }
@@ -167,6 +209,23 @@ impl<'a> Reader<'a> {
             }
         }
     }
+}
+
+/// A varint of one or two bytes at `*pos`, advancing past it; `None` (and `*pos` untouched)
+/// for anything else, which the slow path reads.
+#[inline(always)]
+fn short_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let b0 = *buf.get(*pos)?;
+    if b0 < 0x80 {
+        *pos += 1;
+        return Some(u64::from(b0));
+    }
+    let b1 = *buf.get(*pos + 1)?;
+    if b1 < 0x80 {
+        *pos += 2;
+        return Some(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
+    }
+    None
 }
 
 /// The wire type a single value of a field is written with.
