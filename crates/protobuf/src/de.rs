@@ -87,6 +87,7 @@ fn wire_type_of(ty: &Ty) -> WireType {
 #[derive(Default)]
 struct Gathered {
     bits: u64,
+    /// Indices of 64 and above (no Kubernetes message has that many fields today).
     more: Vec<usize>,
 }
 
@@ -185,11 +186,41 @@ enum Pending<'de> {
     Repeated(&'static Field, &'de [u8], usize, bool),
 }
 
+/// How deep inlined messages nest in the table (a schema test checks it): Kubernetes has
+/// two levels (admissionregistration's `NamedRuleWithOperations` inlines
+/// `RuleWithOperations`, which inlines `Rule`).
+pub(crate) const MAX_INLINE_DEPTH: usize = 3;
+
+/// The messages an inlined message is inside of, innermost last: on the stack, since a heap
+/// `Vec` here was allocated and freed for every inlined message (volume sources, probe
+/// handlers), and that churn cost more than the decoding around it.
+struct Outer<'de> {
+    frames: [Option<Frame<'de>>; MAX_INLINE_DEPTH],
+    len: usize,
+}
+
+impl<'de> Outer<'de> {
+    fn push(&mut self, frame: Frame<'de>) -> Result<()> {
+        let slot = self
+            .frames
+            .get_mut(self.len)
+            .ok_or_else(|| Error::malformed("inlined messages nested deeper than the schema"))?;
+        *slot = Some(frame);
+        self.len += 1;
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<Frame<'de>> {
+        let i = self.len.checked_sub(1)?;
+        self.len = i;
+        self.frames.get_mut(i).and_then(Option::take)
+    }
+}
+
 /// A message as a map of JSON names to values.
 struct MessageAccess<'de> {
     cur: Frame<'de>,
-    /// The messages an inlined message is inside of, innermost last.
-    outer: Vec<Frame<'de>>,
+    outer: Outer<'de>,
     pending: Pending<'de>,
     /// apiVersion and kind still to present.
     type_meta: Option<(&'de str, &'de str)>,
@@ -202,7 +233,10 @@ impl<'de> MessageAccess<'de> {
     fn new(msg: &'static Message, buf: &'de [u8], type_meta: Option<(&'de str, &'de str)>) -> Self {
         MessageAccess {
             cur: Frame::new(msg, buf),
-            outer: Vec::new(),
+            outer: Outer {
+                frames: [None, None, None],
+                len: 0,
+            },
             pending: Pending::None,
             type_meta,
             run_end: Cell::new(None),
@@ -295,7 +329,9 @@ impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
                 if field.has(flags::INLINE) {
                     if let (Ty::Message(inner), Value::Len(b)) = (&field.ty, value) {
                         let parent = std::mem::replace(&mut self.cur, Frame::new(inner, b));
-                        self.outer.push(parent);
+                        self.outer
+                            .push(parent)
+                            .map_err(|e| e.at(Segment::Field(field.json)))?;
                     }
                     continue;
                 }

@@ -212,6 +212,61 @@ mod tests {
     }
 
     #[test]
+    fn inlined_messages_nest_no_deeper_than_the_decoder_holds() {
+        fn depth(m: &Message) -> usize {
+            m.fields
+                .iter()
+                .filter(|f| f.has(flags::INLINE))
+                .map(|f| match f.ty {
+                    Ty::Message(inner) => 1 + depth(inner),
+                    _ => 1,
+                })
+                .max()
+                .unwrap_or(0)
+        }
+        let deepest = table::KINDS
+            .iter()
+            .map(|k| depth_all(k.message, &depth))
+            .max();
+        assert_eq!(deepest, Some(2));
+        assert!(deepest <= Some(crate::de::MAX_INLINE_DEPTH));
+    }
+
+    /// The deepest inline nesting anywhere under `m`.
+    fn depth_all(m: &Message, depth: &dyn Fn(&Message) -> usize) -> usize {
+        let nested = m
+            .fields
+            .iter()
+            .filter_map(|f| match &f.ty {
+                Ty::Message(inner) => Some(depth_all(inner, depth)),
+                Ty::Map(Ty::Message(inner)) => Some(depth_all(inner, depth)),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        depth(m).max(nested)
+    }
+
+    #[test]
+    fn every_map_field_is_repeated_and_every_inline_a_message() {
+        for k in &table::KINDS {
+            for f in k.message.fields {
+                if matches!(f.ty, Ty::Map(_)) {
+                    assert!(f.has(flags::REPEATED), "{}.{}", k.message.name, f.json);
+                }
+                if f.has(flags::INLINE) {
+                    assert!(
+                        matches!(f.ty, Ty::Message(_)),
+                        "{}.{}",
+                        k.message.name,
+                        f.json
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn field_lookup_finds_in_order_out_of_order_and_missing_numbers() {
         let pod = lookup("v1", "Pod").map(|m| m.fields).unwrap_or_default();
         assert_eq!(pod.len(), 3, "metadata, spec, status");
