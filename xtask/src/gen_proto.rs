@@ -47,8 +47,7 @@ pub(crate) fn run(check: bool) -> anyhow::Result<()> {
             path.display()
         );
     }
-    std::fs::write(&path, &output.stdout)
-        .with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, &output.stdout).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("wrote {}", path.display());
     Ok(())
 }
