@@ -26,6 +26,34 @@ fn malformed(fault: wire::Fault) -> Error {
     Error::malformed(fault)
 }
 
+/// The methods of a deserializer for a value that is present (never JSON `null`) and
+/// self-describing: options are `Some`, newtypes are transparent, an ignored value is not
+/// decoded at all, and everything else goes to `deserialize_any`.
+macro_rules! present_value_methods {
+    () => {
+        fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+            visitor.visit_some(self)
+        }
+
+        fn deserialize_newtype_struct<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            visitor: V,
+        ) -> Result<V::Value> {
+            visitor.visit_newtype_struct(self)
+        }
+
+        fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+            visitor.visit_unit()
+        }
+
+        forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
+        }
+    };
+}
+
 /// A whole message. `type_meta` (apiVersion, kind) is presented first, as the API server's
 /// JSON writes them for a top-level object.
 pub(crate) struct MessageDe<'de> {
@@ -41,26 +69,7 @@ impl<'de> de::Deserializer<'de> for MessageDe<'de> {
         visitor.visit_map(MessageAccess::new(self.msg, self.buf, self.type_meta))
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    present_value_methods!();
 }
 
 /// The apiVersion and kind JSON shows on a nested object of this message, though protobuf
@@ -647,26 +656,7 @@ impl<'de> de::Deserializer<'de> for RepeatedDe<'de, '_> {
         }
     }
 
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_some(self)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_unit()
-    }
-
-    forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum identifier
-    }
+    present_value_methods!();
 }
 
 /// The elements of a repeated field, unpacked or packed.

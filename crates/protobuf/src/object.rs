@@ -7,7 +7,7 @@ use serde::Deserialize;
 use crate::de::MessageDe;
 use crate::error::{Error, Segment};
 use crate::schema::{self, Message};
-use crate::wire::{Reader, Value};
+use crate::wire;
 
 /// The four bytes every Kubernetes protobuf body starts with.
 pub const MAGIC: [u8; 4] = *b"k8s\0";
@@ -58,22 +58,8 @@ impl<'a> Object<'a> {
     pub fn from_bytes(body: &'a [u8]) -> Result<Self, Error> {
         let rest = body.strip_prefix(&MAGIC[..]).ok_or(Error::NotProtobuf)?;
         let envelope = |e: Error| e.at(Segment::Message("Unknown"));
-        let mut type_meta: &[u8] = &[];
-        let (mut raw, mut encoding, mut content_type): (&[u8], &[u8], &[u8]) = (&[], &[], &[]);
-        let mut r = Reader::new(rest);
-        while let Some((n, v)) = r.field().map_err(|f| envelope(Error::malformed(f)))? {
-            let slot = match n {
-                1 => &mut type_meta,
-                2 => &mut raw,
-                3 => &mut encoding,
-                4 => &mut content_type,
-                _ => continue,
-            };
-            match v {
-                Value::Len(b) => *slot = b,
-                _ => return Err(envelope(Error::malformed("wrong wire type"))),
-            }
-        }
+        let [type_meta, raw, encoding, content_type] =
+            wire::len_fields(rest, [1, 2, 3, 4]).map_err(|f| envelope(Error::malformed(f)))?;
         if !encoding.is_empty() {
             return Err(Error::UnsupportedEnvelope("a content encoding"));
         }
@@ -82,19 +68,8 @@ impl<'a> Object<'a> {
                 "a content type other than protobuf",
             ));
         }
-        let (mut api_version, mut kind): (&[u8], &[u8]) = (&[], &[]);
-        let mut r = Reader::new(type_meta);
-        while let Some((n, v)) = r.field().map_err(|f| envelope(Error::malformed(f)))? {
-            let slot = match n {
-                1 => &mut api_version,
-                2 => &mut kind,
-                _ => continue,
-            };
-            match v {
-                Value::Len(b) => *slot = b,
-                _ => return Err(envelope(Error::malformed("wrong wire type"))),
-            }
-        }
+        let [api_version, kind] =
+            wire::len_fields(type_meta, [1, 2]).map_err(|f| envelope(Error::malformed(f)))?;
         let text = |b: &'a [u8]| {
             std::str::from_utf8(b)
                 .map_err(|_| envelope(Error::malformed("apiVersion or kind is not UTF-8")))

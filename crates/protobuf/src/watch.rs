@@ -4,7 +4,7 @@ use std::fmt;
 
 use crate::error::{Error, Segment};
 use crate::object::{MAGIC, Object};
-use crate::wire::{self, Reader, Value};
+use crate::wire;
 
 /// The media type of a protobuf watch stream, for `Accept` and `Content-Type`.
 pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
@@ -92,19 +92,7 @@ impl<'a> WatchEvent<'a> {
         } else {
             frame
         };
-        let (mut ty, mut object): (&[u8], &[u8]) = (&[], &[]);
-        let mut r = Reader::new(event);
-        while let Some((n, v)) = r.field().map_err(|f| at(Error::malformed(f)))? {
-            let slot = match n {
-                1 => &mut ty,
-                2 => &mut object,
-                _ => continue,
-            };
-            match v {
-                Value::Len(b) => *slot = b,
-                _ => return Err(at(Error::malformed("wrong wire type"))),
-            }
-        }
+        let [ty, object] = wire::len_fields(event, [1, 2]).map_err(|f| at(Error::malformed(f)))?;
         let event_type = match ty {
             b"ADDED" => EventType::Added,
             b"MODIFIED" => EventType::Modified,

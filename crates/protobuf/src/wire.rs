@@ -252,17 +252,38 @@ impl Value<'_> {
 /// The last occurrence of field `number` in `msg` of wire type length-delimited, as protobuf
 /// reads a non-repeated field written more than once (the last one wins).
 pub(crate) fn last_len(msg: &[u8], number: u32) -> Result<Option<&[u8]>, Fault> {
+    let mut found = [None];
+    len_fields_into(msg, [number], &mut found)?;
+    Ok(found[0])
+}
+
+/// The length-delimited fields `numbers` of `msg` (each its last occurrence, empty when
+/// absent), for the small fixed messages read by hand: the envelope, its TypeMeta, a
+/// watch event.
+pub(crate) fn len_fields<const N: usize>(
+    msg: &[u8],
+    numbers: [u32; N],
+) -> Result<[&[u8]; N], Fault> {
+    let mut found = [None; N];
+    len_fields_into(msg, numbers, &mut found)?;
+    Ok(found.map(Option::unwrap_or_default))
+}
+
+fn len_fields_into<'a, const N: usize>(
+    msg: &'a [u8],
+    numbers: [u32; N],
+    found: &mut [Option<&'a [u8]>; N],
+) -> Result<(), Fault> {
     let mut r = Reader::new(msg);
-    let mut found = None;
     while let Some((n, v)) = r.field()? {
-        if n == number {
+        if let Some(i) = numbers.iter().position(|&k| k == n) {
             match v {
-                Value::Len(b) => found = Some(b),
+                Value::Len(b) => found[i] = Some(b),
                 _ => return Err("wrong wire type"),
             }
         }
     }
-    Ok(found)
+    Ok(())
 }
 
 #[cfg(test)]

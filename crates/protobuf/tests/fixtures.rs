@@ -1,31 +1,19 @@
 //! The fixtures of tests/data, written by Go's own encoders (`go run ./cmd/proto-corpus
 //! -fixtures` in xtask/go): each protobuf body decodes to what its JSON twin decodes to.
 
+mod support;
+
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kinformer_protobuf::{Error, EventType, FrameDecoder, Object, WatchEvent};
 use serde_json::Value;
+use support::without_nulls;
 
 const POD_PB: &[u8] = include_bytes!("data/pod.pb");
 const POD_JSON: &[u8] = include_bytes!("data/pod.json");
 const LIST_PB: &[u8] = include_bytes!("data/pod-list.pb");
 const LIST_JSON: &[u8] = include_bytes!("data/pod-list.json");
 const WATCH: &[u8] = include_bytes!("data/watch-stream.pb");
-
-/// JSON with the `null`s of absent Go values removed: protobuf does not carry a nil slice,
-/// map or pointer, so the protobuf side leaves the key out where JSON writes `null`.
-fn without_nulls(v: Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k, without_nulls(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.into_iter().map(without_nulls).collect()),
-        v => v,
-    }
-}
 
 #[test]
 fn a_realistic_pod_decodes_as_its_json_does() {
