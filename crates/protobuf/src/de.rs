@@ -555,9 +555,14 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 Some(raw) => embedded_json(raw, visitor),
             },
             // Present, even without items, Go unmarshals it into a non-nil slice: `[]`.
-            Ty::WrappedList(elem) => {
-                visitor.visit_seq(RepeatedAccess::new(elem, 1, Reader::new(self.len()?)))
-            }
+            Ty::WrappedList(elem) => visitor.visit_seq(RepeatedAccess::new(
+                elem,
+                Occurrences {
+                    number: 1,
+                    reader: Reader::new(self.len()?),
+                    run_end: None,
+                },
+            )),
             Ty::Map(_) => Err(Error::malformed("a map outside a repeated field")),
         }
     }
@@ -641,18 +646,18 @@ impl<'de> de::Deserializer<'de> for RepeatedDe<'de, '_> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let occurrences = Occurrences {
+            number: self.field.number,
+            reader: self.reader,
+            run_end: self.run_end,
+        };
         match &self.field.ty {
             Ty::Map(value) => visitor.visit_map(MapEntries {
                 value,
-                number: self.field.number,
-                reader: self.reader,
-                run_end: self.run_end,
+                occurrences,
                 pending: None,
             }),
-            elem => visitor.visit_seq(RepeatedAccess {
-                run_end: self.run_end,
-                ..RepeatedAccess::new(elem, self.field.number, self.reader)
-            }),
+            elem => visitor.visit_seq(RepeatedAccess::new(elem, occurrences)),
         }
     }
 
@@ -662,25 +667,48 @@ impl<'de> de::Deserializer<'de> for RepeatedDe<'de, '_> {
 /// The elements of a repeated field, unpacked or packed.
 struct RepeatedAccess<'de, 'a> {
     elem: &'static Ty,
-    number: u32,
-    reader: Reader<'de>,
+    occurrences: Occurrences<'de, 'a>,
     packed: Option<Reader<'de>>,
     index: usize,
+}
+
+/// The occurrences of one field number in a message, from a first one on.
+struct Occurrences<'de, 'a> {
+    number: u32,
+    reader: Reader<'de>,
     /// Set when the occurrences are one run: the first other field ends them, and where it
-    /// starts is written there.
+    /// starts is written there (see [`MessageAccess::run_end`]).
     run_end: Option<&'a Cell<Option<usize>>>,
 }
 
-impl<'de> RepeatedAccess<'de, '_> {
-    /// The occurrences of `number` from `reader` on, wherever they are.
-    fn new(elem: &'static Ty, number: u32, reader: Reader<'de>) -> Self {
+impl<'de> Occurrences<'de, '_> {
+    fn next(&mut self) -> Result<Option<Value<'de>>> {
+        loop {
+            let at = self.reader.pos();
+            let Some((number, v)) = self.reader.field().map_err(malformed)? else {
+                if let Some(end) = self.run_end {
+                    end.set(Some(at));
+                }
+                return Ok(None);
+            };
+            if number == self.number {
+                return Ok(Some(v));
+            }
+            if let Some(end) = self.run_end {
+                end.set(Some(at));
+                return Ok(None);
+            }
+        }
+    }
+}
+
+impl<'de, 'a> RepeatedAccess<'de, 'a> {
+    fn new(elem: &'static Ty, occurrences: Occurrences<'de, 'a>) -> Self {
         RepeatedAccess {
             elem,
-            number,
-            reader,
+            occurrences,
             packed: None,
             index: 0,
-            run_end: None,
         }
     }
 
@@ -700,20 +728,9 @@ impl<'de> RepeatedAccess<'de, '_> {
                 }
                 self.packed = None;
             }
-            let at = self.reader.pos();
-            let Some((number, v)) = self.reader.field().map_err(malformed)? else {
-                if let Some(end) = self.run_end {
-                    end.set(Some(at));
-                }
+            let Some(v) = self.occurrences.next()? else {
                 return Ok(None);
             };
-            if number != self.number {
-                if let Some(end) = self.run_end {
-                    end.set(Some(at));
-                    return Ok(None);
-                }
-                continue;
-            }
             match v.wire_type() {
                 Some(w) if w == want => return Ok(Some(v)),
                 Some(WireType::Len) if want == WireType::Varint => {
@@ -745,10 +762,7 @@ impl<'de> de::SeqAccess<'de> for RepeatedAccess<'de, '_> {
 /// The entries of a map field: repeated `{ key = 1; value = 2 }` messages.
 struct MapEntries<'de, 'a> {
     value: &'static Ty,
-    number: u32,
-    reader: Reader<'de>,
-    /// As [`RepeatedAccess::run_end`].
-    run_end: Option<&'a Cell<Option<usize>>>,
+    occurrences: Occurrences<'de, 'a>,
     pending: Option<Value<'de>>,
 }
 
@@ -756,44 +770,31 @@ impl<'de> de::MapAccess<'de> for MapEntries<'de, '_> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
-        loop {
-            let at = self.reader.pos();
-            let Some((number, v)) = self.reader.field().map_err(malformed)? else {
-                if let Some(end) = self.run_end {
-                    end.set(Some(at));
-                }
-                return Ok(None);
-            };
-            if number != self.number {
-                if let Some(end) = self.run_end {
-                    end.set(Some(at));
-                    return Ok(None);
-                }
-                continue;
+        let Some(v) = self.occurrences.next()? else {
+            return Ok(None);
+        };
+        let Value::Len(entry) = v else {
+            return Err(Error::malformed("wrong wire type"));
+        };
+        let want = wire_type_of(self.value);
+        let (mut key, mut value) = (&[][..], None);
+        let mut r = Reader::new(entry);
+        while let Some((n, v)) = r.field().map_err(malformed)? {
+            match (n, v) {
+                (1, Value::Len(k)) => key = k,
+                (2, v) if v.wire_type() == Some(want) => value = Some(v),
+                (1 | 2, _) => return Err(Error::malformed("wrong wire type in a map entry")),
+                _ => {}
             }
-            let Value::Len(entry) = v else {
-                return Err(Error::malformed("wrong wire type"));
-            };
-            let want = wire_type_of(self.value);
-            let (mut key, mut value) = (&[][..], None);
-            let mut r = Reader::new(entry);
-            while let Some((n, v)) = r.field().map_err(malformed)? {
-                match (n, v) {
-                    (1, Value::Len(k)) => key = k,
-                    (2, v) if v.wire_type() == Some(want) => value = Some(v),
-                    (1 | 2, _) => return Err(Error::malformed("wrong wire type in a map entry")),
-                    _ => {}
-                }
-            }
-            // A missing value is the Go zero value of its type.
-            self.pending = Some(value.unwrap_or(match want {
-                WireType::Varint => Value::Varint(0),
-                WireType::Fixed64 => Value::Fixed64(0),
-                WireType::Fixed32 => Value::Fixed32(0),
-                WireType::Len => Value::Len(&[]),
-            }));
-            return seed.deserialize(GoStrDe(key)).map(Some);
         }
+        // A missing value is the Go zero value of its type.
+        self.pending = Some(value.unwrap_or(match want {
+            WireType::Varint => Value::Varint(0),
+            WireType::Fixed64 => Value::Fixed64(0),
+            WireType::Fixed32 => Value::Fixed32(0),
+            WireType::Len => Value::Len(&[]),
+        }));
+        seed.deserialize(GoStrDe(key)).map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
