@@ -491,27 +491,15 @@ impl<'de> ValueDe<'de> {
         })
     }
 
-    /// Whether the JSON of this value is `null`.
-    fn is_null(&self) -> Result<bool> {
+    /// The types [`deserialize_any`](de::Deserializer::deserialize_any) does not handle
+    /// inline: special types, bytes, unsigned and floating-point numbers, wrapped lists.
+    #[inline(never)]
+    fn deserialize_other<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         match self.ty {
-            Ty::Time | Ty::MicroTime => is_zero_time(self.ty, self.v),
-            Ty::RawExtension | Ty::FieldsV1 => Ok(self.raw_json()?.is_none()),
-            _ => Ok(false),
-        }
-    }
-}
-
-impl<'de> de::Deserializer<'de> for ValueDe<'de> {
-    type Error = Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        match self.ty {
-            Ty::String => visit_go_str(self.len()?, visitor),
+            Ty::String | Ty::Bool | Ty::Int32 | Ty::Int64 | Ty::Message(_) => {
+                de::Deserializer::deserialize_any(self, visitor)
+            }
             Ty::Bytes => visitor.visit_string(special::base64(self.len()?)),
-            Ty::Bool => visitor.visit_bool(self.varint()? != 0),
-            // Go reads an int32 from the low 32 bits of the varint.
-            Ty::Int32 => visit_int(i64::from(self.varint()? as i32), visitor),
-            Ty::Int64 => visit_int(self.varint()? as i64, visitor),
             Ty::Uint32 => visitor.visit_u64(u64::from(self.varint()? as u32)),
             Ty::Uint64 => visitor.visit_u64(self.varint()?),
             Ty::Double => match self.v {
@@ -528,9 +516,6 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
                 ),
                 _ => Err(Error::malformed("wrong wire type")),
             },
-            Ty::Message(msg) => {
-                visitor.visit_map(MessageAccess::new(msg, self.len()?, nested_type_meta(msg)))
-            }
             Ty::Time | Ty::MicroTime => {
                 let t = special::Timestamp::parse(self.len()?).map_err(malformed)?;
                 match t.json(matches!(self.ty, Ty::MicroTime)) {
@@ -567,6 +552,46 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
         }
     }
 
+    /// Whether the JSON of this value is `null`.
+    fn is_null(&self) -> Result<bool> {
+        match self.ty {
+            Ty::Time | Ty::MicroTime => is_zero_time(self.ty, self.v),
+            Ty::RawExtension | Ty::FieldsV1 => Ok(self.raw_json()?.is_none()),
+            _ => Ok(false),
+        }
+    }
+}
+
+impl<'de> de::Deserializer<'de> for ValueDe<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        // What objects are mostly made of stays inline; the rest is out of line, so that
+        // this function (instantiated for every visitor) stays small.
+        match self.ty {
+            Ty::String => visit_go_str(self.len()?, visitor),
+            Ty::Bool => visitor.visit_bool(self.varint()? != 0),
+            // Go reads an int32 from the low 32 bits of the varint.
+            Ty::Int32 => visit_int(i64::from(self.varint()? as i32), visitor),
+            Ty::Int64 => visit_int(self.varint()? as i64, visitor),
+            Ty::Message(msg) => {
+                visitor.visit_map(MessageAccess::new(msg, self.len()?, nested_type_meta(msg)))
+            }
+            _ => self.deserialize_other(visitor),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        match (self.ty, self.v) {
+            (Ty::String, Value::Len(b)) => visit_go_str(b, visitor),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.deserialize_str(visitor)
+    }
+
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
         if self.is_null()? {
             visitor.visit_none()
@@ -600,7 +625,7 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
     }
 
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
         bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
     }
 }
