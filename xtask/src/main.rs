@@ -5,12 +5,14 @@
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
+//! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
 mod bench_informer;
 mod conformance;
 mod controlplane;
+mod gen_proto;
 mod progress;
 mod release;
 mod test;
@@ -43,6 +45,12 @@ enum Command {
     Demo,
     /// Replay operation traces on kinformer and on client-go and fail on any difference.
     Conformance,
+    /// Regenerate kinformer-protobuf's schema table from the Go types (xtask/go/cmd/gen-proto).
+    GenProto {
+        /// Write nothing; fail if the checked-in table is stale.
+        #[arg(long)]
+        check: bool,
+    },
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
         /// The suite: `workqueue`, `indexer`, `deltafifo` or `informer`.
@@ -84,6 +92,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo => demo(),
         Command::Conformance => conformance::run(),
         Command::Bench { suite, args } => bench::run(&suite, &args),
+        Command::GenProto { check } => gen_proto::run(check),
     }
 }
 

@@ -41,6 +41,7 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     let mut doc = cargo(&["doc", "--workspace", "--no-deps", "--all-features"]);
     doc.env("RUSTDOCFLAGS", "-D warnings");
     check("cargo doc (warnings are errors)", doc)?;
+    crate::gen_proto::run(true)?;
     crate::controlplane::build(false)?;
     let mut test = cargo(&[
         "test",
