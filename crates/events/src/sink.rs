@@ -2,6 +2,7 @@
 //! Kubernetes implementation.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
@@ -30,6 +31,22 @@ pub trait EventSink: Send + Sync + 'static {
         event: &Event,
         patch: &[u8],
     ) -> impl Future<Output = Result<Event, Error>> + Send;
+}
+
+/// A shared sink, so that the caller can keep a handle on it (to read what a test sink
+/// recorded, say).
+impl<S: EventSink> EventSink for Arc<S> {
+    fn create(&self, event: &Event) -> impl Future<Output = Result<Event, Error>> + Send {
+        (**self).create(event)
+    }
+
+    fn patch(
+        &self,
+        event: &Event,
+        patch: &[u8],
+    ) -> impl Future<Output = Result<Event, Error>> + Send {
+        (**self).patch(event, patch)
+    }
 }
 
 /// Writes events to the API server's `events.k8s.io/v1` resource through a
