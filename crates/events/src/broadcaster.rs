@@ -91,8 +91,8 @@ impl Broadcaster {
 
     /// Stops taking events (recorders then answer [`Error::ShutDown`]), handles those
     /// already queued, cancels the sleeps before retries, and returns once the writes in
-    /// progress have ended. Like client-go's `Shutdown`, series counted but not yet due are
-    /// not written.
+    /// progress have ended (with a sink that may hang, put a timeout around it). As with
+    /// client-go's `Shutdown`, series counted but not yet due are not written.
     pub async fn shutdown(self) {
         let (ack, done) = oneshot::channel();
         if self.tx.send(Command::Shutdown(ack)).await.is_ok() {

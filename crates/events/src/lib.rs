@@ -86,13 +86,19 @@
 //! - `events.k8s.io/v1` is the current API (GA since Kubernetes 1.19); core/v1 Events are
 //!   kept for compatibility, and `kubectl events` and `kubectl describe` show both.
 //! - controller-runtime moved to it in v0.23: `GetEventRecorder` hands out a
-//!   `tools/events` recorder, and the deprecated `GetEventRecorderFor` wraps the same
-//!   recorder (with action `"unsupported"`) instead of `tools/record`.
-//! - kube-runtime's `events::Recorder` writes `events.k8s.io/v1` too, with the same series;
-//!   so does client-go's `EventBroadcasterAdapter` whenever the server serves the group.
+//!   `tools/events` recorder and `GetEventRecorderFor` (a `tools/record` one) is
+//!   deprecated; in its current source even the deprecated one wraps the `tools/events`
+//!   recorder (with action `"unsupported"`).
+//! - kube-runtime's `events::Recorder` writes `events.k8s.io/v1` too, with series of its
+//!   own; so does client-go's `EventBroadcasterAdapter` whenever the server serves the
+//!   group.
 //!
 //! A core/v1 recorder with `tools/record`'s correlator would be a second crate-sized job
 //! for an API on its way out; it is not here.
+//!
+//! The end-to-end test (`tests/e2e.rs`) feeds one sequence of events to this crate and,
+//! through `xtask/go/cmd/events-peer`, to client-go v0.36.3's recorder, both against the
+//! same real API server, and requires the Event objects they write to be equal.
 //!
 //! # What is folded, and when it is written
 //!
@@ -121,6 +127,10 @@
 //! hex>`, or a random UUID when that is no valid name; they go in the regarding object's
 //! namespace, `default` for a cluster-scoped object. The `eventTime` is the publish time.
 //!
+//! Nothing else limits events: `tools/events` has no rate limit or spam filter (those are
+//! `tools/record`'s correlator), and neither has this crate; series are its only defence
+//! against a flood of repeats.
+//!
 //! # Failures, retries, and bounds
 //!
 //! A create or a series patch is tried up to 12 times, 10 to 12.5 seconds apart, as long
@@ -128,8 +138,9 @@
 //! `AlreadyExists` when creating a series (its first event was created meanwhile, so the
 //! next try patches it). A refusal by the server ([`Error::Api`]: invalid, forbidden, too
 //! many requests...) or a request that cannot be built ([`Error::Request`]) is logged and
-//! dropped. The periodic writes of series are tried once per period. Everything is logged
-//! with `tracing` (never the note).
+//! dropped. The periodic writes of series are tried once per period, by the task itself
+//! (client-go does them holding its cache lock), so events wait in the queue meanwhile.
+//! Everything is logged with `tracing` (never the note).
 //!
 //! [`Recorder::publish`] only builds the event and puts it on a bounded queue (1000 by
 //! default, client-go's depth): it never waits, and when the queue is full the event is
@@ -145,17 +156,21 @@
 //!   with the event rate; here writes in flight (64) and cached events (4096) are bounded.
 //!   A new event that finds the cache full is written but not cached, so its repeats are
 //!   created as new events until older entries expire.
-//! - **Order.** client-go hands each event to its own goroutine, so two events published
-//!   back to back race: the series patch may reach the server before the create, fail
-//!   with `404`, create, meet `AlreadyExists`, and succeed only on the retry 10 s later.
-//!   Here one task folds events in publish order, so the series starts in the right order
-//!   (the two writes still run concurrently, and the same race and retry can happen).
+//! - **Order.** client-go hands each event to its own goroutine, which takes the cache
+//!   lock in no set order: of two events published back to back, the second may be the
+//!   one created (its note kept) and the first the one that starts the series. Here one
+//!   task folds events in publish order. The writes then run concurrently on both sides,
+//!   so on both a series patch may still overtake its create, miss (`404`), create, meet
+//!   `AlreadyExists`, and succeed on the retry 10 s later.
 //! - **Same-instant checks.** Every 30 minutes both checks are due; client-go runs them
 //!   in two goroutines in no set order, this crate finishes before it refreshes, so a
 //!   series due for both is written once.
-//! - **One clock.** client-go reads `time.Now()` for `eventTime` and the checks, and an
-//!   injectable clock only for names and `lastObservedTime`; here every time comes from
-//!   the [`Clock`], so a [`FakeClock`] drives everything, retries included.
+//! - **One clock.** client-go reads `time.Now()` for `eventTime`, the checks and the
+//!   retries, and a clock field (always the real clock) for names and `lastObservedTime`;
+//!   here every time comes from the [`Clock`], so a [`FakeClock`] drives everything.
+//! - **Shutdown.** client-go's `Shutdown` stops taking events and returns while writes go
+//!   on in their goroutines; [`Broadcaster::shutdown`] writes what is queued, ends the
+//!   sleeps before retries, and returns once the writes under way have ended.
 //! - **Settings.** client-go's timings are constants; here they are [`Config`] settings
 //!   with client-go's values as defaults. The reporting instance can be set
 //!   ([`Reporter::with_instance`]); [`Reporter::new`] derives it from the hostname as
@@ -169,7 +184,8 @@
 //! Against kube-runtime's `events::Recorder`, which writes from `publish` itself (one
 //! request per event, so a series count is patched on every repeat and `publish` waits
 //! for the server): here the caller never waits, repeats cost no request until a series
-//! ends or is refreshed, and the key includes the resourceVersion, as client-go's does.
+//! ends or is refreshed, and [`Recorder::publish_for`] puts the object's resourceVersion
+//! in the reference (kube's `object_ref` leaves it out), so the key is client-go's.
 //!
 //! # RBAC
 //!
