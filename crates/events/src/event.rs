@@ -164,9 +164,14 @@ struct RefKey {
     field_path: String,
 }
 
+/// A field as Go holds it: absent is empty.
+fn owned(field: &Option<String>) -> String {
+    field.clone().unwrap_or_default()
+}
+
 impl RefKey {
     fn of(reference: &ObjectReference) -> Self {
-        let s = |field: &Option<String>| field.clone().unwrap_or_default();
+        let s = owned;
         Self {
             kind: s(&reference.kind),
             namespace: s(&reference.namespace),
@@ -182,7 +187,7 @@ impl RefKey {
 impl EventKey {
     /// The key of `event` (client-go's `getKey`).
     pub(crate) fn of(event: &Event) -> Self {
-        let s = |field: &Option<String>| field.clone().unwrap_or_default();
+        let s = owned;
         Self {
             type_: s(&event.type_),
             action: s(&event.action),

@@ -40,6 +40,14 @@ fn publish(h: &Harness, note: &str) {
         .unwrap();
 }
 
+/// The event, and its repeat a second later: a create and a series of 2.
+async fn start_a_series(h: &mut Harness) {
+    publish(h, "");
+    h.step(secs(1));
+    publish(h, "");
+    assert_eq!(h.settle().await.len(), 2);
+}
+
 #[tokio::test]
 async fn the_first_event_is_created_with_client_gos_fields() {
     let mut h = Harness::new();
@@ -187,8 +195,7 @@ async fn the_note_is_not_part_of_the_key_and_the_first_note_stays() {
 async fn events_that_differ_in_any_part_of_the_key_are_not_folded() {
     let mut h = Harness::new();
     let base = pod("web-0");
-    let related = pod("web-1");
-    let with = |change: fn(&mut ObjectReference)| {
+    let changed = |change: fn(&mut ObjectReference)| {
         let mut r = base.clone();
         change(&mut r);
         r
@@ -199,104 +206,78 @@ async fn events_that_differ_in_any_part_of_the_key_are_not_folded() {
     let other_controller = h
         .broadcaster
         .recorder(Reporter::with_instance("other-controller", INSTANCE));
-    let n = EventType::Normal;
+    let (n, w) = (EventType::Normal, EventType::Warning);
 
     h.recorder
         .publish(&base, None, n, "Scheduled", "Bind", "")
         .unwrap();
-    type Variant<'a> = Box<dyn Fn(&Harness) + 'a>;
-    let variants: Vec<Variant<'_>> = vec![
-        Box::new(|h| {
-            h.recorder
-                .publish(&base, None, EventType::Warning, "Scheduled", "Bind", "")
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(&base, None, n, "Failed", "Bind", "")
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(&base, None, n, "Scheduled", "Unbind", "")
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(&base, Some(&related), n, "Scheduled", "Bind", "")
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(
-                    &with(|r| r.resource_version = Some("2".into())),
-                    None,
-                    n,
-                    "Scheduled",
-                    "Bind",
-                    "",
-                )
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(
-                    &with(|r| r.uid = Some("uid-new".into())),
-                    None,
-                    n,
-                    "Scheduled",
-                    "Bind",
-                    "",
-                )
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(
-                    &with(|r| r.field_path = Some("spec.containers{app}".into())),
-                    None,
-                    n,
-                    "Scheduled",
-                    "Bind",
-                    "",
-                )
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(
-                    &with(|r| r.kind = Some("Other".into())),
-                    None,
-                    n,
-                    "Scheduled",
-                    "Bind",
-                    "",
-                )
-                .unwrap()
-        }),
-        Box::new(|h| {
-            h.recorder
-                .publish(&pod("web-2"), None, n, "Scheduled", "Bind", "")
-                .unwrap()
-        }),
-        Box::new(|_| {
-            other_instance
-                .publish(&base, None, n, "Scheduled", "Bind", "")
-                .unwrap()
-        }),
-        Box::new(|_| {
-            other_controller
-                .publish(&base, None, n, "Scheduled", "Bind", "")
-                .unwrap()
-        }),
+    // Each differs from the first in one part of the key:
+    // (who publishes, regarding, related, type, reason, action).
+    let variants = [
+        (&h.recorder, base.clone(), None, w, "Scheduled", "Bind"),
+        (&h.recorder, base.clone(), None, n, "Failed", "Bind"),
+        (&h.recorder, base.clone(), None, n, "Scheduled", "Unbind"),
+        (
+            &h.recorder,
+            base.clone(),
+            Some(pod("web-1")),
+            n,
+            "Scheduled",
+            "Bind",
+        ),
+        (
+            &h.recorder,
+            changed(|r| r.resource_version = Some("2".into())),
+            None,
+            n,
+            "Scheduled",
+            "Bind",
+        ),
+        (
+            &h.recorder,
+            changed(|r| r.uid = Some("uid-new".into())),
+            None,
+            n,
+            "Scheduled",
+            "Bind",
+        ),
+        (
+            &h.recorder,
+            changed(|r| r.field_path = Some("spec.containers{app}".into())),
+            None,
+            n,
+            "Scheduled",
+            "Bind",
+        ),
+        (
+            &h.recorder,
+            changed(|r| r.kind = Some("Other".into())),
+            None,
+            n,
+            "Scheduled",
+            "Bind",
+        ),
+        (&h.recorder, pod("web-2"), None, n, "Scheduled", "Bind"),
+        (&other_instance, base.clone(), None, n, "Scheduled", "Bind"),
+        (
+            &other_controller,
+            base.clone(),
+            None,
+            n,
+            "Scheduled",
+            "Bind",
+        ),
     ];
-    for variant in &variants {
+    let expected = 1 + variants.len();
+    for (recorder, regarding, related, type_, reason, action) in variants {
         // Distinct events about one object published at one instant would share a name.
         h.step(secs(1));
-        variant(&h);
+        recorder
+            .publish(&regarding, related.as_ref(), type_, reason, action, "")
+            .unwrap();
     }
     let calls = h.settle().await;
-    assert_eq!(calls.len(), 1 + variants.len());
+    assert_eq!(calls.len(), expected);
     assert!(
         calls
             .iter()
@@ -334,10 +315,7 @@ async fn absent_and_empty_reference_fields_are_the_same_key() {
 #[tokio::test]
 async fn a_series_quiet_for_six_minutes_is_written_a_last_time_and_forgotten() {
     let mut h = Harness::new();
-    publish(&h, "");
-    h.step(secs(1));
-    publish(&h, "");
-    assert_eq!(h.settle().await.len(), 2);
+    start_a_series(&mut h).await;
 
     // The check at 6 minutes: last observed 5:59 ago, not yet quiet for 6.
     h.step(mins(6) - secs(1));
@@ -394,10 +372,7 @@ async fn a_single_event_older_than_six_minutes_is_forgotten_at_the_next_check() 
 #[tokio::test]
 async fn open_series_are_written_every_thirty_minutes() {
     let mut h = Harness::new();
-    publish(&h, "");
-    h.step(secs(1));
-    publish(&h, "");
-    assert_eq!(h.settle().await.len(), 2);
+    start_a_series(&mut h).await;
     // A repeat every 5 minutes keeps the series open through the 6-minute checks.
     for _ in 0..5 {
         h.step(mins(5));
