@@ -287,7 +287,7 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
             || "–".to_owned(),
             |t| {
                 format!(
-                    "≥ {t:.0}x {}",
+                    "≥ {t}x {}",
                     if ratio >= t { "met" } else { "**missed**" }
                 )
             },
