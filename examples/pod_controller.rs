@@ -30,7 +30,6 @@ use kinformer::indexer::{IndexFunc, Indexers, parse_selector};
 use kinformer::prelude::*;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use tokio_util::sync::CancellationToken;
 
 /// The custom index of the article: pods by `spec.nodeName`.
 const BY_NODE: &str = "byNode";
@@ -182,16 +181,15 @@ impl PodController {
         }
         out.line(format!("cache synced: {report}"));
 
-        // The workers: get → sync_pod → forget, or add_rate_limited on error → done.
+        // The workers: get → sync_pod → forget, or add_rate_limited on error → done. What
+        // every reconcile needs travels in its context.
         let cancel = CancellationToken::new();
-        let reconcile = {
-            let (stats, out) = (Arc::clone(&stats), out.clone());
-            move |key: ObjectKey| {
-                let (lister, stats, out) = (lister.clone(), Arc::clone(&stats), out.clone());
-                async move { sync_pod(&key, &lister, &stats, &out) }
-            }
+        let context = SyncContext {
+            lister,
+            stats: Arc::clone(&stats),
+            out: out.clone(),
         };
-        let workers = tokio::spawn(controller.run(reconcile, cancel.clone()));
+        let workers = tokio::spawn(controller.run(sync_pod, context, cancel.clone()));
         Ok(Self {
             factory,
             informer,
@@ -216,15 +214,21 @@ fn by_node_index() -> Indexers<Pod> {
     Indexers::from([(BY_NODE.to_string(), by_node)])
 }
 
+/// What `sync_pod` reads and writes: the cache, the counters, the output.
+pub struct SyncContext {
+    lister: Lister<Pod>,
+    stats: Arc<Stats>,
+    out: Output,
+}
+
 /// The article's `syncPod`: read the pod from the cache (never from the API server) and
 /// act on it. One change: a pod that is not in the cache was deleted, which is done, not
 /// an error to retry with backoff forever.
-fn sync_pod(
-    key: &ObjectKey,
-    lister: &Lister<Pod>,
-    stats: &Stats,
-    out: &Output,
-) -> Result<(), kinformer::indexer::Error> {
+async fn sync_pod(
+    key: ObjectKey,
+    ctx: Context<SyncContext>,
+) -> Result<Action, kinformer::indexer::Error> {
+    let SyncContext { lister, stats, out } = &*ctx;
     stats.reconciles.fetch_add(1, Ordering::Relaxed);
     let namespace = key.namespace().unwrap_or_default();
     let state = match lister.namespaced(namespace).get(key.name()) {
@@ -248,7 +252,7 @@ fn sync_pod(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(key.to_string(), state);
-    Ok(())
+    Ok(Action::Done)
 }
 
 /// What the scripted run saw.

@@ -15,7 +15,7 @@ use kinformer_indexer::{
     Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, namespace_indexers,
 };
 use kinformer_reflector::{
-    ListerWatcher, Reflector, ReflectorStatus, TaskHandle, WatchErrorHandler,
+    ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, TaskHandle, WatchErrorHandler,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -470,6 +470,28 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             .unwrap_or_default()
     }
 
+    /// The reflector's live progress (last resourceVersion, counters of lists, watches and
+    /// events); `None` before start.
+    pub fn reflector_status(&self) -> Option<ReflectorStatus> {
+        self.inner.status.get().cloned()
+    }
+
+    /// A snapshot of the informer's state for metrics and health checks: cheap (a few
+    /// atomic loads and the cache's size), safe to take at any time.
+    pub fn stats(&self) -> InformerStats {
+        let status = self.inner.status.get();
+        InformerStats {
+            name: self.inner.name.clone(),
+            started: self.is_started(),
+            synced: self.has_synced(),
+            objects: self.inner.store.len(),
+            last_sync_resource_version: status
+                .map(ReflectorStatus::last_sync_resource_version)
+                .unwrap_or_default(),
+            reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
+        }
+    }
+
     /// Whether [`run`](Self::run) or [`start`](Self::start) was called.
     pub fn is_started(&self) -> bool {
         self.config().started
@@ -759,6 +781,25 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             }
         }
     }
+}
+
+/// What an informer reports about itself: see [`SharedIndexInformer::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InformerStats {
+    /// The informer's name (a factory's informers are named after their resource:
+    /// `pods.v1 (default)`).
+    pub name: String,
+    /// Whether it was started.
+    pub started: bool,
+    /// Whether its first list has been applied to the cache.
+    pub synced: bool,
+    /// How many objects its cache holds.
+    pub objects: usize,
+    /// The resource version of the last list, event or bookmark; empty before start.
+    pub last_sync_resource_version: String,
+    /// What its reflector did: lists by reason, watches, events by type.
+    pub reflector: ReflectorCounters,
 }
 
 /// A handler's registration with an informer (client-go's `ResourceEventHandlerRegistration`).

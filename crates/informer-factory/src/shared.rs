@@ -51,6 +51,16 @@ impl<K: MetaObject + Send + Sync + 'static> HandlerRegistration for Registration
 /// assert_eq!(adds.load(std::sync::atomic::Ordering::Relaxed), 0);
 /// ```
 pub trait SharedInformer<K>: HasSynced + Send + Sync {
+    /// Registers `handler` with the informer's default resync period, as
+    /// [`SharedIndexInformer::add_event_handler`].
+    ///
+    /// # Errors
+    /// As `add_event_handler`.
+    fn add_event_handler(
+        &self,
+        handler: Box<dyn ResourceEventHandler<K> + Send>,
+    ) -> Result<Box<dyn HandlerRegistration>, Error>;
+
     /// Registers `handler` with its own `resync` period (zero: none), as
     /// [`SharedIndexInformer::add_event_handler_with_resync`].
     ///
@@ -79,6 +89,14 @@ pub trait SharedInformer<K>: HasSynced + Send + Sync {
 }
 
 impl<K: MetaObject + Send + Sync + 'static> SharedInformer<K> for SharedIndexInformer<K> {
+    fn add_event_handler(
+        &self,
+        handler: Box<dyn ResourceEventHandler<K> + Send>,
+    ) -> Result<Box<dyn HandlerRegistration>, Error> {
+        let registration = SharedIndexInformer::add_event_handler(self, handler)?;
+        Ok(Box::new(registration))
+    }
+
     fn add_event_handler_with_resync(
         &self,
         handler: Box<dyn ResourceEventHandler<K> + Send>,

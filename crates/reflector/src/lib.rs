@@ -150,7 +150,7 @@ pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorHandle, ReflectorStatus,
-    WatchErrorHandler,
+    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorCounters, ReflectorHandle,
+    ReflectorStatus, WatchErrorHandler,
 };
 pub use task::TaskHandle;

@@ -469,6 +469,51 @@ async fn a_410_in_the_watch_relists_after_a_backoff_and_watches_from_the_new_lis
 }
 
 #[tokio::test(start_paused = true)]
+async fn counters_count_lists_by_reason_watches_and_events_by_type() {
+    let s = Setup::new();
+    let n = AtomicUsize::new(0);
+    s.fake.on_list(move |_| {
+        Ok(match n.fetch_add(1, Ordering::SeqCst) {
+            0 => ListPage::new(vec![obj("a", 10)], "10"),
+            _ => ListPage::new(vec![obj("a", 12)], "12"),
+        })
+    });
+    s.fake.push_watch(Ok(watch_of(vec![
+        Ok(WatchEvent::Added(obj("b", 11))),
+        Ok(WatchEvent::Modified(obj("a", 11))),
+        Ok(WatchEvent::Deleted(obj("b", 11))),
+        bookmark(11),
+        Err(status(410, "Expired")),
+    ])));
+    let _tx = open_watch(&s.fake);
+    let h = spawn(s.reflector());
+    until("the second watch", || s.fake.watch_calls().len() == 2).await;
+    let c = h.status().counters();
+    assert_eq!(
+        c.lists,
+        [
+            ("initial", 1),
+            ("expired", 1),
+            ("too_large_resource_version", 0),
+            ("very_short_watch", 0),
+            ("error", 0)
+        ]
+    );
+    assert_eq!(c.watches, 2);
+    assert_eq!(
+        c.events,
+        [
+            ("added", 1),
+            ("modified", 1),
+            ("deleted", 1),
+            ("bookmark", 1)
+        ]
+    );
+    assert_eq!(c.syncs, 2);
+    drop(h);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_list_answering_410_is_retried_at_rv_empty_a_consistent_read() {
     let s = Setup::new();
     s.fake.on_list(|o| match o.resource_version.as_str() {
