@@ -110,6 +110,36 @@ pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) -> Result<(), 
     Ok(())
 }
 
+/// Polls the async `done` every 50 ms; an error after 30 s.
+pub async fn wait_for_async<F, Fut>(what: &str, mut done: F) -> Result<(), BoxError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while !done().await {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// The body of `GET path` on `addr` (plain HTTP/1.1), whatever the status.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> Result<String, BoxError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: example\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await?;
+    Ok(raw
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default())
+}
+
 /// Creates `namespace` unless it exists. A fresh API server creates `default` shortly
 /// after it reports ready, so a program that starts with one should not assume it.
 pub async fn ensure_namespace(client: &kube::Client, namespace: &str) -> Result<(), BoxError> {

@@ -5,8 +5,11 @@
 //! it (`deletionTimestamp`) until the controller has cleaned up and removed the finalizer.
 //! [`finalizer`] does the bookkeeping in a reconcile:
 //!
-//! - the object is not being deleted and lacks the finalizer: add it and return
-//!   [`Action::Done`] (the update this makes brings the object back with it);
+//! - the object is not being deleted and lacks the finalizer: add it, then
+//!   [`FinalizerEvent::Apply`] with the object as the server returned it (in the same call:
+//!   adding a finalizer changes no `generation`, so a controller that skips updates with
+//!   [`predicates::generation_changed`](crate::predicates::generation_changed) would never
+//!   see the update it makes);
 //! - it is not being deleted and has it: [`FinalizerEvent::Apply`], your reconcile;
 //! - it is being deleted and has it: [`FinalizerEvent::Cleanup`]; when that succeeds, remove
 //!   the finalizer (the API server then deletes the object, if no other finalizer holds it);
@@ -123,11 +126,13 @@ where
                 json!({"op": "add", "path": "/metadata/finalizers/-", "value": name})
             };
             let patch: Vec<_> = rv_test.into_iter().chain([add]).collect();
-            json_patch(api, &object_name, &patch)
+            let updated = json_patch(api, &object_name, &patch)
                 .await
                 .map_err(FinalizerError::Add)?;
             tracing::debug!(object = %object_name, finalizer = name, "finalizer added");
-            Ok(Action::Done)
+            reconcile(FinalizerEvent::Apply(Arc::new(updated)))
+                .await
+                .map_err(FinalizerError::Reconcile)
         }
         (true, Some(i)) => {
             let action = reconcile(FinalizerEvent::Cleanup(obj))

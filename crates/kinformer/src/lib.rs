@@ -32,6 +32,7 @@
 //! | [`controller`] | this crate | a rate-limited queue plus N workers running your reconcile function, and what feeds the queue |
 //! | [`predicates`] | this crate | which updates are worth a reconcile (generation, labels, annotations changed) |
 //! | `finalizer` | this crate (feature `kube`, default) | cleanup before an object goes away |
+//! | `events` | kinformer-events (feature `kube`) | Kubernetes Events, deduplicated into series as client-go's `tools/events` |
 //! | `metrics` | this crate (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
 //! | `server` | this crate (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
 //!
@@ -143,7 +144,7 @@
 //! # Features
 //!
 //! - `kube` (default): the Kubernetes lister-watcher, the factory, [`owns`](controller::Controller::owns),
-//!   the metadata [`predicates`], `finalizer`.
+//!   the metadata [`predicates`], `finalizer`, `events`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
 //! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz` endpoints.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -176,6 +177,11 @@ pub use kinformer_reflector as reflector;
 /// The `SharedIndexInformer`, its listeners and event handlers, the
 /// `SharedInformerFactory`: kinformer-informer-factory.
 pub use kinformer_informer_factory as informer;
+
+/// Kubernetes Events (`events.k8s.io/v1`) written as client-go's `tools/events` does, folded
+/// into series: kinformer-events (feature `kube`).
+#[cfg(feature = "kube")]
+pub use kinformer_events as events;
 
 /// The names a controller author uses daily: `use kinformer::prelude::*;`.
 ///
