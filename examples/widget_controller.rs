@@ -119,7 +119,7 @@ pub enum ReconcileError {
     #[error("API call failed")]
     Kube(#[from] kube::Error),
     /// The finalizer could not be added or removed, or apply/cleanup failed.
-    #[error("finalizer")]
+    #[error("the finalizer step failed")]
     Finalizer(#[from] FinalizerError<kube::Error>),
 }
 

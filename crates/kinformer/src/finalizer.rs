@@ -12,7 +12,9 @@
 //!   see the update it makes);
 //! - it is not being deleted and has it: [`FinalizerEvent::Apply`], your reconcile;
 //! - it is being deleted and has it: [`FinalizerEvent::Cleanup`]; when that succeeds, remove
-//!   the finalizer (the API server then deletes the object, if no other finalizer holds it);
+//!   the finalizer (the API server then deletes the object, if no other finalizer holds it).
+//!   Cleanups must be idempotent: a reconcile working from a cache that has not yet seen
+//!   the removal runs the cleanup again, and then finds the finalizer already gone;
 //! - it is being deleted and lacks it: nothing to do.
 //!
 //! Both writes are JSON patches that first *test* the object's `resourceVersion`: a reconcile
@@ -143,9 +145,17 @@ where
                 json!({"op": "remove", "path": format!("/metadata/finalizers/{i}")}),
             ];
             let patch: Vec<_> = rv_test.into_iter().chain(remove).collect();
-            json_patch(api, &object_name, &patch)
-                .await
-                .map_err(FinalizerError::Remove)?;
+            if let Err(e) = json_patch(api, &object_name, &patch).await {
+                // A cleanup from a stale cache can follow one that already removed the
+                // finalizer (the object then changed, or is gone): nothing left to do.
+                match api.get_opt(&object_name).await {
+                    Ok(None) => return Ok(action),
+                    Ok(Some(now)) if !now.meta().finalizers.iter().flatten().any(|f| f == name) => {
+                        return Ok(action);
+                    }
+                    _ => return Err(FinalizerError::Remove(e)),
+                }
+            }
             tracing::debug!(object = %object_name, finalizer = name, "cleaned up; finalizer removed");
             Ok(action)
         }

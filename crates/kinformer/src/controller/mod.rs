@@ -81,7 +81,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use kinformer_core::ErrorChain;
+use kinformer_core::{BoxError, ErrorChain};
 use kinformer_workqueue::{
     Item, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
     default_controller_rate_limiter,
@@ -218,8 +218,9 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// inside a `reconcile` span (fields `controller`, `key`). `Ok(Action::Done)` forgets
     /// the key; `Ok(Action::RequeueAfter(d))` forgets it and adds it back after `d`; an
     /// `Err` or a panic (caught per key; the worker goes on) re-queues it rate limited and
-    /// logs a warning with the key, the error and `num_requeues` (the retries counted so
-    /// far, this one included). Every key handed out is marked done.
+    /// logs a warning with the key, the error with its causes and `num_requeues` (the
+    /// retries counted so far, this one included). The error can be any error type, or a
+    /// `String` / `&str`. Every key handed out is marked done.
     ///
     /// Must be called from within a Tokio runtime (it spawns tasks). Dropping the returned
     /// future instead of cancelling aborts the workers at their next `.await` (a key being
@@ -230,7 +231,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         C: Send + Sync + 'static,
         F: Fn(T, Context<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
-        E: fmt::Display,
+        E: Into<BoxError>,
     {
         let ControllerConfig {
             name,
@@ -323,7 +324,7 @@ where
     C: Send + Sync + 'static,
     F: Fn(T, Context<C>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
-    E: fmt::Display,
+    E: Into<BoxError>,
 {
     /// The worker loop: until the queue is shut down and empty.
     async fn run(&self, id: usize) {
@@ -372,7 +373,12 @@ where
                 }
             };
         // The error is rendered inside the guarded future: a panicking `Display` is caught too.
-        let guarded = AssertUnwindSafe(async move { future.await.map_err(|err| err.to_string()) });
+        let guarded = AssertUnwindSafe(async move {
+            future.await.map_err(|err| {
+                let err: BoxError = err.into();
+                ErrorChain(&*err).to_string()
+            })
+        });
         match guarded.catch_unwind().await {
             Ok(Ok(Action::Done)) => Outcome::Done,
             Ok(Ok(Action::RequeueAfter(delay))) => Outcome::RequeueAfter(delay),
