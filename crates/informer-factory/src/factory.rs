@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{ErrorChain, MetaObject};
-use kinformer_reflector::KubeListerWatcher;
+use kinformer_reflector::{Backoff, KubeListerWatcher};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::de::DeserializeOwned;
@@ -197,6 +197,7 @@ struct Config {
     custom_resync: HashMap<TypeId, Duration>,
     transform: Option<MetaTransform>,
     fifo: FifoKind,
+    backoff: Backoff,
 }
 
 struct FactoryInner {
@@ -277,10 +278,19 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
-    /// The FIFO kind of every informer (default [`FifoKind::DeltaFifo`]).
+    /// The FIFO kind of every informer (default [`FifoKind::InOrderAtomic`], as client-go
+    /// v1.36).
     #[must_use]
     pub fn fifo(mut self, kind: FifoKind) -> Self {
         self.config.fifo = kind;
+        self
+    }
+
+    /// The retry spacing of every informer's reflector (default [`Backoff::default`]; see
+    /// [`SharedIndexInformerBuilder::backoff`](crate::SharedIndexInformerBuilder::backoff)). [`Backoff::client_go`] is client-go's.
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.config.backoff = backoff;
         self
     }
 
@@ -404,6 +414,7 @@ impl SharedInformerFactory {
                 custom_resync: HashMap::new(),
                 transform: None,
                 fifo: FifoKind::default(),
+                backoff: Backoff::default(),
             },
         }
     }
@@ -522,6 +533,7 @@ impl SharedInformerFactory {
             .name(id.to_string())
             .resync_period(resync)
             .fifo(config.fifo)
+            .backoff(config.backoff.clone())
             .build()
     }
 

@@ -15,7 +15,8 @@ use kinformer_indexer::{
     Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, namespace_indexers,
 };
 use kinformer_reflector::{
-    ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, TaskHandle, WatchErrorHandler,
+    Backoff, ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, TaskHandle,
+    WatchErrorHandler,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -94,6 +95,7 @@ struct Inner<K> {
     store: Arc<dyn IndexerWriter<K>>,
     processor: Arc<Processor<K>>,
     watch_list: bool,
+    backoff: Backoff,
     default_resync: Option<Duration>,
     config: Mutex<Config<K>>,
     /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
@@ -111,6 +113,7 @@ pub struct SharedIndexInformerBuilder<K> {
     resync: Duration,
     fifo: FifoChoice<K>,
     watch_list: bool,
+    backoff: Backoff,
     indexers: Indexers<K>,
     store: Option<Arc<dyn IndexerWriter<K>>>,
 }
@@ -196,6 +199,31 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
+    /// How the reflector spaces its retries when the server fails (default
+    /// [`Backoff::default`]: client-go's 800 ms doubling to 30 s, but started over once a
+    /// watch delivers and capped at 1 s while the server is unreachable, so that the cache
+    /// catches up within seconds of a partition or an API server restart;
+    /// [`Backoff::client_go`] for client-go's policy to the letter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::{fake::FakeListerWatcher, Backoff};
+    ///
+    /// let mut backoff = Backoff::default();
+    /// backoff.max = Duration::from_secs(10);
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .backoff(backoff)
+    ///     .build();
+    /// # let _ = informer;
+    /// ```
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
     /// Index functions besides the namespace index, which is always there (listers use it).
     #[must_use]
     pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
@@ -228,6 +256,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
                 store,
                 processor: Arc::new(Processor::default()),
                 watch_list: self.watch_list,
+                backoff: self.backoff,
                 default_resync,
                 config: Mutex::new(Config {
                     started: false,
@@ -289,6 +318,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             resync: Duration::ZERO,
             fifo: FifoChoice::Kind(FifoKind::default()),
             watch_list: true,
+            backoff: Backoff::default(),
             indexers: namespace_indexers(),
             store: None,
         }
@@ -564,7 +594,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         };
         let mut reflector = Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo))
             .name(inner.name.clone())
-            .watch_list(inner.watch_list);
+            .watch_list(inner.watch_list)
+            .backoff(inner.backoff.clone());
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&inner.processor);
             reflector = reflector

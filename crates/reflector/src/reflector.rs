@@ -250,7 +250,11 @@ where
                 return Err(err);
             }
             st.reason = RelistReason::after(&err);
-            let delay = st.backoff.next_delay(Instant::now());
+            if err.is_expired() {
+                // The server answered: only its history is short. Relist soon.
+                st.backoff.succeeded();
+            }
+            let delay = st.backoff.next_delay(Instant::now(), err.is_unreachable());
             tracing::info!(reason = %st.reason, delay_ms = delay.as_millis() as u64, "will relist after a backoff");
             sleep(delay).await;
         }
@@ -459,6 +463,7 @@ where
                             st.rv_unavailable = false;
                             st.set_last_sync(&self.shared, b.resource_version);
                             self.shared.synced_once();
+                            st.backoff.succeeded();
                             return Ok((stream, deadline));
                         }
                         WatchEvent::Bookmark(_) => {}
@@ -488,7 +493,7 @@ where
     async fn stream_list_retry(&self, st: &mut RunState, e: Error) -> Option<Error> {
         if e.is_retriable_watch_start() {
             self.report(&e);
-            let delay = st.backoff.next_delay(Instant::now());
+            let delay = st.backoff.next_delay(Instant::now(), e.is_unreachable());
             tracing::info!(error = %ErrorChain(&e), delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
             sleep(delay).await;
             None
@@ -534,7 +539,7 @@ where
                         }
                         Err(e) if e.is_retriable_watch_start() => {
                             self.report(&e);
-                            let delay = st.backoff.next_delay(Instant::now());
+                            let delay = st.backoff.next_delay(Instant::now(), e.is_unreachable());
                             tracing::info!(error = %ErrorChain(&e), resource_version = %rv, delay_ms = delay.as_millis() as u64,
                                 "watch did not start: backing off, then re-watching (no relist)");
                             if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
@@ -559,7 +564,7 @@ where
                 }
                 Err(e) if e.is_too_many_requests() => {
                     self.report(&e);
-                    let delay = st.backoff.next_delay(Instant::now());
+                    let delay = st.backoff.next_delay(Instant::now(), false);
                     tracing::info!(
                         delay_ms = delay.as_millis() as u64,
                         "watch answered 429: backing off, then re-watching (no relist)"
@@ -654,6 +659,10 @@ where
             }
             if (propagate_from_start || past_initial_adds) && !rv.is_empty() {
                 st.set_last_sync(&self.shared, rv);
+            }
+            if events == 0 {
+                // The watch works: the server is back.
+                st.backoff.succeeded();
             }
             events += 1;
         }
