@@ -1,5 +1,7 @@
 //! A proxy in front of the API server, with clients that go through it.
 
+use std::path::{Path, PathBuf};
+
 use kube::{Client, Config};
 
 use crate::ControlPlane;
@@ -14,6 +16,7 @@ use crate::proxy::TcpProxy;
 pub struct ApiProxy {
     proxy: TcpProxy,
     clients: Clients,
+    kubeconfig: PathBuf,
 }
 
 impl ControlPlane {
@@ -22,15 +25,20 @@ impl ControlPlane {
     /// own clients without disturbing others.
     ///
     /// # Errors
-    /// When no loopback port can be bound.
+    /// When no loopback port can be bound, or its kubeconfig cannot be written.
     pub fn proxy(&self) -> Result<ApiProxy, Error> {
         let proxy = TcpProxy::start(self.api_addr())?;
         let url: http::Uri = format!("https://{}", proxy.addr())
             .parse()
             .map_err(|_| Error::State("the proxy address is not a valid URL"))?;
+        let kubeconfig = self.write_kubeconfig(
+            &format!("kubeconfig-proxy-{}", proxy.addr().port()),
+            proxy.addr(),
+        )?;
         Ok(ApiProxy {
             proxy,
             clients: self.clients().via(url),
+            kubeconfig,
         })
     }
 }
@@ -50,6 +58,13 @@ impl ApiProxy {
     /// As [`ControlPlane::client`].
     pub fn restricted_client(&self) -> Result<Client, Error> {
         self.clients.restricted()
+    }
+
+    /// A kubeconfig like [`ControlPlane::kubeconfig`]'s whose server is this proxy: for a
+    /// program under test run as its own process (contexts `admin`, the current one, and
+    /// `restricted`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
     }
 
     /// The admin's client config through this proxy.
