@@ -6,6 +6,7 @@
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
+//! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
@@ -15,6 +16,7 @@ mod controlplane;
 mod gen_proto;
 mod progress;
 mod release;
+mod soak;
 mod test;
 
 use anyhow::Context;
@@ -51,6 +53,14 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Chaos soak: kinformer's pod informer (each FIFO kind) and client-go's under random
+    /// churn and faults on the local control plane, then correctness checks and figures.
+    Soak {
+        #[command(subcommand)]
+        command: Option<SoakCommand>,
+        #[command(flatten)]
+        opts: soak::Opts,
+    },
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
         /// The suite: `workqueue`, `indexer`, `deltafifo` or `informer`.
@@ -59,6 +69,12 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum SoakCommand {
+    /// The informer chaos soak (what `cargo xtask soak` runs without a subcommand).
+    Informer,
 }
 
 #[derive(Subcommand)]
@@ -93,6 +109,10 @@ fn main() -> anyhow::Result<()> {
         Command::Conformance => conformance::run(),
         Command::Bench { suite, args } => bench::run(&suite, &args),
         Command::GenProto { check } => gen_proto::run(check),
+        Command::Soak {
+            command: None | Some(SoakCommand::Informer),
+            opts,
+        } => soak::run(&opts),
     }
 }
 

@@ -58,6 +58,8 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
         "cargo test (unit, integration, doc and end-to-end tests)",
         test,
     )?;
+    // After the tests, whose dev-profile build the soak's subject reuses.
+    crate::soak::run_ci()?;
     // The loom model check needs the crate built with `--cfg kinformer_loom`, in a target dir of
     // its own so that it does not invalidate the normal build.
     let mut loom = cargo(&[
@@ -77,7 +79,7 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
 }
 
 /// The cargo target dir: `CARGO_TARGET_DIR`, else `<workspace>/target`.
-fn target_dir() -> std::path::PathBuf {
+pub(crate) fn target_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| crate::workspace_root().join("target"))
