@@ -25,8 +25,14 @@
 //!    `<target>/soak/<seed-S | ci>/`.
 //!
 //! A kinformer subject's violation fails the run; client-go's are reported (it is the
-//! reference, not the code under test). The CI form ([`run_ci`]) is one minute of churn
-//! with a fixed seed and the subject built in the dev profile.
+//! reference, not the code under test). Of the issue's two targets, lag p99 ≤ 1 s is
+//! enforced, as the check that the panicking and slow handlers did not hold the recorder
+//! up (observed p99: a few ms); convergence p99 ≤ 5 s is reported, not enforced: the
+//! reflector's backoff alone allows up to ~4 s after a partition with compaction (up to
+//! 2 s before the first retry, up to 1.6 s more before the relist that follows the 410),
+//! too close to 5 s for a shared 2-core CI machine. The CI form ([`run_ci`]) is one minute
+//! of churn with a fixed seed and the subject built in the dev profile (the tests just
+//! built every dependency in it; a release build would add minutes on a cold machine).
 
 mod chaos;
 mod checks;
@@ -510,6 +516,18 @@ fn evaluate(
     let (lag_ms, unseen) = figures::lags(&log.events, ledger, from_ns, &windows);
 
     let mut violations = checks::check(&log.events, &dump, truth);
+    // The recorder shares the informer with a panicking and a slow handler: if either held
+    // it up, its lag would show it (the slow one alone needs 50 ms per event).
+    let lag = figures::Summary::of(&lag_ms);
+    if lag.n == 0 || lag.p99 > TARGETS.lag_p99_ms {
+        violations.push(format!(
+            "its recorder lagged: p99 {} ms over {} writes outside fault windows (at most {} ms \
+             allowed): the panicking or the slow handler may be holding it up",
+            fmt(lag.p99, 0),
+            lag.n,
+            TARGETS.lag_p99_ms
+        ));
+    }
     if settled_s.is_none() {
         violations.push(format!(
             "it did not match a fresh LIST within {:.0} s of the churn stopping",
@@ -575,7 +593,7 @@ fn finish(
 ) -> anyhow::Result<()> {
     println!("\nsoak: {}", cfg.command);
     println!("{}\n", report::faults_line(faults, ledger));
-    println!("{}", report::table(results, &TARGETS));
+    println!("{}", report::table(results, faults, &TARGETS));
     println!(
         "Convergence per fault, s (from the heal until the subject's notifications show every write acknowledged before it):\n"
     );

@@ -124,7 +124,7 @@ pub(super) fn faults_line(faults: &[Fault], ledger: &[Entry]) -> String {
 }
 
 /// The side-by-side table, as markdown.
-pub(super) fn table(results: &[SubjectResult], targets: &Targets) -> String {
+pub(super) fn table(results: &[SubjectResult], faults: &[Fault], targets: &Targets) -> String {
     let mut t = String::new();
     let head: Vec<&str> = results.iter().map(|r| r.subject.name()).collect();
     let _ = writeln!(t, "| | {} |", head.join(" | "));
@@ -151,11 +151,45 @@ pub(super) fn table(results: &[SubjectResult], targets: &Targets) -> String {
             .count()
             .to_string()
     });
-    row("relists", &|r| opt(r.dump.relists));
+    row("relists (by reason)", &|r| match r.dump.relists {
+        Some(n) => {
+            let reasons: Vec<String> = r
+                .dump
+                .lists_by_reason
+                .iter()
+                .filter(|(reason, k)| **k > 0 && reason.as_str() != "initial")
+                .map(|(reason, k)| format!("{reason} {k}"))
+                .collect();
+            if reasons.is_empty() {
+                n.to_string()
+            } else {
+                format!("{n} ({})", reasons.join(", "))
+            }
+        }
+        None => "–".into(),
+    });
     row("convergence after heal p50 / p99 / max, s", &|r| {
         let c = r.convergence();
         format!("{} / {} / {}", num(c.p50, 2), num(c.p99, 2), num(c.max, 2))
     });
+    row(
+        "convergence max by kind, s (partition / + compaction / restart / compaction)",
+        &|r| {
+            Kind::ALL
+                .iter()
+                .map(|k| {
+                    let v: Vec<f64> = faults
+                        .iter()
+                        .zip(&r.convergence_s)
+                        .filter(|(f, _)| f.plan.kind == *k)
+                        .filter_map(|(_, c)| *c)
+                        .collect();
+                    num(Summary::of(&v).max, 2)
+                })
+                .collect::<Vec<_>>()
+                .join(" / ")
+        },
+    );
     row("faults not converged by the end", &|r| {
         r.not_converged().to_string()
     });
