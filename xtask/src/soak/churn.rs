@@ -65,7 +65,8 @@ pub(super) fn lock(ledger: &Ledger) -> MutexGuard<'_, Vec<Entry>> {
     ledger.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The churn's settings.
+/// The churn's settings: the write rate, and the bounds of the pods alive (the population
+/// reverts to their middle).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Settings {
     pub(super) writes_per_sec: f64,
@@ -174,23 +175,8 @@ impl Churn {
 
     /// One create, update or delete; false when it failed (refused or unknown).
     async fn one_write(&mut self) -> bool {
-        let Settings {
-            min_alive,
-            max_alive,
-            ..
-        } = self.settings;
+        let op = choose(self.alive.len(), &self.settings, self.rng.f64());
         let n = self.alive.len();
-        let op = if n <= min_alive {
-            Op::Create
-        } else if n >= max_alive {
-            Op::Delete
-        } else {
-            match self.rng.u32(0..10) {
-                0..=2 => Op::Create,
-                3..=6 => Op::Update,
-                _ => Op::Delete,
-            }
-        };
         match op {
             Op::Create => {
                 let name = self.fresh_name();
@@ -280,6 +266,32 @@ impl Churn {
     }
 }
 
+/// The next write, from `u` uniform in [0, 1): 40% label updates; creates and deletes
+/// share the other 60%, weighted by how far `n` pods are from the middle of the bounds, so
+/// the population reverts to the middle (200 of 100–300) and stays near it. A population
+/// that wandered the whole range would grow the cache late in a long run, and RSS with it:
+/// a steady working set is what lets a growing RSS mean a leak.
+fn choose(n: usize, s: &Settings, u: f64) -> Op {
+    if n <= s.min_alive {
+        return Op::Create;
+    }
+    if n >= s.max_alive {
+        return Op::Delete;
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let (n, lo, hi) = (n as f64, s.min_alive as f64, s.max_alive as f64);
+    let mid = f64::midpoint(lo, hi);
+    // +1 at the lower bound, -1 at the upper.
+    let pull = ((mid - n) / (mid - lo)).clamp(-1.0, 1.0);
+    if u < 0.3 * (1.0 + pull) {
+        Op::Create
+    } else if u < 0.6 {
+        Op::Delete
+    } else {
+        Op::Update
+    }
+}
+
 /// Why a write failed.
 #[derive(Debug, PartialEq, Eq)]
 enum Failure {
@@ -307,4 +319,60 @@ fn resource_version(pod: &Pod) -> u64 {
 /// The pod the churn creates: testenv's minimal pod (it stays Pending: no scheduler).
 fn pod(name: &str) -> Pod {
     kinformer_testenv::pod(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Settings = Settings {
+        writes_per_sec: 15.0,
+        min_alive: 100,
+        max_alive: 300,
+    };
+
+    #[test]
+    fn the_bounds_force_a_create_or_a_delete_and_the_middle_is_even() {
+        for u in [0.0, 0.5, 0.99] {
+            assert_eq!(choose(100, &S, u), Op::Create);
+            assert_eq!(choose(300, &S, u), Op::Delete);
+        }
+        assert_eq!(choose(200, &S, 0.29), Op::Create);
+        assert_eq!(choose(200, &S, 0.31), Op::Delete);
+        assert_eq!(choose(200, &S, 0.61), Op::Update);
+        assert_eq!(
+            choose(299, &S, 0.001),
+            Op::Create,
+            "a create stays possible"
+        );
+    }
+
+    #[test]
+    fn the_population_reverts_to_the_middle_and_stays_steady() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        let mut n: usize = 150;
+        let mut seen = Vec::new();
+        for _ in 0..30_000 {
+            match choose(n, &S, rng.f64()) {
+                Op::Create => n += 1,
+                Op::Delete => n -= 1,
+                Op::Update => {}
+            }
+            assert!((100..=300).contains(&n));
+            seen.push(n);
+        }
+        let mean = |v: &[usize]| {
+            #[allow(clippy::cast_precision_loss)]
+            let m = v.iter().sum::<usize>() as f64 / v.len() as f64;
+            m
+        };
+        let (middle, last) = (mean(&seen[10_000..20_000]), mean(&seen[20_000..]));
+        assert!((middle - 200.0).abs() < 10.0, "{middle}");
+        assert!((last - 200.0).abs() < 10.0, "{last}");
+        let (lo, hi) = (
+            seen[1_000..].iter().min().copied().unwrap_or(0),
+            seen[1_000..].iter().max().copied().unwrap_or(0),
+        );
+        assert!(lo > 150 && hi < 250, "{lo}..{hi}");
+    }
 }

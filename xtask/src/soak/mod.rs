@@ -8,9 +8,9 @@
 //!    client-go's `soak-peer` (`xtask/go/cmd/soak-peer`). Each runs a pod informer with a
 //!    recording, a panicking and a slow handler (the protocol is in `bench/soak`'s docs).
 //! 3. Churn ([`churn`]) straight to the API server: creates, label updates and deletes
-//!    (grace period 0) of uniquely named pods, 100–300 alive, 15 writes/s, from an RNG
-//!    seeded with `--seed`; every write's outcome goes to a ledger (acknowledged with its
-//!    resourceVersion, or unknown and read back later).
+//!    (grace period 0) of uniquely named pods, about 200 alive (always 100–300), 15
+//!    writes/s, from an RNG seeded with `--seed`; every write's outcome goes to a ledger
+//!    (acknowledged with its resourceVersion, or unknown and read back later).
 //! 4. Faults ([`chaos`]), one at a time after a quiet gap, from the same seed: partition,
 //!    partition with an etcd compaction before the heal, API server restart (half of them
 //!    switching the watch cache), etcd compaction. Then a quiet stretch of churn, and the
@@ -612,6 +612,7 @@ fn finish(
         &chart,
         results,
         faults,
+        ledger,
         t0_ns,
         &format!(
             "RSS over {:.0} minutes of churn and faults (seed {}; ticks: fault starts)",

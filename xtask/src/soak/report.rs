@@ -423,11 +423,41 @@ fn color(s: Subject) -> plotters::style::RGBColor {
     }
 }
 
-/// RSS over time, one line per subject, with the faults' start times as ticks.
+/// The pods alive by the ledger (acknowledged creates and deletes, read-backs), one point
+/// per second: (minutes since `t0_ns`, pods).
+fn alive_series(ledger: &[Entry], t0_ns: u64) -> Vec<(f64, f64)> {
+    let mut alive = std::collections::HashSet::new();
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for e in ledger {
+        match (e.op, e.outcome) {
+            (super::churn::Op::Create, Outcome::Acked { .. })
+            | (_, Outcome::ReadBack { rv: Some(_) }) => {
+                alive.insert(e.name.as_str());
+            }
+            (super::churn::Op::Delete, Outcome::Acked { .. })
+            | (_, Outcome::ReadBack { rv: None }) => {
+                alive.remove(e.name.as_str());
+            }
+            _ => continue,
+        }
+        let t = secs_since(t0_ns, e.unix_ns);
+        #[allow(clippy::cast_precision_loss)]
+        let point = (t / 60.0, alive.len() as f64);
+        match out.last_mut() {
+            Some(last) if t - last.0 * 60.0 < 1.0 => last.1 = point.1,
+            _ => out.push(point),
+        }
+    }
+    out
+}
+
+/// RSS over time, one line per subject, with the faults' start times as ticks; below it,
+/// the pods alive (the cache's size).
 pub(super) fn rss_chart(
     path: &Path,
     results: &[SubjectResult],
     faults: &[Fault],
+    ledger: &[Entry],
     t0_ns: u64,
     title: &str,
 ) -> anyhow::Result<()> {
@@ -447,6 +477,7 @@ pub(super) fn rss_chart(
             (r.subject, pts)
         })
         .collect();
+    let alive = alive_series(ledger, t0_ns);
     let max_x = series
         .iter()
         .flat_map(|(_, p)| p.iter().map(|&(x, _)| x))
@@ -455,19 +486,16 @@ pub(super) fn rss_chart(
         .iter()
         .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
         .fold(1.0, f64::max);
-    let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
+    let root = SVGBackend::new(path, (1000, 600)).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
+    let (top, bottom) = root.split_vertically(440);
+    let mut chart = ChartBuilder::on(&top)
         .caption(title, ("sans-serif", 16))
         .margin(12)
-        .x_label_area_size(36)
+        .x_label_area_size(30)
         .y_label_area_size(56)
         .build_cartesian_2d(0.0..max_x * 1.02, 0.0..max_y * 1.15)?;
-    chart
-        .configure_mesh()
-        .x_desc("minutes since the churn started")
-        .y_desc("RSS, MiB")
-        .draw()?;
+    chart.configure_mesh().y_desc("RSS, MiB").draw()?;
     let grey = RGBColor(0xbb, 0xbb, 0xbb);
     chart.draw_series(faults.iter().map(|f| {
         let x = secs_since(t0_ns, f.start_ns) / 60.0;
@@ -486,6 +514,18 @@ pub(super) fn rss_chart(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
+    let max_alive = alive.iter().map(|&(_, n)| n).fold(1.0, f64::max);
+    let mut pods = ChartBuilder::on(&bottom)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..max_x * 1.02, 0.0..max_alive * 1.1)?;
+    pods.configure_mesh()
+        .x_desc("minutes since the churn started")
+        .y_desc("pods alive")
+        .y_labels(4)
+        .draw()?;
+    pods.draw_series(LineSeries::new(alive, BLACK.stroke_width(1)))?;
     root.present()
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
