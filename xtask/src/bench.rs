@@ -285,12 +285,7 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
         let ratio = go_ns / rust;
         let target = pair.target.map_or_else(
             || "–".to_owned(),
-            |t| {
-                format!(
-                    "≥ {t}x {}",
-                    if ratio >= t { "met" } else { "**missed**" }
-                )
-            },
+            |t| format!("≥ {t}x {}", if ratio >= t { "met" } else { "**missed**" }),
         );
         let _ = writeln!(
             table,
