@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{ErrorChain, MetaObject};
-use kinformer_reflector::KubeListerWatcher;
+use kinformer_reflector::{KubeListerWatcher, WireFormat};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::de::DeserializeOwned;
@@ -193,6 +193,7 @@ struct Config {
     custom_resync: HashMap<TypeId, Duration>,
     transform: Option<MetaTransform>,
     fifo: FifoKind,
+    wire_format: WireFormat,
 }
 
 struct FactoryInner {
@@ -277,6 +278,15 @@ impl SharedInformerFactoryBuilder {
     #[must_use]
     pub fn fifo(mut self, kind: FifoKind) -> Self {
         self.config.fifo = kind;
+        self
+    }
+
+    /// The encoding every informer asks the API server for (default
+    /// [`WireFormat::Auto`]: protobuf for built-in types, JSON for custom resources and
+    /// [`DynamicObject`], as client-go's typed and dynamic clients).
+    #[must_use]
+    pub fn wire_format(mut self, format: WireFormat) -> Self {
+        self.config.wire_format = format;
         self
     }
 
@@ -384,6 +394,7 @@ impl SharedInformerFactory {
                 custom_resync: HashMap::new(),
                 transform: None,
                 fifo: FifoKind::default(),
+                wire_format: WireFormat::default(),
             },
         }
     }
@@ -479,7 +490,8 @@ impl SharedInformerFactory {
             self.inner.config.client.clone(),
             dyntype,
             id.options.namespace.as_deref(),
-        );
+        )
+        .wire_format(self.inner.config.wire_format);
         if let Some(l) = &id.options.label_selector {
             lw = lw.labels(l);
         }
