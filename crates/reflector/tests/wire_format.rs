@@ -122,6 +122,21 @@ fn pod_contenders(scene: &Scene, formats: &[WireFormat], watch_list: bool) -> Ve
         .collect()
 }
 
+/// JSON and protobuf reflectors over the pods of `scene` (List+Watch), once synced.
+async fn json_and_protobuf(scene: &Scene) -> Vec<Contender> {
+    let all = pod_contenders(scene, &[WireFormat::Json, WireFormat::Protobuf], false);
+    for c in &all {
+        c.run.synced().await;
+    }
+    all
+}
+
+async fn stop_all(all: Vec<Contender>) {
+    for c in all {
+        c.run.stop().await;
+    }
+}
+
 /// Asserts that every contender holds the same pods as the first and made the same calls
 /// from its `n`th replace on.
 fn assert_agree(contenders: &[Contender], since_replace: usize) {
@@ -200,9 +215,7 @@ async fn pods_in_every_wire_format_give_the_same_cache_and_the_same_calls() {
             Call::Delete(key("short-lived")),
         ]
     );
-    for c in all {
-        c.run.stop().await;
-    }
+    stop_all(all).await;
 }
 
 #[tokio::test]
@@ -210,9 +223,8 @@ async fn pods_in_every_wire_format_give_the_same_cache_and_the_same_calls() {
 async fn a_paged_list_in_protobuf_comes_in_the_same_pages_as_json() {
     let (cp, _turn) = no_cache().await;
     let scene = Scene::new(cp, "wire-pages", 1200).await;
-    let all = pod_contenders(&scene, &[WireFormat::Json, WireFormat::Protobuf], false);
+    let all = json_and_protobuf(&scene).await;
     for c in &all {
-        c.run.synced().await;
         c.assert_format();
         // The watch cache is off: the server honours the limit at RV "0".
         let pages = c.run.lw.lists();
@@ -225,9 +237,7 @@ async fn a_paged_list_in_protobuf_comes_in_the_same_pages_as_json() {
         converge(&c.run.sink, &scene.direct, MINUTE).await;
     }
     assert_agree(&all, 1);
-    for c in all {
-        c.run.stop().await;
-    }
+    stop_all(all).await;
 }
 
 // ------------------------------------------------------------------ metadata only
@@ -349,10 +359,7 @@ async fn a_custom_resource_is_json_on_the_wire_whatever_the_format_and_its_metad
 #[ignore = "needs the local control plane: cargo xtask test"]
 async fn a_partition_healed_resumes_each_format_without_relist() {
     let scene = Scene::behind_proxy(shared().await, "wire-partition", 5).await;
-    let all = pod_contenders(&scene, &[WireFormat::Json, WireFormat::Protobuf], false);
-    for c in &all {
-        c.run.synced().await;
-    }
+    let all = json_and_protobuf(&scene).await;
     scene.warm_up_each(all.iter().map(|c| &c.run)).await;
     scene.proxy().partition();
     let direct = &scene.direct;
@@ -377,9 +384,7 @@ async fn a_partition_healed_resumes_each_format_without_relist() {
         );
     }
     assert_agree(&all, 1);
-    for c in all {
-        c.run.stop().await;
-    }
+    stop_all(all).await;
 }
 
 #[tokio::test]
@@ -387,10 +392,7 @@ async fn a_partition_healed_resumes_each_format_without_relist() {
 async fn a_compaction_during_a_partition_relists_each_format_exactly_once() {
     let (cp, _turn) = no_cache().await;
     let scene = Scene::behind_proxy(cp, "wire-compact", 5).await;
-    let all = pod_contenders(&scene, &[WireFormat::Json, WireFormat::Protobuf], false);
-    for c in &all {
-        c.run.synced().await;
-    }
+    let all = json_and_protobuf(&scene).await;
     scene.warm_up_each(all.iter().map(|c| &c.run)).await;
     scene.proxy().partition();
     let direct = &scene.direct;
@@ -415,7 +417,5 @@ async fn a_compaction_during_a_partition_relists_each_format_exactly_once() {
     }
     // The same state after the relist, reached by the same calls.
     assert_agree(&all, 2);
-    for c in all {
-        c.run.stop().await;
-    }
+    stop_all(all).await;
 }

@@ -52,6 +52,17 @@ fn is_probable_eof(e: &io::Error) -> bool {
     false
 }
 
+/// What a failure to read a watch body means: nothing when the connection went away (the
+/// watch simply ended), else the stream's last item.
+fn read_failure(e: io::Error) -> Option<Error> {
+    if is_probable_eof(&e) {
+        tracing::debug!(error = %ErrorChain(&e), "watch connection closed");
+        None
+    } else {
+        Some(Error::unreachable(e))
+    }
+}
+
 /// Turns a watch response body of newline-delimited documents into a stream of events:
 /// `decode` gets each line (without its newline) and says what it is, or `None` for a
 /// line to skip. A connection that ends mid-line, or that the peer cuts, ends the stream
@@ -91,13 +102,9 @@ where
                     Some(ev) => return Some((ev, st)),
                     None => continue,
                 },
-                Err(e) if is_probable_eof(&e) => {
-                    tracing::debug!(error = %ErrorChain(&e), "watch connection closed");
-                    return None;
-                }
                 Err(e) => {
                     st.done = true;
-                    return Some((Err(Error::unreachable(e)), st));
+                    return read_failure(e).map(|e| (Err(e), st));
                 }
             }
         }
@@ -155,13 +162,9 @@ where
                     }
                     return None;
                 }
-                Some(Err(e)) if is_probable_eof(&e) => {
-                    tracing::debug!(error = %ErrorChain(&e), "watch connection closed");
-                    return None;
-                }
                 Some(Err(e)) => {
                     st.done = true;
-                    return Some((Err(Error::unreachable(e)), st));
+                    return read_failure(e).map(|e| (Err(e), st));
                 }
             }
         }

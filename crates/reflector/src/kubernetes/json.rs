@@ -2,7 +2,6 @@
 //! ever quoting a value from the body in an error.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -10,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::decode::{Expected, INITIAL_EVENTS_END, Modify, finish, truncate};
+use super::decode::{BookmarkObject, Expected, Modify, finish, truncate};
 use crate::{Bookmark, Error, ListPage, WatchEvent};
 
 /// Checks the type fields of a raw object: from its leading keys only, where the API
@@ -266,29 +265,9 @@ pub(super) fn decode_event<K: DeserializeOwned>(
 }
 
 fn decode_bookmark(raw: &RawValue) -> Result<Bookmark, Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        resource_version: String,
-        #[serde(default)]
-        annotations: Option<BTreeMap<String, String>>,
-    }
-    #[derive(Deserialize)]
-    struct Raw {
-        metadata: Meta,
-    }
-    let b: Raw = serde_json::from_str(raw.get())
-        .map_err(|e| Error::decode("BOOKMARK object", describe_json_error(&e)))?;
-    let end = b
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INITIAL_EVENTS_END))
-        .is_some_and(|v| v == "true");
-    Ok(Bookmark {
-        resource_version: b.metadata.resource_version,
-        initial_events_end: end,
-    })
+    serde_json::from_str::<BookmarkObject>(raw.get())
+        .map(Bookmark::from)
+        .map_err(|e| Error::decode("BOOKMARK object", describe_json_error(&e)))
 }
 
 /// Why a JSON value did not decode, without the value itself: serde's messages quote

@@ -377,6 +377,13 @@ mod tests {
         KubeListerWatcher::new(kube::Api::<Pod>::namespaced(client, "ns"))
     }
 
+    /// Every item of a pod watch on `client`, to its end.
+    async fn watch_all(client: kube::Client) -> Vec<Result<WatchEvent<Pod>, Error>> {
+        let options = WatchOptions::new("5", std::time::Duration::from_secs(60));
+        let stream = pods(client).watch(&options).await.unwrap();
+        stream.collect().await
+    }
+
     #[tokio::test]
     async fn a_protobuf_list_and_watch_decode_and_a_frame_cut_short_ends_the_watch() {
         let list = pb::pod_list(&[pb::pod("a", "1"), pb::pod("b", "2")], "10", "");
@@ -406,12 +413,7 @@ mod tests {
             "application/vnd.kubernetes.protobuf;stream=watch",
             body,
         );
-        let events: Vec<_> = pods(client)
-            .watch(&WatchOptions::new("10", std::time::Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .collect()
-            .await;
+        let events = watch_all(client).await;
         assert_eq!(events.len(), 2, "the cut DELETED is the end: {events:?}");
         assert!(
             matches!(&events[0], Ok(WatchEvent::Added(p)) if p.metadata.name.as_deref() == Some("c"))
@@ -431,12 +433,7 @@ mod tests {
             br#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"b"}}}
 "#;
         let (client, _) = canned(200, "application/json", line.to_vec());
-        let events: Vec<_> = pods(client)
-            .watch(&WatchOptions::new("5", std::time::Duration::from_secs(60)))
-            .await
-            .unwrap()
-            .collect()
-            .await;
+        let events = watch_all(client).await;
         assert!(
             matches!(&events[..], [Ok(WatchEvent::Added(p))] if p.metadata.name.as_deref() == Some("b"))
         );

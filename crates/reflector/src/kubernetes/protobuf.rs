@@ -2,13 +2,10 @@
 //! decoded by kinformer-protobuf straight into `K` (whatever decodes the object's JSON),
 //! without any value from the body in an error.
 
-use std::collections::BTreeMap;
-
 use kinformer_protobuf as pb;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::decode::{Expected, INITIAL_EVENTS_END, Modify, finish};
+use super::decode::{BookmarkObject, Expected, Modify, finish};
 use crate::{Bookmark, Error, ListPage, WatchEvent};
 
 /// A decoding failure of `what`. kinformer-protobuf's messages name the schema's fields,
@@ -87,32 +84,11 @@ pub(super) fn decode_frame<K: DeserializeOwned>(
     }
 }
 
-/// A bookmark's object: an object of the watched type with only its metadata set.
 fn decode_bookmark(object: &pb::Object<'_>) -> Result<Bookmark, Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        resource_version: String,
-        #[serde(default)]
-        annotations: Option<BTreeMap<String, String>>,
-    }
-    #[derive(Deserialize)]
-    struct Raw {
-        metadata: Meta,
-    }
-    let b: Raw = object
-        .deserialize()
-        .map_err(|e| decode_error("BOOKMARK object", &e))?;
-    let end = b
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INITIAL_EVENTS_END))
-        .is_some_and(|v| v == "true");
-    Ok(Bookmark {
-        resource_version: b.metadata.resource_version,
-        initial_events_end: end,
-    })
+    object
+        .deserialize::<BookmarkObject>()
+        .map(Bookmark::from)
+        .map_err(|e| decode_error("BOOKMARK object", &e))
 }
 
 /// Decodes the `Status` of an error response.
@@ -128,8 +104,12 @@ pub(super) mod tests {
 
     use std::sync::Arc;
 
-    use k8s_openapi::api::core::v1::{Pod, Secret};
+    use std::collections::BTreeMap;
 
+    use k8s_openapi::api::core::v1::{Pod, Secret};
+    use serde::Deserialize;
+
+    use super::super::decode::INITIAL_EVENTS_END;
     use super::*;
 
     fn varint(out: &mut Vec<u8>, mut v: u64) {
