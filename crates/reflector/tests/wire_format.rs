@@ -11,12 +11,16 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::Pod;
-use kinformer_reflector::{KubeListerWatcher, WireFormat};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kinformer_reflector::{
+    Error, KubeListerWatcher, ListOptions, ListerWatcher, WatchOptions, WireFormat,
+};
 use kube::Api;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::PartialObjectMeta;
 use serde::Serialize;
 
@@ -351,6 +355,43 @@ async fn a_custom_resource_is_json_on_the_wire_whatever_the_format_and_its_metad
     for (_, run, _) in typed.into_iter().chain(meta) {
         run.stop().await;
     }
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn an_object_of_another_kind_in_protobuf_is_unexpected_kind() {
+    let scene = Scene::new(shared().await, "wire-kind", 1).await;
+    // Pods, read as ConfigMaps: a wrong ApiResource for a dynamic type.
+    let (pod_ar, cm_ar) = (
+        ApiResource::erase::<Pod>(&()),
+        ApiResource::erase::<ConfigMap>(&()),
+    );
+    let (lw, types) = recorded(scene.config.clone(), WireFormat::Protobuf, |c| {
+        KubeListerWatcher::new_with(
+            Api::<DynamicObject>::namespaced_with(c, &scene.ns, &pod_ar),
+            &cm_ar,
+        )
+    });
+    // The list's envelope says PodList.
+    match lw.list(&ListOptions::new("0", None)).await {
+        Err(Error::UnexpectedKind { expected, actual }) => {
+            assert_eq!(
+                (expected.as_str(), actual.as_str()),
+                ("v1/ConfigMap", "v1/Pod")
+            );
+        }
+        other => panic!("want UnexpectedKind, got {other:?}"),
+    }
+    // Each event's envelope says Pod.
+    let mut w = lw
+        .watch(&WatchOptions::new("0", Duration::from_secs(30)))
+        .await
+        .unwrap();
+    match w.next().await {
+        Some(Err(Error::UnexpectedKind { actual, .. })) => assert_eq!(actual, "v1/Pod"),
+        other => panic!("want UnexpectedKind, got {other:?}"),
+    }
+    assert!(types.all_protobuf(), "{:?}", types.seen());
 }
 
 // ------------------------------------------------------------------ faults
