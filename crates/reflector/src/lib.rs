@@ -136,8 +136,8 @@
 //! run time; `Protobuf` decodes it from protobuf too when its type is built in.
 //!
 //! What it buys: a protobuf pod is about 0.6 of its JSON's bytes on the wire, and the API
-//! server encodes protobuf several times faster than JSON, which is most of an initial
-//! sync's time (see BENCHMARKS.md in the repository).
+//! server streams protobuf two to three times faster than JSON, which bounds an initial
+//! sync in JSON (see BENCHMARKS.md in the repository).
 //!
 //! # Clients: kube's retry layer
 //!
