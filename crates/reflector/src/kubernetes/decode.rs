@@ -97,3 +97,28 @@ pub(super) fn truncate(s: &str, max: usize) -> &str {
         None => s,
     }
 }
+
+/// What the decoding tests of both formats share.
+#[cfg(test)]
+pub(super) mod testing {
+    use super::Expected;
+    use crate::WatchEvent;
+
+    /// The type pods must have.
+    pub(crate) fn pods() -> Expected {
+        Expected {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+        }
+    }
+
+    /// The event's type on the wire and its object; panics on a bookmark.
+    pub(crate) fn object_of<K>(ev: WatchEvent<K>) -> (&'static str, K) {
+        match ev {
+            WatchEvent::Added(o) => ("ADDED", o),
+            WatchEvent::Modified(o) => ("MODIFIED", o),
+            WatchEvent::Deleted(o) => ("DELETED", o),
+            WatchEvent::Bookmark(_) => panic!("a bookmark, not an object"),
+        }
+    }
+}

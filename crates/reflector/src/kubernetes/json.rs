@@ -343,29 +343,17 @@ mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 
+    use super::super::decode::testing::{object_of, pods};
     use super::*;
-
-    fn pods() -> Expected {
-        Expected {
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-        }
-    }
 
     #[test]
     fn added_modified_deleted_decode_to_objects() {
-        for (t, want) in [("ADDED", 0), ("MODIFIED", 1), ("DELETED", 2)] {
+        for t in ["ADDED", "MODIFIED", "DELETED"] {
             let line = format!(
                 r#"{{"type":"{t}","object":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"a","namespace":"ns","resourceVersion":"5"}}}}}}"#
             );
-            let ev = decode_event::<Pod>(&line, &pods(), None).unwrap();
-            let (idx, pod) = match ev {
-                WatchEvent::Added(p) => (0, p),
-                WatchEvent::Modified(p) => (1, p),
-                WatchEvent::Deleted(p) => (2, p),
-                WatchEvent::Bookmark(_) => panic!("bookmark"),
-            };
-            assert_eq!(idx, want);
+            let (ty, pod) = object_of(decode_event::<Pod>(&line, &pods(), None).unwrap());
+            assert_eq!(ty, t);
             assert_eq!(pod.metadata.resource_version.as_deref(), Some("5"));
         }
     }

@@ -110,6 +110,7 @@ pub(super) mod tests {
     use serde::Deserialize;
 
     use super::super::decode::INITIAL_EVENTS_END;
+    use super::super::decode::testing::{object_of, pods};
     use super::*;
 
     fn varint(out: &mut Vec<u8>, mut v: u64) {
@@ -211,24 +212,12 @@ pub(super) mod tests {
         envelope("v1", "Status", &status(code, reason, message))
     }
 
-    fn pods() -> Expected {
-        Expected {
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-        }
-    }
-
     #[test]
     fn added_modified_deleted_decode_to_objects() {
-        for (t, want) in [("ADDED", 0), ("MODIFIED", 1), ("DELETED", 2)] {
+        for t in ["ADDED", "MODIFIED", "DELETED"] {
             let frame = event(t, &envelope("v1", "Pod", &pod("a", "5")));
-            let (idx, pod) = match decode_frame::<Pod>(&frame, &pods(), None).unwrap() {
-                WatchEvent::Added(p) => (0, p),
-                WatchEvent::Modified(p) => (1, p),
-                WatchEvent::Deleted(p) => (2, p),
-                WatchEvent::Bookmark(_) => panic!("bookmark"),
-            };
-            assert_eq!(idx, want);
+            let (ty, pod) = object_of(decode_frame::<Pod>(&frame, &pods(), None).unwrap());
+            assert_eq!(ty, t);
             assert_eq!(pod.metadata.resource_version.as_deref(), Some("5"));
             assert_eq!(pod.metadata.namespace.as_deref(), Some("ns"));
             let image = pod.spec.unwrap().containers[0].image.clone();
