@@ -65,7 +65,8 @@ struct Journal {
 
 impl Journal {
     fn log(&self, ev: &str, extra: serde_json::Value) {
-        let mut line = serde_json::json!({ "t": unix_nanos(SystemTime::now()), "id": self.id, "ev": ev });
+        let mut line =
+            serde_json::json!({ "t": unix_nanos(SystemTime::now()), "id": self.id, "ev": ev });
         if let (Some(line), serde_json::Value::Object(extra)) = (line.as_object_mut(), extra) {
             line.extend(extra);
         }

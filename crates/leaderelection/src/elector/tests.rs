@@ -671,7 +671,11 @@ async fn electors_racing_for_one_lease_never_lead_at_once() {
 }
 
 /// A candidate of [`race`]: its identity, its cancellation, its run.
-type Running = (String, CancellationToken, JoinHandle<Result<TermEnd, Error>>);
+type Running = (
+    String,
+    CancellationToken,
+    JoinHandle<Result<TermEnd, Error>>,
+);
 
 /// Five candidates that start together on an empty lease with 50 ms answers, then ten
 /// minutes of partitions, hung requests and replaced candidates.

@@ -1,0 +1,191 @@
+//! The peers' journals and what they say: each process's terms of leadership on the shared
+//! wall clock, and whether two ever overlap.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// One journal line (see `examples/leader_peer.rs` and `xtask/go/cmd/leader-peer`).
+#[derive(Clone, Debug)]
+pub struct Line {
+    pub t: i128,
+    pub id: String,
+    pub ev: String,
+    pub until: Option<i128>,
+    pub leader: Option<String>,
+}
+
+pub fn read_journal(path: &Path) -> Vec<Line> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        // A process killed mid-write leaves at most a partial last line.
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            Some(Line {
+                t: i128::from(v.get("t")?.as_u64()?),
+                id: v.get("id")?.as_str()?.to_owned(),
+                ev: v.get("ev")?.as_str()?.to_owned(),
+                until: v
+                    .get("until")
+                    .and_then(serde_json::Value::as_u64)
+                    .map(i128::from),
+                leader: v.get("leader").and_then(|l| l.as_str()).map(str::to_owned),
+            })
+        })
+        .collect()
+}
+
+/// One term of leadership of one process, as the process believed it: from its first
+/// successful write (or start) to the deadline it last logged, cut short by its own stop
+/// or its death.
+#[derive(Clone, Debug)]
+pub struct Interval {
+    pub id: String,
+    pub kind: String,
+    pub start: i128,
+    pub end: i128,
+    /// When its last successful write was logged.
+    pub last_renew: i128,
+}
+
+impl fmt::Display for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}) {:.3}..{:.3}",
+            self.id,
+            self.kind,
+            secs(self.start),
+            secs(self.end)
+        )
+    }
+}
+
+pub fn secs(ns: i128) -> f64 {
+    // Precision is not a concern at the scale of a test run.
+    #[allow(clippy::cast_precision_loss)]
+    let s = ns as f64 / 1e9;
+    s
+}
+
+pub fn duration(ns: i128) -> Duration {
+    Duration::from_nanos(u64::try_from(ns.max(0)).unwrap_or(u64::MAX))
+}
+
+/// The terms in `lines` (one process's journal), `ended_at` being when the process died or
+/// exited (`None`: still running).
+pub fn intervals(kind: &str, lines: &[Line], ended_at: Option<i128>) -> Vec<Interval> {
+    let mut out = Vec::new();
+    let mut open: Option<Interval> = None;
+    for line in lines {
+        match (line.ev.as_str(), line.until) {
+            ("start" | "renew", Some(until)) => match &mut open {
+                Some(o) => {
+                    o.end = o.end.max(until);
+                    o.last_renew = line.t;
+                }
+                None => {
+                    open = Some(Interval {
+                        id: line.id.clone(),
+                        kind: kind.to_owned(),
+                        start: line.t,
+                        end: until,
+                        last_renew: line.t,
+                    });
+                }
+            },
+            ("stop" | "exit", _) => {
+                if let Some(mut o) = open.take() {
+                    o.end = o.end.min(line.t);
+                    out.push(o);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(mut o) = open {
+        if let Some(ended) = ended_at {
+            o.end = o.end.min(ended);
+        }
+        out.push(o);
+    }
+    out
+}
+
+/// The pairs of terms that overlap, over all processes.
+pub fn overlaps(all: &[Interval]) -> Vec<(Interval, Interval)> {
+    let mut sorted = all.to_vec();
+    sorted.sort_by_key(|i| i.start);
+    let mut found = Vec::new();
+    for (i, a) in sorted.iter().enumerate() {
+        for b in &sorted[i + 1..] {
+            if b.start >= a.end {
+                break;
+            }
+            found.push((a.clone(), b.clone()));
+        }
+    }
+    found
+}
+
+/// The closest two consecutive terms came: the smallest gap between one term's end and the
+/// next one's start.
+pub fn closest_handover(all: &[Interval]) -> Option<(i128, Interval, Interval)> {
+    let mut sorted = all.to_vec();
+    sorted.sort_by_key(|i| i.start);
+    sorted
+        .windows(2)
+        .map(|w| (w[1].start - w[0].end, w[0].clone(), w[1].clone()))
+        .min_by_key(|(gap, _, _)| *gap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(t: i128, ev: &str, until: Option<i128>) -> Line {
+        Line {
+            t,
+            id: "p".into(),
+            ev: ev.into(),
+            until,
+            leader: None,
+        }
+    }
+
+    #[test]
+    fn a_term_runs_to_the_last_deadline_cut_by_stop_or_death() {
+        let lines = [
+            line(0, "leader", None),
+            line(10, "renew", Some(30)),
+            line(20, "renew", Some(40)),
+            line(45, "stop", None),
+            line(50, "stop", None), // client-go's stop after a run that did not lead
+            line(60, "start", Some(80)),
+            line(70, "renew", Some(90)),
+        ];
+        let terms = intervals("rust", &lines, Some(75));
+        assert_eq!(terms.len(), 2);
+        assert_eq!((terms[0].start, terms[0].end), (10, 40));
+        assert_eq!((terms[1].start, terms[1].end), (60, 75), "died at 75");
+        let still_running = intervals("rust", &lines, None);
+        assert_eq!(still_running[1].end, 90);
+    }
+
+    #[test]
+    fn overlaps_are_found_across_processes() {
+        let i = |id: &str, start, end| Interval {
+            id: id.into(),
+            kind: "go".into(),
+            start,
+            end,
+            last_renew: start,
+        };
+        assert!(overlaps(&[i("a", 0, 10), i("b", 10, 20), i("c", 25, 30)]).is_empty());
+        let found = overlaps(&[i("a", 0, 10), i("b", 9, 20), i("c", 15, 30)]);
+        assert_eq!(found.len(), 2);
+        let (gap, _, _) =
+            closest_handover(&[i("a", 0, 10), i("b", 12, 20), i("c", 25, 30)]).unwrap();
+        assert_eq!(gap, 2);
+    }
+}
