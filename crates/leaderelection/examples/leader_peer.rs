@@ -109,6 +109,7 @@ fn unix_nanos(t: SystemTime) -> u128 {
 async fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     if let Err(e) = run(Args::parse()).await {

@@ -15,7 +15,7 @@ use peers::Arena;
 impl Arena {
     /// The Lease as stored, read past every proxy.
     pub async fn lease_now(&self) -> Option<Lease> {
-        let api: Api<Lease> = Api::namespaced(self.cp.client().expect("client"), &self.namespace);
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.namespace);
         api.get_opt(&self.lease).await.expect("read the Lease")
     }
 
