@@ -128,13 +128,15 @@ pub fn overlaps(all: &[Interval]) -> Vec<(Interval, Interval)> {
     found
 }
 
-/// The closest two consecutive terms came: the smallest gap between one term's end and the
-/// next one's start.
+/// The closest a handover between two processes came: the smallest gap between one term's
+/// end and the next one's start when they are different processes (a process that takes
+/// the lease again after its own term may do so at once).
 pub fn closest_handover(all: &[Interval]) -> Option<(i128, Interval, Interval)> {
     let mut sorted = all.to_vec();
     sorted.sort_by_key(|i| i.start);
     sorted
         .windows(2)
+        .filter(|w| w[0].id != w[1].id)
         .map(|w| (w[1].start - w[0].end, w[0].clone(), w[1].clone()))
         .min_by_key(|(gap, _, _)| *gap)
 }
@@ -184,8 +186,13 @@ mod tests {
         assert!(overlaps(&[i("a", 0, 10), i("b", 10, 20), i("c", 25, 30)]).is_empty());
         let found = overlaps(&[i("a", 0, 10), i("b", 9, 20), i("c", 15, 30)]);
         assert_eq!(found.len(), 2);
-        let (gap, _, _) =
-            closest_handover(&[i("a", 0, 10), i("b", 12, 20), i("c", 25, 30)]).unwrap();
+        let (gap, _, _) = closest_handover(&[
+            i("a", 0, 10),
+            i("a", 10, 11),
+            i("b", 13, 20),
+            i("c", 25, 30),
+        ])
+        .unwrap();
         assert_eq!(gap, 2);
     }
 }
