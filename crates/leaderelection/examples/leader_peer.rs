@@ -10,9 +10,10 @@
 //!
 //! Every line is `{"t": <wall clock, Unix ns>, "id": ID, "ev": EVENT, ...}`:
 //!
-//! - `start` / `renew` with `until`: the elector started leading / renewed, and leads until
-//!   `until` unless it renews again. Written by the `LeaderCallbacks` hooks, which the elector
-//!   calls before it acts on the new deadline, so the line is in the file before the belief.
+//! - `start` / `renew` with `sent` and `until`: the elector started leading / renewed with a
+//!   write sent at `sent`, and leads until `until` (`sent` + the renew deadline) unless it
+//!   renews again. Written by the `LeaderCallbacks` hooks, which the elector calls before it
+//!   acts on the new deadline, so the line is in the file before the belief.
 //! - `stop`: the elector stopped leading.
 //! - `leader` with `leader`: a new holder was observed.
 //! - `exit`: exiting after SIGTERM or SIGINT (the lease released first with
@@ -61,6 +62,7 @@ struct Args {
 /// is killed right after.
 struct Journal {
     id: String,
+    renew_deadline: Duration,
 }
 
 impl Journal {
@@ -79,7 +81,12 @@ impl Journal {
         // The deadline on the wall clock that every process of the test shares.
         let now = Instant::now();
         let until = SystemTime::now() + deadline.saturating_duration_since(now);
-        self.log(ev, serde_json::json!({ "until": unix_nanos(until) }));
+        // The elector's deadline is the winning write's send time plus the renew deadline.
+        let sent = until - self.renew_deadline;
+        self.log(
+            ev,
+            serde_json::json!({ "sent": unix_nanos(sent), "until": unix_nanos(until) }),
+        );
     }
 }
 
@@ -124,9 +131,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
     let client = kube::Client::try_from(config)?;
     let lock = LeaseLock::new(client, &args.namespace, &args.name, &args.identity);
+    let renew_deadline = Duration::from_millis(args.renew_deadline_ms);
     let config = LeaderElectionConfig {
         lease_duration: Duration::from_millis(args.lease_ms),
-        renew_deadline: Duration::from_millis(args.renew_deadline_ms),
+        renew_deadline,
         retry_period: Duration::from_millis(args.retry_ms),
         release_on_cancel: args.release_on_cancel,
         ..LeaderElectionConfig::default()
@@ -135,6 +143,7 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .config(config)
         .callbacks(Journal {
             id: args.identity.clone(),
+            renew_deadline,
         })
         .build()?;
 
@@ -152,6 +161,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     elector
         .run(&cancel, |leading| async move { leading.lost().await })
         .await?;
-    Journal { id: args.identity }.log("exit", serde_json::json!({}));
+    Journal {
+        id: args.identity,
+        renew_deadline,
+    }
+    .log("exit", serde_json::json!({}));
     Ok(())
 }

@@ -9,8 +9,9 @@
 //!   deadline (the last one it logged), or its own stop, or its death;
 //! - after the leader is killed (the "probe" kills, made while no other fault is active), a
 //!   new leader is elected within a lease duration plus 2 × 2.2 retry periods plus a second
-//!   of scheduling slack (see `Timings::takeover_bound`); the report also counts those
-//!   within lease + retry.
+//!   of scheduling slack (see `Timings::takeover_bound`), and no sooner than a lease
+//!   duration after the dead leader's last write was sent; the report also counts the
+//!   takeovers within lease + retry.
 //!
 //! Timings: lease 4 s, renew deadline 2.5 s, retry 0.5 s. `cargo test` runs 40 s of chaos
 //! (under a minute with the set-up and the final checks);
@@ -347,10 +348,11 @@ async fn chaos(run_for: Duration, seed: u64) {
         &outcome,
         timings.takeover_bound(),
         timings.lease + timings.retry,
+        timings.lease,
     );
 }
 
-fn report_and_check(outcome: &Outcome, bound: Duration, tight: Duration) {
+fn report_and_check(outcome: &Outcome, bound: Duration, tight: Duration, lease: Duration) {
     let (terms, start) = (&outcome.terms, outcome.start_ns);
     let by_kind = |k: &str| terms.iter().filter(|t| t.kind == k).count();
     eprintln!(
@@ -410,12 +412,12 @@ fn report_and_check(outcome: &Outcome, bound: Duration, tight: Duration) {
     let mut gaps = Vec::new();
     for probe in &outcome.probes {
         // Only kills of a process that led at that moment measure a takeover.
-        let led = terms
+        let Some(killed) = terms
             .iter()
-            .any(|t| t.id == probe.killed && t.start <= probe.at && probe.at <= t.end);
-        if !led {
+            .find(|t| t.id == probe.killed && t.start <= probe.at && probe.at <= t.end)
+        else {
             continue;
-        }
+        };
         let next = terms
             .iter()
             .filter(|t| t.start >= probe.at)
@@ -438,6 +440,14 @@ fn report_and_check(outcome: &Outcome, bound: Duration, tight: Duration) {
         assert!(
             gap <= bound,
             "{} took {gap:?} to replace {}, bound {bound:?}",
+            next.id,
+            probe.killed
+        );
+        // The dead leader's lease was waited out from its last write.
+        let waited = duration(next.start - killed.last_sent);
+        assert!(
+            waited >= lease,
+            "{} took over {waited:?} after {}'s last write was sent, lease {lease:?}",
             next.id,
             probe.killed
         );

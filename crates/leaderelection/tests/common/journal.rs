@@ -12,6 +12,8 @@ pub struct Line {
     pub id: String,
     pub ev: String,
     pub until: Option<i128>,
+    /// When the write that a `renew` / `start` line reports was sent.
+    pub sent: Option<i128>,
     pub leader: Option<String>,
 }
 
@@ -29,6 +31,10 @@ pub fn read_journal(path: &Path) -> Vec<Line> {
                     .get("until")
                     .and_then(serde_json::Value::as_u64)
                     .map(i128::from),
+                sent: v
+                    .get("sent")
+                    .and_then(serde_json::Value::as_u64)
+                    .map(i128::from),
                 leader: v.get("leader").and_then(|l| l.as_str()).map(str::to_owned),
             })
         })
@@ -44,8 +50,8 @@ pub struct Interval {
     pub kind: String,
     pub start: i128,
     pub end: i128,
-    /// When its last successful write was logged.
-    pub last_renew: i128,
+    /// When its last successful write was sent (no later than the server stored it).
+    pub last_sent: i128,
 }
 
 impl fmt::Display for Interval {
@@ -82,7 +88,7 @@ pub fn intervals(kind: &str, lines: &[Line], ended_at: Option<i128>) -> Vec<Inte
             ("start" | "renew", Some(until)) => match &mut open {
                 Some(o) => {
                     o.end = o.end.max(until);
-                    o.last_renew = line.t;
+                    o.last_sent = line.sent.unwrap_or(line.t);
                 }
                 None => {
                     open = Some(Interval {
@@ -90,7 +96,7 @@ pub fn intervals(kind: &str, lines: &[Line], ended_at: Option<i128>) -> Vec<Inte
                         kind: kind.to_owned(),
                         start: line.t,
                         end: until,
-                        last_renew: line.t,
+                        last_sent: line.sent.unwrap_or(line.t),
                     });
                 }
             },
@@ -151,6 +157,7 @@ mod tests {
             id: "p".into(),
             ev: ev.into(),
             until,
+            sent: None,
             leader: None,
         }
     }
@@ -181,7 +188,7 @@ mod tests {
             kind: "go".into(),
             start,
             end,
-            last_renew: start,
+            last_sent: start,
         };
         assert!(overlaps(&[i("a", 0, 10), i("b", 10, 20), i("c", 25, 30)]).is_empty());
         let found = overlaps(&[i("a", 0, 10), i("b", 9, 20), i("c", 15, 30)]);

@@ -9,8 +9,9 @@
 //
 // Every line is {"t": <wall clock, Unix ns>, "id": ID, "ev": EVENT, ...}:
 //
-//   - "renew" with "until": a write of the Lease naming this identity succeeded (the
-//     acquisition too). "until" is when client-go would stop leading if no later write
+//   - "renew" with "sent" and "until": a write of the Lease naming this identity, sent at
+//     "sent", succeeded (the acquisition too). "until" is when client-go would stop leading if
+//     no later write
 //     succeeds: the deadline of the renewal poll that follows, that is now + renew deadline
 //     after an acquisition (the first renewal poll starts at once) and now + retry period +
 //     renew deadline after a renewal (the next poll starts a retry period later). It is
@@ -90,7 +91,7 @@ type loggingLock struct {
 	renewDeadline time.Duration
 }
 
-func (l *loggingLock) wrote(ctx context.Context, ler rl.LeaderElectionRecord) {
+func (l *loggingLock) wrote(ctx context.Context, ler rl.LeaderElectionRecord, sent time.Time) {
 	if ler.HolderIdentity != l.Identity() {
 		return // a release
 	}
@@ -99,21 +100,23 @@ func (l *loggingLock) wrote(ctx context.Context, ler rl.LeaderElectionRecord) {
 	if _, inPoll := ctx.Deadline(); inPoll {
 		until = until.Add(l.retry)
 	}
-	l.j.log("renew", map[string]any{"until": until.UnixNano()})
+	l.j.log("renew", map[string]any{"sent": sent.UnixNano(), "until": until.UnixNano()})
 }
 
 func (l *loggingLock) Create(ctx context.Context, ler rl.LeaderElectionRecord) error {
+	sent := time.Now()
 	err := l.Interface.Create(ctx, ler)
 	if err == nil {
-		l.wrote(ctx, ler)
+		l.wrote(ctx, ler, sent)
 	}
 	return err
 }
 
 func (l *loggingLock) Update(ctx context.Context, ler rl.LeaderElectionRecord) error {
+	sent := time.Now()
 	err := l.Interface.Update(ctx, ler)
 	if err == nil {
-		l.wrote(ctx, ler)
+		l.wrote(ctx, ler, sent)
 	}
 	return err
 }
