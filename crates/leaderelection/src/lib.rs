@@ -159,6 +159,15 @@
 //! Lease. The workspace tests that under kills, pauses and partitions with client-go
 //! v0.36.3 electors.
 //!
+//! One thing to know when mixing them with a retry period under a second: client-go notices
+//! a change of the record by comparing it as JSON in which times have whole seconds, so
+//! renewals within one second look like one unchanged record to a client-go standby. It
+//! then counts the lease from the first renewal of the holder's last second, and may take
+//! over up to a second sooner than a lease after the last renewal (this crate compares
+//! records exactly). Keep the lease duration more than a second above the renew deadline
+//! in that case (the tests use 4 s and 2.5 s). With client-go's 2 s retry period every
+//! renewal changes the seconds, and this does not arise.
+//!
 //! # Why not kube-lease-manager
 //!
 //! kube-lease-manager (0.13, on kube 5) is the one maintained Rust crate on kube 5. It was

@@ -443,8 +443,9 @@ fn report_and_check(outcome: &Outcome, bound: Duration, tight: Duration, lease: 
             next.id,
             probe.killed
         );
-        // The dead leader's lease was waited out from its last write.
-        let waited = duration(next.start - killed.last_sent);
+        // The dead leader's lease was waited out from its last write (as the successor
+        // can tell writes apart: see `Interval::lease_counted_from`).
+        let waited = duration(next.start - killed.lease_counted_from(&next.kind));
         assert!(
             waited >= lease,
             "{} took over {waited:?} after {}'s last write was sent, lease {lease:?}",

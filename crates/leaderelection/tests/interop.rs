@@ -110,8 +110,10 @@ async fn handover(leader: Kind, standby: Kind, how: Handover) {
     assert!(gap <= bound, "took {gap:?} to take over, bound {bound:?}");
     if how == Handover::Kill {
         // A dead leader's lease is waited out in full, counted from when its last write
-        // was sent (the standby cannot have seen it earlier).
-        let waited = duration(terms_b[0].start - terms_a[0].last_sent);
+        // was sent (the standby cannot have seen it earlier) — for client-go, the first
+        // write of that last second: it compares records at one-second resolution.
+        let waited =
+            duration(terms_b[0].start - terms_a[0].lease_counted_from(&standby.to_string()));
         assert!(
             waited >= timings.lease,
             "{} took over {waited:?} after {}'s last write was sent",

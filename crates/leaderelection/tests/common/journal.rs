@@ -52,6 +52,30 @@ pub struct Interval {
     pub end: i128,
     /// When its last successful write was sent (no later than the server stored it).
     pub last_sent: i128,
+    /// When its first successful write within the same wall-clock second as the last one
+    /// was sent. client-go's candidates compare records as JSON with `metav1.Time`, which
+    /// has whole seconds: to them, writes within one second are one unchanged record.
+    pub last_second_first_sent: i128,
+}
+
+impl Interval {
+    /// From when a standby of `kind` counts the lease of this term's holder once it stopped
+    /// writing: its last write for kinformer (which compares records exactly), the first
+    /// write of that last second for client-go.
+    pub fn lease_counted_from(&self, kind: &str) -> i128 {
+        if kind == "go" {
+            self.last_second_first_sent
+        } else {
+            self.last_sent
+        }
+    }
+
+    fn wrote(&mut self, sent: i128) {
+        if sent.div_euclid(1_000_000_000) != self.last_sent.div_euclid(1_000_000_000) {
+            self.last_second_first_sent = sent;
+        }
+        self.last_sent = sent;
+    }
 }
 
 impl fmt::Display for Interval {
@@ -88,7 +112,7 @@ pub fn intervals(kind: &str, lines: &[Line], ended_at: Option<i128>) -> Vec<Inte
             ("start" | "renew", Some(until)) => match &mut open {
                 Some(o) => {
                     o.end = o.end.max(until);
-                    o.last_sent = line.sent.unwrap_or(line.t);
+                    o.wrote(line.sent.unwrap_or(line.t));
                 }
                 None => {
                     open = Some(Interval {
@@ -97,6 +121,7 @@ pub fn intervals(kind: &str, lines: &[Line], ended_at: Option<i128>) -> Vec<Inte
                         start: line.t,
                         end: until,
                         last_sent: line.sent.unwrap_or(line.t),
+                        last_second_first_sent: line.sent.unwrap_or(line.t),
                     });
                 }
             },
@@ -182,6 +207,24 @@ mod tests {
     }
 
     #[test]
+    fn client_go_counts_the_lease_from_the_first_write_of_the_last_second() {
+        let s = 1_000_000_000;
+        let renew = |t: i128| Line {
+            sent: Some(t),
+            ..line(t, "renew", Some(t + 3 * s))
+        };
+        let lines = [
+            renew(10 * s + 100),
+            renew(11 * s + 200),
+            renew(11 * s + 700),
+            renew(11 * s + 900),
+        ];
+        let term = &intervals("rust", &lines, None)[0];
+        assert_eq!(term.lease_counted_from("rust"), 11 * s + 900);
+        assert_eq!(term.lease_counted_from("go"), 11 * s + 200);
+    }
+
+    #[test]
     fn overlaps_are_found_across_processes() {
         let i = |id: &str, start, end| Interval {
             id: id.into(),
@@ -189,6 +232,7 @@ mod tests {
             start,
             end,
             last_sent: start,
+            last_second_first_sent: start,
         };
         assert!(overlaps(&[i("a", 0, 10), i("b", 10, 20), i("c", 25, 30)]).is_empty());
         let found = overlaps(&[i("a", 0, 10), i("b", 9, 20), i("c", 15, 30)]);
