@@ -340,6 +340,8 @@ async fn chaos(run_for: Duration, seed: u64) {
     );
     let mut chaos = Chaos::new(arena, seed, longest_fault);
     let end = Instant::now() + run_for;
+    // Every run measures at least one takeover: the first fault kills the leader.
+    chaos.probe().await;
     while let Some(time_left) = end.checked_duration_since(Instant::now()) {
         chaos.step(time_left).await;
     }
@@ -454,17 +456,16 @@ fn report_and_check(outcome: &Outcome, bound: Duration, tight: Duration, lease: 
         );
         gaps.push(gap);
     }
-    if !gaps.is_empty() {
-        gaps.sort();
-        eprintln!(
-            "takeovers after the leader's death: {} measured, median {:?}, max {:?}; \
-             {} within lease + retry ({tight:?}), all within {bound:?}",
-            gaps.len(),
-            gaps[gaps.len() / 2],
-            gaps[gaps.len() - 1],
-            gaps.iter().filter(|g| **g <= tight).count()
-        );
-    }
+    assert!(!gaps.is_empty(), "no takeover was measured");
+    gaps.sort();
+    eprintln!(
+        "takeovers after the leader's death: {} measured, median {:?}, max {:?}; \
+         {} within lease + retry ({tight:?}), all within {bound:?}",
+        gaps.len(),
+        gaps[gaps.len() / 2],
+        gaps[gaps.len() - 1],
+        gaps.iter().filter(|g| **g <= tight).count()
+    );
 }
 
 fn env_u64(name: &str) -> Option<u64> {
