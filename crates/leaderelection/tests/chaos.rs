@@ -27,25 +27,19 @@ use std::time::{Duration, Instant};
 use common::journal::{Interval, closest_handover, duration, intervals, overlaps, secs};
 use common::peers::{Arena, Kind, Peer, now_ns};
 
-/// The faults that are on, and when each ends.
-#[derive(Debug)]
-enum Fault {
-    Paused { slot: usize, until: Instant },
-    Partitioned { slot: usize, until: Instant },
+/// A fault that lasts a while: a process paused (SIGSTOP) or cut off by its proxy.
+#[derive(Clone, Copy, Debug)]
+enum FaultKind {
+    Pause,
+    Partition,
 }
 
-impl Fault {
-    fn slot(&self) -> usize {
-        match self {
-            Fault::Paused { slot, .. } | Fault::Partitioned { slot, .. } => *slot,
-        }
-    }
-
-    fn until(&self) -> Instant {
-        match self {
-            Fault::Paused { until, .. } | Fault::Partitioned { until, .. } => *until,
-        }
-    }
+/// A fault that is on, and when it ends.
+#[derive(Debug)]
+struct Fault {
+    kind: FaultKind,
+    slot: usize,
+    until: Instant,
 }
 
 /// A kill of the leader made while nothing else was wrong: the takeover time is measured.
@@ -127,26 +121,20 @@ impl Chaos {
     }
 
     fn is_faulted(&self, slot: usize) -> bool {
-        self.faults.iter().any(|f| f.slot() == slot)
+        self.faults.iter().any(|f| f.slot == slot)
     }
 
     /// Ends the faults whose time has come, and restarts killed slots that are due.
     fn heal_due(&mut self, all: bool) {
         let now = Instant::now();
         let (due, keep): (Vec<_>, Vec<_>) =
-            self.faults.drain(..).partition(|f| all || f.until() <= now);
+            self.faults.drain(..).partition(|f| all || f.until <= now);
         self.faults = keep;
         for fault in due {
-            match fault {
-                Fault::Paused { slot, .. } => {
-                    if let Some(p) = self.slots[slot].1.as_mut() {
-                        p.cont();
-                    }
-                }
-                Fault::Partitioned { slot, .. } => {
-                    if let Some(p) = self.slots[slot].1.as_ref() {
-                        p.proxy.heal();
-                    }
+            if let Some(p) = self.slots[fault.slot].1.as_mut() {
+                match fault.kind {
+                    FaultKind::Pause => p.cont(),
+                    FaultKind::Partition => p.proxy.heal(),
                 }
             }
         }
@@ -162,7 +150,7 @@ impl Chaos {
 
     fn kill(&mut self, slot: usize) -> Option<(String, i128)> {
         let mut peer = self.slots[slot].1.take()?;
-        self.faults.retain(|f| f.slot() != slot);
+        self.faults.retain(|f| f.slot != slot);
         let at = peer.kill();
         let id = peer.id.clone();
         self.retired.push(peer);
@@ -254,36 +242,36 @@ impl Chaos {
                     self.count("kills", &killed);
                 }
             }
-            30..65 if room => {
-                if let Some(slot) = self.target().await
-                    && !self.is_faulted(slot)
-                {
-                    let length = self.fault_length();
-                    if let Some(p) = self.slots[slot].1.as_mut() {
-                        p.pause();
-                        let detail = format!("{} for {length:?}", p.id);
-                        let until = Instant::now() + length;
-                        self.faults.push(Fault::Paused { slot, until });
-                        self.count("pauses", &detail);
-                    }
-                }
-            }
-            65..100 if room => {
-                if let Some(slot) = self.target().await
-                    && !self.is_faulted(slot)
-                {
-                    let length = self.fault_length();
-                    if let Some(p) = self.slots[slot].1.as_ref() {
-                        p.proxy.partition();
-                        let detail = format!("{} for {length:?}", p.id);
-                        let until = Instant::now() + length;
-                        self.faults.push(Fault::Partitioned { slot, until });
-                        self.count("partitions", &detail);
-                    }
-                }
-            }
+            30..65 if room => self.begin(FaultKind::Pause).await,
+            65..100 if room => self.begin(FaultKind::Partition).await,
             _ => {}
         }
+    }
+
+    /// Pauses or cuts off a process (the leader three times in four) for a random time.
+    async fn begin(&mut self, kind: FaultKind) {
+        let Some(slot) = self.target().await else {
+            return;
+        };
+        if self.is_faulted(slot) {
+            return;
+        }
+        let length = self.fault_length();
+        let Some(p) = self.slots[slot].1.as_mut() else {
+            return;
+        };
+        match kind {
+            FaultKind::Pause => p.pause(),
+            FaultKind::Partition => p.proxy.partition(),
+        }
+        let detail = format!("{} for {length:?}", p.id);
+        let until = Instant::now() + length;
+        self.faults.push(Fault { kind, slot, until });
+        let name = match kind {
+            FaultKind::Pause => "pauses",
+            FaultKind::Partition => "partitions",
+        };
+        self.count(name, &detail);
     }
 
     /// Heals everything, lets the election settle, stops every process (SIGTERM) and

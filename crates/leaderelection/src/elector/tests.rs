@@ -5,6 +5,7 @@
 //! (lease 15 s, renew deadline 10 s, retry 2 s) in milliseconds, and the times asserted are
 //! exact. The in-memory lease answers at once unless a test sets a latency.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::testing::{FakeClock, Fault, MemoryLease};
 use crate::{
     Clock, Error, LeaderCallbacks, LeaderElectionConfig, LeaderElectionRecord, LeaderElector,
-    LeaderMetric, MetricsProvider, TermEnd,
+    LeaderMetric, Leading, MetricsProvider, TermEnd,
 };
 
 const LEASE: Duration = Duration::from_secs(15);
@@ -203,31 +204,50 @@ fn releasing() -> LeaderElectionConfig {
     }
 }
 
-/// Runs `elector` (going back to waiting after a lost term) with work that leads until
-/// its token is cancelled.
-fn spawn_run(
-    elector: &LeaderElector,
-    cancel: &CancellationToken,
-) -> JoinHandle<Result<TermEnd, Error>> {
+/// A run of an elector in its own task.
+type Run = JoinHandle<Result<TermEnd, Error>>;
+
+/// Runs `elector` (going back to waiting after a lost term) with `work` for each term.
+fn spawn_run_with<F, Fut>(elector: &LeaderElector, cancel: &CancellationToken, work: F) -> Run
+where
+    F: FnMut(Leading) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let (elector, cancel) = (elector.clone(), cancel.clone());
-    tokio::spawn(async move {
-        elector
-            .run(&cancel, |leading| async move { leading.lost().await })
-            .await
-    })
+    tokio::spawn(async move { elector.run(&cancel, work).await })
 }
 
-/// One term of `elector` with work that leads until its token is cancelled.
-fn spawn_term(
-    elector: &LeaderElector,
-    cancel: &CancellationToken,
-) -> JoinHandle<Result<TermEnd, Error>> {
+/// One term of `elector` with `work`.
+fn spawn_term_with<F, Fut>(elector: &LeaderElector, cancel: &CancellationToken, work: F) -> Run
+where
+    F: FnOnce(Leading) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let (elector, cancel) = (elector.clone(), cancel.clone());
-    tokio::spawn(async move {
-        elector
-            .run_once(&cancel, |leading| async move { leading.lost().await })
-            .await
-    })
+    tokio::spawn(async move { elector.run_once(&cancel, work).await })
+}
+
+/// Work that leads until its token is cancelled.
+async fn lead(leading: Leading) {
+    leading.lost().await;
+}
+
+/// Runs `elector` (going back to waiting after a lost term), leading until cancelled.
+fn spawn_run(elector: &LeaderElector, cancel: &CancellationToken) -> Run {
+    spawn_run_with(elector, cancel, lead)
+}
+
+/// One term of `elector`, leading until cancelled.
+fn spawn_term(elector: &LeaderElector, cancel: &CancellationToken) -> Run {
+    spawn_term_with(elector, cancel, lead)
+}
+
+/// Cuts the candidate `id` off the lease from `from` to `to` (since the test's start).
+async fn cut_off(lease: &MemoryLease, timeline: &Timeline, id: &str, from: Duration, to: Duration) {
+    until(timeline, from).await;
+    lease.set_fault_for(id, Fault::Unreachable);
+    until(timeline, to).await;
+    lease.set_fault_for(id, Fault::None);
 }
 
 /// Sleeps until `at` since the test's start.
@@ -433,12 +453,7 @@ async fn acquires_a_released_lease_at_once() {
 #[tokio::test(start_paused = true)]
 async fn falls_back_to_the_slow_path_when_the_optimistic_write_conflicts() {
     let (lease, timeline) = (MemoryLease::new(), Timeline::new());
-    let metrics = Counting::default();
-    let a = LeaderElector::builder(lease.lock("a"))
-        .clock(timeline.clock.clone())
-        .metrics_provider(Arc::new(metrics.clone()))
-        .build()
-        .unwrap();
+    let (a, metrics) = counted(&lease, &timeline);
     let cancel = CancellationToken::new();
     let run = spawn_term(&a, &cancel);
 
@@ -467,13 +482,10 @@ async fn steps_down_at_the_renew_deadline_when_the_server_is_unreachable() {
     let cancel = CancellationToken::new();
     let leading = Arc::new(Mutex::new(None));
     let run = {
-        let (a, cancel, leading) = (a.clone(), cancel.clone(), Arc::clone(&leading));
-        tokio::spawn(async move {
-            a.run_once(&cancel, move |l| {
-                *leading.lock().unwrap() = Some(l.clone());
-                async move { l.lost().await }
-            })
-            .await
+        let leading = Arc::clone(&leading);
+        spawn_term_with(&a, &cancel, move |l| {
+            *leading.lock().unwrap() = Some(l.clone());
+            lead(l)
         })
     };
 
@@ -582,19 +594,11 @@ async fn releases_on_cancel_after_the_work_returned() {
     let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
     let holder_when_work_ended = Arc::new(Mutex::new(None));
     let run_a = {
-        let (a, stop_a, seen, lease) = (
-            a.clone(),
-            stop_a.clone(),
-            Arc::clone(&holder_when_work_ended),
-            lease.clone(),
-        );
-        tokio::spawn(async move {
-            a.run_once(&stop_a, move |l| async move {
-                l.lost().await;
-                tokio::time::sleep(secs(3)).await; // finishing up
-                *seen.lock().unwrap() = lease.record().map(|r| r.holder_identity);
-            })
-            .await
+        let (seen, lease) = (Arc::clone(&holder_when_work_ended), lease.clone());
+        spawn_term_with(&a, &stop_a, move |l| async move {
+            l.lost().await;
+            tokio::time::sleep(secs(3)).await; // finishing up
+            *seen.lock().unwrap() = lease.record().map(|r| r.holder_identity);
         })
     };
     until(&timeline, secs(1)).await;
@@ -635,23 +639,14 @@ async fn does_not_release_a_lease_someone_else_acquired_meanwhile() {
     let b = candidate(&lease, "b", &timeline);
     let stop_b = CancellationToken::new();
     // a's work takes 20 s to stop after leadership is lost.
-    let run_a = {
-        let a = a.clone();
-        tokio::spawn(async move {
-            a.run_once(&CancellationToken::new(), |l| async move {
-                l.lost().await;
-                tokio::time::sleep(secs(20)).await;
-            })
-            .await
-        })
-    };
+    let run_a = spawn_term_with(&a, &CancellationToken::new(), |l| async move {
+        l.lost().await;
+        tokio::time::sleep(secs(20)).await;
+    });
     until(&timeline, secs(1)).await;
     let run_b = spawn_term(&b, &stop_b);
 
-    until(&timeline, secs(31)).await;
-    lease.set_fault_for("a", Fault::Unreachable);
-    until(&timeline, secs(41)).await;
-    lease.set_fault_for("a", Fault::None);
+    cut_off(&lease, &timeline, "a", secs(31), secs(41)).await;
     // a lost at 40 s, b took over by 49.4 s, a's work ends at 60 s and a tries to release.
     assert_eq!(run_a.await.unwrap().unwrap(), TermEnd::Lost);
     assert_eq!(timeline.now(), secs(60));
@@ -671,11 +666,7 @@ async fn electors_racing_for_one_lease_never_lead_at_once() {
 }
 
 /// A candidate of [`race`]: its identity, its cancellation, its run.
-type Running = (
-    String,
-    CancellationToken,
-    JoinHandle<Result<TermEnd, Error>>,
-);
+type Running = (String, CancellationToken, Run);
 
 /// Five candidates that start together on an empty lease with 50 ms answers, then ten
 /// minutes of partitions, hung requests and replaced candidates.
@@ -751,22 +742,16 @@ async fn goes_back_to_waiting_after_a_lost_term_and_leads_again() {
     let (stop_a, stop_b) = (CancellationToken::new(), CancellationToken::new());
     let terms = Arc::new(Mutex::new(0));
     let run_a = {
-        let (a, stop_a, terms) = (a.clone(), stop_a.clone(), Arc::clone(&terms));
-        tokio::spawn(async move {
-            a.run(&stop_a, |l| {
-                *terms.lock().unwrap() += 1;
-                async move { l.lost().await }
-            })
-            .await
+        let terms = Arc::clone(&terms);
+        spawn_run_with(&a, &stop_a, move |l| {
+            *terms.lock().unwrap() += 1;
+            lead(l)
         })
     };
     until(&timeline, secs(1)).await;
     let run_b = spawn_term(&b, &stop_b);
 
-    until(&timeline, secs(31)).await;
-    lease.set_fault_for("a", Fault::Unreachable);
-    until(&timeline, secs(50)).await;
-    lease.set_fault_for("a", Fault::None);
+    cut_off(&lease, &timeline, "a", secs(31), secs(50)).await;
     assert_eq!(timeline.starts("b").len(), 1);
     until(&timeline, secs(60)).await;
     stop_b.cancel();
@@ -873,15 +858,21 @@ impl LeaderMetric for Counting {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn metrics_follow_leadership_and_count_transitions() {
-    let (lease, timeline) = (MemoryLease::new(), Timeline::new());
+/// The candidate "a" with metrics that count.
+fn counted(lease: &MemoryLease, timeline: &Timeline) -> (LeaderElector, Counting) {
     let metrics = Counting::default();
     let a = LeaderElector::builder(lease.lock("a"))
         .clock(timeline.clock.clone())
         .metrics_provider(Arc::new(metrics.clone()))
         .build()
         .unwrap();
+    (a, metrics)
+}
+
+#[tokio::test(start_paused = true)]
+async fn metrics_follow_leadership_and_count_transitions() {
+    let (lease, timeline) = (MemoryLease::new(), Timeline::new());
+    let (a, metrics) = counted(&lease, &timeline);
     assert_eq!(metrics.all(), ["off"], "the gauge exists from the start");
     let cancel = CancellationToken::new();
     let run = spawn_run(&a, &cancel);
