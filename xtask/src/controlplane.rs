@@ -14,12 +14,14 @@ use crate::progress::Step;
 
 /// The Kubernetes version the Go module builds; stamped into the binary like a release.
 const K8S_VERSION: &str = "v1.36.3";
-const BINARIES: [(&str, &str); 5] = [
+const BINARIES: [(&str, &str); 6] = [
     ("etcd", "./cmd/etcd"),
     ("kube-apiserver", "./cmd/kube-apiserver"),
     ("clientgo-peer", "./cmd/clientgo-peer"),
     // client-go's contender in `cargo xtask bench informer`.
     ("informer-peer", "./cmd/informer-peer"),
+    // client-go's events recorder, checked against kinformer-events' (crates/events/tests).
+    ("events-peer", "./cmd/events-peer"),
     // client-go's elector in the leader election interop and chaos tests.
     ("leader-peer", "./cmd/leader-peer"),
 ];

@@ -5,6 +5,7 @@
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
+//! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
 //! - `cargo xtask soak leader --minutes N` runs the leader election chaos test for N minutes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -12,7 +13,9 @@ mod bench;
 mod bench_informer;
 mod conformance;
 mod controlplane;
+mod gen_proto;
 mod progress;
+mod release;
 mod soak_leader;
 mod test;
 
@@ -44,6 +47,12 @@ enum Command {
     Demo,
     /// Replay operation traces on kinformer and on client-go and fail on any difference.
     Conformance,
+    /// Regenerate kinformer-protobuf's schema table from the Go types (xtask/go/cmd/gen-proto).
+    GenProto {
+        /// Write nothing; fail if the checked-in table is stale.
+        #[arg(long)]
+        check: bool,
+    },
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
         /// The suite: `workqueue`, `indexer`, `deltafifo` or `informer`.
@@ -103,6 +112,7 @@ fn main() -> anyhow::Result<()> {
         Command::Demo => demo(),
         Command::Conformance => conformance::run(),
         Command::Bench { suite, args } => bench::run(&suite, &args),
+        Command::GenProto { check } => gen_proto::run(check),
         Command::Soak {
             command: SoakCommand::Leader { minutes, seed },
         } => soak_leader::run(minutes, seed),
@@ -114,13 +124,11 @@ fn main() -> anyhow::Result<()> {
 /// status is the demo's.
 fn demo() -> anyhow::Result<()> {
     controlplane::build(false)?;
-    println!(
-        "running the pod controller (crates/kinformer/examples/pod_controller.rs) with --demo"
-    );
+    println!("running the pod controller (examples/pod_controller.rs) with --demo");
     let status = test::cargo(&[
         "run",
         "--package",
-        "kinformer",
+        "kinformer-examples",
         "--example",
         "pod_controller",
         "--",

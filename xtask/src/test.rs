@@ -41,6 +41,7 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     let mut doc = cargo(&["doc", "--workspace", "--no-deps", "--all-features"]);
     doc.env("RUSTDOCFLAGS", "-D warnings");
     check("cargo doc (warnings are errors)", doc)?;
+    crate::gen_proto::run(true)?;
     crate::controlplane::build(false)?;
     let mut test = cargo(&[
         "test",
@@ -70,7 +71,9 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     loom.env("RUSTFLAGS", "--cfg kinformer_loom")
         .env("CARGO_TARGET_DIR", target_dir().join("loom"));
     check("loom model check of the workqueue", loom)?;
-    crate::conformance::run()
+    crate::conformance::run()?;
+    crate::release::package()?;
+    crate::release::msrv()
 }
 
 /// The cargo target dir: `CARGO_TARGET_DIR`, else `<workspace>/target`.

@@ -36,11 +36,17 @@ pub trait KnownObjects<K>: Send + Sync {
     fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
 }
 
-impl<K, T: KnownObjects<K> + ?Sized> KnownObjects<K> for Arc<T> {
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        (**self).list_keys()
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        (**self).get_by_key(key)
-    }
+macro_rules! forward {
+    ($($ptr:ty),*) => {$(
+        impl<K, T: KnownObjects<K> + ?Sized> KnownObjects<K> for $ptr {
+            fn list_keys(&self) -> Vec<ObjectKey> {
+                (**self).list_keys()
+            }
+            fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+                (**self).get_by_key(key)
+            }
+        }
+    )*};
 }
+
+forward!(Arc<T>, Box<T>, &T);

@@ -35,6 +35,7 @@ mod key;
 mod known;
 mod object;
 mod sink;
+mod util;
 
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaObject, DeltaType};
 pub use error::Error;
@@ -42,3 +43,4 @@ pub use key::{ObjectKey, deletion_handling_key, meta_namespace_key, split_key};
 pub use known::KnownObjects;
 pub use object::MetaObject;
 pub use sink::{Sink, TransformFn};
+pub use util::{BoxError, ErrorChain, KeyFunc, panic_message};

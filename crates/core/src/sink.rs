@@ -103,8 +103,7 @@ impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
 ///
 /// It gets the only reference to a freshly decoded object as a rule, so `Arc::make_mut`
 /// or `Arc::try_unwrap` edits in place without a copy. An error refuses the object.
-pub type TransformFn<K> =
-    Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, Box<dyn std::error::Error + Send + Sync>> + Send + Sync>;
+pub type TransformFn<K> = Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, crate::BoxError> + Send + Sync>;
 
 #[cfg(test)]
 mod tests {

@@ -1,42 +1,114 @@
-//! What both FIFOs share: the key function and transform, initial-list bookkeeping, the
-//! waiting poppers and the in-flight keys.
+//! What both FIFOs share: the builder, the key function and transform, initial-list
+//! bookkeeping, the waiting poppers and the in-flight keys.
 
 use std::sync::Arc;
 use std::task::Waker;
 
-use kinformer_core::{Delta, DeltaType, KnownObjects, MetaObject, ObjectKey, meta_namespace_key};
+use kinformer_core::{
+    BoxError, Delta, DeltaType, KeyFunc, KnownObjects, MetaObject, ObjectKey, TransformFn,
+    meta_namespace_key,
+};
 
 use crate::Error;
-
-/// Computes the key of an object. The default is kinformer-core's
-/// [`meta_namespace_key`] (`namespace/name`, or `name`).
-pub type KeyFn<K> = Arc<dyn Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync>;
-
-/// Transforms every incoming object once, before it is queued: kinformer-core's
-/// [`TransformFn`](kinformer_core::TransformFn). In a FIFO it never sees a `Sync` delta's
-/// object (taken from the store, already transformed) nor a tombstone's; it runs on the
-/// reflector's task, outside the FIFO's lock, except for a DeltaFIFO delete (see
-/// [`DeltaFifo::delete`](crate::DeltaFifo::delete)); keep it fast.
-pub use kinformer_core::TransformFn;
 
 /// The FIFOs' maps and sets: std's, with foldhash's seeded hasher.
 pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 /// See [`HashMap`].
 pub(crate) type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
-/// The default key function.
-pub(crate) fn default_key_fn<K: MetaObject + 'static>() -> KeyFn<K> {
-    Arc::new(|obj: &K| meta_namespace_key(obj))
+/// Builds a FIFO: the options both FIFOs share (key function, known-objects view,
+/// transform) and those of the FIFO `M` stands for. Made by [`DeltaFifo::builder`] or
+/// [`InOrderFifo::builder`] (keyed by `namespace/name`), or by
+/// [`with_key_fn`](Self::with_key_fn); see [`DeltaFifoBuilder`] and [`InOrderFifoBuilder`]
+/// for the options of each.
+///
+/// [`DeltaFifo::builder`]: crate::DeltaFifo::builder
+/// [`InOrderFifo::builder`]: crate::InOrderFifo::builder
+/// [`DeltaFifoBuilder`]: crate::DeltaFifoBuilder
+/// [`InOrderFifoBuilder`]: crate::InOrderFifoBuilder
+pub struct FifoBuilder<K, M> {
+    pub(crate) config: Config<K>,
+    pub(crate) mode: M,
+}
+
+impl<K: MetaObject + 'static, M: Default> FifoBuilder<K, M> {
+    /// A builder keyed by `namespace/name` (kinformer-core's [`meta_namespace_key`]).
+    pub(crate) fn keyed_by_name() -> Self {
+        Self {
+            config: Config::new(Arc::new(|obj: &K| meta_namespace_key(obj))),
+            mode: M::default(),
+        }
+    }
+}
+
+impl<K, M: Default> FifoBuilder<K, M> {
+    /// A builder with this key function, for object types without [`MetaObject`], or keys
+    /// other than `namespace/name`.
+    pub fn with_key_fn(
+        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            config: Config::new(Arc::new(key_fn)),
+            mode: M::default(),
+        }
+    }
+}
+
+impl<K, M> FifoBuilder<K, M> {
+    /// Replaces the key function.
+    #[must_use]
+    pub fn key_fn(
+        mut self,
+        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.key_fn = Arc::new(key_fn);
+        self
+    }
+
+    /// The read-only view of the informer's store. A DeltaFIFO reads it on delete (is the
+    /// key known?), replace (tombstones for known keys absent from the list) and resync
+    /// (what to re-deliver); a per-object in-order FIFO on replace and resync (client-go
+    /// requires it there; here it stays optional); an atomic in-order FIFO never reads the
+    /// store and refuses one. Without it, delete only knows queued keys, replace only
+    /// tombstones queued keys, and resync does nothing.
+    #[must_use]
+    pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
+        self.config.known = Some(known);
+        self
+    }
+
+    /// Runs `transform` once on every incoming object, before it is queued
+    /// (kinformer-core's [`TransformFn`]). It never sees a `Sync` delta's object (taken
+    /// from the store, already transformed) nor a tombstone's; it runs on the reflector's
+    /// task, outside the FIFO's lock, except for a DeltaFIFO delete (see
+    /// [`DeltaFifo::delete`](crate::DeltaFifo::delete)); keep it fast. An informer
+    /// transforms in its reflector instead, so its FIFO gets none.
+    #[must_use]
+    pub fn transform(
+        mut self,
+        transform: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.transform = Some(Arc::new(transform));
+        self
+    }
 }
 
 /// Key function, transform and known-objects view, as configured.
 pub(crate) struct Config<K> {
-    pub(crate) key_fn: KeyFn<K>,
+    pub(crate) key_fn: KeyFunc<K>,
     pub(crate) transform: Option<TransformFn<K>>,
     pub(crate) known: Option<Arc<dyn KnownObjects<K>>>,
 }
 
 impl<K> Config<K> {
+    fn new(key_fn: KeyFunc<K>) -> Self {
+        Self {
+            key_fn,
+            transform: None,
+            known: None,
+        }
+    }
+
     pub(crate) fn key_of(&self, obj: &K) -> Result<ObjectKey, Error> {
         (self.key_fn)(obj).map_err(Error::Key)
     }

@@ -8,10 +8,7 @@ use kinformer_core::{
 };
 use parking_lot::Mutex;
 
-use crate::common::{
-    Config, HashMap, HashSet, InFlight, KeyFn, Progress, TransformFn, Waiters, default_key_fn,
-    wake_all,
-};
+use crate::common::{Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, wake_all};
 use crate::queue::PopFuture;
 use crate::{Error, FifoQueue, Item, Popped};
 
@@ -68,75 +65,39 @@ struct State<K> {
     waiters: Waiters,
 }
 
-/// Builds a [`DeltaFifo`]; see [`DeltaFifo::builder`].
-pub struct DeltaFifoBuilder<K> {
-    key_fn: KeyFn<K>,
-    transform: Option<TransformFn<K>>,
-    known: Option<Arc<dyn KnownObjects<K>>>,
+/// The options only a [`DeltaFifo`] has.
+#[derive(Debug)]
+pub struct DeltaFifoOptions {
     emit_replaced: bool,
 }
 
-impl<K: Send + Sync + 'static> DeltaFifoBuilder<K> {
-    /// A builder with this key function, for object types without
-    /// [`MetaObject`], or keys other than `namespace/name`.
-    pub fn with_key_fn(
-        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
-    ) -> Self {
+impl Default for DeltaFifoOptions {
+    fn default() -> Self {
         Self {
-            key_fn: Arc::new(key_fn),
-            transform: None,
-            known: None,
             emit_replaced: true,
         }
     }
+}
 
-    /// Replaces the key function.
-    pub fn key_fn(
-        mut self,
-        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
-    ) -> Self {
-        self.key_fn = Arc::new(key_fn);
-        self
-    }
+/// Builds a [`DeltaFifo`]; see [`DeltaFifo::builder`] and, for the options both FIFOs
+/// share, [`FifoBuilder`].
+pub type DeltaFifoBuilder<K> = FifoBuilder<K, DeltaFifoOptions>;
 
-    /// The read-only view of the informer's store, used by delete (is the key known?),
-    /// replace (tombstones for known keys absent from the list) and resync (what to
-    /// re-deliver). Without it, delete only knows queued keys, replace only tombstones
-    /// queued keys, and resync does nothing.
-    pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
-        self.known = Some(known);
-        self
-    }
-
-    /// Runs `transform` once on every incoming object (see [`TransformFn`]).
-    pub fn transform(
-        mut self,
-        transform: impl Fn(Arc<K>) -> Result<Arc<K>, Box<dyn std::error::Error + Send + Sync>>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Self {
-        self.transform = Some(Arc::new(transform));
-        self
-    }
-
+impl<K> FifoBuilder<K, DeltaFifoOptions> {
     /// Whether replace queues [`DeltaType::Replaced`] (true, the default, as client-go's
     /// informers ask for) or [`DeltaType::Sync`] (client-go's `DeltaFIFOOptions` default,
     /// kept there for old consumers that cannot tell a relist from a resync).
+    #[must_use]
     pub fn emit_replaced(mut self, emit: bool) -> Self {
-        self.emit_replaced = emit;
+        self.mode.emit_replaced = emit;
         self
     }
 
     /// The FIFO.
     pub fn build(self) -> DeltaFifo<K> {
         DeltaFifo {
-            config: Config {
-                key_fn: self.key_fn,
-                transform: self.transform,
-                known: self.known,
-            },
-            emit_replaced: self.emit_replaced,
+            config: self.config,
+            emit_replaced: self.mode.emit_replaced,
             state: Mutex::new(State {
                 items: HashMap::default(),
                 queue: VecDeque::new(),
@@ -151,21 +112,16 @@ impl<K: Send + Sync + 'static> DeltaFifoBuilder<K> {
 
 impl<K: MetaObject + Send + Sync + 'static> DeltaFifo<K> {
     /// A DeltaFIFO keyed by `namespace/name` that queues `Replaced` on replace, with an
-    /// optional view of the informer's store (see [`DeltaFifoBuilder::known_objects`]).
+    /// optional view of the informer's store (see [`FifoBuilder::known_objects`]).
     pub fn new(known: Option<Arc<dyn KnownObjects<K>>>) -> Self {
         let mut builder = Self::builder();
-        builder.known = known;
+        builder.config.known = known;
         builder.build()
     }
 
     /// A builder keyed by `namespace/name`.
     pub fn builder() -> DeltaFifoBuilder<K> {
-        DeltaFifoBuilder {
-            key_fn: default_key_fn(),
-            transform: None,
-            known: None,
-            emit_replaced: true,
-        }
+        FifoBuilder::keyed_by_name()
     }
 }
 

@@ -1,4 +1,4 @@
-use std::error::Error as StdError;
+use kinformer_core::BoxError;
 
 /// The one error type of kinformer-deltafifo.
 #[derive(Debug, thiserror::Error)]
@@ -6,12 +6,12 @@ use std::error::Error as StdError;
 pub enum Error {
     /// The key function rejected an object (no name, a `/` in a name, or whatever a custom
     /// key function refuses). Nothing was queued: fix or drop the object.
-    #[error("the key function rejected an object: {0}")]
+    #[error("the key function rejected an object")]
     Key(#[source] kinformer_core::Error),
 
     /// The transform failed on an incoming object. Nothing was queued for this call.
-    #[error("the transform failed: {0}")]
-    Transform(#[source] Box<dyn StdError + Send + Sync + 'static>),
+    #[error("the transform failed")]
+    Transform(#[source] BoxError),
 
     /// The FIFO is closed and has nothing left to pop: the consumer should stop.
     #[error("the FIFO is closed")]

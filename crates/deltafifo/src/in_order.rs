@@ -7,10 +7,7 @@ use kinformer_core::{
 };
 use parking_lot::Mutex;
 
-use crate::common::{
-    Config, HashMap, HashSet, InFlight, KeyFn, Progress, TransformFn, Waiters, default_key_fn,
-    wake_all,
-};
+use crate::common::{Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, wake_all};
 use crate::queue::PopFuture;
 use crate::{Error, FifoQueue, Item, Popped};
 
@@ -95,80 +92,50 @@ struct State<K> {
     waiters: Waiters,
 }
 
-/// Builds an [`InOrderFifo`]; see [`InOrderFifo::builder`].
-pub struct InOrderFifoBuilder<K> {
-    key_fn: KeyFn<K>,
-    transform: Option<TransformFn<K>>,
-    known: Option<Arc<dyn KnownObjects<K>>>,
+/// The options only an [`InOrderFifo`] has.
+#[derive(Debug)]
+pub struct InOrderFifoOptions {
     atomic: bool,
     emit_bookmarks: bool,
     batch_size: usize,
 }
 
-impl<K: Send + Sync + 'static> InOrderFifoBuilder<K> {
-    /// A builder with this key function, for object types without [`MetaObject`], or
-    /// keys other than `namespace/name`.
-    pub fn with_key_fn(
-        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
-    ) -> Self {
+impl Default for InOrderFifoOptions {
+    fn default() -> Self {
         Self {
-            key_fn: Arc::new(key_fn),
-            transform: None,
-            known: None,
             atomic: false,
             emit_bookmarks: false,
             batch_size: DEFAULT_BATCH_SIZE,
         }
     }
+}
 
-    /// Replaces the key function.
-    pub fn key_fn(
-        mut self,
-        key_fn: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static,
-    ) -> Self {
-        self.key_fn = Arc::new(key_fn);
-        self
-    }
+/// Builds an [`InOrderFifo`]; see [`InOrderFifo::builder`] and, for the options both FIFOs
+/// share, [`FifoBuilder`].
+pub type InOrderFifoBuilder<K> = FifoBuilder<K, InOrderFifoOptions>;
 
-    /// Per-object mode only: the read-only view of the informer's store, for replace
-    /// (tombstones for known keys absent from the list) and resync. Without it, replace
-    /// only tombstones queued keys and resync does nothing. (client-go requires it in this
-    /// mode; here it stays optional.)
-    pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
-        self.known = Some(known);
-        self
-    }
-
-    /// Runs `transform` once on every incoming object (see [`TransformFn`]).
-    pub fn transform(
-        mut self,
-        transform: impl Fn(Arc<K>) -> Result<Arc<K>, Box<dyn std::error::Error + Send + Sync>>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Self {
-        self.transform = Some(Arc::new(transform));
-        self
-    }
-
+impl<K> FifoBuilder<K, InOrderFifoOptions> {
     /// Atomic mode: replace queues one [`Item::ReplacedAll`], resync one [`Item::SyncAll`].
+    #[must_use]
     pub fn atomic(mut self, atomic: bool) -> Self {
-        self.atomic = atomic;
+        self.mode.atomic = atomic;
         self
     }
 
     /// Atomic mode only: queue every bookmark as an [`Item::Bookmark`], in line with the
     /// events (what client-go's informer asks for). Off by default: bookmarks are
     /// ignored.
+    #[must_use]
     pub fn emit_bookmarks(mut self, emit: bool) -> Self {
-        self.emit_bookmarks = emit;
+        self.mode.emit_bookmarks = emit;
         self
     }
 
     /// The largest number of events one pop hands out (default
     /// [`DEFAULT_BATCH_SIZE`]). 1 makes every pop a single event, as client-go's `Pop`.
+    #[must_use]
     pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n;
+        self.mode.batch_size = n;
         self
     }
 
@@ -180,15 +147,15 @@ impl<K: Send + Sync + 'static> InOrderFifoBuilder<K> {
     /// atomic mode (per-object replace and resync entries would overtake them), or a batch
     /// size of 0.
     pub fn build(self) -> Result<InOrderFifo<K>, Error> {
-        if self.atomic && self.known.is_some() {
+        if self.mode.atomic && self.config.known.is_some() {
             return Err(Error::Config(
                 "an atomic in-order FIFO takes no known-objects view",
             ));
         }
-        if self.emit_bookmarks && !self.atomic {
+        if self.mode.emit_bookmarks && !self.mode.atomic {
             return Err(Error::Config("bookmarks are queued only in atomic mode"));
         }
-        if self.batch_size == 0 {
+        if self.mode.batch_size == 0 {
             return Err(Error::Config("the batch size must be at least 1"));
         }
         Ok(self.assemble())
@@ -197,14 +164,10 @@ impl<K: Send + Sync + 'static> InOrderFifoBuilder<K> {
     /// The FIFO, without the checks of [`build`](Self::build): for options known good.
     fn assemble(self) -> InOrderFifo<K> {
         InOrderFifo {
-            config: Config {
-                key_fn: self.key_fn,
-                transform: self.transform,
-                known: self.known,
-            },
-            atomic: self.atomic,
-            emit_bookmarks: self.emit_bookmarks,
-            batch_size: self.batch_size,
+            config: self.config,
+            atomic: self.mode.atomic,
+            emit_bookmarks: self.mode.emit_bookmarks,
+            batch_size: self.mode.batch_size,
             state: Mutex::new(State {
                 entries: VecDeque::new(),
                 in_flight: InFlight::default(),
@@ -218,11 +181,11 @@ impl<K: Send + Sync + 'static> InOrderFifoBuilder<K> {
 
 impl<K: MetaObject + Send + Sync + 'static> InOrderFifo<K> {
     /// A per-object in-order FIFO keyed by `namespace/name`, with an optional view of the
-    /// informer's store (see [`InOrderFifoBuilder::known_objects`]), popping batches of up
-    /// to [`DEFAULT_BATCH_SIZE`].
+    /// informer's store (see [`FifoBuilder::known_objects`]), popping batches of up to
+    /// [`DEFAULT_BATCH_SIZE`].
     pub fn new(known: Option<Arc<dyn KnownObjects<K>>>) -> Self {
         let mut builder = Self::builder();
-        builder.known = known;
+        builder.config.known = known;
         builder.assemble()
     }
 
@@ -235,14 +198,7 @@ impl<K: MetaObject + Send + Sync + 'static> InOrderFifo<K> {
     /// A builder keyed by `namespace/name`, per-object mode, batches of
     /// [`DEFAULT_BATCH_SIZE`].
     pub fn builder() -> InOrderFifoBuilder<K> {
-        InOrderFifoBuilder {
-            key_fn: default_key_fn(),
-            transform: None,
-            known: None,
-            atomic: false,
-            emit_bookmarks: false,
-            batch_size: DEFAULT_BATCH_SIZE,
-        }
+        FifoBuilder::keyed_by_name()
     }
 }
 

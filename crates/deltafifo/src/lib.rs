@@ -149,9 +149,10 @@ mod in_order;
 mod item;
 mod queue;
 
-pub use common::{KeyFn, TransformFn};
-pub use delta_fifo::{DeltaFifo, DeltaFifoBuilder};
+pub use common::FifoBuilder;
+pub use delta_fifo::{DeltaFifo, DeltaFifoBuilder, DeltaFifoOptions};
 pub use error::Error;
-pub use in_order::{DEFAULT_BATCH_SIZE, InOrderFifo, InOrderFifoBuilder};
+pub use in_order::{DEFAULT_BATCH_SIZE, InOrderFifo, InOrderFifoBuilder, InOrderFifoOptions};
 pub use item::{Item, PopDone, Popped};
+pub use kinformer_core::{KeyFunc, TransformFn};
 pub use queue::{FifoQueue, FifoQueueExt, PopFuture};

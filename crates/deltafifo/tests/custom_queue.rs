@@ -1,5 +1,7 @@
-//! The queue trait is a swap point: an informer loop written against `dyn FifoQueue`
-//! runs unchanged on a queue of the user's own, and on both FIFOs.
+//! The queue trait, seen from this crate alone: a consumer loop written against
+//! `dyn FifoQueue` (a stand-in for the informer's) runs unchanged on a queue of the user's
+//! own and on both FIFOs. The real informer running on a user's FIFO is proven in
+//! kinformer-informer-factory's `tests/swap_points.rs`.
 
 mod common;
 
@@ -124,7 +126,7 @@ fn pipeline(queue: Arc<dyn FifoQueue<Obj>>) -> (usize, Vec<(String, u32)>) {
 }
 
 #[test]
-fn a_custom_queue_plugs_into_the_informer_through_the_trait() {
+fn a_custom_queue_serves_a_consumer_written_against_the_trait() {
     let want = vec![("a".to_string(), 2), ("c".to_string(), 1)];
     let (pops, got) = pipeline(Arc::new(LogQueue::default()));
     assert_eq!(

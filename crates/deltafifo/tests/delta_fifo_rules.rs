@@ -1,4 +1,4 @@
-//! DESIGN.md rules 11-16 on the DeltaFIFO, with the edge cases client-go's
+//! Rules 11-16 (ARCHITECTURE.md) on the DeltaFIFO, with the edge cases client-go's
 //! delta_fifo_test.go pins down (named after them where they mirror one).
 
 mod common;

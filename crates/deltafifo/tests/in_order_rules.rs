@@ -1,4 +1,4 @@
-//! DESIGN.md rules 11-17 on the in-order FIFO, with the edge cases client-go's
+//! Rules 11-17 (ARCHITECTURE.md) on the in-order FIFO, with the edge cases client-go's
 //! the_real_fifo_test.go pins down (named after them where they mirror one).
 
 mod common;

@@ -1,4 +1,4 @@
-//! The indexer workload of DESIGN.md's performance table, the same one the client-go peer
+//! The indexer workload of the performance targets (ARCHITECTURE.md), the same one the client-go peer
 //! runs on `ThreadSafeStore` (`cargo xtask bench indexer`): 100k pods across 100
 //! namespaces and 1000 nodes, indexed by namespace and by node (`byNode`).
 //!
@@ -24,7 +24,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_main};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_indexer::{
-    IndexFunc, Indexer, Lister, Store, ThreadSafeStore, namespace_indexers, parse_selector,
+    IndexFunc, Indexer, KnownObjects, Lister, ThreadSafeStore, namespace_indexers, parse_selector,
 };
 
 #[path = "support/workload.rs"]

@@ -24,7 +24,7 @@ use criterion::{Criterion, criterion_main};
 use dashmap::DashMap;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{ObjectKey, meta_namespace_key};
-use kinformer_indexer::{IndexFunc, Indexer, Store, ThreadSafeStore, namespace_indexers};
+use kinformer_indexer::{IndexFunc, Indexer, KnownObjects, ThreadSafeStore, namespace_indexers};
 
 #[path = "support/workload.rs"]
 mod workload;

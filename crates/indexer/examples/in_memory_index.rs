@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kinformer_indexer::{
-    Error, IndexFunc, Indexer, Indexers, Lister, Store, ThreadSafeStore, everything,
+    Error, IndexFunc, Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, everything,
     namespace_indexers, parse_selector,
 };
 use kube_core::{ObjectMeta, Selector};

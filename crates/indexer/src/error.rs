@@ -2,8 +2,7 @@
 
 use kinformer_core::ObjectKey;
 
-/// The error an index function may return: any error type, boxed.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+use kinformer_core::BoxError;
 
 /// What can go wrong in this crate. Every variant says what the caller can do about it.
 ///
@@ -14,12 +13,12 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum Error {
     /// The key function could not make a key for an object (it has no name, or a name with
     /// a `/`). Fix the object; nothing was written.
-    #[error("cannot make the key of an object: {0}")]
+    #[error("cannot make the key of an object")]
     Key(#[source] kinformer_core::Error),
 
     /// An index function failed for an object. client-go panics here; kinformer hands the
     /// error back and leaves the store unchanged. Fix the index function or the object.
-    #[error("index function {index:?} failed for {}: {source}", key.as_ref().map_or("an object without a key", |k| k.as_str()))]
+    #[error("index function {index:?} failed for {}", key.as_ref().map_or("an object without a key", |k| k.as_str()))]
     IndexFunc {
         /// The index whose function failed.
         index: String,
@@ -83,8 +82,31 @@ impl Error {
     }
 }
 
+/// A key error as [`Error::Key`]; an error this crate boxed on its way through a
+/// [`Sink`](kinformer_core::Sink) (see the `From` impl the other way) as itself again;
+/// anything else as [`Error::Other`].
 impl From<kinformer_core::Error> for Error {
     fn from(e: kinformer_core::Error) -> Self {
-        Self::Key(e)
+        use kinformer_core::Error as Core;
+        match e {
+            Core::InvalidKey { .. } | Core::MissingName | Core::SlashInName { .. } => Self::Key(e),
+            Core::Other(boxed) => match boxed.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(other) => Self::Other(other),
+            },
+            other => Self::Other(Box::new(other)),
+        }
+    }
+}
+
+/// What a write through kinformer-core's [`Sink`](kinformer_core::Sink) reports: a key
+/// error as itself, anything else (a failing index function) boxed in
+/// [`kinformer_core::Error::Other`], from which it can be downcast back to this type.
+impl From<Error> for kinformer_core::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Key(e) => e,
+            other => Self::Other(Box::new(other)),
+        }
     }
 }

@@ -4,34 +4,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use kinformer_core::{MetaObject, ObjectKey};
+use kinformer_core::MetaObject;
 
-use crate::BoxError;
+use kinformer_core::BoxError;
 
 /// The name of the built-in namespace index (client-go's `NamespaceIndex`), which
 /// [`Lister::namespaced`](crate::Lister::namespaced) queries.
 pub const NAMESPACE_INDEX: &str = "namespace";
-
-/// Makes the key an object is stored under (client-go's `KeyFunc`). The default is
-/// [`kinformer_core::meta_namespace_key`]: `namespace/name`, or `name` for cluster-scoped
-/// objects.
-///
-/// ```
-/// use std::sync::Arc;
-/// use kinformer_core::ObjectKey;
-/// use kinformer_indexer::{Indexers, KeyFunc, ThreadSafeStore};
-/// # use kinformer_core::MetaObject;
-/// # struct Thing { uid: String }
-/// # impl MetaObject for Thing {
-/// #     fn object_name(&self) -> Option<&str> { None }
-/// #     fn object_namespace(&self) -> Option<&str> { None }
-/// #     fn object_resource_version(&self) -> Option<&str> { None }
-/// # }
-/// // Store things by their UID.
-/// let by_uid: KeyFunc<Thing> = Arc::new(|t: &Thing| ObjectKey::new(None, &t.uid));
-/// let store = ThreadSafeStore::with_key_func(by_uid, Indexers::new());
-/// ```
-pub type KeyFunc<K> = Arc<dyn Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync>;
 
 /// Named index functions (client-go's `Indexers`). A `BTreeMap`, so iteration (and so
 /// back-filling and error messages) is in name order.

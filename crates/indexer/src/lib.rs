@@ -1,14 +1,14 @@
-//! The local cache: the Store and Indexer traits, the thread-safe store, index functions and listers.
+//! The local cache: its read and write traits, the thread-safe store, index functions and listers.
 //!
 //! Every controller reads this cache instead of the API server: the informer writes each
-//! change into an [`Indexer`], and workers read it through a [`Lister`], by key, by index
-//! or by label selector.
+//! change through the cache's [`IndexerWriter`] side, and workers read it through its
+//! [`Indexer`] side or a [`Lister`], by key, by index or by label selector.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::{Pod, PodSpec};
 //! use kinformer_indexer::{
-//!     namespace_indexers, parse_selector, IndexFunc, Indexer, Lister, Store, ThreadSafeStore,
+//!     namespace_indexers, parse_selector, IndexFunc, Indexer, KnownObjects, Lister, ThreadSafeStore,
 //! };
 //!
 //! // The namespace index (what listers use) plus the reference article's `byNode`.
@@ -33,13 +33,32 @@
 //! let db = lister.namespaced("default").get("db-0")?;
 //! assert!(Arc::ptr_eq(&db, &store.get_by_key("default/db-0").unwrap())); // shared, not copied
 //! assert!(lister.namespaced("default").get("gone").unwrap_err().is_not_found());
+//!
+//! // What readers get: the read side only.
+//! let reader: Arc<dyn Indexer<Pod>> = store;
+//! assert_eq!(reader.list().len(), 3);
 //! # Ok::<(), kinformer_indexer::Error>(())
+//! ```
+//!
+//! A reader cannot write: `Indexer` has no write method, so this does not compile.
+//!
+//! ```compile_fail
+//! # use std::sync::Arc;
+//! # use k8s_openapi::api::core::v1::Pod;
+//! # use kinformer_indexer::{Indexer, ThreadSafeStore, namespace_indexers};
+//! # use kinformer_core::Sink;
+//! let reader: Arc<dyn Indexer<Pod>> = Arc::new(ThreadSafeStore::new(namespace_indexers()));
+//! reader.add(Arc::new(Pod::default())); // error: `add` needs the write side
 //! ```
 //!
 //! # What is here
 //!
-//! - [`Store`] and [`Indexer`]: client-go's interfaces, the swap point between an informer
-//!   and its cache. Objects go in and come out as `Arc<K>`.
+//! - [`Indexer`] and [`IndexerWriter`]: the swap point between an informer and its cache,
+//!   split by who may write. [`Indexer`] reads (by key through kinformer-core's
+//!   [`KnownObjects`], all, by index); it is what listers and `informer.indexer()` hand out,
+//!   so a reader cannot write. [`IndexerWriter`] adds the writes — kinformer-core's
+//!   [`Sink`], the same calls the reflector makes into a FIFO — and `add_indexers`; only the
+//!   informer holds it. Objects go in and come out as `Arc<K>`.
 //! - [`ThreadSafeStore`]: the default implementation, for any `K: MetaObject` (every
 //!   `kube::Resource` — k8s-openapi types, CRDs, `DynamicObject` — or your own type).
 //! - [`IndexFunc`] and [`Indexers`]: index functions as closures — one borrowed value
@@ -141,9 +160,11 @@
 //!
 //! ## Hashing
 //!
-//! Keys and index values come from the API server, so their maps use std's seeded SipHash
-//! (object names are chosen by whoever can create objects). Slot ids are chosen by the
-//! store, so their sets use a one-multiplication hash.
+//! Keys and index values come from the API server, so their maps use foldhash's quality
+//! hasher with a random seed per map (object names chosen to collide under one seed do not
+//! collide under another: names are chosen by whoever can create objects); std's SipHash
+//! cost about four times as much on a 20-byte key. Slot ids are chosen by the store, so
+//! their sets use a one-multiplication hash.
 //!
 //! ## Differences from client-go
 //!
@@ -151,7 +172,10 @@
 //! sorted; `delete` takes the object's final state and records its resource version
 //! (client-go's `DeleteWithObject`), and `last_sync_resource_version` always reports (in
 //! client-go it needs the `AtomicFIFO` gate). The selector parser refuses `>` and `<`
-//! ([`Error::UnsupportedSelectorOperator`]), which kube-core's `Expression` cannot hold.
+//! ([`Error::UnsupportedSelectorOperator`]), which kube-core's `Expression` cannot hold. A
+//! selector printed back sorts its requirements by key stably; client-go's sort is not
+//! stable past 12 requirements, so requirements on one key can print in another order then
+//! (the selector they mean is the same; see [`parse_selector`]).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;
@@ -162,9 +186,11 @@ mod selector;
 mod store;
 mod traits;
 
-pub use error::{BoxError, Error};
-pub use index::{IndexFunc, Indexers, KeyFunc, NAMESPACE_INDEX, namespace_indexers};
+pub use error::Error;
+pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, namespace_indexers};
+/// Re-exported from kinformer-core, so that a cache can be written with this crate alone.
+pub use kinformer_core::{BoxError, KeyFunc, KnownObjects, Sink};
 pub use lister::{Lister, NamespacedLister};
 pub use selector::{everything, parse_selector};
 pub use store::ThreadSafeStore;
-pub use traits::{Indexer, Store};
+pub use traits::{Indexer, IndexerWriter};

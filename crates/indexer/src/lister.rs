@@ -5,7 +5,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use kinformer_core::MetaObject;
+use kinformer_core::{ErrorChain, MetaObject};
 use kube_core::{Selector, SelectorExt};
 
 use crate::{Error, Indexer, NAMESPACE_INDEX};
@@ -25,7 +25,7 @@ fn matches<K: MetaObject>(selector: &Selector, obj: &K) -> bool {
 /// ```
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_indexer::{everything, namespace_indexers, parse_selector, Lister, Store, ThreadSafeStore};
+/// use kinformer_indexer::{everything, namespace_indexers, parse_selector, Lister, ThreadSafeStore};
 ///
 /// let store = Arc::new(ThreadSafeStore::new(namespace_indexers()));
 /// for (ns, name, app) in [("default", "a", "nginx"), ("default", "b", "redis"), ("kube-system", "c", "nginx")] {
@@ -151,7 +151,7 @@ impl<K: MetaObject + 'static> NamespacedLister<'_, K> {
             }
             Err(err) => {
                 // client-go does the same: log, then find them the slow way.
-                tracing::warn!(%err, "cannot list through the namespace index; scanning every object");
+                tracing::warn!(error = %ErrorChain(&err), "cannot list through the namespace index; scanning every object");
                 let mut objs = indexer.list();
                 objs.retain(|obj| {
                     obj.object_namespace() == Some(self.namespace)

@@ -14,7 +14,7 @@
 //! | `a`               | `Exists(a)`                 |
 //! | `!a`              | `DoesNotExist(a)`           |
 //!
-//! As in client-go, the requirements are sorted by key (stably), value sets are sorted and
+//! As in client-go, the requirements are sorted by key, value sets are sorted and
 //! deduplicated, a value may be empty (`a=`, `a in ()`, `a in (,x)`), `in` and `notin` are
 //! also valid keys and values, whitespace (space, tab, CR, LF) separates tokens, and a NUL
 //! byte ends the token it is in (and the input, at the start of a token). Keys must be
@@ -22,11 +22,23 @@
 //! and a name of at most 63 alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric);
 //! values are empty or follow the name rule.
 //!
-//! One difference: client-go also accepts `a>1` and `a<1`, which kube-core's `Expression`
-//! cannot represent. A selector client-go accepts that has such a requirement is refused
-//! with [`Error::UnsupportedSelectorOperator`](crate::Error::UnsupportedSelectorOperator);
-//! one client-go refuses too (`a>x`, `a>1,b=-`) is an
-//! [`Error::InvalidSelector`](crate::Error::InvalidSelector), as for any other operator.
+//! Two differences:
+//!
+//! - client-go also accepts `a>1` and `a<1`, which kube-core's `Expression` cannot
+//!   represent. A selector client-go accepts that has such a requirement is refused with
+//!   [`Error::UnsupportedSelectorOperator`](crate::Error::UnsupportedSelectorOperator); one
+//!   client-go refuses too (`a>x`, `a>1,b=-`) is an
+//!   [`Error::InvalidSelector`](crate::Error::InvalidSelector), as for any other operator.
+//! - Requirements with the same key keep their order in the input here (a stable sort).
+//!   client-go sorts with `sort.Sort`, which is stable only up to 12 elements (an insertion
+//!   sort); above that it is Go's pattern-defeating quicksort, which may reorder equal keys.
+//!   So a selector of more than 12 requirements that repeats keys can print them in
+//!   another order than client-go's `String()`: for `b!=1,a!=2,b!=3,...,b!=15` client-go
+//!   prints `a!=10,a!=8,a!=14,a!=4,...`, kinformer `a!=2,a!=4,a!=6,...` (a selector with one
+//!   key repeated 13 or 20 times comes out in input order on both sides). Which ones match
+//!   is the same: the requirements are and-ed, and their order does not change the result.
+//!   Matching client-go's order would mean porting Go's unstable sort step for step, for
+//!   selectors no one writes.
 
 use std::collections::BTreeSet;
 
@@ -42,8 +54,12 @@ pub fn everything() -> Selector {
 
 /// Parses a label selector in client-go's string form (`labels.Parse`).
 ///
-/// The result's `Display` is client-go's `String()` of the same selector, except that
-/// `==` prints as `=`.
+/// The requirements are sorted by key, as client-go sorts them, and the result's `Display`
+/// is client-go's `String()` of the same selector, except that `==` prints as `=` and,
+/// beyond 12 requirements, in the order of requirements that share a key. That sort is
+/// stable here (a repeated key keeps the input's order); client-go's `sort.Sort` is stable
+/// only up to 12 elements (an insertion sort) and above that may reorder equal keys. Which
+/// labels match is the same either way: the requirements are and-ed.
 ///
 /// ```
 /// use kinformer_indexer::parse_selector;

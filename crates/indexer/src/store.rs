@@ -5,11 +5,11 @@ use std::fmt;
 use std::mem;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use kinformer_core::{MetaObject, ObjectKey, meta_namespace_key};
+use kinformer_core::{KeyFunc, KnownObjects, MetaObject, ObjectKey, Sink, meta_namespace_key};
 
 use crate::hash::BuildIdHasher;
 use crate::index::IndexValues;
-use crate::{Error, IndexFunc, Indexer, Indexers, KeyFunc, Store};
+use crate::{Error, IndexFunc, Indexer, IndexerWriter, Indexers};
 
 /// The hasher for keys and indexed values, which come from the API server: foldhash's
 /// quality variant with a random seed per map (as the workqueue's and the FIFOs' maps),
@@ -27,7 +27,7 @@ type StrHash = foldhash::quality::RandomState;
 /// ```
 /// use std::sync::Arc;
 /// use k8s_openapi::api::core::v1::{Pod, PodSpec};
-/// use kinformer_indexer::{namespace_indexers, Indexer, Store, ThreadSafeStore};
+/// use kinformer_indexer::{namespace_indexers, Indexer, KnownObjects, ThreadSafeStore};
 ///
 /// let store = ThreadSafeStore::new(namespace_indexers());
 /// let mut pod = Pod::default();
@@ -395,16 +395,6 @@ impl<K: MetaObject> ThreadSafeStore<K> {
         }
     }
 
-    /// How many objects are stored.
-    pub fn len(&self) -> usize {
-        self.read().keys.len()
-    }
-
-    /// Whether the store is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn key_of(&self, obj: &K) -> Result<ObjectKey, Error> {
         match &self.key_func {
             None => meta_namespace_key(obj).map_err(Error::Key),
@@ -561,17 +551,36 @@ impl PartialEq for MapKey {
 
 impl Eq for MapKey {}
 
-impl<K: MetaObject + Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
-    fn add(&self, obj: Arc<K>) -> Result<(), Error> {
+/// Writes. Each is the store's side of kinformer-core's [`Sink`] (which the store also
+/// implements, for the informer), with this crate's error type.
+impl<K: MetaObject + Send + Sync + 'static> ThreadSafeStore<K> {
+    /// Stores `obj` under its key, replacing any object there. Same as
+    /// [`update`](Self::update).
+    ///
+    /// # Errors
+    /// [`Error::Key`] when no key can be made for `obj`, [`Error::IndexFunc`] when an index
+    /// function fails on it; the store is then unchanged.
+    pub fn add(&self, obj: Arc<K>) -> Result<(), Error> {
         self.put(obj)
     }
 
-    fn update(&self, obj: Arc<K>) -> Result<(), Error> {
+    /// Stores `obj` under its key, replacing any object there.
+    ///
+    /// # Errors
+    /// As [`add`](Self::add).
+    pub fn update(&self, obj: Arc<K>) -> Result<(), Error> {
         self.put(obj)
     }
 
-    fn delete(&self, obj: &K) -> Result<(), Error> {
-        let key = self.lookup_key(obj)?;
+    /// Removes the object stored under `obj`'s key, if any. `obj` is the object's final
+    /// state: its resource version becomes the store's
+    /// [`last_sync_resource_version`](Indexer::last_sync_resource_version) (client-go's
+    /// `DeleteWithObject`).
+    ///
+    /// # Errors
+    /// [`Error::Key`] when no key can be made for `obj`.
+    pub fn delete(&self, obj: Arc<K>) -> Result<(), Error> {
+        let key = self.lookup_key(&obj)?;
         let mut state = self.write();
         let old = state.remove(key.as_str());
         set_rv(&mut state.rv, obj.object_resource_version());
@@ -580,33 +589,12 @@ impl<K: MetaObject + Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
         Ok(())
     }
 
-    fn list(&self) -> Vec<Arc<K>> {
-        let state = self.read();
-        let mut out = Vec::with_capacity(state.keys.len());
-        out.extend(state.objs.iter().flatten().cloned());
-        out
-    }
-
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        let state = self.read();
-        let mut out = Vec::with_capacity(state.keys.len());
-        out.extend(state.keys.keys().filter_map(MapKey::to_object_key));
-        out
-    }
-
-    fn get(&self, obj: &K) -> Result<Option<Arc<K>>, Error> {
-        let key = self.lookup_key(obj)?;
-        Ok(self.get_by_key(key.as_str()))
-    }
-
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.read()
-            .keys
-            .get(key.as_bytes())
-            .map(|e| Arc::clone(&e.obj))
-    }
-
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
+    /// Replaces everything with `list` (a relist) at `resource_version`. Later objects in
+    /// `list` win over earlier ones with the same key.
+    ///
+    /// # Errors
+    /// As [`add`](Self::add), for any object of the list; the store is then unchanged.
+    pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
         let mut items = Vec::with_capacity(list.len());
         for obj in list {
             items.push((self.key_of(&obj)?, obj));
@@ -632,17 +620,79 @@ impl<K: MetaObject + Send + Sync + 'static> Store<K> for ThreadSafeStore<K> {
         Ok(())
     }
 
-    fn last_sync_resource_version(&self) -> String {
-        self.read().rv.clone()
+    /// The stored object with `obj`'s key.
+    ///
+    /// # Errors
+    /// [`Error::Key`] when no key can be made for `obj`.
+    pub fn get(&self, obj: &K) -> Result<Option<Arc<K>>, Error> {
+        let key = self.lookup_key(obj)?;
+        Ok(self.get_by_key(key.as_str()))
+    }
+}
+
+/// The store as the informer writes it. Errors other than a bad key arrive boxed in
+/// [`kinformer_core::Error::Other`] (see the `From` impl on [`Error`]).
+impl<K: MetaObject + Send + Sync + 'static> Sink<K> for ThreadSafeStore<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(ThreadSafeStore::add(self, obj)?)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(ThreadSafeStore::update(self, obj)?)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(ThreadSafeStore::delete(self, obj)?)
+    }
+    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
+        Ok(ThreadSafeStore::replace(self, list, rv)?)
+    }
+    /// Nothing to do for a cache (client-go's `Resync` of a plain store is a no-op too).
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        Ok(())
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
+        set_rv(&mut self.write().rv, Some(resource_version));
+        Ok(())
+    }
+}
+
+/// Lookups by key, which the FIFOs also read (for tombstones on a relist and for resyncs).
+/// Each takes the read lock once.
+impl<K: MetaObject + Send + Sync + 'static> KnownObjects<K> for ThreadSafeStore<K> {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        let state = self.read();
+        let mut out = Vec::with_capacity(state.keys.len());
+        out.extend(state.keys.keys().filter_map(MapKey::to_object_key));
+        out
     }
 
-    fn bookmark(&self, resource_version: &str) {
-        set_rv(&mut self.write().rv, Some(resource_version));
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.read()
+            .keys
+            .get(key.as_bytes())
+            .map(|e| Arc::clone(&e.obj))
     }
 }
 
 impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
-    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> {
+    fn list(&self) -> Vec<Arc<K>> {
+        let state = self.read();
+        let mut out = Vec::with_capacity(state.keys.len());
+        out.extend(state.objs.iter().flatten().cloned());
+        out
+    }
+
+    fn last_sync_resource_version(&self) -> String {
+        self.read().rv.clone()
+    }
+
+    fn len(&self) -> usize {
+        self.read().keys.len()
+    }
+
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: MetaObject,
+    {
         let state = self.read();
         let pos = state.position(index_name)?;
         let (Some(ix), Some(index)) = (state.indexers.get(pos), state.indices.get(pos)) else {
@@ -718,7 +768,9 @@ impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
             .map(|ix| (ix.name.clone(), ix.func.clone()))
             .collect()
     }
+}
 
+impl<K: MetaObject + Send + Sync + 'static> IndexerWriter<K> for ThreadSafeStore<K> {
     fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
         let mut state = self.write();
         let conflicts: Vec<String> = indexers
@@ -792,18 +844,6 @@ impl<K> fmt::Debug for ThreadSafeStore<K> {
     }
 }
 
-/// The FIFOs' view of the cache: a relist turns keys the store holds but the new list
-/// lacks into tombstones, and a resync re-delivers what the store holds. Both reads take
-/// the read lock once each, as [`Store::list_keys`] and [`Store::get_by_key`] do.
-impl<K: MetaObject + Send + Sync + 'static> kinformer_core::KnownObjects<K> for ThreadSafeStore<K> {
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        Store::list_keys(self)
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        Store::get_by_key(self, key)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -857,7 +897,7 @@ mod tests {
             keys,
             names.iter().map(|n| format!("ns/{n}")).collect::<Vec<_>>()
         );
-        s.delete(&obj("ns", &names[2], &[])).unwrap();
+        s.delete(obj("ns", &names[2], &[])).unwrap();
         assert_eq!(s.len(), 2);
     }
 
@@ -868,7 +908,7 @@ mod tests {
         let s = ThreadSafeStore::new(ix);
         s.add(obj("ns", "a", &["x", "y"])).unwrap();
         s.add(obj("ns", "b", &["y"])).unwrap();
-        s.delete(&obj("ns", "a", &[])).unwrap();
+        s.delete(obj("ns", "a", &[])).unwrap();
         // Slot of "a" is reused by "c"; nothing of "a" may stick to it.
         s.add(obj("ns", "c", &[])).unwrap();
         assert_eq!(s.read().objs.len(), 2);
@@ -901,7 +941,7 @@ mod tests {
             assert!(s.by_index(name, "t1").unwrap().is_empty());
             assert_eq!(s.list_index_func_values(name), ["t2"]);
         }
-        s.delete(&obj("ns", "a", &[])).unwrap();
+        s.delete(obj("ns", "a", &[])).unwrap();
         for name in ["one", "two", "three"] {
             assert!(s.list_index_func_values(name).is_empty());
         }

@@ -1,96 +1,39 @@
-//! The `Store` and `Indexer` traits: the swap point between the informer and its cache.
+//! The swap point between the informer and its cache, split in two: [`Indexer`], the read
+//! side everybody gets, and [`IndexerWriter`], the write side only the informer holds.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use kinformer_core::ObjectKey;
+use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink};
 
 use crate::{Error, Indexers};
 
-/// A keyed cache of objects (client-go's `Store`): what an informer writes and what
-/// listers read.
+/// The read side of a cache with indices (the reads of client-go's `Indexer`): what
+/// listers, the informer's `indexer()` and controllers get.
 ///
-/// Objects go in and come out as `Arc<K>`: a read hands out the stored allocation, never a
-/// copy. Treat them as immutable; to change one, write a new object.
-///
-/// Implementations must be safe to call from many threads at once. [`ThreadSafeStore`]
-/// is the default; implement the trait (with [`Indexer`]) to put something else behind an
-/// informer.
-///
-/// [`ThreadSafeStore`]: crate::ThreadSafeStore
-pub trait Store<K>: Send + Sync {
-    /// Stores `obj` under its key, replacing any object there. Same as [`update`](Self::update).
-    ///
-    /// # Errors
-    /// [`Error::Key`] when no key can be made for `obj`, [`Error::IndexFunc`] when an index
-    /// function fails on it; the store is then unchanged.
-    fn add(&self, obj: Arc<K>) -> Result<(), Error>;
-
-    /// Stores `obj` under its key, replacing any object there.
-    ///
-    /// # Errors
-    /// As [`add`](Self::add).
-    fn update(&self, obj: Arc<K>) -> Result<(), Error>;
-
-    /// Removes the object stored under `obj`'s key, if any. `obj` is the object's final
-    /// state: its resource version becomes [`last_sync_resource_version`](Self::last_sync_resource_version).
-    ///
-    /// # Errors
-    /// [`Error::Key`] when no key can be made for `obj`.
-    fn delete(&self, obj: &K) -> Result<(), Error>;
-
-    /// Every stored object, in no particular order.
-    fn list(&self) -> Vec<Arc<K>>;
-
-    /// Every key, in no particular order.
-    fn list_keys(&self) -> Vec<ObjectKey>;
-
-    /// The stored object with `obj`'s key.
-    ///
-    /// # Errors
-    /// [`Error::Key`] when no key can be made for `obj`.
-    fn get(&self, obj: &K) -> Result<Option<Arc<K>>, Error>;
-
-    /// The object stored under `key` (`namespace/name` or `name`).
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
-
-    /// Replaces everything with `list` (a relist) at `resource_version`. Later objects in
-    /// `list` win over earlier ones with the same key.
-    ///
-    /// # Errors
-    /// As [`add`](Self::add), for any object of the list; the store is then unchanged.
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error>;
-
-    /// A periodic resync. Meaningless for a plain store (client-go's is a no-op); FIFOs
-    /// give it meaning.
-    ///
-    /// # Errors
-    /// Never for the default store.
-    fn resync(&self) -> Result<(), Error> {
-        Ok(())
-    }
-
-    /// The resource version of the last object written, deleted, replaced at or
-    /// [`bookmark`](Self::bookmark)ed; `""` before any.
-    fn last_sync_resource_version(&self) -> String;
-
-    /// Records that the watch has reached `resource_version` (a bookmark event).
-    fn bookmark(&self, resource_version: &str);
-}
-
-/// A [`Store`] with indices (client-go's `Indexer`).
+/// It has no method that writes, so code holding an `Arc<dyn Indexer<K>>` cannot change
+/// the cache behind the informer's back: that is a fact of the type, not a rule in the
+/// docs. Lookups by key ([`get_by_key`](KnownObjects::get_by_key),
+/// [`list_keys`](KnownObjects::list_keys)) come from kinformer-core's [`KnownObjects`], the
+/// view the FIFOs read for tombstones and resyncs, so a cache needs no adapter to serve
+/// them.
 ///
 /// Three kinds of strings meet here: a storage key (`namespace/name`), the name of an index
 /// (`"namespace"`, `"byNode"`), and an indexed value, which an [`IndexFunc`] computes from
-/// an object (`"node-1"`).
+/// an object (`"node-1"`). Objects come out as `Arc<K>`: a read hands out the stored
+/// allocation, never a copy.
 ///
 /// [`IndexFunc`]: crate::IndexFunc
-pub trait Indexer<K>: Store<K> {
-    /// The stored objects that share at least one value of the index `index_name` with
-    /// `obj` (whose values are computed, not looked up).
+pub trait Indexer<K>: KnownObjects<K> {
+    /// Every stored object, in no particular order.
+    fn list(&self) -> Vec<Arc<K>>;
+
+    /// The stored objects listed under `value` in the index `index_name`, in no particular
+    /// order.
     ///
     /// # Errors
-    /// [`Error::UnknownIndex`], or [`Error::IndexFunc`] when the function fails on `obj`.
-    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>;
+    /// [`Error::UnknownIndex`].
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error>;
 
     /// The keys of the stored objects listed under `value` in the index `index_name`,
     /// sorted.
@@ -103,16 +46,79 @@ pub trait Indexer<K>: Store<K> {
     /// for an unknown index (as in client-go).
     fn list_index_func_values(&self, index_name: &str) -> Vec<String>;
 
-    /// The stored objects listed under `value` in the index `index_name`, in no particular
-    /// order.
-    ///
-    /// # Errors
-    /// [`Error::UnknownIndex`].
-    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error>;
-
     /// The registered index functions, by name.
     fn get_indexers(&self) -> Indexers<K>;
 
+    /// The resource version of the last object written, deleted, replaced at or
+    /// bookmarked; `""` before any.
+    fn last_sync_resource_version(&self) -> String;
+
+    /// How many objects are stored. The default counts [`list_keys`](KnownObjects::list_keys);
+    /// a cache that knows its size says so.
+    fn len(&self) -> usize {
+        self.list_keys().len()
+    }
+
+    /// Whether nothing is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The stored objects that share at least one value of the index `index_name` with
+    /// `obj` (whose values are computed with the index function, not looked up).
+    ///
+    /// The default computes the values and calls [`by_index`](Self::by_index) once per
+    /// value, so with a writer running beside it, it is one snapshot per value; the
+    /// thread-safe store answers from one snapshot.
+    ///
+    /// # Errors
+    /// [`Error::UnknownIndex`], or [`Error::IndexFunc`] when the function fails on `obj`.
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: MetaObject,
+    {
+        let indexers = self.get_indexers();
+        let func = indexers
+            .get(index_name)
+            .ok_or_else(|| Error::UnknownIndex(index_name.to_owned()))?;
+        let values = func.values(obj).map_err(|source| Error::IndexFunc {
+            index: index_name.to_owned(),
+            key: None,
+            source,
+        })?;
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for value in values {
+            for obj in self.by_index(index_name, value.as_str())? {
+                if seen.insert(Arc::as_ptr(&obj)) {
+                    out.push(obj);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The write side of a cache: what the informer holds and nobody else gets.
+///
+/// Writes are kinformer-core's [`Sink`] — the same six calls the reflector makes into a
+/// FIFO (`add`, `update`, `delete`, `replace`, `resync`, `bookmark`) — so a cache can sit
+/// behind an informer or directly behind a reflector, with no adapter. Add
+/// [`add_indexers`](Self::add_indexers), which registers index functions (client-go allows
+/// it before and after start).
+///
+/// Implement it, with [`Indexer`], [`KnownObjects`] and [`Sink`], to put your own cache
+/// behind an informer (`SharedIndexInformer::builder(..).store(..)`);
+/// [`ThreadSafeStore`](crate::ThreadSafeStore) is the default.
+///
+/// Contract for the writes, as client-go's store: `add` and `update` store the object
+/// under its key, replacing any object there; `delete` removes whatever is stored under the
+/// object's key; `replace` swaps everything for the list (later objects win over earlier
+/// ones with the same key); each records the resource version it was given (an object's,
+/// the list's, or a bookmark's) for
+/// [`last_sync_resource_version`](Indexer::last_sync_resource_version); `resync` does
+/// nothing to a cache. A write that fails changes nothing.
+pub trait IndexerWriter<K>: Indexer<K> + Sink<K> {
     /// Registers more index functions and indexes every stored object with them.
     ///
     /// # Errors
@@ -123,29 +129,24 @@ pub trait Indexer<K>: Store<K> {
 
 macro_rules! forward {
     ($($ptr:ty),*) => {$(
-        impl<K, S: Store<K> + ?Sized> Store<K> for $ptr {
-            fn add(&self, obj: Arc<K>) -> Result<(), Error> { (**self).add(obj) }
-            fn update(&self, obj: Arc<K>) -> Result<(), Error> { (**self).update(obj) }
-            fn delete(&self, obj: &K) -> Result<(), Error> { (**self).delete(obj) }
-            fn list(&self) -> Vec<Arc<K>> { (**self).list() }
-            fn list_keys(&self) -> Vec<ObjectKey> { (**self).list_keys() }
-            fn get(&self, obj: &K) -> Result<Option<Arc<K>>, Error> { (**self).get(obj) }
-            fn get_by_key(&self, key: &str) -> Option<Arc<K>> { (**self).get_by_key(key) }
-            fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), Error> { (**self).replace(list, rv) }
-            fn resync(&self) -> Result<(), Error> { (**self).resync() }
-            fn last_sync_resource_version(&self) -> String { (**self).last_sync_resource_version() }
-            fn bookmark(&self, rv: &str) { (**self).bookmark(rv) }
-        }
-
         impl<K, S: Indexer<K> + ?Sized> Indexer<K> for $ptr {
-            fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> { (**self).index(index_name, obj) }
+            fn list(&self) -> Vec<Arc<K>> { (**self).list() }
+            fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> { (**self).by_index(index_name, value) }
             fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, Error> { (**self).index_keys(index_name, value) }
             fn list_index_func_values(&self, index_name: &str) -> Vec<String> { (**self).list_index_func_values(index_name) }
-            fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> { (**self).by_index(index_name, value) }
             fn get_indexers(&self) -> Indexers<K> { (**self).get_indexers() }
-            fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> { (**self).add_indexers(indexers) }
+            fn last_sync_resource_version(&self) -> String { (**self).last_sync_resource_version() }
+            fn len(&self) -> usize { (**self).len() }
+            fn is_empty(&self) -> bool { (**self).is_empty() }
+            fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> where K: MetaObject { (**self).index(index_name, obj) }
         }
     )*};
 }
 
 forward!(Arc<S>, Box<S>, &S);
+
+impl<K, S: IndexerWriter<K> + ?Sized> IndexerWriter<K> for Arc<S> {
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
+        (**self).add_indexers(indexers)
+    }
+}

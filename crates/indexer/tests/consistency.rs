@@ -1,4 +1,4 @@
-//! DESIGN.md rule 20: the consistency guarantee readers get while a writer runs.
+//! Rule 20 (ARCHITECTURE.md): the consistency guarantee readers get while a writer runs.
 //!
 //! The guarantee (see the crate docs): each read sees the store between two writes. So a
 //! `by_index(name, v)` never returns an object whose current version is not filed under
@@ -19,9 +19,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{TestObj, by_node, obj};
-use kinformer_core::{ObjectKey, meta_namespace_key};
+use kinformer_core::{KnownObjects, ObjectKey, Sink, meta_namespace_key};
 use kinformer_indexer::{
-    Error, IndexFunc, Indexer, Indexers, Store, ThreadSafeStore, namespace_indexers,
+    Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore, namespace_indexers,
 };
 
 const OBJECTS: usize = 200;
@@ -52,7 +52,11 @@ struct Report {
 
 /// Runs one writer and three readers against `store` for `duration` (or, with
 /// `until_violation`, until the first violation), and reports what the readers saw.
-fn stress(store: Arc<dyn Indexer<TestObj>>, duration: Duration, until_violation: bool) -> Report {
+fn stress(
+    store: Arc<dyn IndexerWriter<TestObj>>,
+    duration: Duration,
+    until_violation: bool,
+) -> Report {
     store.replace(initial(), "1").expect("valid objects");
     let stop = AtomicBool::new(false);
     let reads = AtomicUsize::new(0);
@@ -239,11 +243,11 @@ impl TornIndexer {
     }
 }
 
-impl Store<TestObj> for TornIndexer {
-    fn add(&self, obj: Arc<TestObj>) -> Result<(), Error> {
+impl Sink<TestObj> for TornIndexer {
+    fn add(&self, obj: Arc<TestObj>) -> Result<(), kinformer_core::Error> {
         self.update(obj)
     }
-    fn update(&self, obj: Arc<TestObj>) -> Result<(), Error> {
+    fn update(&self, obj: Arc<TestObj>) -> Result<(), kinformer_core::Error> {
         let key = meta_namespace_key(&*obj)?;
         {
             let mut index = self.by_node.write().unwrap();
@@ -259,24 +263,12 @@ impl Store<TestObj> for TornIndexer {
         self.items.write().unwrap().insert(key, obj);
         Ok(())
     }
-    fn delete(&self, obj: &TestObj) -> Result<(), Error> {
-        let key = meta_namespace_key(obj)?;
+    fn delete(&self, obj: Arc<TestObj>) -> Result<(), kinformer_core::Error> {
+        let key = meta_namespace_key(&*obj)?;
         self.items.write().unwrap().remove(&key);
         Ok(())
     }
-    fn list(&self) -> Vec<Arc<TestObj>> {
-        self.items.read().unwrap().values().cloned().collect()
-    }
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        self.items.read().unwrap().keys().cloned().collect()
-    }
-    fn get(&self, obj: &TestObj) -> Result<Option<Arc<TestObj>>, Error> {
-        Ok(self.get_by_key(meta_namespace_key(obj)?.as_str()))
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<TestObj>> {
-        self.items.read().unwrap().get(key).cloned()
-    }
-    fn replace(&self, list: Vec<Arc<TestObj>>, _rv: &str) -> Result<(), Error> {
+    fn replace(&self, list: Vec<Arc<TestObj>>, _rv: &str) -> Result<(), kinformer_core::Error> {
         let mut items = self.items.write().unwrap();
         let mut index = self.by_node.write().unwrap();
         items.clear();
@@ -288,13 +280,27 @@ impl Store<TestObj> for TornIndexer {
         }
         Ok(())
     }
-    fn last_sync_resource_version(&self) -> String {
-        String::new()
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        Ok(())
     }
-    fn bookmark(&self, _rv: &str) {}
+}
+
+impl KnownObjects<TestObj> for TornIndexer {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.items.read().unwrap().keys().cloned().collect()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<TestObj>> {
+        self.items.read().unwrap().get(key).cloned()
+    }
 }
 
 impl Indexer<TestObj> for TornIndexer {
+    fn list(&self) -> Vec<Arc<TestObj>> {
+        self.items.read().unwrap().values().cloned().collect()
+    }
+    fn last_sync_resource_version(&self) -> String {
+        String::new()
+    }
     fn index(&self, index_name: &str, obj: &TestObj) -> Result<Vec<Arc<TestObj>>, Error> {
         self.by_index(index_name, &obj.node)
     }
@@ -327,6 +333,9 @@ impl Indexer<TestObj> for TornIndexer {
         all.insert("namespace".into(), IndexFunc::namespace());
         all
     }
+}
+
+impl IndexerWriter<TestObj> for TornIndexer {
     fn add_indexers(&self, indexers: Indexers<TestObj>) -> Result<(), Error> {
         self.extra.lock().unwrap().extend(indexers);
         Ok(())

@@ -1,4 +1,4 @@
-//! DESIGN.md rules 18 and 19 and client-go's store behaviour, each test run against the
+//! Rules 18 and 19 (ARCHITECTURE.md) and client-go's store behaviour, each test run against the
 //! default `ThreadSafeStore` and against `NaiveIndexer` (a second implementation plugged
 //! in through the `Indexer` trait).
 
@@ -7,12 +7,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{TestObj, by_node, implementations, keys, names, obj, test_indexers};
+use common::{TestObj, by_node, implementations, keys, names, obj, test_indexers, w};
 use kinformer_core::MetaObject;
-use kinformer_indexer::{Error, IndexFunc, Indexer, Indexers, Lister, ThreadSafeStore, everything};
+use kinformer_indexer::{
+    Error, IndexFunc, Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, everything,
+};
 
 /// Runs `check` once per implementation, with the test indexers registered.
-fn each(check: impl Fn(&dyn Indexer<TestObj>)) {
+fn each(check: impl Fn(&dyn IndexerWriter<TestObj>)) {
     for (name, make) in implementations() {
         eprintln!("-- {name}");
         check(&*make(test_indexers()));
@@ -36,11 +38,11 @@ fn rule18_indices_follow_add_update_delete() {
             ["ns/b", "other/c"]
         );
 
-        s.delete(&obj("ns", "a")).unwrap();
+        s.delete(obj("ns", "a").arc()).unwrap();
         assert!(s.by_index("byNode", "n1").unwrap().is_empty());
         assert_eq!(names(&s.by_index("namespace", "ns").unwrap()), ["b"]);
         // Deleting what is not there changes nothing.
-        s.delete(&obj("ns", "a")).unwrap();
+        s.delete(obj("ns", "a").arc()).unwrap();
         assert_eq!(s.list().len(), 2);
     });
 }
@@ -53,9 +55,9 @@ fn rule18_empty_value_sets_are_removed() {
         s.add(obj("ns", "alone").on("mine").arc()).unwrap();
         assert_eq!(s.list_index_func_values("byNode"), ["mine", "shared"]);
 
-        s.delete(&obj("ns", "delete")).unwrap();
+        s.delete(obj("ns", "delete").arc()).unwrap();
         assert_eq!(s.list_index_func_values("byNode"), ["mine", "shared"]);
-        s.delete(&obj("ns", "alone")).unwrap();
+        s.delete(obj("ns", "alone").arc()).unwrap();
         assert_eq!(s.list_index_func_values("byNode"), ["shared"]);
         // An update that moves the last object away empties (and drops) its old value too.
         s.update(obj("ns", "retain").on("elsewhere").arc()).unwrap();
@@ -97,8 +99,8 @@ fn rule18_index_function_may_return_many_values() {
         assert_eq!(users("foo"), ["key1", "key3"]);
         assert_eq!(users("bar"), ["key2", "key3"]);
 
-        s.delete(&obj("", "key1")).unwrap();
-        s.delete(&obj("", "key3")).unwrap();
+        s.delete(obj("", "key1").arc()).unwrap();
+        s.delete(obj("", "key3").arc()).unwrap();
         assert!(users("foo").is_empty());
         assert_eq!(users("bar"), ["key2"]);
         assert!(users("baz").is_empty());
@@ -208,15 +210,15 @@ fn index_function_error_is_returned_and_changes_nothing() {
         s.add(obj("ns", "a").on("n1").rv("1").arc()).unwrap();
 
         for result in [
-            s.add(obj("ns", "b").on("bad").rv("2").arc()),
-            s.update(obj("ns", "a").on("bad").rv("2").arc()),
-            s.replace(
+            w(s.add(obj("ns", "b").on("bad").rv("2").arc())),
+            w(s.update(obj("ns", "a").on("bad").rv("2").arc())),
+            w(s.replace(
                 vec![
                     obj("ns", "c").on("n1").arc(),
                     obj("ns", "d").on("bad").arc(),
                 ],
                 "9",
-            ),
+            )),
         ] {
             match result {
                 Err(Error::IndexFunc { index, key, source }) => {
@@ -251,14 +253,11 @@ fn store_add_get_update_delete_list_replace() {
     // client-go's doTestStore.
     each(|s| {
         s.add(obj("", "foo").label("val", "bar").arc()).unwrap();
-        assert_eq!(
-            s.get(&obj("", "foo")).unwrap().unwrap().labels["val"],
-            "bar"
-        );
+        assert_eq!(s.get_by_key("foo").unwrap().labels["val"], "bar");
         s.update(obj("", "foo").label("val", "baz").arc()).unwrap();
         assert_eq!(s.get_by_key("foo").unwrap().labels["val"], "baz");
-        s.delete(&obj("", "foo")).unwrap();
-        assert!(s.get(&obj("", "foo")).unwrap().is_none());
+        s.delete(obj("", "foo").arc()).unwrap();
+        assert!(s.get_by_key("foo").is_none());
 
         for n in ["a", "c", "e"] {
             s.add(obj("", n).arc()).unwrap();
@@ -307,12 +306,12 @@ fn resource_version_follows_writes_deletes_replace_and_bookmarks() {
         assert_eq!(s.last_sync_resource_version(), "10");
         s.add(obj("", "key4").rv("20").arc()).unwrap();
         assert_eq!(s.last_sync_resource_version(), "20");
-        s.delete(&obj("", "key4").rv("30")).unwrap();
+        s.delete(obj("", "key4").rv("30").arc()).unwrap();
         assert_eq!(s.last_sync_resource_version(), "30");
         // An older version is still taken: the store trusts the order it is fed in.
         s.update(obj("", "key1").rv("25").arc()).unwrap();
         assert_eq!(s.last_sync_resource_version(), "25");
-        s.bookmark("40");
+        s.bookmark("40").unwrap();
         assert_eq!(s.last_sync_resource_version(), "40");
         s.replace(vec![obj("", "key2").rv("30").arc()], "50")
             .unwrap();
@@ -344,17 +343,19 @@ fn an_object_without_a_valid_key_is_a_typed_error() {
             ..TestObj::default()
         };
         assert!(matches!(
-            s.add(Arc::new(nameless.clone())),
+            w(s.add(Arc::new(nameless.clone()))),
             Err(Error::Key(kinformer_core::Error::MissingName))
         ));
-        assert!(matches!(s.delete(&nameless), Err(Error::Key(_))));
-        assert!(matches!(s.get(&nameless), Err(Error::Key(_))));
         assert!(matches!(
-            s.add(obj("ns", "a/b").arc()),
+            w(s.delete(Arc::new(nameless.clone()))),
+            Err(Error::Key(_))
+        ));
+        assert!(matches!(
+            w(s.add(obj("ns", "a/b").arc())),
             Err(Error::Key(kinformer_core::Error::SlashInName { .. }))
         ));
         assert!(matches!(
-            s.replace(vec![obj("ns", "ok").arc(), Arc::new(nameless)], "1"),
+            w(s.replace(vec![obj("ns", "ok").arc(), Arc::new(nameless)], "1")),
             Err(Error::Key(_))
         ));
         assert!(s.list().is_empty());
@@ -377,38 +378,22 @@ fn reads_share_the_stored_allocation() {
 /// The smallest possible `Indexer`: a fixed list, no indices.
 struct ShareCheck(Vec<Arc<TestObj>>);
 
-impl kinformer_indexer::Store<TestObj> for ShareCheck {
-    fn add(&self, _: Arc<TestObj>) -> Result<(), Error> {
-        Ok(())
-    }
-    fn update(&self, _: Arc<TestObj>) -> Result<(), Error> {
-        Ok(())
-    }
-    fn delete(&self, _: &TestObj) -> Result<(), Error> {
-        Ok(())
-    }
-    fn list(&self) -> Vec<Arc<TestObj>> {
-        self.0.clone()
-    }
+impl kinformer_core::KnownObjects<TestObj> for ShareCheck {
     fn list_keys(&self) -> Vec<kinformer_core::ObjectKey> {
         Vec::new()
-    }
-    fn get(&self, _: &TestObj) -> Result<Option<Arc<TestObj>>, Error> {
-        Ok(None)
     }
     fn get_by_key(&self, _: &str) -> Option<Arc<TestObj>> {
         None
     }
-    fn replace(&self, _: Vec<Arc<TestObj>>, _: &str) -> Result<(), Error> {
-        Ok(())
+}
+
+impl Indexer<TestObj> for ShareCheck {
+    fn list(&self) -> Vec<Arc<TestObj>> {
+        self.0.clone()
     }
     fn last_sync_resource_version(&self) -> String {
         String::new()
     }
-    fn bookmark(&self, _: &str) {}
-}
-
-impl Indexer<TestObj> for ShareCheck {
     fn index(&self, n: &str, _: &TestObj) -> Result<Vec<Arc<TestObj>>, Error> {
         Err(Error::UnknownIndex(n.into()))
     }
@@ -424,9 +409,6 @@ impl Indexer<TestObj> for ShareCheck {
     fn get_indexers(&self) -> Indexers<TestObj> {
         Indexers::new()
     }
-    fn add_indexers(&self, _: Indexers<TestObj>) -> Result<(), Error> {
-        Ok(())
-    }
 }
 
 #[test]
@@ -434,14 +416,16 @@ fn custom_key_func_is_used_for_every_operation() {
     let by_node_key: kinformer_indexer::KeyFunc<TestObj> =
         Arc::new(|o: &TestObj| kinformer_core::ObjectKey::new(None, &o.node));
     let s = ThreadSafeStore::with_key_func(by_node_key, Indexers::new());
-    use kinformer_indexer::Store;
+    use kinformer_core::KnownObjects;
     s.add(obj("ns", "a").on("n1").arc()).unwrap();
     s.add(obj("ns", "b").on("n1").arc()).unwrap(); // same key: replaces "a"
     assert_eq!(s.len(), 1);
     assert_eq!(s.get_by_key("n1").unwrap().object_name(), Some("b"));
-    s.delete(&obj("other", "whatever").on("n1")).unwrap();
+    s.delete(obj("other", "whatever").on("n1").arc()).unwrap();
     assert!(s.is_empty());
     assert!(matches!(s.add(obj("ns", "c").arc()), Err(Error::Key(_)))); // empty node: no key
+    assert!(matches!(s.get(&obj("ns", "c")), Err(Error::Key(_))));
+    assert_eq!(s.get(&obj("elsewhere", "x").on("n1")).unwrap(), None);
 }
 
 #[test]
@@ -468,7 +452,7 @@ fn the_store_is_the_fifos_view_of_known_objects() {
     use kinformer_core::KnownObjects;
     let store = ThreadSafeStore::new(test_indexers());
     let a = obj("ns", "a").on("node-1").arc();
-    kinformer_indexer::Store::add(&store, Arc::clone(&a)).unwrap();
+    store.add(Arc::clone(&a)).unwrap();
     let known: &dyn KnownObjects<TestObj> = &store;
     assert_eq!(keys(&known.list_keys()), ["ns/a"]);
     assert!(Arc::ptr_eq(&known.get_by_key("ns/a").unwrap(), &a));

@@ -20,15 +20,15 @@ pub enum Error {
     Indexer(#[from] kinformer_indexer::Error),
 
     /// The FIFO could not be built from the chosen options.
-    #[error("cannot build the informer's FIFO: {0}")]
+    #[error("cannot build the informer's FIFO")]
     Fifo(#[from] kinformer_deltafifo::Error),
 
     /// The reflector could not start (for example: no Tokio runtime), or it stopped with
     /// an error.
-    #[error("reflector: {0}")]
+    #[error("the reflector failed")]
     Reflector(#[from] kinformer_reflector::Error),
 
     /// The operating system refused to start a listener's thread.
-    #[error("cannot start the thread of an event handler: {0}")]
+    #[error("cannot start the thread of an event handler")]
     SpawnThread(#[source] std::io::Error),
 }

@@ -6,17 +6,14 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use kinformer_core::MetaObject;
+use kinformer_core::{ErrorChain, MetaObject};
 use kinformer_reflector::KubeListerWatcher;
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::de::DeserializeOwned;
 
-use crate::{Error, FifoKind, InformerHandle, SharedIndexInformer};
-
-/// How often [`SharedInformerFactory::wait_for_cache_sync`] and [`wait_for_cache_sync`]
-/// look at the informers (client-go polls every 100 ms; a look is a few atomic loads).
-const SYNC_POLL: Duration = Duration::from_millis(10);
+use crate::sync::SYNC_POLL;
+use crate::{Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
 
 /// What a factory's informer watches besides its resource: the namespace and the list
 /// options (client-go's `WithNamespace` and `WithTweakListOptions`). Two requests for one
@@ -152,64 +149,12 @@ impl fmt::Display for CacheSyncReport {
     }
 }
 
-/// Something that knows whether its cache has synced: an informer or a handler's
-/// registration. See [`wait_for_cache_sync`].
-pub trait HasSynced {
-    /// Whether the initial list has been applied (and, for a registration, handled).
-    fn has_synced(&self) -> bool;
-}
-
-impl<K: MetaObject + Send + Sync + 'static> HasSynced for SharedIndexInformer<K> {
-    fn has_synced(&self) -> bool {
-        SharedIndexInformer::has_synced(self)
-    }
-}
-
-impl<K: MetaObject + Send + Sync + 'static> HasSynced for crate::Registration<K> {
-    fn has_synced(&self) -> bool {
-        crate::Registration::has_synced(self)
-    }
-}
-
-impl<F: Fn() -> bool> HasSynced for F {
-    fn has_synced(&self) -> bool {
-        self()
-    }
-}
-
-/// Waits until every one of `synced` has synced, or `timeout` has passed (client-go's
-/// `cache.WaitForCacheSync`, with a timeout in place of the stop channel). Returns whether
-/// all synced.
-///
-/// ```no_run
-/// # use kinformer_informer_factory::{wait_for_cache_sync, SharedIndexInformer};
-/// # use k8s_openapi::api::core::v1::Pod;
-/// # async fn f(pods: SharedIndexInformer<Pod>) {
-/// use std::time::Duration;
-/// if !wait_for_cache_sync(Duration::from_secs(60), &[&pods]).await {
-///     panic!("the pod cache did not sync");
-/// }
-/// # }
-/// ```
-pub async fn wait_for_cache_sync(timeout: Duration, synced: &[&dyn HasSynced]) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if synced.iter().all(|s| s.has_synced()) {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        tokio::time::sleep(SYNC_POLL.min(deadline - now)).await;
-    }
-}
-
 /// An informer of any type, as the factory keeps it.
 trait AnyInformer: Send + Sync {
     fn as_any(&self) -> &dyn Any;
     fn start(&self) -> Result<InformerHandle, Error>;
     fn has_synced(&self) -> bool;
+    fn stats(&self) -> InformerStats;
 }
 
 impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<K> {
@@ -221,6 +166,9 @@ impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<
     }
     fn has_synced(&self) -> bool {
         SharedIndexInformer::has_synced(self)
+    }
+    fn stats(&self) -> InformerStats {
+        SharedIndexInformer::stats(self)
     }
 }
 
@@ -254,6 +202,17 @@ struct Config {
 struct FactoryInner {
     config: Config,
     state: Mutex<State>,
+}
+
+/// The last clone of the factory is gone: stop the informers it started (without waiting,
+/// as a drop cannot). An informer handle left alone would keep its informer running.
+impl Drop for FactoryInner {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for handle in &state.handles {
+            handle.cancellation_token().cancel();
+        }
+    }
 }
 
 /// Builds a [`SharedInformerFactory`]; see [`SharedInformerFactory::builder`].
@@ -413,13 +372,29 @@ impl fmt::Debug for SharedInformerFactory {
 impl SharedInformerFactory {
     /// A factory over every namespace without resync (client-go's
     /// `NewSharedInformerFactory(client, 0)`). Build the client with
-    /// `kinformer_reflector::reflector_client` so that kube's own retries stay out of the
-    /// reflector's backoff.
+    /// [`reflector_client`](kinformer_reflector::reflector_client) (or use
+    /// [`from_config`](Self::from_config)): a plain `kube::Client` retries `429` and `504`
+    /// inside itself, hidden from the reflector's backoff and relist logic.
     pub fn new(client: kube::Client) -> Self {
         Self::builder(client).build()
     }
 
-    /// A builder: namespace, list options, resyncs, transform, FIFO kind.
+    /// A builder whose informers talk to the cluster `config` describes, through the client
+    /// a reflector needs ([`reflector_client`](kinformer_reflector::reflector_client): no
+    /// hidden retries, `TCP_NODELAY`). The way to build a factory when you have a
+    /// `kube::Config` (`kube::Config::infer().await?`).
+    ///
+    /// # Errors
+    /// [`Error::Reflector`] when no client can be built from `config`.
+    pub fn from_config(config: kube::Config) -> Result<SharedInformerFactoryBuilder, Error> {
+        Ok(Self::builder(kinformer_reflector::reflector_client(
+            config,
+        )?))
+    }
+
+    /// A builder: namespace, list options, resyncs, transform, FIFO kind. The client
+    /// should come from [`reflector_client`](kinformer_reflector::reflector_client) (see
+    /// [`new`](Self::new)); [`from_config`](Self::from_config) builds it for you.
     pub fn builder(client: kube::Client) -> SharedInformerFactoryBuilder {
         SharedInformerFactoryBuilder {
             config: Config {
@@ -533,7 +508,8 @@ impl SharedInformerFactory {
         }
         if let Some(t) = self.inner.config.transform.clone() {
             // While decoding, object by object: a list never holds every object with the
-            // fields the transform drops (see `KubeListerWatcher::modify`).
+            // fields the transform drops (see `KubeListerWatcher::modify`). Only there:
+            // each object goes through it exactly once, so it need not be idempotent.
             lw = lw.modify(move |obj: &mut K| t(obj.meta_mut()));
         }
         let config = &self.inner.config;
@@ -542,20 +518,11 @@ impl SharedInformerFactory {
             .get(&TypeId::of::<K>())
             .copied()
             .unwrap_or(config.default_resync);
-        let informer = SharedIndexInformer::builder(lw)
+        SharedIndexInformer::builder(lw)
             .name(id.to_string())
             .resync_period(resync)
             .fifo(config.fifo)
-            .build();
-        if let Some(t) = config.transform.clone() {
-            // Cannot fail: the informer was built just now and is not started.
-            let _ = informer.set_transform(move |mut obj: Arc<K>| {
-                // Unique at this point (fresh from decoding): no deep copy.
-                t(Arc::make_mut(&mut obj).meta_mut());
-                Ok(obj)
-            });
-        }
-        informer
+            .build()
     }
 
     /// Starts every informer requested so far that is not started yet, each on a Tokio
@@ -599,6 +566,20 @@ impl SharedInformerFactory {
         }
     }
 
+    /// A snapshot of every informer the factory handed out, in request order: for
+    /// metrics and health checks.
+    pub fn informer_stats(&self) -> Vec<InformerStats> {
+        let state = self.state();
+        state.informers.iter().map(|e| e.informer.stats()).collect()
+    }
+
+    /// Whether every informer the factory started has synced (and at least one was
+    /// started): what a readiness check asks.
+    pub fn all_synced(&self) -> bool {
+        let report = self.sync_report();
+        !report.informers.is_empty() && report.all_synced()
+    }
+
     fn sync_report(&self) -> CacheSyncReport {
         let state = self.state();
         CacheSyncReport {
@@ -629,7 +610,7 @@ impl SharedInformerFactory {
         let mut first = None;
         for h in handles {
             if let Err(e) = h.stop().await {
-                tracing::warn!(error = %e, "an informer stopped with an error");
+                tracing::warn!(error = %ErrorChain(&e), "an informer stopped with an error");
                 first.get_or_insert(e);
             }
         }

@@ -1,19 +1,21 @@
 //! The SharedIndexInformer: reflector → FIFO → indexer → listeners.
 
 use std::collections::HashSet;
-use std::error::Error as StdError;
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{
-    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, MetaObject, ObjectKey,
+    BoxError, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KnownObjects,
+    MetaObject, ObjectKey, TransformFn,
 };
-use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item, TransformFn};
-use kinformer_indexer::{Indexer, Indexers, Lister, Store, ThreadSafeStore, namespace_indexers};
+use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
+use kinformer_indexer::{
+    Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, namespace_indexers,
+};
 use kinformer_reflector::{
-    ListerWatcher, Reflector, ReflectorStatus, TaskHandle, WatchErrorHandler,
+    ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, TaskHandle, WatchErrorHandler,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -24,19 +26,42 @@ use crate::{Error, ResourceEventHandler};
 /// The shortest resync period a handler can have (client-go's `minimumResyncPeriod`).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
-/// Which queue sits between the reflector and the informer (see kinformer-deltafifo's
-/// docs for the trade-offs).
+/// Which of kinformer-deltafifo's queues sits between the reflector and the informer (see
+/// that crate's docs for the trade-offs). For a queue of your own, see
+/// [`SharedIndexInformerBuilder::custom_fifo`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FifoKind {
-    /// client-go's `DeltaFIFO`: one pop per key with the key's whole history.
-    #[default]
+    /// client-go's `DeltaFIFO`: one pop per key with the key's whole history (client-go's
+    /// informers used it until v1.33).
     DeltaFifo,
-    /// client-go's `RealFIFO`, per object: one event per entry, global arrival order.
+    /// client-go's `RealFIFO`, per object: one event per entry, global arrival order
+    /// (client-go v1.33–v1.35's default: `InOrderInformers` on, `AtomicFIFO` off).
     InOrder,
-    /// client-go v1.36's default: the in-order FIFO in atomic mode, where a relist is one
-    /// `ReplacedAll` applied to the store as one `replace`, and bookmarks travel in line.
+    /// The default, as in client-go v1.36 (`InOrderInformers` GA, `AtomicFIFO` beta and
+    /// on): the in-order FIFO in atomic mode, where a relist is one `ReplacedAll` applied
+    /// to the store as one `replace`, and bookmarks travel in line.
+    #[default]
     InOrderAtomic,
+}
+
+/// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
+/// and resyncs; see [`SharedIndexInformerBuilder::custom_fifo`].
+type MakeFifo<K> = Box<dyn FnOnce(Arc<dyn KnownObjects<K>>) -> Arc<dyn FifoQueue<K>> + Send>;
+
+/// The queue an informer builds when it starts.
+enum FifoChoice<K> {
+    Kind(FifoKind),
+    Custom(MakeFifo<K>),
+}
+
+impl<K> fmt::Debug for FifoChoice<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Kind(kind) => kind.fmt(f),
+            Self::Custom(_) => f.write_str("Custom"),
+        }
+    }
 }
 
 /// A handler's resync period as client-go normalizes it: zero means none, anything under
@@ -57,14 +82,17 @@ struct Config<K> {
     /// How often the reflector asks whether a handler's resync is due (client-go's
     /// `resyncCheckPeriod`).
     resync_check: Option<Duration>,
+    /// Taken when the informer starts.
+    fifo: Option<FifoChoice<K>>,
 }
 
 struct Inner<K> {
     name: String,
     lw: Arc<dyn ListerWatcher<K>>,
-    store: Arc<dyn Indexer<K>>,
+    /// The write side of the cache: only the informer holds it; everybody else gets the
+    /// read side ([`SharedIndexInformer::indexer`]).
+    store: Arc<dyn IndexerWriter<K>>,
     processor: Arc<Processor<K>>,
-    fifo_kind: FifoKind,
     watch_list: bool,
     default_resync: Option<Duration>,
     config: Mutex<Config<K>>,
@@ -81,10 +109,10 @@ pub struct SharedIndexInformerBuilder<K> {
     lw: Arc<dyn ListerWatcher<K>>,
     name: String,
     resync: Duration,
-    fifo: FifoKind,
+    fifo: FifoChoice<K>,
     watch_list: bool,
     indexers: Indexers<K>,
-    store: Option<Arc<dyn Indexer<K>>>,
+    store: Option<Arc<dyn IndexerWriter<K>>>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
@@ -115,10 +143,44 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
-    /// The queue between reflector and informer (default [`FifoKind::DeltaFifo`]).
+    /// The queue between reflector and informer, one of kinformer-deltafifo's (default
+    /// [`FifoKind::InOrderAtomic`], as client-go v1.36).
     #[must_use]
     pub fn fifo(mut self, kind: FifoKind) -> Self {
-        self.fifo = kind;
+        self.fifo = FifoChoice::Kind(kind);
+        self
+    }
+
+    /// A queue of your own between reflector and informer: any [`FifoQueue`]. `make` is
+    /// called once, when the informer starts, with the read-only view of the informer's
+    /// store that a FIFO consults for tombstones on a relist and for resyncs
+    /// (kinformer-core's [`KnownObjects`]); use it or not. The reflector writes into the
+    /// queue through its [`Sink`](kinformer_core::Sink) side, the informer pops from it and
+    /// applies every [`Item`] kind (see kinformer-deltafifo's `Item`); `has_synced` of the
+    /// informer is the queue's.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_deltafifo::{DeltaFifo, FifoQueue};
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::fake::FakeListerWatcher;
+    ///
+    /// // Here a DeltaFIFO that queues `Sync` rather than `Replaced` on a relist.
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .custom_fifo(|known| {
+    ///         Arc::new(DeltaFifo::builder().known_objects(known).emit_replaced(false).build())
+    ///             as Arc<dyn FifoQueue<Pod>>
+    ///     })
+    ///     .build();
+    /// # let _ = informer;
+    /// ```
+    #[must_use]
+    pub fn custom_fifo(
+        mut self,
+        make: impl FnOnce(Arc<dyn KnownObjects<K>>) -> Arc<dyn FifoQueue<K>> + Send + 'static,
+    ) -> Self {
+        self.fifo = FifoChoice::Custom(Box::new(make));
         self
     }
 
@@ -141,13 +203,14 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
-    /// A cache of your own instead of the default [`ThreadSafeStore`]: any [`Indexer`].
-    /// The informer is its only writer; listers need its namespace index
-    /// ([`namespace_indexers`]). The index functions given to
+    /// A cache of your own instead of the default [`ThreadSafeStore`]: any
+    /// [`IndexerWriter`]. The informer keeps the write side to itself and hands out only
+    /// the read side ([`SharedIndexInformer::indexer`], listers). Listers need the
+    /// namespace index ([`namespace_indexers`]). The index functions given to
     /// [`indexers`](Self::indexers) are ignored then: give them to your store.
     #[must_use]
-    pub fn store(mut self, store: Arc<dyn Indexer<K>>) -> Self {
-        self.store = Some(store);
+    pub fn store(mut self, store: impl IndexerWriter<K> + 'static) -> Self {
+        self.store = Some(Arc::new(store));
         self
     }
 
@@ -164,7 +227,6 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
                 lw: self.lw,
                 store,
                 processor: Arc::new(Processor::default()),
-                fifo_kind: self.fifo,
                 watch_list: self.watch_list,
                 default_resync,
                 config: Mutex::new(Config {
@@ -173,6 +235,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
                     transform: None,
                     on_error: None,
                     resync_check: default_resync,
+                    fifo: Some(self.fifo),
                 }),
                 deliver: Mutex::new(()),
                 fifo: OnceLock::new(),
@@ -203,19 +266,20 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedIndexInformer")
             .field("name", &self.inner.name)
-            .field("fifo", &self.inner.fifo_kind)
             .finish_non_exhaustive()
     }
 }
 
 impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
-    /// An informer over `lister_watcher` with a DeltaFIFO, the namespace index and
-    /// `resync` as the default handler resync period (zero: none).
+    /// An informer over `lister_watcher` with the default FIFO
+    /// ([`FifoKind::InOrderAtomic`]), the namespace index and `resync` as the default
+    /// handler resync period (zero: none).
     pub fn new(lister_watcher: impl ListerWatcher<K> + 'static, resync: Duration) -> Self {
         Self::builder(lister_watcher).resync_period(resync).build()
     }
 
-    /// A builder: DeltaFIFO, namespace index, no resync, named `"informer"`.
+    /// A builder: the in-order FIFO in atomic mode, streaming initial list, namespace
+    /// index, no resync, named `"informer"`.
     pub fn builder(
         lister_watcher: impl ListerWatcher<K> + 'static,
     ) -> SharedIndexInformerBuilder<K> {
@@ -223,7 +287,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             lw: Arc::new(lister_watcher),
             name: String::from("informer"),
             resync: Duration::ZERO,
-            fifo: FifoKind::default(),
+            fifo: FifoChoice::Kind(FifoKind::default()),
             watch_list: true,
             indexers: namespace_indexers(),
             store: None,
@@ -338,10 +402,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// [`Error::AlreadyStarted`] once the informer has started.
     pub fn set_transform(
         &self,
-        transform: impl Fn(Arc<K>) -> Result<Arc<K>, Box<dyn StdError + Send + Sync>>
-        + Send
-        + Sync
-        + 'static,
+        transform: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
     ) -> Result<(), Error> {
         let mut cfg = self.config();
         if cfg.started {
@@ -381,15 +442,16 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         Ok(())
     }
 
-    /// The informer's cache, for reads by key and by index. Write to it only through the
-    /// informer.
+    /// The informer's cache, for reads by key and by index: its read side only, so no
+    /// reader can change what the informer keeps in step with the API server (client-go's
+    /// `GetIndexer`, minus the writes).
     pub fn indexer(&self) -> Arc<dyn Indexer<K>> {
-        Arc::clone(&self.inner.store)
+        Arc::clone(&self.inner.store) as Arc<dyn Indexer<K>>
     }
 
     /// A lister over the informer's cache.
     pub fn lister(&self) -> Lister<K> {
-        Lister::from_dyn(Arc::clone(&self.inner.store))
+        Lister::from_dyn(self.indexer())
     }
 
     /// Whether the informer has started and the whole first list has been applied to the
@@ -406,6 +468,28 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             .get()
             .map(ReflectorStatus::last_sync_resource_version)
             .unwrap_or_default()
+    }
+
+    /// The reflector's live progress (last resourceVersion, counters of lists, watches and
+    /// events); `None` before start.
+    pub fn reflector_status(&self) -> Option<ReflectorStatus> {
+        self.inner.status.get().cloned()
+    }
+
+    /// A snapshot of the informer's state for metrics and health checks: cheap (a few
+    /// atomic loads and the cache's size), safe to take at any time.
+    pub fn stats(&self) -> InformerStats {
+        let status = self.inner.status.get();
+        InformerStats {
+            name: self.inner.name.clone(),
+            started: self.is_started(),
+            synced: self.has_synced(),
+            objects: self.inner.store.len(),
+            last_sync_resource_version: status
+                .map(ReflectorStatus::last_sync_resource_version)
+                .unwrap_or_default(),
+            reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
+        }
     }
 
     /// Whether [`run`](Self::run) or [`start`](Self::start) was called.
@@ -464,23 +548,23 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             return Err(Error::AlreadyStarted);
         }
         let inner = &self.inner;
-        let known: Arc<dyn kinformer_core::KnownObjects<K>> =
-            Arc::new(StoreKnownObjects(Arc::clone(&inner.store)));
-        let fifo: Arc<dyn FifoQueue<K>> = match inner.fifo_kind {
-            FifoKind::DeltaFifo => Arc::new(DeltaFifo::builder().known_objects(known).build()),
-            FifoKind::InOrder | FifoKind::InOrderAtomic => {
-                let b = InOrderFifo::builder();
-                let b = if inner.fifo_kind == FifoKind::InOrderAtomic {
-                    b.atomic(true).emit_bookmarks(true)
-                } else {
-                    b.known_objects(known)
-                };
-                Arc::new(b.build()?)
+        let known = Arc::clone(&inner.store) as Arc<dyn KnownObjects<K>>;
+        let fifo: Arc<dyn FifoQueue<K>> = match cfg.fifo.take() {
+            Some(FifoChoice::Custom(make)) => make(known),
+            Some(FifoChoice::Kind(FifoKind::DeltaFifo)) => {
+                Arc::new(DeltaFifo::builder().known_objects(known).build())
             }
+            Some(FifoChoice::Kind(FifoKind::InOrder)) => Arc::new(InOrderFifo::new(Some(known))),
+            Some(FifoChoice::Kind(FifoKind::InOrderAtomic)) | None => Arc::new(
+                InOrderFifo::builder()
+                    .atomic(true)
+                    .emit_bookmarks(true)
+                    .build()?,
+            ),
         };
         let mut reflector = Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo))
             .name(inner.name.clone())
-            .watch_list(inner.watch_list && inner.lw.supports_watch_list());
+            .watch_list(inner.watch_list);
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&inner.processor);
             reflector = reflector
@@ -500,18 +584,6 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let _ = inner.fifo.set(Arc::clone(&fifo));
         cfg.started = true;
         Ok(Prepared { fifo, reflector })
-    }
-}
-
-/// The FIFO's read-only view of whatever store the informer writes to.
-struct StoreKnownObjects<K>(Arc<dyn Indexer<K>>);
-
-impl<K> kinformer_core::KnownObjects<K> for StoreKnownObjects<K> {
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        self.0.list_keys()
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.0.get_by_key(key)
     }
 }
 
@@ -622,7 +694,11 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
                     self.processor.distribute(&n, true);
                 }
             }
-            Item::Bookmark { resource_version } => self.store.bookmark(resource_version),
+            Item::Bookmark { resource_version } => {
+                if let Err(err) = self.store.bookmark(resource_version) {
+                    tracing::warn!(error = %ErrorChain(&err), resource_version, "cannot record a bookmark in the cache");
+                }
+            }
             other => tracing::warn!(kind = other.kind(), "unknown FIFO item ignored"),
         }
     }
@@ -630,8 +706,8 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
     fn apply(&self, key: &ObjectKey, d: &Delta<K>, initial: bool) {
         let obj = d.object.object();
         if d.kind == DeltaType::Deleted {
-            if let Err(err) = self.store.delete(obj) {
-                tracing::warn!(%key, %err, "cannot delete from the cache");
+            if let Err(err) = self.store.delete(Arc::clone(obj)) {
+                tracing::warn!(%key, error = %ErrorChain(&err), "cannot delete from the cache");
                 return;
             }
             self.processor
@@ -642,14 +718,14 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
         match self.store.get_by_key(key.as_str()) {
             Some(old) => {
                 if let Err(err) = self.store.update(Arc::clone(obj)) {
-                    tracing::warn!(%key, %err, "cannot update the cache");
+                    tracing::warn!(%key, error = %ErrorChain(&err), "cannot update the cache");
                     return;
                 }
                 self.notify_update(old, Arc::clone(obj));
             }
             None => {
                 if let Err(err) = self.store.add(Arc::clone(obj)) {
-                    tracing::warn!(%key, %err, "cannot add to the cache");
+                    tracing::warn!(%key, error = %ErrorChain(&err), "cannot add to the cache");
                     return;
                 }
                 let n = Notification::Add {
@@ -689,7 +765,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             .collect();
         let list = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
         if let Err(err) = self.store.replace(list, rv) {
-            tracing::warn!(%err, resource_version = rv, "cannot replace the cache");
+            tracing::warn!(error = %ErrorChain(&err), resource_version = rv, "cannot replace the cache");
             return;
         }
         for t in deletions {
@@ -705,6 +781,25 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             }
         }
     }
+}
+
+/// What an informer reports about itself: see [`SharedIndexInformer::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InformerStats {
+    /// The informer's name (a factory's informers are named after their resource:
+    /// `pods.v1 (default)`).
+    pub name: String,
+    /// Whether it was started.
+    pub started: bool,
+    /// Whether its first list has been applied to the cache.
+    pub synced: bool,
+    /// How many objects its cache holds.
+    pub objects: usize,
+    /// The resource version of the last list, event or bookmark; empty before start.
+    pub last_sync_resource_version: String,
+    /// What its reflector did: lists by reason, watches, events by type.
+    pub reflector: ReflectorCounters,
 }
 
 /// A handler's registration with an informer (client-go's `ResourceEventHandlerRegistration`).
@@ -755,6 +850,7 @@ impl<K: MetaObject + Send + Sync + 'static> Registration<K> {
 /// A running informer, from [`SharedIndexInformer::start`]: its
 /// [`cancellation_token`](TaskHandle::cancellation_token), [`is_finished`](TaskHandle::is_finished)
 /// and [`stop`](TaskHandle::stop), which stops the informer, waits until its task has ended
-/// and returns what [`SharedIndexInformer::run`] returned. Dropping it stops the informer
-/// (its task is aborted; the informer cleans up as when `run`'s future is dropped).
+/// and returns what [`SharedIndexInformer::run`] returned. Dropping it leaves the informer
+/// running (as a Tokio `JoinHandle`, and as a client-go informer runs until its stop
+/// channel closes), so `informer.start()?;` is safe; keep it to stop the informer.
 pub type InformerHandle = TaskHandle<Error>;

@@ -53,7 +53,7 @@
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_core::deletion_handling_key;
-//! use kinformer_informer_factory::{FifoKind, ResourceEventHandlerFuncs, SharedIndexInformer};
+//! use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
 //! use kinformer_reflector::{KubeListerWatcher, reflector_client};
 //! use kube::Api;
 //!
@@ -63,7 +63,6 @@
 //! let informer = SharedIndexInformer::builder(pods)
 //!     .name("pods")
 //!     .resync_period(Duration::from_secs(30))
-//!     .fifo(FifoKind::InOrderAtomic)
 //!     .build();
 //! informer.set_transform(|pod| {
 //!     let mut pod = (*pod).clone();
@@ -97,10 +96,12 @@
 //!   initial state with a streaming list (one watch event per object, decoded one at a
 //!   time) when the lister-watcher supports it, and falls back to List+Watch when the
 //!   server refuses; [`SharedIndexInformerBuilder::watch_list`] turns it off.
-//! - The **FIFO** (kinformer-deltafifo) is a [`DeltaFifo`](kinformer_deltafifo::DeltaFifo)
-//!   by default, or an [`InOrderFifo`](kinformer_deltafifo::InOrderFifo), per object or
-//!   atomic ([`FifoKind`]). It reads the store through its `KnownObjects` view for
-//!   tombstones and resyncs.
+//! - The **FIFO** (kinformer-deltafifo) is by default the
+//!   [`InOrderFifo`](kinformer_deltafifo::InOrderFifo) in atomic mode, as in client-go
+//!   v0.36 (`InOrderInformers` GA, `AtomicFIFO` on); [`FifoKind`] picks the per-object
+//!   in-order FIFO or the [`DeltaFifo`](kinformer_deltafifo::DeltaFifo), and
+//!   [`custom_fifo`](SharedIndexInformerBuilder::custom_fifo) any `FifoQueue`. The FIFOs
+//!   that need it read the cache through its `KnownObjects` view for tombstones and resyncs.
 //! - The **pop loop**, a second Tokio task, awaits `pop_async` (never blocking a worker)
 //!   and applies each item as client-go's `processDeltas` does: `Sync`, `Replaced`,
 //!   `Added`, `Updated` update the stored object if there is one (notifying `on_update`)
@@ -109,7 +110,9 @@
 //!   one store `replace`, then a tombstone delete for every vanished key, then adds and
 //!   updates in list order; `SyncAll` is an `on_update(obj, obj)` for every object; a
 //!   `Bookmark` records its resource version. An item the store refuses (a bad key, a
-//!   failing index function) is logged and skipped.
+//!   failing index function) is logged and skipped. The pop loop is the cache's only
+//!   writer: it holds the write side ([`IndexerWriter`](kinformer_indexer::IndexerWriter)),
+//!   everyone else gets the read side ([`SharedIndexInformer::indexer`], listers).
 //! - **Fan-out.** Every handler has a listener: an unbounded crossbeam channel and a
 //!   thread of its own, as client-go gives each a goroutine. The pop loop only pushes
 //!   `Arc`s into channels, so a slow handler delays nobody but itself (its buffer grows:
@@ -149,8 +152,8 @@
 //!
 //! # Stopping
 //!
-//! Cancelling [`run`](SharedIndexInformer::run)'s token, [`InformerHandle::stop`], or
-//! dropping either, stops the reflector, closes the FIFO and tells every listener to end:
+//! Cancelling [`run`](SharedIndexInformer::run)'s token, dropping its future, or
+//! [`InformerHandle::stop`] stops the reflector, closes the FIFO and tells every listener to end:
 //! a handler call in progress finishes on its thread, buffered notifications are dropped.
 //! Stop does not join listener threads (a handler stuck forever would hang it).
 //!
@@ -159,7 +162,7 @@
 //! - A handler's resync period registered before start lowers the resync check period
 //!   even when the informer's default is zero (client-go then never resyncs).
 //! - A batch of the in-order FIFO is applied event by event under the delivery lock, not
-//!   as one store transaction (the `Indexer` trait has none): a lister may see part of a
+//!   as one store transaction (the cache's write side has none): a lister may see part of a
 //!   batch. An atomic `ReplacedAll` is one `replace`.
 //! - A panicking handler is caught instead of crashing the process.
 //! - The transform ([`set_transform`](SharedIndexInformer::set_transform)) runs in the
@@ -167,7 +170,6 @@
 //!   never holds every object untransformed at once. Objects already cached (resyncs,
 //!   tombstones) are not transformed again, where client-go's FIFO may re-transform them
 //!   (which is why it asks for an idempotent transform).
-//!
 //!
 //! # The factory
 //!
@@ -189,28 +191,44 @@
 //!
 //! # Swap points
 //!
+//! Each proven by a test that runs the real informer with an implementation written in the
+//! test (`tests/swap_points.rs`, and the fake lister-watcher in every test):
+//!
 //! - [`ResourceEventHandler`]: your handlers.
 //! - [`SharedInformer`]: what consumers of an informer need (handlers, cache, sync state),
 //!   as a trait object, so a controller's wiring can be tested with a fake informer.
-//! - The store: [`SharedIndexInformerBuilder::store`] takes any `Indexer`.
-//! - The FIFO: [`FifoKind`]; the lister-watcher: any `ListerWatcher`.
+//! - The cache: [`SharedIndexInformerBuilder::store`] takes any
+//!   [`IndexerWriter`](kinformer_indexer::IndexerWriter).
+//! - The FIFO: [`SharedIndexInformerBuilder::custom_fifo`] takes any
+//!   [`FifoQueue`](kinformer_deltafifo::FifoQueue); [`FifoKind`] picks a built-in one.
+//! - The lister-watcher: any [`ListerWatcher`](kinformer_reflector::ListerWatcher).
+//!
+//! # Features
+//!
+//! `kube` (default): the [`SharedInformerFactory`], which builds informers from a
+//! `kube::Client`. Without it the crate is the informer over any `ListerWatcher`, and pulls
+//! in no kube client.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;
+#[cfg(feature = "kube")]
 mod factory;
 mod handler;
 mod informer;
 mod listener;
 mod shared;
+mod sync;
 
 pub use error::Error;
+#[cfg(feature = "kube")]
 pub use factory::{
-    CacheSyncReport, HasSynced, InformerId, InformerOptions, SharedInformerFactory,
-    SharedInformerFactoryBuilder, wait_for_cache_sync,
+    CacheSyncReport, InformerId, InformerOptions, SharedInformerFactory,
+    SharedInformerFactoryBuilder,
 };
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
-    FifoKind, InformerHandle, MINIMUM_RESYNC_PERIOD, Registration, SharedIndexInformer,
-    SharedIndexInformerBuilder,
+    FifoKind, InformerHandle, InformerStats, MINIMUM_RESYNC_PERIOD, Registration,
+    SharedIndexInformer, SharedIndexInformerBuilder,
 };
 pub use shared::{HandlerRegistration, SharedInformer};
+pub use sync::{HasSynced, wait_for_cache_sync};

@@ -1,7 +1,6 @@
 //! The fan-out: one listener per handler, each with an unbounded buffer and its own
 //! thread (client-go's `sharedProcessor` and `processorListener`).
 
-use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -210,7 +209,7 @@ fn run_listener<K, H: ResourceEventHandler<K>>(
             };
             tracing::error!(
                 notification = kind,
-                panic = panic_message(&*panic),
+                panic = kinformer_core::panic_message(&*panic),
                 "an event handler panicked; its listener goes on with the next notification"
             );
         }
@@ -219,16 +218,6 @@ fn run_listener<K, H: ResourceEventHandler<K>>(
             state.initial_pending.fetch_sub(1, Ordering::AcqRel);
         }
         state.pending.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-fn panic_message(p: &(dyn Any + Send)) -> &str {
-    if let Some(s) = p.downcast_ref::<&'static str>() {
-        s
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s
-    } else {
-        "(not a string)"
     }
 }
 
@@ -306,15 +295,5 @@ mod tests {
         p.remove(id);
         assert_eq!(p.len(), 0);
         assert!(state.stopped.load(Ordering::Acquire));
-    }
-
-    #[test]
-    fn panic_messages() {
-        let s: Box<dyn Any + Send> = Box::new("static");
-        assert_eq!(panic_message(&*s), "static");
-        let s: Box<dyn Any + Send> = Box::new(String::from("owned"));
-        assert_eq!(panic_message(&*s), "owned");
-        let s: Box<dyn Any + Send> = Box::new(7_u8);
-        assert_eq!(panic_message(&*s), "(not a string)");
     }
 }

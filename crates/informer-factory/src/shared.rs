@@ -8,7 +8,8 @@ use kinformer_indexer::{Indexer, Lister};
 
 use crate::{Error, HasSynced, Registration, ResourceEventHandler, SharedIndexInformer};
 
-/// A handler's registration, as a trait object: see [`SharedInformer::add_handler`].
+/// A handler's registration, as a trait object: see
+/// [`SharedInformer::add_event_handler_with_resync`].
 pub trait HandlerRegistration: HasSynced + Send + Sync {
     /// Removes the handler; removing twice is harmless.
     fn remove(&self);
@@ -41,7 +42,7 @@ impl<K: MetaObject + Send + Sync + 'static> HandlerRegistration for Registration
 ///     let handler = ResourceEventHandlerFuncs::new().add_func(move |_: &Arc<Pod>, _| {
 ///         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 ///     });
-///     informer.add_handler(Box::new(handler), Duration::ZERO).unwrap();
+///     informer.add_event_handler_with_resync(Box::new(handler), Duration::ZERO).unwrap();
 ///     adds
 /// }
 ///
@@ -50,44 +51,64 @@ impl<K: MetaObject + Send + Sync + 'static> HandlerRegistration for Registration
 /// assert_eq!(adds.load(std::sync::atomic::Ordering::Relaxed), 0);
 /// ```
 pub trait SharedInformer<K>: HasSynced + Send + Sync {
+    /// Registers `handler` with the informer's default resync period, as
+    /// [`SharedIndexInformer::add_event_handler`].
+    ///
+    /// # Errors
+    /// As `add_event_handler`.
+    fn add_event_handler(
+        &self,
+        handler: Box<dyn ResourceEventHandler<K> + Send>,
+    ) -> Result<Box<dyn HandlerRegistration>, Error>;
+
     /// Registers `handler` with its own `resync` period (zero: none), as
     /// [`SharedIndexInformer::add_event_handler_with_resync`].
     ///
     /// # Errors
     /// As `add_event_handler_with_resync`.
-    fn add_handler(
+    fn add_event_handler_with_resync(
         &self,
         handler: Box<dyn ResourceEventHandler<K> + Send>,
         resync: Duration,
     ) -> Result<Box<dyn HandlerRegistration>, Error>;
 
-    /// The informer's cache.
-    fn cache(&self) -> Arc<dyn Indexer<K>>;
+    /// The read side of the informer's cache, as
+    /// [`SharedIndexInformer::indexer`].
+    fn indexer(&self) -> Arc<dyn Indexer<K>>;
 
     /// The resource version of the last list, event or bookmark seen; empty before start.
     fn last_sync_resource_version(&self) -> String;
 
-    /// A lister over [`cache`](Self::cache).
+    /// A lister over [`indexer`](Self::indexer).
     fn lister(&self) -> Lister<K>
     where
         K: MetaObject + 'static,
     {
-        Lister::from_dyn(self.cache())
+        Lister::from_dyn(self.indexer())
     }
 }
 
 impl<K: MetaObject + Send + Sync + 'static> SharedInformer<K> for SharedIndexInformer<K> {
-    fn add_handler(
+    fn add_event_handler(
+        &self,
+        handler: Box<dyn ResourceEventHandler<K> + Send>,
+    ) -> Result<Box<dyn HandlerRegistration>, Error> {
+        let registration = SharedIndexInformer::add_event_handler(self, handler)?;
+        Ok(Box::new(registration))
+    }
+
+    fn add_event_handler_with_resync(
         &self,
         handler: Box<dyn ResourceEventHandler<K> + Send>,
         resync: Duration,
     ) -> Result<Box<dyn HandlerRegistration>, Error> {
-        let registration = self.add_event_handler_with_resync(handler, resync)?;
+        let registration =
+            SharedIndexInformer::add_event_handler_with_resync(self, handler, resync)?;
         Ok(Box::new(registration))
     }
 
-    fn cache(&self) -> Arc<dyn Indexer<K>> {
-        self.indexer()
+    fn indexer(&self) -> Arc<dyn Indexer<K>> {
+        SharedIndexInformer::indexer(self)
     }
 
     fn last_sync_resource_version(&self) -> String {

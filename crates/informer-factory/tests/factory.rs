@@ -233,6 +233,72 @@ async fn factory_list_options_and_transform_apply_to_its_informers() {
     factory.shutdown().await.unwrap();
 }
 
+/// The factory's transform runs exactly once per object from the server: a transform that
+/// is not idempotent (it appends a mark and counts its calls) leaves one mark on every
+/// cached object, and runs once per listed object and once per watch event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_factory_transform_runs_exactly_once_per_object() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let (client, ns) = admin_factory(cp).await;
+    let api = Api::<Pod>::namespaced(client.clone(), &ns);
+    for name in ["t-0", "t-1", "t-2"] {
+        api.create(&PostParams::default(), &pod(name))
+            .await
+            .unwrap();
+    }
+
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .transform_meta({
+            let calls = Arc::clone(&calls);
+            move |meta| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let marks = meta.annotations.get_or_insert_with(Default::default);
+                let mark = marks.entry("kinformer.dev/transformed".into()).or_default();
+                mark.push('x');
+            }
+        })
+        .build();
+    let pods = factory.informer::<Pod>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+    let marks = |pods: &kinformer_informer_factory::SharedIndexInformer<Pod>| -> Vec<String> {
+        let mut all: Vec<String> = pods
+            .lister()
+            .list(&kinformer_indexer::everything())
+            .iter()
+            .map(|p| {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let mark = p
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("kinformer.dev/transformed").cloned())
+                    .unwrap_or_default();
+                format!("{name}={mark}")
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    assert_eq!(marks(&pods), ["t-0=x", "t-1=x", "t-2=x"]);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+
+    // One watch event: one more call, still one mark.
+    api.create(&PostParams::default(), &pod("t-3"))
+        .await
+        .unwrap();
+    eventually("t-3 in the cache", || {
+        pods.lister().list(&kinformer_indexer::everything()).len() == 4
+    })
+    .await;
+    assert_eq!(marks(&pods), ["t-0=x", "t-1=x", "t-2=x", "t-3=x"]);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 4);
+    factory.shutdown().await.unwrap();
+}
+
 /// A custom resource, typed through kube's derive (its schema is in the CRD below).
 #[derive(CustomResource, Clone, Debug, Serialize, Deserialize)]
 #[kube(

@@ -1,5 +1,5 @@
 //! The informer driven by the reflector's in-memory `FakeListerWatcher` (no cluster):
-//! DESIGN.md rules 27–32, panic and slow-handler isolation, all three FIFOs.
+//! Rules 27–32 (ARCHITECTURE.md), panic and slow-handler isolation, all three FIFOs.
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kinformer_core::DeletedObject;
-use kinformer_indexer::{IndexFunc, Indexers, Store, parse_selector};
+use kinformer_indexer::{IndexFunc, Indexers, KnownObjects, parse_selector};
 use kinformer_informer_factory::{
     Error, FifoKind, FilteringResourceEventHandler, ResourceEventHandler,
     ResourceEventHandlerFuncs, SharedIndexInformer,

@@ -1,7 +1,6 @@
 use std::fmt;
 
-/// A boxed error from a layer below this crate (the HTTP client, TLS, the network).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+use kinformer_core::BoxError;
 
 /// The one error type of kinformer-reflector.
 ///
@@ -26,7 +25,7 @@ pub enum Error {
     /// The API server could not be reached or the connection broke (connection refused,
     /// TLS handshake, reset). Transient: the reflector backs off and re-watches from its
     /// last resourceVersion, without a relist.
-    #[error("cannot reach the API server: {source}")]
+    #[error("cannot reach the API server")]
     Unreachable {
         /// What the client or the network reported.
         #[source]
@@ -57,7 +56,7 @@ pub enum Error {
 
     /// An object in a streamed list had no usable key (no name, a `/` in it). It is
     /// skipped and logged.
-    #[error("object without a usable key: {0}")]
+    #[error("object without a usable key")]
     InvalidObject(#[source] kinformer_core::Error),
 
     /// A watch ended within a second without sending any event: the server is likely
@@ -68,13 +67,13 @@ pub enum Error {
     /// The sink refused a write. A closed sink ([`kinformer_core::Error::Closed`]) stops
     /// the reflector; any other refusal is logged and the reflector goes on (a failed
     /// `replace` or `resync` relists after a backoff).
-    #[error("the sink refused a write: {0}")]
+    #[error("the sink refused a write")]
     Sink(#[source] kinformer_core::Error),
 
     /// The transform ([`Reflector::transform`](crate::Reflector::transform)) refused an
     /// object. A watch event is skipped and logged; in a list, the list fails and the
     /// reflector relists after a backoff (as client-go, whose FIFO refuses the `Replace`).
-    #[error("the transform refused an object: {source}")]
+    #[error("the transform refused an object")]
     Transform {
         /// The transform's error.
         #[source]
@@ -84,7 +83,7 @@ pub enum Error {
     /// A local failure of the client: the request could not be built (a malformed
     /// selector), credentials could not be loaded. The reflector backs off and retries,
     /// which helps only if the cause is transient: check the configuration.
-    #[error("kube client: {source}")]
+    #[error("the client failed locally")]
     Client {
         /// The client's error.
         #[source]
@@ -153,13 +152,20 @@ impl Error {
         matches!(self, Self::UnexpectedKind { .. } | Self::InvalidObject(_))
     }
 
-    pub(crate) fn unreachable(source: impl Into<BoxError>) -> Self {
+    /// [`Error::Unreachable`] from what the transport reported: how a [`ListerWatcher`]
+    /// says it could not reach its source (the reflector then re-watches after a backoff,
+    /// without a relist).
+    ///
+    /// [`ListerWatcher`]: crate::ListerWatcher
+    pub fn unreachable(source: impl Into<BoxError>) -> Self {
         Self::Unreachable {
             source: source.into(),
         }
     }
 
-    pub(crate) fn decode(what: impl Into<String>, detail: impl Into<String>) -> Self {
+    /// [`Error::Decode`]: `what` could not be decoded, for a reason that quotes nothing
+    /// from the body.
+    pub fn decode(what: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::Decode {
             what: what.into(),
             detail: detail.into(),
@@ -215,22 +221,6 @@ impl fmt::Display for ApiStatus {
             write!(f, ": {}", self.message)?;
         }
         Ok(())
-    }
-}
-
-impl From<kube::core::Status> for ApiStatus {
-    fn from(s: kube::core::Status) -> Self {
-        let (causes, cause_messages) = s
-            .details
-            .map(|d| d.causes.into_iter().map(|c| (c.reason, c.message)).unzip())
-            .unwrap_or_default();
-        Self {
-            code: s.code,
-            reason: s.reason,
-            message: s.message,
-            causes,
-            cause_messages,
-        }
     }
 }
 

@@ -42,6 +42,7 @@ struct Inner<K> {
     watch: Option<WatchFn<K>>,
     list_calls: Vec<(Instant, ListOptions)>,
     watch_calls: Vec<(Instant, WatchOptions)>,
+    watch_list: bool,
 }
 
 /// A scripted [`ListerWatcher`]. Cloning shares the script and the call record.
@@ -51,6 +52,9 @@ struct Inner<K> {
 /// - `watch` hands out the streams queued by [`push_watch`](Self::push_watch) in order,
 ///   then asks the [`on_watch`](Self::on_watch) closure (default: a stream that never
 ///   yields, as a quiet server).
+///
+/// It does not claim to serve streaming lists unless told to
+/// ([`serve_watch_list`](Self::serve_watch_list)), so a reflector lists by default.
 ///
 /// The closures run under the fake's lock: they must not call the fake.
 pub struct FakeListerWatcher<K> {
@@ -98,6 +102,7 @@ impl<K: Send + 'static> FakeListerWatcher<K> {
                 watch: None,
                 list_calls: Vec::new(),
                 watch_calls: Vec::new(),
+                watch_list: false,
             })),
         }
     }
@@ -116,6 +121,13 @@ impl<K: Send + 'static> FakeListerWatcher<K> {
         f: impl FnMut(&WatchOptions) -> Result<WatchStream<K>, Error> + Send + 'static,
     ) {
         self.lock().watch = Some(Box::new(f));
+    }
+
+    /// Whether the fake says it honours `send_initial_events`
+    /// ([`ListerWatcher::supports_watch_list`]), so that a reflector streams its initial
+    /// list through it. The script must then answer such watches as a server would.
+    pub fn serve_watch_list(&self, on: bool) {
+        self.lock().watch_list = on;
     }
 
     /// Queues the answer to a coming watch call.
@@ -181,6 +193,10 @@ impl<K: Send + Sync + 'static> ListerWatcher<K> for FakeListerWatcher<K> {
             }
         };
         Box::pin(async move { answer })
+    }
+
+    fn supports_watch_list(&self) -> bool {
+        self.lock().watch_list
     }
 }
 

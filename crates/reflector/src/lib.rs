@@ -29,7 +29,7 @@
 //!     .resync_period(std::time::Duration::from_secs(30))
 //!     .on_watch_error(|e| eprintln!("reflector: {e}"))
 //!     .spawn()?;
-//! // ... until the program ends; dropping the handle stops the reflector.
+//! // ... until the program ends:
 //! handle.stop().await?;
 //! # Ok(())
 //! # }
@@ -117,7 +117,8 @@
 //! [`Reflector::run`] returns when its `CancellationToken` is cancelled; dropping its
 //! future stops everything at once, as the reflector spawns no task of its own (resync
 //! is a timer inside the same `select!`). [`Reflector::spawn`] runs it on a Tokio task
-//! whose [`ReflectorHandle`] cancels and aborts it when dropped. The sink's methods are
+//! until [`ReflectorHandle::stop`]; dropping the handle leaves it running, as dropping a
+//! Tokio `JoinHandle` does. The sink's methods are
 //! synchronous and are called from the reflector's task: they must not block for long.
 //!
 //! # Tracing
@@ -131,20 +132,25 @@
 
 mod backoff;
 mod error;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
-mod kube_lister_watcher;
+#[cfg(feature = "kube")]
+mod kubernetes;
 mod lister_watcher;
 mod reflector;
 mod task;
 
 pub use backoff::Backoff;
-pub use error::{ApiStatus, BoxError, Error};
-pub use kube_lister_watcher::{KubeListerWatcher, reflector_client};
+pub use error::{ApiStatus, Error};
+/// Re-exported from kinformer-core: the boxed cause inside [`Error::Unreachable`] and others.
+pub use kinformer_core::BoxError;
+#[cfg(feature = "kube")]
+pub use kubernetes::{KubeListerWatcher, reflector_client};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorHandle, ReflectorStatus,
-    WatchErrorHandler,
+    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorCounters, ReflectorHandle,
+    ReflectorStatus, WatchErrorHandler,
 };
 pub use task::TaskHandle;

@@ -134,7 +134,7 @@ pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
 ///
 /// It exists so that the reflector's state machine can be driven by something other
 /// than a real API server: [`KubeListerWatcher`](crate::KubeListerWatcher) (and
-/// `kube::Api<K>` itself) talk to Kubernetes; [`fake::FakeListerWatcher`](crate::fake)
+/// `kube::Api<K>` itself) talk to Kubernetes; `fake::FakeListerWatcher` (the `fake` feature)
 /// replays a script in unit tests; a wrapper can count, filter, or rate-limit calls.
 ///
 /// Implementations add their own selectors (namespace, labels, fields) to every call:

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinformer_core::{MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key};
+use kinformer_core::{ErrorChain, MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key};
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -77,8 +77,9 @@ where
     S: Sink<K>,
 {
     /// A reflector that lists and watches through `lister_watcher` and writes to `sink`,
-    /// with client-go's defaults: no resync, pages of 500, watch timeouts of 5–10 min,
-    /// List+Watch (not streaming), backoff 800 ms–30 s, errors logged.
+    /// with client-go v0.36's defaults: no resync, pages of 500, watch timeouts of
+    /// 5–10 min, a streaming initial list when the lister-watcher supports it (else
+    /// List+Watch), backoff 800 ms–30 s, errors logged.
     pub fn new(lister_watcher: L, sink: S) -> Self {
         Self {
             lw: lister_watcher,
@@ -88,7 +89,7 @@ where
             should_resync: None,
             page_size: None,
             min_watch_timeout: MIN_WATCH_TIMEOUT,
-            watch_list: false,
+            watch_list: true,
             transform: None,
             backoff: Backoff::default(),
             on_error: Arc::new(default_error_handler),
@@ -136,8 +137,11 @@ where
         self
     }
 
-    /// Fetches the initial state with a streaming list (`sendInitialEvents`) instead of
-    /// a paged list, falling back to List+Watch when the server refuses it.
+    /// Whether to fetch the initial state with a streaming list (`sendInitialEvents`)
+    /// instead of a paged list, falling back to List+Watch when the server refuses it. On
+    /// by default, as client-go v0.36's `WatchListClient` gate; it takes effect only with
+    /// a lister-watcher that [supports it](ListerWatcher::supports_watch_list), as client-go
+    /// checks its lister-watcher too.
     #[must_use]
     pub fn watch_list(mut self, on: bool) -> Self {
         self.watch_list = on;
@@ -211,8 +215,8 @@ where
         .await
     }
 
-    /// Runs the reflector on a new Tokio task. Dropping the handle (or
-    /// [`ReflectorHandle::stop`]) stops it.
+    /// Runs the reflector on a new Tokio task until [`ReflectorHandle::stop`] (or the sink
+    /// closes). Dropping the handle leaves it running (see [`TaskHandle`]).
     ///
     /// # Errors
     /// [`Error::NoRuntime`] outside a Tokio runtime.
@@ -255,13 +259,14 @@ where
     /// One round: the initial state (streaming list or paged list), then watches until
     /// one fails in a way that needs a relist. Returns why it gave up.
     async fn list_and_watch(&self, st: &mut RunState) -> Error {
+        self.shared.count_list(&st.reason);
         let mut first = None;
-        if self.watch_list {
+        if self.watch_list && self.lw.supports_watch_list() {
             match self.stream_list(st).await {
                 Ok(w) => first = Some(w),
                 Err(e @ Error::Sink(_)) => return e,
                 Err(e) => {
-                    tracing::info!(error = %e, "streaming list failed: falling back to list + watch");
+                    tracing::info!(error = %ErrorChain(&e), "streaming list failed: falling back to list + watch");
                 }
             }
         }
@@ -303,7 +308,7 @@ where
             let listed = match self.paged_list(&rv, page_size).await {
                 Err(e) if e.is_expired() || e.is_too_large_resource_version() => {
                     st.rv_unavailable = true;
-                    tracing::info!(error = %e, "resourceVersion unavailable: relisting at \"\" (consistent read)");
+                    tracing::info!(error = %ErrorChain(&e), "resourceVersion unavailable: relisting at \"\" (consistent read)");
                     self.paged_list(st.relist_rv(), page_size).await
                 }
                 other => other,
@@ -395,7 +400,10 @@ where
                 let start = Instant::now();
                 let deadline = start + timeout + WATCH_GRACE;
                 let mut stream = match self.lw.watch(&opts).await {
-                    Ok(s) => s,
+                    Ok(s) => {
+                        self.shared.watches.fetch_add(1, Ordering::Relaxed);
+                        s
+                    }
                     Err(e) => match self.stream_list_retry(st, e).await {
                         Some(e) => return Err(e),
                         None => continue,
@@ -419,7 +427,7 @@ where
                     let ev = match item {
                         None => break None,
                         Some(Err(e)) if e.skips_event() => {
-                            tracing::warn!(error = %e, "skipping an event of the streaming list");
+                            tracing::warn!(error = %ErrorChain(&e), "skipping an event of the streaming list");
                             self.report(&e);
                             continue;
                         }
@@ -427,6 +435,7 @@ where
                         Some(Ok(ev)) => ev,
                     };
                     events += 1;
+                    self.shared.count_event(&ev);
                     match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             let o = match self.transformed(Arc::new(o)) {
@@ -435,7 +444,7 @@ where
                             };
                             if let Err(e) = temp.put(o) {
                                 let e = Error::InvalidObject(e);
-                                tracing::warn!(error = %e, "skipping an object of the streaming list");
+                                tracing::warn!(error = %ErrorChain(&e), "skipping an object of the streaming list");
                                 self.report(&e);
                             }
                         }
@@ -480,11 +489,11 @@ where
         if e.is_retriable_watch_start() {
             self.report(&e);
             let delay = st.backoff.next_delay(Instant::now());
-            tracing::info!(error = %e, delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
+            tracing::info!(error = %ErrorChain(&e), delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
             sleep(delay).await;
             None
         } else if e.is_expired() || e.is_too_large_resource_version() {
-            tracing::info!(error = %e, "resourceVersion unavailable: streaming at \"\" (consistent read)");
+            tracing::info!(error = %ErrorChain(&e), "resourceVersion unavailable: streaming at \"\" (consistent read)");
             st.rv_unavailable = true;
             None
         } else {
@@ -515,15 +524,18 @@ where
                     match started {
                         // A watch from "" or "0" starts with synthetic ADDED events in no
                         // RV order: their RVs are not progress.
-                        Ok(stream) => (
-                            stream,
-                            Instant::now() + timeout + WATCH_GRACE,
-                            !(rv.is_empty() || rv == "0"),
-                        ),
+                        Ok(stream) => {
+                            self.shared.watches.fetch_add(1, Ordering::Relaxed);
+                            (
+                                stream,
+                                Instant::now() + timeout + WATCH_GRACE,
+                                !(rv.is_empty() || rv == "0"),
+                            )
+                        }
                         Err(e) if e.is_retriable_watch_start() => {
                             self.report(&e);
                             let delay = st.backoff.next_delay(Instant::now());
-                            tracing::info!(error = %e, resource_version = %rv, delay_ms = delay.as_millis() as u64,
+                            tracing::info!(error = %ErrorChain(&e), resource_version = %rv, delay_ms = delay.as_millis() as u64,
                                 "watch did not start: backing off, then re-watching (no relist)");
                             if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
                                 return e;
@@ -558,7 +570,7 @@ where
                 }
                 Err(e) if e.is_unreachable() => {
                     self.report(&e);
-                    tracing::info!(error = %e, resource_version = %st.last_sync_rv, "watch connection broke: re-watching (no relist)");
+                    tracing::info!(error = %ErrorChain(&e), resource_version = %st.last_sync_rv, "watch connection broke: re-watching (no relist)");
                 }
                 Err(e) => return e,
             }
@@ -600,17 +612,18 @@ where
                     });
                 }
                 Some(Err(e)) if e.skips_event() => {
-                    tracing::warn!(error = %e, "skipping a watch event");
+                    tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
                     self.report(&e);
                     continue;
                 }
                 Some(Err(e)) => return Err(e),
                 Some(Ok(ev)) => ev,
             };
+            self.shared.count_event(&ev);
             let ev = match ev.map_object(|o| self.transformed(Arc::new(o))) {
                 Ok(ev) => ev,
                 Err(e) => {
-                    tracing::warn!(error = %e, "skipping a watch event");
+                    tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
                     self.report(&e);
                     continue;
                 }
@@ -636,7 +649,7 @@ where
                 if e.is_sink_closed() {
                     return Err(e);
                 }
-                tracing::warn!(error = %e, resource_version = %rv, "the sink refused a watch event");
+                tracing::warn!(error = %ErrorChain(&e), resource_version = %rv, "the sink refused a watch event");
                 self.report(&e);
             }
             if (propagate_from_start || past_initial_adds) && !rv.is_empty() {
@@ -691,11 +704,11 @@ async fn sleep_until_opt(t: Option<Instant>) {
 
 fn default_error_handler(e: &Error) {
     if e.is_expired() {
-        tracing::info!(error = %e, "resourceVersion expired");
+        tracing::info!(error = %ErrorChain(e), "resourceVersion expired");
     } else if e.is_unreachable() {
-        tracing::warn!(error = %e, "cannot reach the API server");
+        tracing::warn!(error = %ErrorChain(e), "cannot reach the API server");
     } else {
-        tracing::warn!(error = %e, "list/watch failed");
+        tracing::warn!(error = %ErrorChain(e), "list/watch failed");
     }
 }
 
@@ -818,7 +831,18 @@ impl RelistReason {
         } else if matches!(e, Error::VeryShortWatch) {
             Self::VeryShortWatch
         } else {
-            Self::Failed(e.to_string())
+            Self::Failed(ErrorChain(e).to_string())
+        }
+    }
+
+    /// Its position in [`LIST_REASONS`].
+    fn label_index(&self) -> usize {
+        match self {
+            Self::Initial => 0,
+            Self::Expired => 1,
+            Self::TooLargeResourceVersion => 2,
+            Self::VeryShortWatch => 3,
+            Self::Failed(_) => 4,
         }
     }
 }
@@ -897,13 +921,65 @@ struct Shared {
     last_sync_rv: Mutex<String>,
     synced: AtomicBool,
     syncs: AtomicU64,
+    /// Lists started, by [`RelistReason::label`] position.
+    lists: [AtomicU64; LIST_REASONS.len()],
+    watches: AtomicU64,
+    /// Watch events, by [`EVENT_TYPES`] position.
+    events: [AtomicU64; EVENT_TYPES.len()],
 }
+
+/// The `reason` labels of [`ReflectorCounters::lists`].
+const LIST_REASONS: [&str; 5] = [
+    "initial",
+    "expired",
+    "too_large_resource_version",
+    "very_short_watch",
+    "error",
+];
+
+/// The `type` labels of [`ReflectorCounters::events`].
+const EVENT_TYPES: [&str; 4] = ["added", "modified", "deleted", "bookmark"];
 
 impl Shared {
     fn synced_once(&self) {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.synced.store(true, Ordering::Release);
     }
+
+    fn count_list(&self, reason: &RelistReason) {
+        if let Some(n) = self.lists.get(reason.label_index()) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn count_event<K>(&self, ev: &WatchEvent<K>) {
+        let i = match ev {
+            WatchEvent::Added(_) => 0,
+            WatchEvent::Modified(_) => 1,
+            WatchEvent::Deleted(_) => 2,
+            WatchEvent::Bookmark(_) => 3,
+        };
+        if let Some(n) = self.events.get(i) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a reflector did since it started, counted as it went: read them at any time
+/// through [`ReflectorStatus::counters`] (the facade's metrics do, at each scrape).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReflectorCounters {
+    /// Lists (paged, or streaming) started, by why: `initial`, `expired` (410 Gone),
+    /// `too_large_resource_version`, `very_short_watch`, `error` (any other failure).
+    pub lists: Vec<(&'static str, u64)>,
+    /// Watches started (a streaming list's watch included).
+    pub watches: u64,
+    /// Watch events received, by type: `added`, `modified`, `deleted`, `bookmark`
+    /// (a streaming list's initial events included).
+    pub events: Vec<(&'static str, u64)>,
+    /// Lists that reached the sink (as [`ReflectorStatus::syncs`]).
+    pub syncs: u64,
 }
 
 /// A live view of a reflector's progress, cheap to clone.
@@ -946,9 +1022,30 @@ impl ReflectorStatus {
     pub fn syncs(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
     }
+
+    /// What the reflector did so far: lists by reason, watches, events by type.
+    pub fn counters(&self) -> ReflectorCounters {
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        ReflectorCounters {
+            lists: LIST_REASONS
+                .iter()
+                .zip(&self.shared.lists)
+                .map(|(r, n)| (*r, load(n)))
+                .collect(),
+            watches: load(&self.shared.watches),
+            events: EVENT_TYPES
+                .iter()
+                .zip(&self.shared.events)
+                .map(|(t, n)| (*t, load(n)))
+                .collect(),
+            syncs: self.syncs(),
+        }
+    }
 }
 
-/// A reflector running on its own task. Dropping the handle stops it.
+/// A reflector running on its own task: [`stop`](Self::stop) stops it and waits for it;
+/// dropping the handle leaves it running (see [`TaskHandle`]).
+#[must_use = "the handle is the way to stop the reflector and wait for it; dropping it leaves the reflector running"]
 pub struct ReflectorHandle {
     task: TaskHandle<Error>,
     status: ReflectorStatus,
@@ -972,6 +1069,11 @@ impl ReflectorHandle {
     /// Whether the task has ended (stopped, or the sink was closed).
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
+    }
+
+    /// The token that stops the reflector when cancelled (without waiting for it).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.task.cancellation_token()
     }
 
     /// Stops the reflector and waits until its task has ended.

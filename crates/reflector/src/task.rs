@@ -1,4 +1,4 @@
-//! A background task that stops when asked or when its handle is dropped.
+//! A background task that runs until asked to stop.
 
 use std::fmt;
 
@@ -7,10 +7,71 @@ use tokio_util::sync::CancellationToken;
 
 /// A task started on the Tokio runtime with a cancellation token: what
 /// [`ReflectorHandle`](crate::ReflectorHandle) and the informer's handle are made of.
-/// Dropping it cancels the token and aborts the task.
+///
+/// [`stop`](Self::stop) cancels the task and waits for it. Dropping the handle leaves the
+/// task running, as dropping a Tokio `JoinHandle` does (and as a client-go informer runs
+/// until its stop channel closes): `informer.start()?;` starts an informer that keeps
+/// running, with no way left to stop it or wait for it other than ending the runtime. The
+/// handle is `#[must_use]` for that reason, so the compiler warns where it can see a
+/// handle thrown away (not behind `?`, which the lint does not look through).
+///
+/// ```compile_fail
+/// use kinformer_reflector::Reflector;
+/// # use futures::future::BoxFuture;
+/// # use k8s_openapi::api::core::v1::Pod;
+/// # use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+/// # struct Quiet;
+/// # impl ListerWatcher<Pod> for Quiet {
+/// #     fn list<'a>(&'a self, _: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// #     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// # }
+/// # use std::sync::Arc;
+/// # struct Nothing;
+/// # impl kinformer_core::Sink<k8s_openapi::api::core::v1::Pod> for Nothing {
+/// #     fn add(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn update(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn delete(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn replace(&self, _: Vec<Arc<k8s_openapi::api::core::v1::Pod>>, _: &str) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn resync(&self) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// # }
+/// #[deny(unused_must_use)] // rustdoc allows `unused` lints in examples; crates do not
+/// async fn run() {
+///     Reflector::new(Quiet, Nothing).spawn().unwrap(); // error: unused handle
+/// }
+/// ```
+///
+/// Keep it for as long as you may want to stop the task:
+///
+/// ```
+/// # use kinformer_reflector::Reflector;
+/// # use futures::future::BoxFuture;
+/// # use k8s_openapi::api::core::v1::Pod;
+/// # use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+/// # struct Quiet;
+/// # impl ListerWatcher<Pod> for Quiet {
+/// #     fn list<'a>(&'a self, _: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// #     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// # }
+/// # use std::sync::Arc;
+/// # struct Nothing;
+/// # impl kinformer_core::Sink<k8s_openapi::api::core::v1::Pod> for Nothing {
+/// #     fn add(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn update(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn delete(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn replace(&self, _: Vec<Arc<k8s_openapi::api::core::v1::Pod>>, _: &str) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn resync(&self) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// # }
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let handle = Reflector::new(Quiet, Nothing).spawn()?;
+/// // ... the reflector runs until:
+/// handle.stop().await?;
+/// # Ok::<(), kinformer_reflector::Error>(())
+/// # }).unwrap();
+/// ```
+#[must_use = "the handle is the way to stop the task and wait for it; dropping it leaves the task running"]
 pub struct TaskHandle<E> {
     cancel: CancellationToken,
-    task: Option<JoinHandle<Result<(), E>>>,
+    task: JoinHandle<Result<(), E>>,
 }
 
 impl<E> fmt::Debug for TaskHandle<E> {
@@ -25,10 +86,7 @@ impl<E> fmt::Debug for TaskHandle<E> {
 impl<E> TaskHandle<E> {
     /// Wraps `task`, which ends once `cancel` is cancelled.
     pub fn new(cancel: CancellationToken, task: JoinHandle<Result<(), E>>) -> Self {
-        Self {
-            cancel,
-            task: Some(task),
-        }
+        Self { cancel, task }
     }
 
     /// The token that stops the task when cancelled.
@@ -38,35 +96,23 @@ impl<E> TaskHandle<E> {
 
     /// Whether the task has ended.
     pub fn is_finished(&self) -> bool {
-        self.task.as_ref().is_none_or(JoinHandle::is_finished)
+        self.task.is_finished()
     }
 
     /// Cancels the task and waits until it has ended; returns what it returned (`Ok` if
-    /// it was aborted).
+    /// the runtime dropped it first).
     ///
     /// # Errors
     /// The task's error.
     ///
     /// # Panics
     /// Resumes a panic of the task.
-    pub async fn stop(mut self) -> Result<(), E> {
+    pub async fn stop(self) -> Result<(), E> {
         self.cancel.cancel();
-        let Some(task) = self.task.take() else {
-            return Ok(());
-        };
-        match task.await {
+        match self.task.await {
             Ok(r) => r,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => Ok(()),
-        }
-    }
-}
-
-impl<E> Drop for TaskHandle<E> {
-    fn drop(&mut self) {
-        self.cancel.cancel();
-        if let Some(task) = self.task.take() {
-            task.abort();
         }
     }
 }

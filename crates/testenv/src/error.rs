@@ -26,7 +26,7 @@ pub enum Error {
         tail: String,
     },
     /// Local I/O: temp dirs, files, sockets, spawning processes.
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         /// What was being done.
         context: String,
@@ -34,7 +34,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A call to the API server failed.
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Kube {
         /// What was being done.
         context: String,

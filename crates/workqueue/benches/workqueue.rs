@@ -1,4 +1,4 @@
-//! Criterion benchmarks of the workqueue, one per workload of DESIGN.md's performance table.
+//! Criterion benchmarks of the workqueue, one per workload of the performance targets (ARCHITECTURE.md).
 //! The Go peer runs the same workloads on client-go; keep the names stable:
 //!
 //! - `workqueue/add_get_done/same_thread`: client-go's `BenchmarkQueue` shape, 100 string

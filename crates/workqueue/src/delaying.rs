@@ -1,7 +1,6 @@
 //! The delaying layer: `add_after`, a heap of waiting items, and what fires them.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -23,8 +22,11 @@ pub trait DelayingQueue<T>: Queue<T> {
     /// Adds `item` once `delay` has passed. A zero delay is a plain [`add`](Queue::add).
     /// If the item is already waiting, the earlier of the two ready times is kept. Waiting
     /// items are not counted by [`len`](Queue::len) until they fire, and fire in ready-time
-    /// order (insertion order among equal times). Ignored once the queue is shutting down. A
-    /// delay too large to represent means "never" (the item waits until shutdown).
+    /// order. Ignored once the queue is shutting down. A delay too large to represent means
+    /// "never" (the item waits until shutdown).
+    ///
+    /// Items due at the same instant have no promised order here;
+    /// [`DelayingWorkQueue`] gives them client-go's (that of its heap).
     fn add_after(&self, item: T, delay: Duration);
 }
 
@@ -48,10 +50,15 @@ const MAX_WAIT: Duration = Duration::from_secs(10);
 /// The default [`DelayingQueue`]: wraps any [`Queue`] (by default a [`WorkQueue`]).
 ///
 /// Waiting items sit in a min-heap by ready time under their own mutex (never the queue's),
-/// with a map from item to its current ready time for the earliest-wins rule; a lowered
-/// ready time leaves the old heap entry behind to be skipped. `add_after` takes that mutex
-/// for one map lookup and one heap push, and wakes the timer only when the new item became
-/// the earliest.
+/// with a map from item to its heap entry for the earliest-wins rule: a lowered ready time
+/// moves the entry up in place. `add_after` takes that mutex for one map lookup and one heap
+/// push (or move), and wakes the timer only when the item became the earliest.
+///
+/// The heap is client-go's to the step (Go's `container/heap`, as client-go's
+/// `waitForPriorityQueue` uses it, ordered by ready time alone), so items due at the same
+/// instant fire in the order client-go fires them. That order is not insertion order (six
+/// items added with one delay fire as 1, 6, 5, 4, 3, 2) and follows no simpler rule: it
+/// depends on the heap's shape, i.e. on every add and firing before. Do not build on it.
 ///
 /// What fires due items depends on the clock:
 ///
@@ -112,101 +119,176 @@ enum Deadline {
     Never,
 }
 
+/// The waiting items: client-go's `waitForPriorityQueue` (a `container/heap` min-heap by
+/// ready time, each entry knowing its heap index) plus its `waitingEntryByData` map.
+///
+/// The heap runs Go's `container/heap` algorithm step for step: the same comparisons (strict
+/// "earlier than", nothing else, so no tie-breaker), the same sift-up and sift-down, `Pop`
+/// moving the last entry to the top and sifting it down, and `Fix` for an entry whose ready
+/// time was lowered. The shape of the heap, and so the order in which items due at the same
+/// instant fire, is therefore client-go's. (A tie-breaker such as insertion order would be
+/// more predictable, but it would be an order client-go's users never see.)
+///
+/// Where Go swaps pointers and updates each entry's `index` field, the heap here holds
+/// `Copy` entries (ready time, slot) and moves them into a hole, as std's `BinaryHeap`
+/// does: the same comparisons, fewer writes. Items live in `slots`, which never move, so
+/// the map from item to slot is hashed once per insert and once per pop, never per sift
+/// step; each slot records its entry's current heap position for `Fix`.
 struct Waiting<T> {
-    heap: BinaryHeap<Pending<T>>,
-    /// Each waiting item's live heap entry.
-    index: HashMap<T, (Deadline, u64)>,
-    next_seq: u64,
+    heap: Vec<HeapEntry>,
+    slots: Vec<Slot<T>>,
+    /// Slots freed by a pop, reused before `slots` grows.
+    free: Vec<usize>,
+    /// Each waiting item's slot.
+    index: HashMap<T, usize>,
 }
 
-struct Pending<T> {
+#[derive(Clone, Copy)]
+struct HeapEntry {
     deadline: Deadline,
-    seq: u64,
-    item: T,
+    slot: usize,
 }
 
-impl<T> PartialEq for Pending<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl<T> Eq for Pending<T> {}
-impl<T> PartialOrd for Pending<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<T> Ord for Pending<T> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed: the max-heap then pops the earliest deadline, the first inserted on ties.
-        (other.deadline, other.seq).cmp(&(self.deadline, self.seq))
-    }
+struct Slot<T> {
+    /// `None` once popped (the slot is then on the free list).
+    item: Option<T>,
+    /// Where the slot's entry is in `heap`.
+    pos: usize,
 }
 
 impl<T: Item> Waiting<T> {
     fn new() -> Self {
         Self {
-            heap: BinaryHeap::new(),
+            heap: Vec::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             index: HashMap::default(),
-            next_seq: 0,
         }
     }
 
-    /// Inserts or moves `item` earlier; returns whether it is now the earliest of all.
+    /// client-go's `insert`: a new item is pushed; a waiting one moves earlier if
+    /// `deadline` is before its ready time (and is fixed in place), else nothing changes.
+    /// Returns whether the item is now at the top of the heap (the earliest to fire).
     fn insert(&mut self, item: T, deadline: Deadline) -> bool {
-        let seq = self.next_seq;
-        match self.index.get_mut(&item) {
-            Some(current) if current.0 <= deadline => return false,
-            Some(current) => *current = (deadline, seq),
-            None => {
-                self.index.insert(item.clone(), (deadline, seq));
+        let pos = match self.index.entry(item) {
+            Entry::Occupied(waiting) => {
+                let pos = self.slots[*waiting.get()].pos;
+                if self.heap[pos].deadline <= deadline {
+                    return false;
+                }
+                self.heap[pos].deadline = deadline;
+                self.fix(pos)
             }
-        }
-        self.next_seq = self.next_seq.wrapping_add(1);
-        self.heap.push(Pending {
-            deadline,
-            seq,
-            item,
-        });
-        if self.heap.len() > 2 * self.index.len() + 64 {
-            let index = &self.index;
-            self.heap.retain(|pending| {
-                index.get(&pending.item) == Some(&(pending.deadline, pending.seq))
-            });
-        }
-        self.heap.peek().is_some_and(|top| top.seq == seq)
+            Entry::Vacant(new) => {
+                let item = Some(new.key().clone());
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.slots[slot].item = item;
+                        slot
+                    }
+                    None => {
+                        self.slots.push(Slot { item, pos: 0 });
+                        self.slots.len() - 1
+                    }
+                };
+                new.insert(slot);
+                self.heap.push(HeapEntry { deadline, slot });
+                self.up(self.heap.len() - 1)
+            }
+        };
+        pos == 0
     }
 
-    /// Pops every live item due at `now`, in ready-time order.
+    /// Pops every item due at `now` (ready time not after it), in heap order: client-go's
+    /// waiting loop, `heap.Pop` while the top's ready time is not after now.
     fn pop_due(&mut self, now: Instant, due: &mut Vec<T>) {
-        while let Some(top) = self.heap.peek() {
-            if top.deadline > Deadline::At(now) {
-                break;
+        while self
+            .heap
+            .first()
+            .is_some_and(|top| top.deadline <= Deadline::At(now))
+        {
+            // Go's `heap.Pop`: swap the top with the last entry, sift the new top down over
+            // the others, remove the old top. `swap_remove(0)` is the swap and the removal.
+            let top = self.heap.swap_remove(0);
+            if !self.heap.is_empty() {
+                self.down(0);
             }
-            let Some(pending) = self.heap.pop() else {
-                break;
-            };
-            if self.index.get(&pending.item) == Some(&(pending.deadline, pending.seq)) {
-                self.index.remove(&pending.item);
-                due.push(pending.item);
+            if let Some(item) = self.slots[top.slot].item.take() {
+                self.index.remove(&item);
+                due.push(item);
             }
+            self.free.push(top.slot);
         }
     }
 
-    /// The earliest live deadline.
-    fn next_deadline(&mut self) -> Option<Deadline> {
-        while let Some(top) = self.heap.peek() {
-            if self.index.get(&top.item) == Some(&(top.deadline, top.seq)) {
-                return Some(top.deadline);
-            }
-            self.heap.pop();
-        }
-        None
+    /// The earliest ready time.
+    fn next_deadline(&self) -> Option<Deadline> {
+        self.heap.first().map(|top| top.deadline)
     }
 
     fn clear(&mut self) {
         self.heap.clear();
+        self.slots.clear();
+        self.free.clear();
         self.index.clear();
+    }
+
+    /// Places `entry` at heap position `pos` and tells its slot.
+    fn place(&mut self, pos: usize, entry: HeapEntry) {
+        self.heap[pos] = entry;
+        self.slots[entry.slot].pos = pos;
+    }
+
+    /// Go's `up`: moves the entry at `pos` towards the top while it is strictly earlier
+    /// than its parent. Returns where it ended.
+    fn up(&mut self, mut pos: usize) -> usize {
+        let entry = self.heap[pos];
+        while pos > 0 {
+            let parent = (pos - 1) / 2;
+            if entry.deadline >= self.heap[parent].deadline {
+                break;
+            }
+            self.place(pos, self.heap[parent]);
+            pos = parent;
+        }
+        self.place(pos, entry);
+        pos
+    }
+
+    /// Go's `down` over the whole heap: moves the entry at `start` below the earlier of its
+    /// children (the right one only when strictly earlier than the left) while that child is
+    /// strictly earlier. Returns where it ended.
+    fn down(&mut self, start: usize) -> usize {
+        let entry = self.heap[start];
+        let len = self.heap.len();
+        let mut pos = start;
+        loop {
+            let left = 2 * pos + 1;
+            if left >= len {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < len && self.heap[right].deadline < self.heap[left].deadline {
+                right
+            } else {
+                left
+            };
+            if self.heap[child].deadline >= entry.deadline {
+                break;
+            }
+            self.place(pos, self.heap[child]);
+            pos = child;
+        }
+        self.place(pos, entry);
+        pos
+    }
+
+    /// Go's `heap.Fix`: down, and up only if down did not move the entry.
+    fn fix(&mut self, pos: usize) -> usize {
+        match self.down(pos) {
+            moved if moved > pos => moved,
+            _ => self.up(pos),
+        }
     }
 }
 

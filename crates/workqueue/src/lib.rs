@@ -95,8 +95,9 @@
 //! nothing for an unnamed queue.
 //!
 //! **The delaying layer has its own locks.** Waiting items sit in a min-heap by ready time
-//! plus a map from item to its live ready time, behind a second mutex that `get` and `done`
-//! never touch. `add_after` holds it for one lookup and one push. Due items are popped under
+//! (client-go's `container/heap`, step for step, so that items due at the same instant leave
+//! in client-go's order) plus a map from item to its heap slot, behind a second mutex that
+//! `get` and `done` never touch. `add_after` holds it for one lookup and one push. Due items are popped under
 //! it and added to the queue beneath after it is released (under a "firing" mutex that only
 //! firings take, so batches stay in ready-time order). Lock order, where two are held, is
 //! always firing → waiting or firing → queue; nothing holds the queue's lock while taking

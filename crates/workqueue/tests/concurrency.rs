@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -74,14 +74,16 @@ fn randomized_stress_keeps_one_holder_and_loses_nothing() {
             Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
         let double_holds = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        let no_more_adds = Arc::new(RwLock::new(false));
 
         let workers: Vec<_> = (0..WORKERS)
             .map(|w| {
-                let (queue, tickets, holding, double_holds) = (
+                let (queue, tickets, holding, double_holds, no_more_adds) = (
                     queue.clone(),
                     tickets.clone(),
                     holding.clone(),
                     double_holds.clone(),
+                    no_more_adds.clone(),
                 );
                 thread::spawn(move || {
                     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (w as u64 + 1) ^ (round << 32));
@@ -94,10 +96,17 @@ fn randomized_stress_keeps_one_holder_and_loses_nothing() {
                         if rng.below(4) == 0 {
                             thread::yield_now();
                         }
-                        // Re-add while held sometimes: exercises the dirty path.
+                        // Re-add while held sometimes: exercises the dirty path. Not
+                        // once the main thread is about to shut the queue down: an add
+                        // after shut_down is ignored by contract (rule 4), so its ticket
+                        // would never be matched by a get. The read lock makes "check,
+                        // stamp, add" one step against the main thread's write lock.
                         if rng.below(8) == 0 {
-                            tickets.stamp(&tickets.last_add[key]);
-                            queue.add(key);
+                            let no_more_adds = no_more_adds.read().unwrap();
+                            if !*no_more_adds {
+                                tickets.stamp(&tickets.last_add[key]);
+                                queue.add(key);
+                            }
                         }
                         holding[key].store(false, Ordering::SeqCst);
                         queue.done(&key);
@@ -139,6 +148,9 @@ fn randomized_stress_keeps_one_holder_and_loses_nothing() {
         for producer in producers {
             producer.join().unwrap();
         }
+        // From here on no worker re-adds: every add stamped so far was made before the
+        // shutdown below, so it must be handed out.
+        *no_more_adds.write().unwrap() = true;
         // Let delayed adds (at most 0.5 ms) fire before draining.
         let wait_until = Instant::now() + TIMEOUT;
         while !queue.is_empty() || tickets_pending(&tickets) {

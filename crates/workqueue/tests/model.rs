@@ -1,6 +1,7 @@
 //! Property test: any single-threaded sequence of operations gives the same results as a
 //! plain model of client-go's queue (a FIFO plus dirty and processing sets), and the delaying
-//! queue on a fake clock matches a model of ready times.
+//! queue on a fake clock matches a model of client-go's ready-time heap (so items due at the
+//! same instant fire in client-go's order).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -21,12 +22,22 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..6).prop_map(Op::Add),
-        2 => (0u8..6, 0u16..50).prop_map(|(k, d)| Op::AddAfter(k, d)),
+        2 => (0u8..6, delay()).prop_map(|(k, d)| Op::AddAfter(k, d)),
         4 => Just(Op::Get),
         3 => (0u8..6).prop_map(Op::Done),
-        2 => (0u16..60).prop_map(Op::Step),
+        2 => step().prop_map(Op::Step),
         1 => Just(Op::ShutDown),
     ]
+}
+
+/// Half of the delays and steps are multiples of 10 ms, so that several items often come due
+/// at the same instant (where the heap's order shows) and exactly at a step's end.
+fn delay() -> impl Strategy<Value = u16> {
+    prop_oneof![0u16..50, (0u16..5).prop_map(|d| d * 10)]
+}
+
+fn step() -> impl Strategy<Value = u16> {
+    prop_oneof![0u16..60, (0u16..6).prop_map(|s| s * 10)]
 }
 
 /// client-go's semantics, written as plainly as possible (the reference).
@@ -37,9 +48,93 @@ struct Model {
     processing: HashSet<u8>,
     shutting_down: bool,
     now: u64,
-    /// item -> (ready time, insertion sequence)
-    waiting: BTreeMap<u8, (u64, u64)>,
-    seq: u64,
+    waiting: GoHeap,
+}
+
+/// client-go's `waitForPriorityQueue` under Go's `container/heap`, transcribed literally:
+/// entries swap, and every swap updates both entries' index (Go's `waitFor.index`), which
+/// `waitingEntryByData` reaches through a pointer and the model through `index`. The queue's
+/// own heap moves entries into a hole instead; this checks that it ends in the same order.
+#[derive(Default)]
+struct GoHeap {
+    /// (ready time, item)
+    entries: Vec<(u64, u8)>,
+    /// item -> its index in `entries`
+    index: BTreeMap<u8, usize>,
+}
+
+impl GoHeap {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+    fn less(&self, i: usize, j: usize) -> bool {
+        self.entries[i].0 < self.entries[j].0
+    }
+    fn swap(&mut self, i: usize, j: usize) {
+        self.entries.swap(i, j);
+        self.index.insert(self.entries[i].1, i);
+        self.index.insert(self.entries[j].1, j);
+    }
+    fn up(&mut self, mut j: usize) {
+        loop {
+            let i = j.saturating_sub(1) / 2; // Go's (j-1)/2 truncates -1/2 to 0
+            if i == j || !self.less(j, i) {
+                break;
+            }
+            self.swap(i, j);
+            j = i;
+        }
+    }
+    fn down(&mut self, i0: usize, n: usize) -> bool {
+        let mut i = i0;
+        loop {
+            let j1 = 2 * i + 1;
+            if j1 >= n {
+                break;
+            }
+            let mut j = j1;
+            let j2 = j1 + 1;
+            if j2 < n && self.less(j2, j1) {
+                j = j2;
+            }
+            if !self.less(j, i) {
+                break;
+            }
+            self.swap(i, j);
+            i = j;
+        }
+        i > i0
+    }
+    /// client-go's `insert`.
+    fn insert(&mut self, item: u8, ready: u64) {
+        if let Some(&i) = self.index.get(&item) {
+            if self.entries[i].0 > ready {
+                self.entries[i].0 = ready;
+                // heap.Fix
+                if !self.down(i, self.len()) {
+                    self.up(i);
+                }
+            }
+            return;
+        }
+        // heap.Push
+        self.entries.push((ready, item));
+        self.index.insert(item, self.len() - 1);
+        self.up(self.len() - 1);
+    }
+    /// heap.Pop
+    fn pop(&mut self) -> Option<(u64, u8)> {
+        let n = self.len().checked_sub(1)?;
+        self.swap(0, n);
+        self.down(0, n);
+        let entry = self.entries.pop()?;
+        self.index.remove(&entry.1);
+        Some(entry)
+    }
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.index.clear();
+    }
 }
 
 impl Model {
@@ -59,29 +154,20 @@ impl Model {
         if delay == 0 {
             return self.add(item);
         }
-        let ready = self.now + delay;
-        let seq = self.seq;
-        self.seq += 1;
-        match self.waiting.get_mut(&item) {
-            Some(current) if current.0 <= ready => {}
-            Some(current) => *current = (ready, seq),
-            None => {
-                self.waiting.insert(item, (ready, seq));
-            }
-        }
+        self.waiting.insert(item, self.now + delay);
     }
     fn step(&mut self, by: u64) {
         self.now += by;
-        let mut due: Vec<(u64, u64, u8)> = self
+        // client-go's waiting loop: pop while the top's ready time is not after now.
+        while self
             .waiting
-            .iter()
-            .filter(|(_, (ready, _))| *ready <= self.now)
-            .map(|(item, (ready, seq))| (*ready, *seq, *item))
-            .collect();
-        due.sort_unstable();
-        for (_, _, item) in due {
-            self.waiting.remove(&item);
-            self.add(item);
+            .entries
+            .first()
+            .is_some_and(|e| e.0 <= self.now)
+        {
+            if let Some((_, item)) = self.waiting.pop() {
+                self.add(item);
+            }
         }
     }
     /// `None` when `get` would block.

@@ -1,4 +1,4 @@
-//! DESIGN.md's workqueue rules 1-10, one or more named tests each. Every time-dependent test
+//! The workqueue rules 1-10 (ARCHITECTURE.md), one or more named tests each. Every time-dependent test
 //! runs on a `FakeClock`: nothing here sleeps to let time pass.
 
 use std::collections::HashSet;
@@ -383,7 +383,23 @@ fn delayed_items_fire_in_ready_time_order() {
     clock.step(Duration::from_secs(2));
     assert_eq!(queue.len(), 4);
     let order: Vec<_> = (0..4).map(|_| queue.get().unwrap()).collect();
-    assert_eq!(order, ["third", "second", "tie", "first"]);
+    // client-go's heap: "tie" sits below "third" on the left after its push; popping "third"
+    // moves "first" to the top, which sinks to the left, so "tie" comes up before "second".
+    assert_eq!(order, ["third", "tie", "second", "first"]);
+}
+
+#[test]
+fn items_due_at_the_same_instant_fire_in_client_go_heap_order() {
+    // Equal ready times never move an entry in Go's heap (its comparisons are strict), so a
+    // pop brings the last entry to the top and it stays there: first in, then last in first
+    // out. xtask/traces/workqueue/delaying_ties_equal_delays.jsonl checks this on client-go.
+    let (queue, clock) = fake_delaying();
+    for item in ["a", "b", "c", "d", "e", "f"] {
+        queue.add_after(item, 10 * MS);
+    }
+    clock.step(10 * MS);
+    let order: Vec<_> = (0..6).map(|_| queue.get().unwrap()).collect();
+    assert_eq!(order, ["a", "f", "e", "d", "c", "b"]);
 }
 
 #[test]

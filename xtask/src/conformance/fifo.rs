@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::{DeltaObject, DeltaType, KnownObjects, ObjectKey};
 use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, InOrderFifo, Item};
-use kinformer_indexer::{Indexers, Store, ThreadSafeStore};
+use kinformer_indexer::{Indexers, ThreadSafeStore};
 use serde_json::{Value, json};
 
 use super::{Observations, Rng};
@@ -23,12 +23,12 @@ struct SortedKnown(Arc<ThreadSafeStore<Pod>>);
 
 impl KnownObjects<Pod> for SortedKnown {
     fn list_keys(&self) -> Vec<ObjectKey> {
-        let mut keys = Store::list_keys(&*self.0);
+        let mut keys = self.0.list_keys();
         keys.sort_by(|a, b| a.as_str().cmp(b.as_str()));
         keys
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
-        Store::get_by_key(&*self.0, key)
+        self.0.get_by_key(key)
     }
 }
 
@@ -69,8 +69,8 @@ fn apply(store: &ThreadSafeStore<Pod>, item: &Item<Pod>) -> anyhow::Result<()> {
     let one = |kind: DeltaType, object: &DeltaObject<Pod>| -> anyhow::Result<()> {
         let obj = object.object();
         match kind {
-            DeltaType::Deleted => store.delete(obj)?,
-            _ if Store::get_by_key(store, &key(obj)).is_some() => store.update(Arc::clone(obj))?,
+            DeltaType::Deleted => store.delete(Arc::clone(obj))?,
+            _ if store.get_by_key(&key(obj)).is_some() => store.update(Arc::clone(obj))?,
             _ => store.add(Arc::clone(obj))?,
         }
         Ok(())

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use kinformer_indexer::{
-    IndexFunc, Indexer, Indexers, Lister, Store, ThreadSafeStore, parse_selector,
+    IndexFunc, Indexer, IndexerWriter, Indexers, KnownObjects, Lister, Sink, ThreadSafeStore,
+    parse_selector,
 };
 use serde_json::{Value, json};
 
@@ -123,7 +124,7 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
                 let result = match name {
                     "add" => store.add(Arc::new(p)),
                     "update" => store.update(Arc::new(p)),
-                    _ => store.delete(&p),
+                    _ => store.delete(Arc::new(p)),
                 };
                 obs.push(("error", json!(result.is_err())));
                 obs.push(("rv", json!(store.last_sync_resource_version())));
@@ -141,7 +142,7 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
                 obs.push(("rv", json!(store.last_sync_resource_version())));
             }
             "bookmark" => {
-                store.bookmark(s("rv"));
+                Sink::bookmark(&*store, s("rv"))?;
                 obs.push(("rv", json!(store.last_sync_resource_version())));
             }
             "last_sync_resource_version" => {

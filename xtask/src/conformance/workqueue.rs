@@ -41,8 +41,9 @@ fn limiter_spec(rng: &mut Rng, depth: u32) -> Value {
 }
 
 /// A random trace for `seed`: one of the three queues or a bare limiter, 30-90
-/// operations over five items. Workers only `done` what they hold (`done_oldest`), and no
-/// drain is generated (its observation is a timeout; the hand-written traces cover it).
+/// operations over five items (a bare limiter's steps move its bucket's clock). Workers
+/// only `done` what they hold (`done_oldest`), and no drain is generated (its observation
+/// is a timeout; the hand-written traces cover it).
 pub(crate) fn generate(seed: u64) -> String {
     let mut rng = Rng::new(seed);
     let queue = *rng.pick(&["basic", "delaying", "rate_limiting", "limiter"]);
@@ -58,7 +59,9 @@ pub(crate) fn generate(seed: u64) -> String {
             match rng.below(10) {
                 0..=6 => json!({ "op": "when", "item": item }),
                 7 => json!({ "op": "forget", "item": item }),
-                _ => json!({ "op": "num_requeues", "item": item }),
+                8 => json!({ "op": "num_requeues", "item": item }),
+                // Moves the clock of a token bucket (the default limiter's), if any.
+                _ => json!({ "op": "step", "ms": rng.below(120) }),
             }
         } else {
             let timed = queue != "basic";
@@ -70,10 +73,30 @@ pub(crate) fn generate(seed: u64) -> String {
                 60..=66 => json!({ "op": "len" }),
                 67..=68 => json!({ "op": "shutting_down" }),
                 69 if rng.below(3) == 0 => json!({ "op": "shut_down" }),
+                // Half the delays are 10, 20 or 30 ms, so that items often come due at the
+                // same instant, where the order of ties (client-go's heap's) shows.
                 70..=79 if timed => {
-                    json!({ "op": "add_after", "item": item, "ms": rng.below(200) as i64 - 5 })
+                    let ms = if rng.below(2) == 0 {
+                        rng.below(200) as i64 - 5
+                    } else {
+                        10 * (1 + rng.below(3) as i64)
+                    };
+                    json!({ "op": "add_after", "item": item, "ms": ms })
                 }
-                80..=89 if timed => json!({ "op": "step", "ms": rng.below(120) }),
+                // A burst: three to five items due at the same instant; a heap of three or
+                // more ties is what tells client-go's order from insertion order.
+                80..=82 if timed => {
+                    let ms = 10 * (1 + rng.below(3));
+                    let first = rng.below(ITEMS.len() as u64) as usize;
+                    let count = 3 + rng.below(3) as usize;
+                    for k in 0..count {
+                        let item = ITEMS[(first + k) % ITEMS.len()];
+                        lines
+                            .push(json!({ "op": "add_after", "item": item, "ms": ms }).to_string());
+                    }
+                    continue;
+                }
+                83..=89 if timed => json!({ "op": "step", "ms": rng.below(120) }),
                 90..=94 if limited => json!({ "op": "add_rate_limited", "item": item }),
                 95..=97 if limited => json!({ "op": "forget", "item": item }),
                 98..=99 if limited => json!({ "op": "num_requeues", "item": item }),

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_bench_informer::{Args, Latency, check_count, kube_config, print_synced, wait_for};
-use kinformer_indexer::Store as _;
+use kinformer_core::KnownObjects as _;
 use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, reflector_client};
 use kube::Api;

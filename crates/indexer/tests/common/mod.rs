@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use kinformer_core::{MetaObject, ObjectKey, meta_namespace_key};
-use kinformer_indexer::{Error, IndexFunc, Indexer, Indexers, Store, ThreadSafeStore};
+use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink, meta_namespace_key};
+use kinformer_indexer::{Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore};
 
 /// Not a Kubernetes type: the store works for anything with a name.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -83,7 +83,7 @@ pub fn test_indexers() -> Indexers<TestObj> {
 }
 
 /// Each implementation under test, by name: the default store and the naive one.
-pub type MakeIndexer = fn(Indexers<TestObj>) -> Arc<dyn Indexer<TestObj>>;
+pub type MakeIndexer = fn(Indexers<TestObj>) -> Arc<dyn IndexerWriter<TestObj>>;
 
 pub fn implementations() -> Vec<(&'static str, MakeIndexer)> {
     vec![
@@ -166,11 +166,8 @@ impl<K: MetaObject> Naive<K> {
     }
 }
 
-impl<K: MetaObject + Send + Sync + 'static> Store<K> for NaiveIndexer<K> {
-    fn add(&self, obj: Arc<K>) -> Result<(), Error> {
-        self.update(obj)
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), Error> {
+impl<K: MetaObject + Send + Sync + 'static> NaiveIndexer<K> {
+    fn put(&self, obj: Arc<K>) -> Result<(), Error> {
         let key = meta_namespace_key(&*obj)?;
         let mut s = self.lock();
         s.check(&key, &obj)?;
@@ -178,27 +175,8 @@ impl<K: MetaObject + Send + Sync + 'static> Store<K> for NaiveIndexer<K> {
         s.items.insert(key, obj);
         Ok(())
     }
-    fn delete(&self, obj: &K) -> Result<(), Error> {
-        let key = meta_namespace_key(obj)?;
-        let mut s = self.lock();
-        s.items.remove(&key);
-        s.rv = obj.object_resource_version().unwrap_or("").to_owned();
-        Ok(())
-    }
-    fn list(&self) -> Vec<Arc<K>> {
-        self.lock().items.values().cloned().collect()
-    }
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        self.lock().items.keys().cloned().collect()
-    }
-    fn get(&self, obj: &K) -> Result<Option<Arc<K>>, Error> {
-        let key = meta_namespace_key(obj)?;
-        Ok(self.get_by_key(key.as_str()))
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.lock().items.get(key).cloned()
-    }
-    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), Error> {
+
+    fn replace_all(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), Error> {
         let mut s = self.lock();
         let mut items = BTreeMap::new();
         for obj in list {
@@ -210,16 +188,54 @@ impl<K: MetaObject + Send + Sync + 'static> Store<K> for NaiveIndexer<K> {
         s.rv = rv.to_owned();
         Ok(())
     }
-    fn last_sync_resource_version(&self) -> String {
-        self.lock().rv.clone()
+}
+
+impl<K: MetaObject + Send + Sync + 'static> Sink<K> for NaiveIndexer<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.put(obj)?)
     }
-    fn bookmark(&self, rv: &str) {
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.put(obj)?)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        let key = meta_namespace_key(&*obj)?;
+        let mut s = self.lock();
+        s.items.remove(&key);
+        s.rv = obj.object_resource_version().unwrap_or("").to_owned();
+        Ok(())
+    }
+    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
+        Ok(self.replace_all(list, rv)?)
+    }
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        Ok(())
+    }
+    fn bookmark(&self, rv: &str) -> Result<(), kinformer_core::Error> {
         self.lock().rv = rv.to_owned();
+        Ok(())
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> KnownObjects<K> for NaiveIndexer<K> {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.lock().items.keys().cloned().collect()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.lock().items.get(key).cloned()
     }
 }
 
 impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for NaiveIndexer<K> {
-    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> {
+    fn list(&self) -> Vec<Arc<K>> {
+        self.lock().items.values().cloned().collect()
+    }
+    fn last_sync_resource_version(&self) -> String {
+        self.lock().rv.clone()
+    }
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: MetaObject,
+    {
         let s = self.lock();
         let func = s
             .indexers
@@ -261,6 +277,9 @@ impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for NaiveIndexer<K> {
     fn get_indexers(&self) -> Indexers<K> {
         self.lock().indexers.clone()
     }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> IndexerWriter<K> for NaiveIndexer<K> {
     fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
         let mut s = self.lock();
         let conflicts: Vec<String> = indexers
@@ -279,6 +298,12 @@ impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for NaiveIndexer<K> {
         s.indexers.extend(indexers);
         Ok(())
     }
+}
+
+/// A write through the trait, with the error turned back into this crate's (lossless:
+/// see the `From` impls on `Error`).
+pub fn w(result: Result<(), kinformer_core::Error>) -> Result<(), Error> {
+    result.map_err(Error::from)
 }
 
 /// The names of objects, sorted, for comparing results regardless of order.

@@ -1,5 +1,5 @@
 //! The reflector's state machine on the in-memory fake, one test per behaviour of rules
-//! 21–26 (DESIGN.md), on Tokio's paused clock: backoffs and resyncs are checked on
+//! 21–26 (ARCHITECTURE.md), on Tokio's paused clock: backoffs and resyncs are checked on
 //! virtual timestamps, never by sleeping.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -131,7 +131,7 @@ impl Errors {
                 Error::VeryShortWatch => "very short watch".into(),
                 Error::Sink(SinkError::Closed) => "sink closed".into(),
                 Error::Sink(_) => "sink".into(),
-                other => format!("{other}"),
+                other => kinformer_core::ErrorChain(other).to_string(),
             };
             me.0.lock().unwrap().push((Instant::now(), what));
         }
@@ -469,6 +469,51 @@ async fn a_410_in_the_watch_relists_after_a_backoff_and_watches_from_the_new_lis
 }
 
 #[tokio::test(start_paused = true)]
+async fn counters_count_lists_by_reason_watches_and_events_by_type() {
+    let s = Setup::new();
+    let n = AtomicUsize::new(0);
+    s.fake.on_list(move |_| {
+        Ok(match n.fetch_add(1, Ordering::SeqCst) {
+            0 => ListPage::new(vec![obj("a", 10)], "10"),
+            _ => ListPage::new(vec![obj("a", 12)], "12"),
+        })
+    });
+    s.fake.push_watch(Ok(watch_of(vec![
+        Ok(WatchEvent::Added(obj("b", 11))),
+        Ok(WatchEvent::Modified(obj("a", 11))),
+        Ok(WatchEvent::Deleted(obj("b", 11))),
+        bookmark(11),
+        Err(status(410, "Expired")),
+    ])));
+    let _tx = open_watch(&s.fake);
+    let h = spawn(s.reflector());
+    until("the second watch", || s.fake.watch_calls().len() == 2).await;
+    let c = h.status().counters();
+    assert_eq!(
+        c.lists,
+        [
+            ("initial", 1),
+            ("expired", 1),
+            ("too_large_resource_version", 0),
+            ("very_short_watch", 0),
+            ("error", 0)
+        ]
+    );
+    assert_eq!(c.watches, 2);
+    assert_eq!(
+        c.events,
+        [
+            ("added", 1),
+            ("modified", 1),
+            ("deleted", 1),
+            ("bookmark", 1)
+        ]
+    );
+    assert_eq!(c.syncs, 2);
+    drop(h);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_list_answering_410_is_retried_at_rv_empty_a_consistent_read() {
     let s = Setup::new();
     s.fake.on_list(|o| match o.resource_version.as_str() {
@@ -718,7 +763,8 @@ async fn a_streaming_list_syncs_only_at_the_initial_events_end_bookmark_and_the_
 {
     let s = Setup::new();
     let tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
     let w = &s.fake.watch_calls()[0];
     assert!(w.send_initial_events && w.allow_bookmarks);
@@ -760,7 +806,8 @@ async fn a_server_refusing_the_streaming_list_falls_back_to_list_and_watch() {
         .on_list(|_| Ok(ListPage::new(vec![obj("a", 3)], "10")));
     s.fake.push_watch(Err(status(422, "Invalid")));
     let _tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("the plain watch", || s.fake.watch_calls().len() == 2).await;
     let w = s.fake.watch_calls();
     assert!(w[0].send_initial_events);
@@ -785,7 +832,8 @@ async fn a_streaming_relist_uses_the_last_rv_and_an_expired_one_retries_at_rv_em
     // Round 2: the stream at "8" is expired too: retried at "".
     s.fake.push_watch(Err(status(410, "Expired")));
     let tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("three watches", || s.fake.watch_calls().len() == 3).await;
     let rvs: Vec<_> = s
         .fake
@@ -997,7 +1045,8 @@ async fn a_closed_sink_stops_the_reflector() {
 async fn a_streaming_list_object_without_a_name_is_reported_and_skipped() {
     let s = Setup::new();
     let tx = open_watch(&s.fake);
-    let h = spawn(s.reflector().watch_list(true));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
     until("the watch", || !s.fake.watch_calls().is_empty()).await;
     tx.send(added("", 2));
     tx.send(added("ok", 3));
@@ -1087,7 +1136,8 @@ async fn the_transform_runs_on_each_object_of_a_streaming_list_as_it_arrives() {
         counted.fetch_add(1, Ordering::SeqCst);
         prime()(o)
     });
-    let h = spawn(s.reflector().watch_list(true).transform(count_then_prime));
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector().transform(count_then_prime));
     until("the watch", || !s.fake.watch_calls().is_empty()).await;
     tx.send(added("a", 5));
     tx.send(added("b", 6));
@@ -1105,16 +1155,30 @@ async fn the_transform_runs_on_each_object_of_a_streaming_list_as_it_arrives() {
 // ---------------------------------------------------------------- cancellation
 
 #[tokio::test(start_paused = true)]
-async fn dropping_the_handle_stops_the_task_and_releases_the_watch() {
+async fn dropping_the_handle_leaves_the_task_running_and_its_token_stops_it() {
     let s = Setup::new();
     let tx = open_watch(&s.fake);
     let lw = Arc::new(s.fake.clone());
     let weak = Arc::downgrade(&lw);
     let h = Reflector::new(lw, Arc::clone(&s.sink)).spawn().unwrap();
     until("the watch", || !s.fake.watch_calls().is_empty()).await;
-    assert!(!tx.is_closed());
+    let token = h.cancellation_token();
     drop(h);
-    // Within a few scheduler turns the task is gone, with everything it held.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    // Detached, as a Tokio `JoinHandle`: still watching.
+    assert!(
+        !tx.is_closed(),
+        "a dropped handle must not stop the reflector"
+    );
+    tx.send(Ok(WatchEvent::Added(obj("late", 9))));
+    until("the event after the drop", || {
+        s.sink.calls().iter().any(|c| c.contains("late"))
+    })
+    .await;
+    // Cancelled: within a few scheduler turns the task is gone, with everything it held.
+    token.cancel();
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }

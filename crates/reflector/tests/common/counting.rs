@@ -75,4 +75,8 @@ impl<K, L: ListerWatcher<K>> ListerWatcher<K> for Counting<L> {
         self.calls.watches.lock().unwrap().push(call);
         self.inner.watch(options)
     }
+    // A wrapper that did not forward this would turn streaming lists off.
+    fn supports_watch_list(&self) -> bool {
+        self.inner.supports_watch_list()
+    }
 }

@@ -75,7 +75,7 @@ impl Scene {
             .expect("a scene made with Scene::behind_proxy")
     }
 
-    /// A reflector over [`Scene::pods`] with the defaults (see [`reflect`]).
+    /// A reflector over [`Scene::pods`] that lists and watches (see [`reflect`]).
     pub fn reflect(&self) -> Run {
         self.reflect_with(|r| r)
     }
@@ -113,7 +113,8 @@ pub struct Run {
 }
 
 /// Starts a reflector over `lw` (counted), feeding a new [`StateSink`] and recording its
-/// errors; `configure` sets whatever else the test varies.
+/// errors. It lists and watches (no streaming list) unless `configure`, which sets whatever
+/// else the test varies, turns `watch_list` on.
 pub fn reflect<K, L>(lw: L, configure: impl FnOnce(Builder<K, L>) -> Builder<K, L>) -> Run
 where
     K: MetaObject + Send + Sync + 'static,
@@ -123,7 +124,11 @@ where
     let calls = lw.calls();
     let sink = StateSink::new();
     let errors = Errors::default();
-    let reflector = Reflector::new(lw, Arc::clone(&sink)).on_watch_error(errors.handler());
+    // List+Watch unless the test asks for a streaming list (`.watch_list(true)`): most of
+    // these tests are about lists, relists and their pages.
+    let reflector = Reflector::new(lw, Arc::clone(&sink))
+        .watch_list(false)
+        .on_watch_error(errors.handler());
     let started = Instant::now();
     let h = configure(reflector).spawn().expect("spawn the reflector");
     Run {

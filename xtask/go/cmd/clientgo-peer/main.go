@@ -34,8 +34,14 @@ func main() {
 	}
 }
 
-// replayFile dispatches on the trace's header line.
-func replayFile(path string, out *bufio.Writer) error {
+// replayFile dispatches on the trace's header line. A panic while replaying (in client-go
+// or in the replayer) becomes this trace's error instead of ending the whole run.
+func replayFile(path string, out *bufio.Writer) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
 	f, err := os.Open(path)
 	if err != nil {
 		return err

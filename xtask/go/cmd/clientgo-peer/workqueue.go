@@ -126,6 +126,28 @@ func limiterFrom(spec map[string]any, clk clock.PassiveClock) (workqueue.TypedRa
 	return nil, fmt.Errorf("unknown limiter %v", spec["kind"])
 }
 
+// needs refuses an op that the trace's queue cannot do (an add in a limiter trace, an
+// add_after on a basic queue), as the Rust replayer refuses it, instead of calling a
+// method on a nil interface. Ops that need nothing (step, drained, metrics) pass.
+func needs(op string, q, dq, rq, limiter any) error {
+	var need any = true
+	var what string
+	switch op {
+	case "add", "get", "done", "done_oldest", "len", "shut_down", "shutting_down", "shut_down_with_drain":
+		need, what = q, "a queue"
+	case "add_after":
+		need, what = dq, "a delaying queue"
+	case "add_rate_limited":
+		need, what = rq, "a rate-limited queue"
+	case "forget", "num_requeues", "when":
+		need, what = limiter, "a rate limiter"
+	}
+	if need == nil {
+		return fmt.Errorf("%s needs %s", op, what)
+	}
+	return nil
+}
+
 func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Writer) error {
 	clock := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	// A named queue records metrics (client-go records none for an unnamed one).
@@ -178,6 +200,9 @@ func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Wri
 			return fmt.Errorf("line %d: %w", n, err)
 		}
 		obs := map[string]any{"n": n, "op": o.Op}
+		if err := needs(o.Op, q, dq, rq, limiter); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
 		switch o.Op {
 		case "add":
 			q.Add(o.Item)
@@ -237,7 +262,10 @@ func replayWorkqueue(header map[string]any, lines *bufio.Scanner, out *bufio.Wri
 				}
 			}
 			clock.Step(time.Duration(o.Ms * float64(time.Millisecond)))
-			settle(q)
+			// A bare limiter has no queue to settle: the step only moves its bucket's clock.
+			if q != nil {
+				settle(q)
+			}
 			continue
 		case "add_rate_limited":
 			rq.AddRateLimited(o.Item)

@@ -1,0 +1,105 @@
+//! Small pieces every layer needs the same way.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::{Error, ObjectKey};
+
+/// A boxed error from a layer below or beside kinformer: an HTTP client, a user's index
+/// function or transform.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Makes the key an object is stored and queued under (client-go's `KeyFunc`). The default
+/// everywhere is [`meta_namespace_key`](crate::meta_namespace_key): `namespace/name`, or
+/// `name` for cluster-scoped objects. The stores and the FIFOs take one.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kinformer_core::{KeyFunc, ObjectKey};
+///
+/// // Key strings by themselves.
+/// let by_value: KeyFunc<String> = Arc::new(|s: &String| ObjectKey::new(None, s));
+/// assert_eq!(by_value(&"web-0".to_string())?.as_str(), "web-0");
+/// # Ok::<(), kinformer_core::Error>(())
+/// ```
+pub type KeyFunc<K> = Arc<dyn Fn(&K) -> Result<ObjectKey, Error> + Send + Sync>;
+
+/// Shows an error with its causes: `message: cause: root cause`. kinformer's errors print
+/// their own message only and hand out their cause through `source()` (so callers can walk
+/// and downcast it); logs use this to show the whole chain whatever the subscriber.
+///
+/// ```
+/// use kinformer_core::ErrorChain;
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("cannot load the kubeconfig")]
+/// struct Load(#[source] std::io::Error);
+///
+/// let err = Load(std::io::Error::other("permission denied"));
+/// assert_eq!(err.to_string(), "cannot load the kubeconfig");
+/// assert_eq!(ErrorChain(&err).to_string(), "cannot load the kubeconfig: permission denied");
+/// // In a log line: tracing::warn!(error = %ErrorChain(&err), "...");
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The message of a caught panic's payload: the `&str` or `String` that `panic!` was
+/// given, or a placeholder. Used where kinformer catches a panic of user code (an event
+/// handler, a reconcile function) to log it and go on.
+///
+/// ```
+/// let payload = std::panic::catch_unwind(|| panic!("handler failed on {}", 7)).unwrap_err();
+/// assert_eq!(kinformer_core::panic_message(&*payload), "handler failed on 7");
+/// ```
+pub fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "(a panic payload that is not a string)"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chain_shows_every_cause_once() {
+        let err = crate::Error::Other(Box::new(std::io::Error::other("disk full")));
+        // `Other` is transparent: its message is its cause's, which has no cause.
+        assert_eq!(ErrorChain(&err).to_string(), "disk full");
+        let plain = std::io::Error::other("alone");
+        assert_eq!(ErrorChain(&plain).to_string(), "alone");
+    }
+
+    #[test]
+    fn panic_message_reads_str_and_string_payloads() {
+        let s: Box<dyn Any + Send> = Box::new("static");
+        assert_eq!(panic_message(&*s), "static");
+        let s: Box<dyn Any + Send> = Box::new(String::from("owned"));
+        assert_eq!(panic_message(&*s), "owned");
+        let s: Box<dyn Any + Send> = Box::new(7_u8);
+        assert_eq!(panic_message(&*s), "(a panic payload that is not a string)");
+    }
+}

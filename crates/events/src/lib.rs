@@ -1,0 +1,213 @@
+//! client-go's Kubernetes Event recorder (`tools/events`, `events.k8s.io/v1`): isomorphic
+//! events folded into series, written from a background task so that recording never
+//! blocks or fails a reconcile.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_events::{Broadcaster, Config, EventType, Reporter};
+//! use kube::Api;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let broadcaster = Broadcaster::new(client.clone(), Config::default())?;
+//! let recorder = broadcaster.recorder(Reporter::new("example.com/widget-controller"));
+//!
+//! let pod = Api::<Pod>::namespaced(client, "default").get("web-0").await?;
+//! // Returns at once; the event is written (or folded into a series) in the background.
+//! let _ = recorder.publish_for(&pod, EventType::Normal, "Scaled", "Scale", "scaled to 3 replicas");
+//!
+//! broadcaster.shutdown().await; // on the way out: writes what is queued
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The same on a [`FakeClock`], with a sink of your own in place of the API server (the
+//! [`EventSink`] trait is the swap point; [`KubeSink`] is the default):
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::ObjectReference;
+//! use k8s_openapi::api::events::v1::Event;
+//! use kinformer_events::{Broadcaster, Config, Error, EventSink, EventType, FakeClock, Reporter};
+//!
+//! /// Logs each write as "create" or "patch <series count>".
+//! #[derive(Clone, Default)]
+//! struct Log(Arc<Mutex<Vec<String>>>);
+//!
+//! impl EventSink for Log {
+//!     async fn create(&self, event: &Event) -> Result<Event, Error> {
+//!         self.0.lock().unwrap().push("create".into());
+//!         Ok(event.clone())
+//!     }
+//!     async fn patch(&self, event: &Event, _patch: &[u8]) -> Result<Event, Error> {
+//!         let count = event.series.as_ref().map_or(1, |s| s.count);
+//!         self.0.lock().unwrap().push(format!("patch {count}"));
+//!         Ok(event.clone())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Error> {
+//! let clock = FakeClock::new();
+//! let log = Log::default();
+//! let broadcaster = Broadcaster::with_sink(log.clone(), Config::new().clock(clock.clone()))?;
+//! let recorder = broadcaster.recorder(Reporter::with_instance("widget-controller", "widget-0"));
+//! let pod = ObjectReference {
+//!     api_version: Some("v1".into()),
+//!     kind: Some("Pod".into()),
+//!     namespace: Some("default".into()),
+//!     name: Some("web-0".into()),
+//!     ..ObjectReference::default()
+//! };
+//!
+//! for _ in 0..5 {
+//!     recorder.publish(&pod, None, EventType::Warning, "BackOff", "Restart", "restarting")?;
+//! }
+//! broadcaster.flush().await?;
+//! // The first is created, the second starts a series of 2; the next ones are only counted.
+//! assert_eq!(*log.0.lock().unwrap(), ["create", "patch 2"]);
+//!
+//! // Once the series has been quiet for 6 minutes (checked every 6), it is written a last time.
+//! clock.step(Duration::from_secs(12 * 60));
+//! broadcaster.flush().await?;
+//! assert_eq!(*log.0.lock().unwrap(), ["create", "patch 2", "patch 5"]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Which of client-go's recorders, and why
+//!
+//! client-go has two: `tools/events` writes `events.k8s.io/v1` Events and folds repeats
+//! into an `EventSeries`; `tools/record` writes the legacy core/v1 Events through an
+//! `EventCorrelator` (an aggregator of similar events, repeat counts, a per-object token
+//! bucket against spam). This crate is `tools/events`, from client-go v0.36.3, alone:
+//!
+//! - `events.k8s.io/v1` is the current API (GA since Kubernetes 1.19); core/v1 Events are
+//!   kept for compatibility, and `kubectl events` and `kubectl describe` show both.
+//! - controller-runtime moved to it in v0.23: `GetEventRecorder` hands out a
+//!   `tools/events` recorder and `GetEventRecorderFor` (a `tools/record` one) is
+//!   deprecated; in its current source even the deprecated one wraps the `tools/events`
+//!   recorder (with action `"unsupported"`).
+//! - kube-runtime's `events::Recorder` writes `events.k8s.io/v1` too, with series of its
+//!   own; so does client-go's `EventBroadcasterAdapter` whenever the server serves the
+//!   group.
+//!
+//! A core/v1 recorder with `tools/record`'s correlator would be a second crate-sized job
+//! for an API on its way out; it is not here.
+//!
+//! The end-to-end test (`tests/e2e.rs`) feeds one sequence of events to this crate and,
+//! through `xtask/go/cmd/events-peer`, to client-go v0.36.3's recorder, both against the
+//! same real API server, and requires the Event objects they write to be equal.
+//!
+//! # What is folded, and when it is written
+//!
+//! Two events are *isomorphic* when they agree on the regarding object's reference and
+//! the related one's (every field of each: apiVersion, kind, namespace, name, uid,
+//! resourceVersion, fieldPath), the type, the reason, the action, and the reporting
+//! controller and instance. The note is not compared: a repeat with another note folds
+//! into the first, whose note stays. The broadcaster keeps the events it wrote, by that
+//! key, and for each published event:
+//!
+//! | the cache holds | what happens | write |
+//! | --- | --- | --- |
+//! | nothing isomorphic | the event is cached | create it |
+//! | an isomorphic event without a series | it gets `series: {count: 2, lastObservedTime: now}` | patch the series onto it |
+//! | an isomorphic event with a series | `count + 1`, `lastObservedTime = now` | none |
+//!
+//! A repeat's count is therefore written later, by two periodic checks on the
+//! [`Clock`]: every 6 minutes, each series last observed more than 6 minutes ago is
+//! patched a last time and forgotten (a later repeat creates a new event), and each
+//! single event published more than 6 minutes ago is forgotten; every 30 minutes, every
+//! open series is patched with its count (its heartbeat). Each check starts a period after
+//! the previous one ended. A series patch that finds the event gone (`404`, say it was
+//! deleted or expired) creates it again, series included.
+//!
+//! New events are named `<regarding object's name>.<publish time in Unix nanoseconds,
+//! hex>`, or a random UUID when that is no valid name; they go in the regarding object's
+//! namespace, `default` for a cluster-scoped object. The `eventTime` is the publish time.
+//!
+//! Nothing else limits events: `tools/events` has no rate limit or spam filter (those are
+//! `tools/record`'s correlator), and neither has this crate; series are its only defence
+//! against a flood of repeats.
+//!
+//! # Failures, retries, and bounds
+//!
+//! A create or a series patch is tried up to 12 times, 10 to 12.5 seconds apart, as long
+//! as it fails for a reason that may pass: the transport ([`Error::Transport`]), or
+//! `AlreadyExists` when creating a series (its first event was created meanwhile, so the
+//! next try patches it). A refusal by the server ([`Error::Api`]: invalid, forbidden, too
+//! many requests...) or a request that cannot be built ([`Error::Request`]) is logged and
+//! dropped. The periodic writes of series are tried once per period, by the task itself
+//! (client-go does them holding its cache lock), so events wait in the queue meanwhile.
+//! Everything is logged with `tracing` (never the note).
+//!
+//! [`Recorder::publish`] only builds the event and puts it on a bounded queue (1000 by
+//! default, client-go's depth): it never waits, and when the queue is full the event is
+//! dropped and the call answers [`Error::QueueFull`]. One Tokio task takes events off the
+//! queue in order and starts each write as its own task; at most 64 run (or sleep before a
+//! retry) at once, and when all are busy the task waits, so a slow or failing API server
+//! costs a full queue and dropped events, never a blocked caller or unbounded memory. The
+//! cache holds at most 4096 events. All of these are settings of [`Config`].
+//!
+//! # Differences from client-go
+//!
+//! - **Bounds.** client-go starts a goroutine per event and per write, and its cache grows
+//!   with the event rate; here writes in flight (64) and cached events (4096) are bounded.
+//!   A new event that finds the cache full is written but not cached, so its repeats are
+//!   created as new events until older entries expire.
+//! - **Order.** client-go hands each event to its own goroutine, which takes the cache
+//!   lock in no set order: of two events published back to back, the second may be the
+//!   one created (its note kept) and the first the one that starts the series. Here one
+//!   task folds events in publish order. The writes then run concurrently on both sides,
+//!   so on both a series patch may still overtake its create, miss (`404`), create, meet
+//!   `AlreadyExists`, and succeed on the retry 10 s later.
+//! - **Same-instant checks.** Every 30 minutes both checks are due; client-go runs them
+//!   in two goroutines in no set order, this crate finishes before it refreshes, so a
+//!   series due for both is written once.
+//! - **One clock.** client-go reads `time.Now()` for `eventTime`, the checks and the
+//!   retries, and a clock field (always the real clock) for names and `lastObservedTime`;
+//!   here every time comes from the [`Clock`], so a [`FakeClock`] drives everything.
+//! - **Shutdown.** client-go's `Shutdown` stops taking events and returns while writes go
+//!   on in their goroutines; [`Broadcaster::shutdown`] writes what is queued, ends the
+//!   sleeps before retries, and returns once the writes under way have ended.
+//! - **Settings.** client-go's timings are constants; here they are [`Config`] settings
+//!   with client-go's values as defaults. The reporting instance can be set
+//!   ([`Reporter::with_instance`]); [`Reporter::new`] derives it from the hostname as
+//!   client-go does.
+//! - **API shape.** `Eventf`'s format string and arguments are Rust's `format!`, done by
+//!   the caller; the event type is an enum, so there is no invalid type to reject;
+//!   [`Broadcaster::flush`] has no client-go counterpart (client-go offers no way to
+//!   wait for writes). There is no watcher or logging fan-out (`StartEventWatcher`,
+//!   `StartLogging`): events are logged at `debug` as they are written.
+//!
+//! Against kube-runtime's `events::Recorder`, which writes from `publish` itself (one
+//! request per event, so a series count is patched on every repeat and `publish` waits
+//! for the server): here the caller never waits, repeats cost no request until a series
+//! ends or is refreshed, and [`Recorder::publish_for`] puts the object's resourceVersion
+//! in the reference (kube's `object_ref` leaves it out), so the key is client-go's.
+//!
+//! # RBAC
+//!
+//! `create` and `patch` on `events` in the `events.k8s.io` group, in every namespace
+//! events are recorded in (and `default`, for cluster-scoped objects).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod broadcaster;
+mod clock;
+mod config;
+mod error;
+mod event;
+mod record;
+mod recorder;
+mod reporter;
+mod series;
+mod sink;
+
+pub use broadcaster::Broadcaster;
+pub use clock::{Clock, FakeClock, RealClock, Sleep};
+pub use config::Config;
+pub use error::Error;
+pub use recorder::Recorder;
+pub use reporter::{EventType, Reporter};
+pub use sink::{EventSink, KubeSink};

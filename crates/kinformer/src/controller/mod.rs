@@ -1,0 +1,419 @@
+//! The [`Controller`] runner: a rate-limited workqueue, N workers and a reconcile function,
+//! plus what feeds the queue: [`watch`](Controller::watch) for the primary resource,
+//! [`owns`](Controller::owns) and [`watches`](Controller::watches) for related ones.
+//!
+//! Event handlers put keys into the controller's [`queue`](Controller::queue); workers take
+//! them out one at a time and call the reconcile function, exactly as client-go's
+//! `processNextWorkItem` does:
+//!
+//! ```text
+//! key = get()                       (None: the queue is shut down and empty → worker ends)
+//! match reconcile(key, context)
+//!     Ok(Action::Done)            → forget(key)                    (clear the rate limiter's memory)
+//!     Ok(Action::RequeueAfter(d)) → forget(key); add_after(key, d)
+//!     Err / panic                 → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
+//! done(key)                         (always: the key may now be handed out again)
+//! ```
+//!
+//! The queue guarantees that a key is held by at most one worker at a time, so reconcile
+//! never runs twice at once for the same key, while different keys run in parallel.
+//!
+//! The reconcile function gets the key and a [`Context`]: the value given to
+//! [`run`](Controller::run) (clients, listers, configuration: whatever the controller
+//! needs), shared by every call, and a cancellation token that fires when the controller is
+//! told to stop, so a long reconcile can give up early.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::time::Duration;
+//! use kinformer::controller::{Action, Context, Controller};
+//! use kinformer::prelude::*;
+//!
+//! /// What every reconcile needs; here only a counter.
+//! struct State {
+//!     seen: AtomicUsize,
+//!     done: tokio::sync::mpsc::UnboundedSender<ObjectKey>,
+//! }
+//!
+//! async fn reconcile(key: ObjectKey, ctx: Context<State>) -> Result<Action, std::convert::Infallible> {
+//!     // Read the object from an informer's lister, act, return the outcome.
+//!     ctx.seen.fetch_add(1, Ordering::SeqCst);
+//!     let _ = ctx.done.send(key);
+//!     Ok(Action::Done) // or Action::RequeueAfter(Duration::from_secs(60)) to look again later
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let controller = Controller::<ObjectKey>::new("pods").workers(2);
+//! // In a program an event handler does this (a plain sync call, fine on listener threads).
+//! let queue = Arc::clone(controller.queue());
+//! queue.add(ObjectKey::parse("default/web-0")?);
+//! queue.add(ObjectKey::parse("default/web-1")?);
+//!
+//! let (done, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+//! let state = State { seen: AtomicUsize::new(0), done };
+//! let cancel = CancellationToken::new();
+//! let run = tokio::spawn(controller.run(reconcile, state, cancel.clone()));
+//! done_rx.recv().await;
+//! done_rx.recv().await;
+//! cancel.cancel(); // shut the queue down, drain it, wait for the workers
+//! run.await?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Shutdown
+//!
+//! Cancelling [`run`](Controller::run)'s token cancels every reconcile's
+//! [`Context::cancellation`] and calls the queue's
+//! [`shut_down_with_drain`](Queue::shut_down_with_drain) on a blocking-pool thread (it
+//! blocks until every in-flight key is done, so it never runs on a Tokio worker): adds are
+//! ignored from then on, and the workers keep taking the keys still queued (client-go's
+//! semantics) until the queue is empty. `run` returns once every worker has ended. A
+//! shutdown of the queue by anyone else ends the workers the same way. A reconcile that
+//! never returns keeps `run` from returning.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use kinformer_core::{BoxError, ErrorChain};
+use kinformer_workqueue::{
+    Item, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
+    default_controller_rate_limiter,
+};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+mod action;
+mod context;
+mod handlers;
+mod observer;
+
+pub use action::Action;
+pub use context::Context;
+pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
+use observer::Observer;
+
+/// The name a [`Controller`] built by [`with_queue`](Controller::with_queue) has until
+/// [`name`](Controller::name) sets another.
+pub const DEFAULT_CONTROLLER_NAME: &str = "controller";
+
+/// A rate-limited workqueue plus N worker tasks running a reconcile function: the worker
+/// loop every client-go controller writes by hand.
+///
+/// `T` is the queue item, usually an [`ObjectKey`](kinformer_core::ObjectKey); `Q` is any
+/// [`RateLimitingQueue`], by default a [`RateLimitingWorkQueue`] with client-go's
+/// [`default_controller_rate_limiter`]. Configure with the builder methods, hand
+/// [`queue`](Controller::queue) to the event handlers, then [`run`](Controller::run). See the
+/// [module docs](self) for the loop and the shutdown.
+pub struct Controller<T, Q = RateLimitingWorkQueue<T>> {
+    queue: Arc<Q>,
+    config: ControllerConfig,
+    _item: PhantomData<fn(T) -> T>,
+}
+
+/// A [`Controller`]'s settings, each set by the builder method of the same name and read
+/// through [`Controller::config`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ControllerConfig {
+    /// The name in every `reconcile` span and log line (field `controller`).
+    pub name: String,
+    /// How many workers reconcile concurrently (at least one).
+    pub workers: usize,
+    /// After how many failures in a row a key is dropped; `None`: never.
+    pub max_retries: Option<usize>,
+}
+
+impl<T, Q> fmt::Debug for Controller<T, Q> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Controller")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Item> Controller<T> {
+    /// A controller named `name` over a new [`RateLimitingWorkQueue`] of the same name (the
+    /// name labels the queue's metrics and the `reconcile` spans), rate limited by
+    /// [`default_controller_rate_limiter`] (per item 5 ms doubling up to 1000 s, overall
+    /// 10 per second with a burst of 100). One worker, unlimited retries.
+    pub fn new(name: impl Into<String>) -> Self {
+        let name = name.into();
+        let queue = RateLimitingWorkQueue::with_config(
+            default_controller_rate_limiter(),
+            QueueConfig::new().name(name.clone()),
+        );
+        Self::with_queue(queue).name(name)
+    }
+}
+
+impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
+    /// A controller over `queue` (for a custom rate limiter, clock or queue
+    /// implementation), named [`DEFAULT_CONTROLLER_NAME`]. One worker, unlimited retries.
+    pub fn with_queue(queue: Q) -> Self {
+        Self::with_shared_queue(Arc::new(queue))
+    }
+
+    /// [`with_queue`](Controller::with_queue) for a queue already shared behind an `Arc`.
+    pub fn with_shared_queue(queue: Arc<Q>) -> Self {
+        Self {
+            queue,
+            config: ControllerConfig {
+                name: DEFAULT_CONTROLLER_NAME.to_owned(),
+                workers: 1,
+                max_retries: None,
+            },
+            _item: PhantomData,
+        }
+    }
+
+    /// Sets the name recorded in every `reconcile` span and log line (field `controller`).
+    /// It does not rename the queue: a queue's name is fixed when it is built.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.config.name = name.into();
+        self
+    }
+
+    /// Sets how many workers reconcile concurrently (each a Tokio task). Zero is clamped to
+    /// one: a controller without workers would only fill its queue, and a builder must not
+    /// panic on a bad count.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.config.workers = workers.max(1);
+        self
+    }
+
+    /// Drops a key after it failed `max_retries` times in a row: instead of re-queuing it,
+    /// the worker calls [`forget`](RateLimitingQueue::forget) and logs the drop (client-go
+    /// controllers' usual `if queue.NumRequeues(key) < maxRetries`). The key comes back with
+    /// the next event for it. `0` drops at the first failure. Unlimited by default.
+    pub fn max_retries(mut self, max_retries: usize) -> Self {
+        self.config.max_retries = Some(max_retries);
+        self
+    }
+
+    /// The queue: give a clone of the `Arc` to the event handlers, which
+    /// [`add`](Queue::add) keys to it (a plain sync call, fine on listener threads).
+    pub fn queue(&self) -> &Arc<Q> {
+        &self.queue
+    }
+
+    /// The settings: name, workers, retry limit.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    /// Starts the workers on the current Tokio runtime and runs until `cancel` is cancelled
+    /// (or the queue is shut down by someone else), then shuts the queue down, lets the
+    /// workers drain what is still queued, and returns once every worker has ended.
+    ///
+    /// `reconcile` is called with each key and a [`Context`] around `context` (shared by
+    /// every call: put clients, listers and settings in it; `()` for none). Each call runs
+    /// inside a `reconcile` span (fields `controller`, `key`). `Ok(Action::Done)` forgets
+    /// the key; `Ok(Action::RequeueAfter(d))` forgets it and adds it back after `d`; an
+    /// `Err` or a panic (caught per key; the worker goes on) re-queues it rate limited and
+    /// logs a warning with the key, the error with its causes and `num_requeues` (the
+    /// retries counted so far, this one included). The error can be any error type, or a
+    /// `String` / `&str`. Every key handed out is marked done.
+    ///
+    /// Must be called from within a Tokio runtime (it spawns tasks). Dropping the returned
+    /// future instead of cancelling aborts the workers at their next `.await` (a key being
+    /// reconciled is still marked done) but leaves the queue open.
+    pub async fn run<C, F, Fut, E>(self, reconcile: F, context: C, cancel: CancellationToken)
+    where
+        T: fmt::Display,
+        C: Send + Sync + 'static,
+        F: Fn(T, Context<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Into<BoxError>,
+    {
+        let ControllerConfig {
+            name,
+            workers: count,
+            max_retries,
+        } = self.config;
+        let observer = Observer::new(&name, count);
+        let worker = Arc::new(Worker {
+            queue: Arc::clone(&self.queue),
+            name,
+            max_retries,
+            reconcile,
+            context: Context::new(Arc::new(context), cancel.child_token()),
+            observer,
+            _item: PhantomData,
+        });
+        let mut workers = JoinSet::new();
+        for id in 0..count {
+            let worker = Arc::clone(&worker);
+            workers.spawn(async move { worker.run(id).await });
+        }
+        tracing::debug!(controller = %worker.name, workers = count, "controller started");
+
+        tokio::select! {
+            () = cancel.cancelled() => {}
+            // Every worker ended by itself: the queue was shut down elsewhere and is drained.
+            () = join_all(&mut workers, &worker.name) => {}
+        }
+
+        if !workers.is_empty() {
+            tracing::debug!(controller = %worker.name, "controller shutting down");
+            let queue = Arc::clone(&self.queue);
+            // Blocks until nothing is held: never on a Tokio worker thread.
+            if let Err(err) =
+                tokio::task::spawn_blocking(move || queue.shut_down_with_drain()).await
+            {
+                tracing::warn!(controller = %worker.name, error = %ErrorChain(&err), "queue drain did not run; shutting down without it");
+                self.queue.shut_down();
+            }
+            join_all(&mut workers, &worker.name).await;
+        }
+        tracing::debug!(controller = %worker.name, "controller stopped");
+    }
+}
+
+/// Awaits every task of `workers`, logging any that ended abnormally.
+async fn join_all(workers: &mut JoinSet<()>, name: &str) {
+    while let Some(result) = workers.join_next().await {
+        if let Err(err) = result {
+            tracing::error!(controller = %name, error = %ErrorChain(&err), "controller worker ended abnormally");
+        }
+    }
+}
+
+/// What a worker task shares with the others.
+struct Worker<T, Q, F, C> {
+    queue: Arc<Q>,
+    name: String,
+    max_retries: Option<usize>,
+    reconcile: F,
+    context: Context<C>,
+    observer: Observer,
+    _item: PhantomData<fn(T) -> T>,
+}
+
+/// How one reconcile ended.
+pub(crate) enum Outcome {
+    Done,
+    RequeueAfter(Duration),
+    Failed(String),
+    Panicked(String),
+}
+
+/// Marks the key done when dropped, so `done` runs even if something after `get` unwinds.
+struct DoneGuard<'a, T, Q: Queue<T>> {
+    queue: &'a Q,
+    key: &'a T,
+}
+
+impl<T, Q: Queue<T>> Drop for DoneGuard<'_, T, Q> {
+    fn drop(&mut self) {
+        self.queue.done(self.key);
+    }
+}
+
+impl<T, Q, F, C, Fut, E> Worker<T, Q, F, C>
+where
+    T: Item + fmt::Display,
+    Q: RateLimitingQueue<T> + 'static,
+    C: Send + Sync + 'static,
+    F: Fn(T, Context<C>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: Into<BoxError>,
+{
+    /// The worker loop: until the queue is shut down and empty.
+    async fn run(&self, id: usize) {
+        while let Some(key) = self.queue.get_async().await {
+            self.process(key).await;
+        }
+        tracing::trace!(controller = %self.name, worker = id, "controller worker ended");
+    }
+
+    /// One key: reconcile, then forget, re-queue later or re-queue rate limited, then done.
+    async fn process(&self, key: T) {
+        let _done = DoneGuard {
+            queue: &*self.queue,
+            key: &key,
+        };
+        let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
+        let started = Instant::now();
+        let active = self.observer.active();
+        let outcome = self
+            .reconcile_caught(key.clone())
+            .instrument(span.clone())
+            .await;
+        drop(active);
+        self.observer.reconciled(&outcome, started.elapsed());
+        span.in_scope(|| match outcome {
+            Outcome::Done => self.queue.forget(&key),
+            Outcome::RequeueAfter(delay) => {
+                self.queue.forget(&key);
+                self.queue.add_after(key.clone(), delay);
+            }
+            Outcome::Failed(error) => self.failed(&key, &error, false),
+            Outcome::Panicked(error) => self.failed(&key, &error, true),
+        });
+    }
+
+    /// Calls reconcile, catching a panic both in the call and in the future it returns.
+    async fn reconcile_caught(&self, key: T) -> Outcome {
+        let context = self.context.clone();
+        let future =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| (self.reconcile)(key, context))) {
+                Ok(future) => future,
+                Err(payload) => {
+                    return Outcome::Panicked(
+                        kinformer_core::panic_message(payload.as_ref()).to_owned(),
+                    );
+                }
+            };
+        // The error is rendered inside the guarded future: a panicking `Display` is caught too.
+        let guarded = AssertUnwindSafe(async move {
+            future.await.map_err(|err| {
+                let err: BoxError = err.into();
+                ErrorChain(&*err).to_string()
+            })
+        });
+        match guarded.catch_unwind().await {
+            Ok(Ok(Action::Done)) => Outcome::Done,
+            Ok(Ok(Action::RequeueAfter(delay))) => Outcome::RequeueAfter(delay),
+            Ok(Err(error)) => Outcome::Failed(error),
+            Err(payload) => {
+                Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned())
+            }
+        }
+    }
+
+    /// A failed or panicked reconcile: re-queue rate limited, or drop after `max_retries`.
+    fn failed(&self, key: &T, error: &str, panicked: bool) {
+        let requeues = self.queue.num_requeues(key);
+        if let Some(max) = self.max_retries
+            && requeues >= max
+        {
+            self.queue.forget(key);
+            tracing::warn!(
+                controller = %self.name, %key, error, panicked, num_requeues = requeues,
+                "reconcile failed too many times; dropping the key out of the queue"
+            );
+            return;
+        }
+        self.queue.add_rate_limited(key.clone());
+        let num_requeues = self.queue.num_requeues(key);
+        if panicked {
+            tracing::error!(
+                controller = %self.name, %key, error, num_requeues,
+                "reconcile panicked; requeued rate limited"
+            );
+        } else {
+            tracing::warn!(
+                controller = %self.name, %key, error, num_requeues,
+                "reconcile failed; requeued rate limited"
+            );
+        }
+    }
+}

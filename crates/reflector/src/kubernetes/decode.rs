@@ -1,0 +1,66 @@
+//! What decoding needs whatever the wire format: the type objects must have, the change
+//! made to each as it is decoded.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::Error;
+
+/// A change made to every object as it is decoded; see
+/// [`KubeListerWatcher::modify`](super::KubeListerWatcher::modify).
+pub(super) type Modify<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
+
+/// The annotation of the bookmark that ends a streaming list.
+pub(super) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Applies `modify` to a freshly decoded object and puts it in its `Arc`.
+pub(super) fn finish<K>(mut obj: K, modify: Option<&Modify<K>>) -> Arc<K> {
+    if let Some(m) = modify {
+        m(&mut obj);
+    }
+    Arc::new(obj)
+}
+
+/// The `apiVersion`/`kind` objects must carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Expected {
+    pub(super) api_version: String,
+    pub(super) kind: String,
+}
+
+impl Expected {
+    pub(super) fn partial_metadata() -> Self {
+        Self {
+            api_version: "meta.k8s.io/v1".into(),
+            kind: "PartialObjectMetadata".into(),
+        }
+    }
+
+    /// Checks the type an object says it has. Absent fields pass: list items often omit
+    /// them.
+    pub(super) fn check(&self, api_version: Option<&str>, kind: Option<&str>) -> Result<(), Error> {
+        let kind_ok = kind.is_none_or(|k| k == self.kind);
+        let version_ok = api_version.is_none_or(|v| v == self.api_version);
+        if kind_ok && version_ok {
+            return Ok(());
+        }
+        Err(Error::UnexpectedKind {
+            expected: self.to_string(),
+            actual: format!("{}/{}", api_version.unwrap_or("?"), kind.unwrap_or("?")),
+        })
+    }
+}
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.api_version, self.kind)
+    }
+}
+
+/// At most `max` characters of `s`, for names from the server quoted in errors.
+pub(super) fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}

@@ -1,0 +1,190 @@
+//! What the examples share: where the cluster comes from.
+//!
+//! `--kubeconfig PATH` (optionally `--context NAME`) connects to that cluster; without it
+//! the example starts the project's local control plane (a real etcd and kube-apiserver,
+//! built by `cargo xtask controlplane build`) and stops it on exit.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::error::Error;
+use std::path::PathBuf;
+
+use kinformer::reflector::reflector_client;
+use kinformer_testenv::ControlPlane;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// A boxed error, for examples.
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+/// A connection to a cluster; owns the local control plane when one was started.
+pub struct Cluster {
+    /// A client for informers (kube's own retries off: the reflector backs off itself).
+    pub client: kube::Client,
+    /// Where it points, for the first line of output.
+    pub description: String,
+    /// Kept alive for the program's lifetime; dropped last.
+    _local: Option<ControlPlane>,
+}
+
+/// The command line every example understands, plus its own flags.
+#[derive(Debug, Default)]
+pub struct Args {
+    /// `--kubeconfig PATH`
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context NAME`
+    pub context: Option<String>,
+    /// `--namespace NS`
+    pub namespace: Option<String>,
+    /// Other flags (`--demo`, ...).
+    pub flags: Vec<String>,
+}
+
+impl Args {
+    /// Parses `std::env::args()`.
+    pub fn parse() -> Result<Self, BoxError> {
+        Self::parse_from(std::env::args().skip(1))
+    }
+
+    /// Parses the arguments after the program name.
+    pub fn parse_from(args: impl IntoIterator<Item = String>) -> Result<Self, BoxError> {
+        let mut out = Self::default();
+        let mut it = args.into_iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .ok_or_else(|| BoxError::from(format!("{name} needs a value")))
+            };
+            match arg.as_str() {
+                "--kubeconfig" => out.kubeconfig = Some(value("--kubeconfig")?.into()),
+                "--context" => out.context = Some(value("--context")?),
+                "--namespace" | "-n" => out.namespace = Some(value("--namespace")?),
+                _ if arg.starts_with("--") => out.flags.push(arg),
+                _ => return Err(format!("unexpected argument {arg:?}").into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `flag` (e.g. `--demo`) was given.
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+}
+
+/// What every example's `main` does first: says when it starts the local control plane,
+/// connects, then turns logs on (after connecting: the local control plane's readiness
+/// polls are not worth a log line) and says where it is connected.
+pub async fn start(args: &Args) -> Result<Cluster, BoxError> {
+    if args.kubeconfig.is_none() {
+        println!("starting the local control plane (etcd + kube-apiserver) ...");
+    }
+    let cluster = connect(args).await?;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    println!("connected to {}", cluster.description);
+    Ok(cluster)
+}
+
+/// The sorted names of `pods`.
+pub fn names(pods: Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>>) -> Vec<String> {
+    let mut names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Polls `done` every 10 ms; an error after 30 s.
+pub async fn wait_for(what: &str, mut done: impl FnMut() -> bool) -> Result<(), BoxError> {
+    let start = std::time::Instant::now();
+    while !done() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+/// Polls the async `done` every 50 ms; an error after 30 s.
+pub async fn wait_for_async<F, Fut>(what: &str, mut done: F) -> Result<(), BoxError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = std::time::Instant::now();
+    while !done().await {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// The body of `GET path` on `addr` (plain HTTP/1.1), whatever the status.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> Result<String, BoxError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: example\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await?;
+    Ok(raw
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default())
+}
+
+/// Creates `namespace` unless it exists. A fresh API server creates `default` shortly
+/// after it reports ready, so a program that starts with one should not assume it.
+pub async fn ensure_namespace(client: &kube::Client, namespace: &str) -> Result<(), BoxError> {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    if namespaces.get_opt(namespace).await?.is_some() {
+        return Ok(());
+    }
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(namespace.to_owned());
+    match namespaces
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Connects as `args` say: the kubeconfig's cluster, or a local control plane.
+pub async fn connect(args: &Args) -> Result<Cluster, BoxError> {
+    if let Some(path) = &args.kubeconfig {
+        let kubeconfig = Kubeconfig::read_from(path)?;
+        let options = KubeConfigOptions {
+            context: args.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+        let description = format!("{} (from {})", config.cluster_url, path.display());
+        return Ok(Cluster {
+            client: reflector_client(config)?,
+            description,
+            _local: None,
+        });
+    }
+    let local = ControlPlane::start().await?;
+    let description = format!(
+        "the local control plane at {} (kubeconfig: {})",
+        local.server_url(),
+        local.kubeconfig().display()
+    );
+    Ok(Cluster {
+        client: reflector_client(local.admin_config())?,
+        description,
+        _local: Some(local),
+    })
+}

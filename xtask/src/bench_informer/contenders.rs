@@ -1,0 +1,248 @@
+//! The contenders: building the Rust ones, and starting and reading one process of any
+//! of them (the protocol is in the crate docs of `bench/informer`).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::progress::Step;
+
+/// How long one process may take to sync before it is killed.
+pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One of the programs compared (kinformer twice when stripping: with the informer's
+/// transform and with `modify`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(super) enum Contender {
+    ClientGo,
+    Kinformer,
+    /// kinformer stripping with `KubeListerWatcher::modify` (per object, while decoding)
+    /// instead of the informer's transform; the same as `Kinformer` without stripping.
+    KinformerModify,
+    KubeRuntime,
+}
+
+impl Contender {
+    pub(super) const ALL: [Self; 4] = [
+        Self::ClientGo,
+        Self::Kinformer,
+        Self::KinformerModify,
+        Self::KubeRuntime,
+    ];
+
+    /// The contenders of a run with or without stripping.
+    pub(super) fn for_strip(strip: bool) -> &'static [Self] {
+        if strip {
+            &Self::ALL
+        } else {
+            &[Self::ClientGo, Self::Kinformer, Self::KubeRuntime]
+        }
+    }
+
+    /// The name in progress lines, tables and chart legends.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::ClientGo => "client-go",
+            Self::Kinformer => "kinformer",
+            Self::KinformerModify => "kinformer (modify)",
+            Self::KubeRuntime => "kube-runtime",
+        }
+    }
+}
+
+/// The three programs.
+pub(super) struct Binaries {
+    client_go: PathBuf,
+    kinformer: PathBuf,
+    kube_runtime: PathBuf,
+}
+
+impl Binaries {
+    pub(super) fn path(&self, c: Contender) -> &Path {
+        match c {
+            Contender::ClientGo => &self.client_go,
+            Contender::Kinformer | Contender::KinformerModify => &self.kinformer,
+            Contender::KubeRuntime => &self.kube_runtime,
+        }
+    }
+}
+
+/// `cargo build --release -p kinformer-bench-informer`, and the Go peer's path.
+pub(super) fn build(root: &Path) -> anyhow::Result<Binaries> {
+    let mut step = Step::start("cargo build --release -p kinformer-bench-informer");
+    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "kinformer-bench-informer",
+            "--bins",
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running cargo build")?;
+    let stderr = child.stderr.take().map(|pipe| {
+        std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                lines.push(line);
+            }
+            lines
+        })
+    });
+    let mut exes = BTreeMap::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if let Some(target) = msg["target"]["name"].as_str() {
+                step.detail(target);
+                if let Some(exe) = msg["executable"].as_str() {
+                    exes.insert(target.to_owned(), PathBuf::from(exe));
+                }
+            }
+        }
+    }
+    let status = child.wait().context("waiting for cargo build")?;
+    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    if !status.success() {
+        step.finish("FAILED");
+        bail!("cargo build failed ({status}):\n{}", stderr.join("\n"));
+    }
+    step.finish("done");
+    let mut exe = |name: &str| {
+        exes.remove(name)
+            .with_context(|| format!("cargo built no {name} executable"))
+    };
+    Ok(Binaries {
+        client_go: kinformer_testenv::binary_dir().join("informer-peer"),
+        kinformer: exe("kinformer-contender")?,
+        kube_runtime: exe("kube-runtime-contender")?,
+    })
+}
+
+/// A contender process and the lines it prints.
+pub(super) struct Running {
+    name: &'static str,
+    child: Child,
+    pub(super) stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    stderr: Option<JoinHandle<String>>,
+    pub(super) spawned: Instant,
+}
+
+impl Running {
+    pub(super) fn spawn(
+        bins: &Binaries,
+        c: Contender,
+        kubeconfig: &Path,
+        ns: &str,
+        n: usize,
+        strip: bool,
+        latency: usize,
+    ) -> anyhow::Result<Self> {
+        let mut cmd = Command::new(bins.path(c));
+        cmd.arg("--kubeconfig").arg(kubeconfig).args([
+            "--namespace",
+            ns,
+            "--expect",
+            &n.to_string(),
+        ]);
+        if strip {
+            cmd.arg("--strip");
+        }
+        if c == Contender::KinformerModify {
+            cmd.arg("--modify");
+        }
+        if latency > 0 {
+            cmd.args(["--latency", &latency.to_string()]);
+        }
+        cmd.stdin(if latency > 0 {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let spawned = Instant::now();
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", bins.path(c).display()))?;
+        let (tx, lines) = mpsc::channel();
+        if let Some(out) = child.stdout.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let stderr = child.stderr.take().map(|mut err| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = err.read_to_string(&mut s);
+                s
+            })
+        });
+        Ok(Self {
+            name: c.name(),
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            stderr,
+            spawned,
+        })
+    }
+
+    /// The next JSON line, or the process killed and an error with its stderr.
+    pub(super) fn next_json(&mut self, timeout: Duration) -> anyhow::Result<Value> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(line) => serde_json::from_str(&line)
+                .with_context(|| format!("{} printed {line:?}, not JSON", self.name)),
+            Err(e) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let name = self.name;
+                bail!(
+                    "{name}: no result ({}); its stderr:\n{}",
+                    if matches!(e, mpsc::RecvTimeoutError::Timeout) {
+                        "timed out"
+                    } else {
+                        "exited"
+                    },
+                    self.stderr_text()
+                );
+            }
+        }
+    }
+
+    fn stderr_text(&mut self) -> String {
+        self.stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+
+    /// Waits for the exit and fails unless it succeeded.
+    pub(super) fn finish(mut self) -> anyhow::Result<()> {
+        drop(self.stdin.take());
+        let status = self.child.wait()?;
+        if !status.success() {
+            let name = self.name;
+            bail!("{name} failed ({status}):\n{}", self.stderr_text());
+        }
+        Ok(())
+    }
+}

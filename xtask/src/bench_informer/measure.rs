@@ -1,0 +1,342 @@
+//! What a run measures: sync time and peak RSS, event latency, churn, and the statistics
+//! the report and the charts take of them.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::Value;
+
+use super::Opts;
+use super::contenders::{Binaries, Contender, RUN_TIMEOUT, Running};
+use crate::bench::median;
+use crate::progress::Step;
+
+/// The label the latency loop sets (the contenders read it).
+const SEQ_LABEL: &str = "kinformer-bench/seq";
+/// A second label that makes every patch a change, also when a pod gets a sequence
+/// number it had before (from an earlier contender's round).
+const ROUND_LABEL: &str = "kinformer-bench/round";
+
+/// What the runs on one pod count share: the runtime that patches, the programs, the
+/// control plane, the pods (their namespace and names) and the options.
+pub(super) struct Setup<'a> {
+    pub(super) rt: &'a tokio::runtime::Runtime,
+    pub(super) bins: &'a Binaries,
+    pub(super) cp: &'a kinformer_testenv::ControlPlane,
+    pub(super) api: &'a Api<Pod>,
+    pub(super) ns: &'a str,
+    pub(super) names: &'a [String],
+    pub(super) opts: &'a Opts,
+}
+
+impl Setup<'_> {
+    /// Starts `c` on these pods (with `latency` > 0, to report that many sequence numbers
+    /// after the sync).
+    fn spawn(&self, c: Contender, strip: bool, latency: usize) -> anyhow::Result<Running> {
+        Running::spawn(
+            self.bins,
+            c,
+            self.cp.kubeconfig(),
+            self.ns,
+            self.names.len(),
+            strip,
+            latency,
+        )
+    }
+}
+
+/// One sync run.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Sample {
+    /// Spawn to result line, as this driver saw it.
+    pub(super) spawn_ms: f64,
+    /// Peak RSS right after the sync.
+    pub(super) rss_kib: f64,
+}
+
+/// Event latencies of one contender.
+#[derive(Debug, Default)]
+pub(super) struct Latencies {
+    /// Handler time − the time the patch request was sent, ms, sorted.
+    pub(super) from_send: Vec<f64>,
+    /// Handler time − the time the patch's response arrived, ms, sorted.
+    pub(super) from_ack: Vec<f64>,
+    pub(super) patched: usize,
+}
+
+/// (pods, managedFields stripped, contender)
+pub(super) type Key = (usize, bool, Contender);
+
+/// One churn step of one contender.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ChurnStep {
+    /// Patches per second asked for.
+    pub(super) target: usize,
+    /// Patches per second the generator reached (first send to last send).
+    pub(super) achieved: f64,
+    /// Updates per second the handler saw (first send to last sighting).
+    pub(super) handled: f64,
+    /// p99 from send to handler, ms.
+    pub(super) p99_ms: f64,
+    pub(super) sent: usize,
+    pub(super) seen: usize,
+}
+
+/// One initial sync: spawns the contender, times it to its result line and reads the peak
+/// RSS it reports.
+pub(super) fn sync_once(setup: &Setup<'_>, c: Contender, strip: bool) -> anyhow::Result<Sample> {
+    let n = setup.names.len();
+    let mut run = setup.spawn(c, strip, 0)?;
+    let v = run.next_json(RUN_TIMEOUT)?;
+    let spawn_ms = run.spawned.elapsed().as_secs_f64() * 1e3;
+    run.finish()?;
+    let rss_kib = v["rss_kib"]
+        .as_f64()
+        .filter(|r| *r > 0.0)
+        .with_context(|| format!("{} reported no rss_kib: {v}", c.name()))?;
+    if let Some(k) = v["transform_clones"].as_u64().filter(|&k| k > 0) {
+        eprintln!(
+            "\nnote: {}'s transform had to clone {k} of {n} pods (their Arc was shared)",
+            c.name()
+        );
+    }
+    // Give the API server a moment between runs (it answered a big list).
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(Sample { spawn_ms, rss_kib })
+}
+
+/// Event latency of one contender: once it has synced, patches `--latency-patches` pods at
+/// `--latency-rate` and pairs each patch's send and response times with when the handler
+/// saw it.
+pub(super) fn latency(setup: &Setup<'_>, c: Contender, round: usize) -> anyhow::Result<Latencies> {
+    let m = setup.opts.latency_patches;
+    let mut step = Step::start(format!(
+        "event latency: {}, {m} label patches at {}/s",
+        c.name(),
+        setup.opts.latency_rate
+    ));
+    let mut run = setup.spawn(c, true, m)?;
+    run.next_json(RUN_TIMEOUT)?;
+    // Let the watch that follows the list start before the first patch.
+    std::thread::sleep(Duration::from_secs(1));
+    let acked = setup.rt.block_on(async {
+        let period = Duration::from_secs_f64(1.0 / setup.opts.latency_rate);
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut acked = Vec::with_capacity(m);
+        for i in 0..m {
+            ticker.tick().await;
+            let sent = unix_nanos();
+            let patch = serde_json::json!({
+                "metadata": { "labels": { SEQ_LABEL: i.to_string(), ROUND_LABEL: format!("{round}-{i}") } }
+            });
+            let name = &setup.names[i % setup.names.len()];
+            setup
+                .api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .with_context(|| format!("patch {i}"))?;
+            acked.push((sent, unix_nanos()));
+            if i % 50 == 0 {
+                step.detail(&format!("{i}/{m} patched"));
+            }
+        }
+        anyhow::Ok(acked)
+    })?;
+    drop(run.stdin.take());
+    let v = run.next_json(Duration::from_secs(60))?;
+    run.finish()?;
+    let (mut from_send, mut from_ack): (Vec<f64>, Vec<f64>) = seen_pairs(&v)?
+        .into_iter()
+        .filter_map(|(seq, seen)| {
+            let (sent, ack) = *acked.get(seq)?;
+            Some((ms_between(sent, seen)?, ms_between(ack, seen)?))
+        })
+        .unzip();
+    from_send.sort_by(f64::total_cmp);
+    from_ack.sort_by(f64::total_cmp);
+    step.finish(&format!("{}/{m} seen", from_send.len()));
+    Ok(Latencies {
+        from_send,
+        from_ack,
+        patched: m,
+    })
+}
+
+/// Runs the contender while patching at each of `--churn-rates` for `--churn-secs`,
+/// with at most 64 patches in flight.
+pub(super) fn churn(
+    setup: &Setup<'_>,
+    c: Contender,
+    round: usize,
+) -> anyhow::Result<Vec<ChurnStep>> {
+    let plan: Vec<(usize, usize)> = setup
+        .opts
+        .churn_rates
+        .iter()
+        .filter(|&&r| r > 0)
+        .map(|&r| (r, r * setup.opts.churn_secs))
+        .collect();
+    let total: usize = plan.iter().map(|(_, m)| m).sum();
+    let mut step = Step::start(format!(
+        "churn: {}, {total} patches at {:?}/s, {} s each",
+        c.name(),
+        setup.opts.churn_rates,
+        setup.opts.churn_secs
+    ));
+    let mut run = setup.spawn(c, true, total)?;
+    run.next_json(RUN_TIMEOUT)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let times = setup.rt.block_on(async {
+        let mut times: Vec<Option<(u64, u64)>> = vec![None; total];
+        let mut first = 0;
+        for &(rate, m) in &plan {
+            #[allow(clippy::cast_precision_loss)]
+            let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut in_flight = tokio::task::JoinSet::new();
+            for i in first..first + m {
+                ticker.tick().await;
+                while in_flight.len() >= 64 {
+                    if let Some(Ok(Ok((i, t)))) = in_flight.join_next().await {
+                        times[i] = Some(t);
+                    }
+                }
+                let api = setup.api.clone();
+                let name = setup.names[i % setup.names.len()].clone();
+                let patch = serde_json::json!({
+                    "metadata": { "labels": { SEQ_LABEL: i.to_string(), ROUND_LABEL: format!("churn-{round}-{i}") } }
+                });
+                in_flight.spawn(async move {
+                    let sent = unix_nanos();
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map(|_| (i, (sent, unix_nanos())))
+                });
+            }
+            while let Some(r) = in_flight.join_next().await {
+                if let Ok(Ok((i, t))) = r {
+                    times[i] = Some(t);
+                }
+            }
+            first += m;
+            step.detail(&format!("{first}/{total} patched"));
+        }
+        times
+    });
+    drop(run.stdin.take());
+    let v = run.next_json(Duration::from_secs(120))?;
+    run.finish()?;
+    let seen: BTreeMap<usize, i64> = seen_pairs(&v)?.into_iter().collect();
+    let mut out = Vec::new();
+    let mut first = 0;
+    for &(rate, m) in &plan {
+        let range = first..first + m;
+        first += m;
+        let sent: Vec<(usize, u64)> = range
+            .clone()
+            .filter_map(|i| Some((i, times[i]?.0)))
+            .collect();
+        let (Some(t0), Some(t1)) = (
+            sent.iter().map(|s| s.1).min(),
+            sent.iter().map(|s| s.1).max(),
+        ) else {
+            continue;
+        };
+        let mut lat: Vec<f64> = sent
+            .iter()
+            .filter_map(|&(i, t)| ms_between(t, *seen.get(&i)?))
+            .collect();
+        lat.sort_by(f64::total_cmp);
+        let last_seen = range.filter_map(|i| seen.get(&i).copied()).max();
+        #[allow(clippy::cast_precision_loss)]
+        let per_s = |count: usize, ms: Option<f64>| match ms {
+            Some(ms) if ms > 0.0 => count as f64 / (ms / 1e3),
+            _ => f64::NAN,
+        };
+        out.push(ChurnStep {
+            target: rate,
+            achieved: per_s(
+                sent.len(),
+                ms_between(t0, i64::try_from(t1).unwrap_or(i64::MAX)),
+            ),
+            handled: per_s(lat.len(), last_seen.and_then(|t| ms_between(t0, t))),
+            p99_ms: quantile(&lat, 0.99),
+            sent: sent.len(),
+            seen: lat.len(),
+        });
+    }
+    step.finish(&format!("{}/{total} seen", seen.len()));
+    Ok(out)
+}
+
+fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// `(sequence number, handler wall-clock ns)` from a contender's `seen` line.
+fn seen_pairs(v: &Value) -> anyhow::Result<Vec<(usize, i64)>> {
+    Ok(v["seen"]
+        .as_array()
+        .context("no \"seen\" in the contender's last line")?
+        .iter()
+        .filter_map(|pair| {
+            Some((
+                usize::try_from(pair.get(0)?.as_u64()?).ok()?,
+                pair.get(1)?.as_i64()?,
+            ))
+        })
+        .collect())
+}
+
+/// Milliseconds from `from` (unix ns) to `to` (unix ns).
+fn ms_between(from: u64, to: i64) -> Option<f64> {
+    #[allow(clippy::cast_precision_loss)]
+    let d = (to - i64::try_from(from).ok()?) as f64 / 1e6;
+    Some(d)
+}
+
+/// The nearest-rank quantile of sorted values.
+pub(super) fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// The median of `f` over the samples of `key`; NaN when there are none.
+pub(super) fn med(
+    samples: &BTreeMap<Key, Vec<Sample>>,
+    key: Key,
+    f: impl Fn(&Sample) -> f64,
+) -> f64 {
+    samples
+        .get(&key)
+        .map_or(f64::NAN, |v| median(v.iter().map(f).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 50.0);
+        assert_eq!(quantile(&v, 0.99), 99.0);
+        assert_eq!(quantile(&[3.0], 0.99), 3.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
+}

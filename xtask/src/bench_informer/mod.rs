@@ -1,0 +1,260 @@
+//! `cargo xtask bench informer`: the informer as a whole against client-go's and
+//! kube-runtime's, each a separate process syncing the same pods from the local control
+//! plane, one process at a time.
+//!
+//! The contenders are `target/release/kinformer-contender` and
+//! `target/release/kube-runtime-contender` (package `kinformer-bench-informer`, in
+//! `bench/informer`, whose crate docs give the protocol) and client-go's
+//! `informer-peer` (`xtask/go/cmd/informer-peer`, built with the control plane).
+//!
+//! 1. For every pod count: one namespace, its pods created once; then, with and without
+//!    a transform that strips `managedFields`, `--runs` rounds of one process per
+//!    contender (the order rotates each round; with stripping, kinformer runs twice: with
+//!    the informer's transform and with `KubeListerWatcher::modify`). A run's sync time is
+//!    from spawning the process to its result line (so it includes process start and
+//!    client setup); its peak RSS is the process's `VmHWM` right after the sync.
+//! 2. Event latency, on the smallest pod count with stripping: each contender in turn
+//!    syncs, then this driver patches one pod label per tick at `--latency-rate` and
+//!    notes the wall-clock times each patch was sent and its response arrived; the
+//!    contender notes when its handler saw each new version. Latency = handler time −
+//!    send (or response) time, on the one wall clock all processes of the machine share.
+//! 3. Churn, on the same pods: each contender in turn syncs, then this driver patches at
+//!    each of `--churn-rates` for `--churn-secs` (at most 64 patches in flight) and
+//!    reports the rate it reached, the updates per second the handler saw and their p99.
+//!
+//! Medians, ratios to client-go, the exact command and three SVG charts
+//! (`bench/informer/charts/`) go to BENCHMARKS.md.
+//!
+//! This module runs the steps above in order; [`contenders`] builds and runs the
+//! processes, [`measure`] takes the measurements, [`report`] writes the tables and the
+//! BENCHMARKS.md section, [`charts`] draws the SVGs.
+
+mod charts;
+mod contenders;
+mod measure;
+mod report;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use anyhow::bail;
+use clap::Parser;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+
+use crate::progress::Step;
+use contenders::Contender;
+use measure::{ChurnStep, Key, Latencies, Sample};
+
+/// The suite's name on the command line and in BENCHMARKS.md's markers.
+pub(crate) const SUITE: &str = "informer";
+/// Pods created per call to `create_pods` (for progress).
+const CREATE_CHUNK: usize = 500;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cargo xtask bench informer",
+    about = "Initial sync time, peak RSS, event latency and churn of kinformer, client-go and kube-runtime"
+)]
+struct Opts {
+    /// Pod counts, comma-separated (50000 too on a bigger machine; 0 shows the fixed cost
+    /// of starting a process and its client).
+    #[arg(long, value_delimiter = ',', default_values_t = [0usize, 1000, 10000])]
+    pods: Vec<usize>,
+    /// Runs per contender, pod count and transform; the median is reported.
+    #[arg(long, default_value_t = 9)]
+    runs: usize,
+    /// Label patches per contender in the latency runs (0 skips them).
+    #[arg(long, default_value_t = 1000)]
+    latency_patches: usize,
+    /// Label patches per second in the latency runs.
+    #[arg(long, default_value_t = 50.0)]
+    latency_rate: f64,
+    /// Churn: label patches per second of each step, comma-separated (64 in flight at most).
+    #[arg(long, value_delimiter = ',', default_values_t = [250usize, 500, 1000, 2000])]
+    churn_rates: Vec<usize>,
+    /// Churn: seconds per step (0 skips the churn runs).
+    #[arg(long, default_value_t = 3)]
+    churn_secs: usize,
+    /// Print the results without writing BENCHMARKS.md and the charts.
+    #[arg(long)]
+    no_record: bool,
+}
+
+pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
+    let opts = Opts::parse_from(
+        std::iter::once(format!("cargo xtask bench {SUITE}")).chain(args.iter().cloned()),
+    );
+    let mut pods = opts.pods.clone();
+    pods.sort_unstable();
+    pods.dedup();
+    if pods.is_empty() || opts.runs == 0 || opts.latency_rate <= 0.0 {
+        bail!("--pods needs at least one count, --runs and --latency-rate positive values");
+    }
+    // Latency runs patch pods: on the smallest count that has some.
+    let latency_pods = pods.iter().copied().find(|&n| n > 0);
+    let command = std::iter::once(format!("cargo xtask bench {SUITE}"))
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let root = crate::workspace_root();
+    let began = Instant::now();
+    let load_before = load_average();
+
+    crate::controlplane::build(false)?;
+    let bins = contenders::build(&root)?;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let step = Step::start("starting etcd and kube-apiserver");
+    let cp = rt.block_on(kinformer_testenv::ControlPlane::start())?;
+    step.finish("ready");
+    let client = rt.block_on(async { cp.client() })?;
+
+    let mut samples: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
+    let mut latency: BTreeMap<Contender, Latencies> = BTreeMap::new();
+    let mut churn: BTreeMap<Contender, Vec<ChurnStep>> = BTreeMap::new();
+    for &n in &pods {
+        let ns = rt.block_on(cp.create_namespace(&format!("bench-{n}")))?;
+        let api = Api::<Pod>::namespaced(client.clone(), &ns);
+        let names = create_pods(&rt, &api, n)?;
+        let setup = measure::Setup {
+            rt: &rt,
+            bins: &bins,
+            cp: &cp,
+            api: &api,
+            ns: &ns,
+            names: &names,
+            opts: &opts,
+        };
+
+        let total =
+            opts.runs * (Contender::for_strip(false).len() + Contender::for_strip(true).len());
+        let mut step = Step::start(format!(
+            "{n} pods: {total} syncs ({} runs x 3 contenders without stripping, 4 with)",
+            opts.runs
+        ));
+        let mut done = 0;
+        for strip in [false, true] {
+            for round in 0..opts.runs {
+                let contenders = Contender::for_strip(strip);
+                for k in 0..contenders.len() {
+                    let c = contenders[(round + k) % contenders.len()];
+                    step.detail(&format!(
+                        "{done}/{total}: {} ({})",
+                        c.name(),
+                        if strip { "stripped" } else { "full objects" }
+                    ));
+                    let s = measure::sync_once(&setup, c, strip).inspect_err(|_| {
+                        step_failed(&format!("{} syncing {n} pods", c.name()));
+                    })?;
+                    samples.entry((n, strip, c)).or_default().push(s);
+                    done += 1;
+                }
+            }
+        }
+        step.finish("done");
+
+        if Some(n) == latency_pods && opts.latency_patches > 0 {
+            for (k, c) in Contender::for_strip(true).iter().copied().enumerate() {
+                let l = measure::latency(&setup, c, k)?;
+                latency.insert(c, l);
+            }
+        }
+        if Some(n) == latency_pods && opts.churn_secs > 0 && !opts.churn_rates.is_empty() {
+            for (k, c) in Contender::for_strip(true).iter().copied().enumerate() {
+                let steps = measure::churn(&setup, c, k)?;
+                churn.insert(c, steps);
+            }
+        }
+    }
+    drop(cp);
+    let load_after = load_average();
+    let elapsed = began.elapsed();
+
+    let mut tables = report::tables(
+        &pods,
+        &samples,
+        &latency,
+        latency_pods.unwrap_or_default(),
+        &opts,
+    );
+    report::churn_table(&mut tables, &churn, latency_pods.unwrap_or_default(), &opts);
+    println!("\n{tables}");
+    eprintln!(
+        "the whole bench took {:.1} min (load average {load_before} before, {load_after} after)",
+        elapsed.as_secs_f64() / 60.0
+    );
+    if opts.no_record {
+        return Ok(());
+    }
+    charts::write_all(
+        &root,
+        &pods,
+        &samples,
+        &latency,
+        latency_pods.unwrap_or_default(),
+    )?;
+    report::record(
+        &root,
+        &command,
+        &load_before,
+        &load_after,
+        elapsed,
+        &tables,
+        !latency.is_empty(),
+    )
+}
+
+fn step_failed(what: &str) {
+    eprintln!("\nFAILED: {what}");
+}
+
+/// The 1-minute and 5-minute load averages, as `/proc/loadavg` has them.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(2).collect::<Vec<_>>().join(" / "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Creates `n` pods in chunks, showing progress; returns their names.
+fn create_pods(
+    rt: &tokio::runtime::Runtime,
+    api: &Api<Pod>,
+    n: usize,
+) -> anyhow::Result<Vec<String>> {
+    let mut step = Step::start(format!("creating {n} pods"));
+    let mut names = Vec::with_capacity(n);
+    let mut chunk = 0;
+    while names.len() < n {
+        let size = CREATE_CHUNK.min(n - names.len());
+        let created = rt
+            .block_on(kinformer_testenv::create_pods(
+                api,
+                &format!("p{chunk}"),
+                size,
+            ))
+            .inspect_err(|_| step_failed("creating pods"))?;
+        names.extend(created.into_iter().filter_map(|p| p.metadata.name));
+        chunk += 1;
+        step.detail(&format!("{}/{n} created", names.len()));
+    }
+    step.finish("done");
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_with_defaults_and_lists() {
+        let o = Opts::parse_from(["x", "--pods", "100,2000", "--runs", "3"]);
+        assert_eq!(o.pods, [100, 2000]);
+        assert_eq!(o.runs, 3);
+        let d = Opts::parse_from(["x"]);
+        assert_eq!(d.pods, [0, 1000, 10000]);
+    }
+}

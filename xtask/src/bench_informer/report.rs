@@ -1,0 +1,295 @@
+//! The report: the tables printed and written to BENCHMARKS.md, and the section around them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use super::charts::CHART_DIR;
+use super::contenders::Contender;
+use super::measure::{ChurnStep, Key, Latencies, Sample, med, quantile};
+use super::{Opts, SUITE};
+use crate::bench::record_section;
+
+/// `v` with `precision` decimals, or "–" when there is no value.
+fn num(v: f64, precision: usize) -> String {
+    if v.is_nan() {
+        "–".to_owned()
+    } else {
+        format!("{v:.precision$}")
+    }
+}
+
+/// `a ÷ b` as "1.23x", or "–".
+fn ratio(a: f64, b: f64) -> String {
+    let r = a / b;
+    if r.is_finite() {
+        format!("{r:.2}x")
+    } else {
+        "–".to_owned()
+    }
+}
+
+/// A table row: the `lead` cells, the four contenders' medians with `precision` decimals
+/// (client-go, kinformer, kinformer (modify), kube-runtime), then the `rest`.
+fn row(lead: &[String], medians: [f64; 4], precision: usize, rest: &[String]) -> String {
+    let cells: Vec<String> = lead
+        .iter()
+        .cloned()
+        .chain(medians.map(|v| num(v, precision)))
+        .chain(rest.iter().cloned())
+        .collect();
+    format!("| {} |", cells.join(" | "))
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "**missed**" }
+}
+
+/// The sync time, peak RSS, RSS per pod and event latency tables, as markdown.
+pub(super) fn tables(
+    pods: &[usize],
+    samples: &BTreeMap<Key, Vec<Sample>>,
+    latency: &BTreeMap<Contender, Latencies>,
+    latency_pods: usize,
+    opts: &Opts,
+) -> String {
+    use Contender::{ClientGo, Kinformer, KinformerModify, KubeRuntime};
+    let mut t = String::new();
+    let label = |strip: bool| if strip { "stripped" } else { "kept" };
+    let kinformer_verdict = |strip: bool, k: f64, m: f64, ok: &dyn Fn(f64) -> bool| {
+        if strip {
+            format!("transform {}, modify {}", verdict(ok(k)), verdict(ok(m)))
+        } else {
+            verdict(ok(k)).to_owned()
+        }
+    };
+    let _ = writeln!(
+        t,
+        "Initial sync: time from spawning the process to its \"synced\" line, median of {} runs. \
+         kinformer strips with the informer's transform, kinformer (modify) with `KubeListerWatcher::modify`.\n\n\
+         | pods | managedFields | client-go ms | kinformer ms | kinformer (modify) ms | kube-runtime ms | kinformer ÷ client-go | kinformer (modify) ÷ client-go | kube-runtime ÷ client-go | target: kinformer ≤ 1.0x client-go |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        opts.runs
+    );
+    for &n in pods {
+        for strip in [false, true] {
+            let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime]
+                .map(|c| med(samples, (n, strip, c), |s| s.spawn_ms));
+            let lead = [n.to_string(), label(strip).to_owned()];
+            let rest = [
+                ratio(k, g),
+                ratio(m, g),
+                ratio(r, g),
+                kinformer_verdict(strip, k, m, &|x| x <= g),
+            ];
+            let _ = writeln!(t, "{}", row(&lead, [g, k, m, r], 0, &rest));
+        }
+    }
+    let _ = writeln!(
+        t,
+        "\nPeak RSS (`VmHWM` right after the sync), median of {} runs.\n\n\
+         | pods | managedFields | client-go MiB | kinformer MiB | kinformer (modify) MiB | kube-runtime MiB | kinformer ÷ client-go | kinformer ÷ kube-runtime | kinformer (modify) ÷ client-go | kinformer (modify) ÷ kube-runtime | target: ≤ 0.5x client-go, ≤ 1.0x kube-runtime |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        opts.runs
+    );
+    for &n in pods {
+        for strip in [false, true] {
+            let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime]
+                .map(|c| med(samples, (n, strip, c), |s| s.rss_kib / 1024.0));
+            let lead = [n.to_string(), label(strip).to_owned()];
+            let rest = [
+                ratio(k, g),
+                ratio(k, r),
+                ratio(m, g),
+                ratio(m, r),
+                kinformer_verdict(strip, k, m, &|x| x <= 0.5 * g && x <= r),
+            ];
+            let _ = writeln!(t, "{}", row(&lead, [g, k, m, r], 1, &rest));
+        }
+    }
+    // With a 0-pod baseline: the peak RSS each cached pod adds, at the largest count.
+    if let (Some(0), Some(&n)) = (pods.first(), pods.last().filter(|&&n| n > 0)) {
+        let _ = writeln!(
+            t,
+            "\nPeak RSS per cached pod: (median peak RSS at {n} pods − at 0 pods) ÷ {n}.\n\n\
+             | managedFields | client-go bytes | kinformer bytes | kinformer (modify) bytes | kube-runtime bytes | kinformer ÷ client-go | kinformer (modify) ÷ client-go | target: ≤ 0.5x client-go (stripped) |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+        );
+        for strip in [false, true] {
+            #[allow(clippy::cast_precision_loss)]
+            let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime].map(|c| {
+                (med(samples, (n, strip, c), |s| s.rss_kib)
+                    - med(samples, (0, strip, c), |s| s.rss_kib))
+                    * 1024.0
+                    / n as f64
+            });
+            let rest = [
+                ratio(k, g),
+                ratio(m, g),
+                if strip {
+                    kinformer_verdict(strip, k, m, &|x| x <= 0.5 * g)
+                } else {
+                    "–".to_owned()
+                },
+            ];
+            let _ = writeln!(
+                t,
+                "{}",
+                row(&[label(strip).to_owned()], [g, k, m, r], 0, &rest)
+            );
+        }
+    }
+    if let Some(go) = latency.get(&ClientGo) {
+        let (g50, g99) = (quantile(&go.from_send, 0.5), quantile(&go.from_send, 0.99));
+        let _ = writeln!(
+            t,
+            "\nEvent latency on {} pods (managedFields stripped): {} label patches at {}/s, one pod each. \
+             From sent: the handler's wall-clock time − the time the patch request was sent; from response: − \
+             the time the patch's response arrived (negative when the watch event beat the response).\n\n\
+             | contender | p50 ms from sent | p99 ms from sent | max ms from sent | p50 ÷ client-go | p99 ÷ client-go | \
+             p50 ms from response | p99 ms from response | seen / patched | target: p99 ≤ 1.0x client-go |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            latency_pods, opts.latency_patches, opts.latency_rate
+        );
+        for (c, l) in latency {
+            let (p50, p99) = (quantile(&l.from_send, 0.5), quantile(&l.from_send, 0.99));
+            let _ = writeln!(
+                t,
+                "| {} | {p50:.2} | {p99:.2} | {:.2} | {:.2}x | {:.2}x | {:.2} | {:.2} | {}/{} | {} |",
+                c.name(),
+                l.from_send.last().copied().unwrap_or(f64::NAN),
+                p50 / g50,
+                p99 / g99,
+                quantile(&l.from_ack, 0.5),
+                quantile(&l.from_ack, 0.99),
+                l.from_send.len(),
+                l.patched,
+                if matches!(c, Kinformer | KinformerModify) {
+                    verdict(p99 <= g99)
+                } else {
+                    "–"
+                }
+            );
+        }
+    }
+    t
+}
+
+/// Appends the churn table.
+pub(super) fn churn_table(
+    t: &mut String,
+    churn: &BTreeMap<Contender, Vec<ChurnStep>>,
+    pods: usize,
+    opts: &Opts,
+) {
+    if churn.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "\nChurn on {pods} pods (managedFields stripped): label patches at each rate for {} s, at most 64 in \
+         flight, one contender at a time; achieved = patches sent per second (first to last send), handled = \
+         updates the handler saw per second (first send to last sighting), p99 from send to handler.\n\n\
+         | patches/s asked | contender | patches/s achieved | updates/s handled | p99 ms | seen / sent |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: |",
+        opts.churn_secs
+    );
+    let steps = churn.values().map(Vec::len).max().unwrap_or(0);
+    for k in 0..steps {
+        for (c, s) in churn {
+            if let Some(s) = s.get(k) {
+                let _ = writeln!(
+                    t,
+                    "| {} | {} | {:.0} | {:.0} | {:.1} | {}/{} |",
+                    s.target,
+                    c.name(),
+                    s.achieved,
+                    s.handled,
+                    s.p99_ms,
+                    s.seen,
+                    s.sent
+                );
+            }
+        }
+    }
+}
+
+/// Writes the informer's section of BENCHMARKS.md: how it was measured, `tables`, and the
+/// charts (the latency chart only when there are latencies).
+pub(super) fn record(
+    root: &Path,
+    command: &str,
+    load_before: &str,
+    load_after: &str,
+    elapsed: Duration,
+    tables: &str,
+    has_latency: bool,
+) -> anyhow::Result<()> {
+    let body = format!(
+        "Measured by `{command}` on a {cores}-core machine: load average {load_before} before the run and \
+         {load_after} after it; the whole run took {min:.1} min. The commit that changed this section dates it.\n\n\
+         {tables}\n\
+         Charts: [sync time vs pods]({CHART_DIR}/sync.svg), [peak RSS vs pods]({CHART_DIR}/rss.svg){lat}.\n\n\
+         ![sync time]({CHART_DIR}/sync.svg)\n![peak RSS]({CHART_DIR}/rss.svg)\n{latimg}",
+        cores = std::thread::available_parallelism().map_or(0, usize::from),
+        min = elapsed.as_secs_f64() / 60.0,
+        lat = if has_latency {
+            format!(", [event latency CDF]({CHART_DIR}/latency.svg)")
+        } else {
+            String::new()
+        },
+        latimg = if has_latency {
+            format!("![event latency]({CHART_DIR}/latency.svg)\n")
+        } else {
+            String::new()
+        },
+    );
+    record_section(&root.join("BENCHMARKS.md"), SUITE, &body)?;
+    eprintln!("recorded in BENCHMARKS.md, charts in {CHART_DIR}/");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// Rows as the single-file version of this module printed them for the same samples.
+    #[test]
+    fn table_rows_keep_their_cells_and_formats() {
+        let opts = Opts::parse_from(["x", "--runs", "1"]);
+        let mut samples: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
+        for n in [0, 100] {
+            for strip in [false, true] {
+                for (c, ms, kib) in [
+                    (Contender::ClientGo, 10.0, 2048.0),
+                    (Contender::Kinformer, 5.0, 1024.0),
+                    (Contender::KinformerModify, 12.0, 1100.0),
+                    (Contender::KubeRuntime, 20.0, 1536.0),
+                ] {
+                    if strip || c != Contender::KinformerModify {
+                        #[allow(clippy::cast_precision_loss)]
+                        let sample = Sample {
+                            spawn_ms: ms + n as f64,
+                            rss_kib: if n == 0 { kib } else { 2.0 * kib + 7.0 },
+                        };
+                        samples.insert((n, strip, c), vec![sample]);
+                    }
+                }
+            }
+        }
+        let t = tables(&[0, 100], &samples, &BTreeMap::new(), 100, &opts);
+        for row in [
+            "| 0 | kept | 10 | 5 | – | 20 | 0.50x | – | 2.00x | met |",
+            "| 100 | stripped | 110 | 105 | 112 | 120 | 0.95x | 1.02x | 1.09x | transform met, modify **missed** |",
+            "| 0 | stripped | 2.0 | 1.0 | 1.1 | 1.5 | 0.50x | 0.67x | 0.54x | 0.72x | transform met, modify **missed** |",
+            "| 100 | kept | 4.0 | 2.0 | – | 3.0 | 0.50x | 0.67x | – | – | **missed** |",
+            "| kept | 21043 | 10557 | – | 15800 | 0.50x | – | – |",
+            "| stripped | 21043 | 10557 | 11336 | 15800 | 0.50x | 0.54x | transform **missed**, modify **missed** |",
+        ] {
+            assert!(t.lines().any(|line| line == row), "no row {row:?} in\n{t}");
+        }
+    }
+}
