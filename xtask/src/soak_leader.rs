@@ -35,23 +35,6 @@ pub(crate) fn run(minutes: u64, seed: Option<u64>) -> anyhow::Result<()> {
     if let Some(seed) = seed {
         cmd.env("KINFORMER_LEADER_CHAOS_SEED", seed.to_string());
     }
-    // `cargo run` set these for xtask itself; the test builds its elector example with a
-    // nested cargo that does not see them, and a difference would rebuild crates twice.
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_BIN_")
-            || [
-                "CARGO_MANIFEST_DIR",
-                "CARGO_MANIFEST_PATH",
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-            ]
-            .contains(&name.as_ref())
-        {
-            cmd.env_remove(name.as_ref());
-        }
-    }
     let status = cmd.status().context("running cargo test")?;
     if !status.success() {
         bail!("the leader election soak failed ({status})");
