@@ -95,7 +95,7 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
 }
 
 /// The cargo target dir: `CARGO_TARGET_DIR`, else `<workspace>/target`.
-fn target_dir() -> std::path::PathBuf {
+pub(crate) fn target_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| crate::workspace_root().join("target"))
