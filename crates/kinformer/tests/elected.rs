@@ -14,9 +14,12 @@ use kinformer::leaderelection::{LeaderElectionConfig, LeaderElector};
 use kinformer::prelude::*;
 use tokio::time::{Instant, sleep};
 
-/// What one replica's reconciles did, in order: (key, when, what).
+/// One thing a reconcile did: (key, when, what).
+type Entry = (String, Instant, &'static str);
+
+/// What one replica's reconciles did, in order.
 #[derive(Clone, Default)]
-struct Journal(Arc<Mutex<Vec<(String, Instant, &'static str)>>>);
+struct Journal(Arc<Mutex<Vec<Entry>>>);
 
 impl Journal {
     fn push(&self, key: &ObjectKey, what: &'static str) {
@@ -26,7 +29,7 @@ impl Journal {
             what,
         ));
     }
-    fn entries(&self) -> Vec<(String, Instant, &'static str)> {
+    fn entries(&self) -> Vec<Entry> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
