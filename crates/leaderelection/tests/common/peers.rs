@@ -4,9 +4,8 @@
 
 use std::fmt;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use kinformer_testenv::{ApiProxy, ControlPlane};
@@ -66,88 +65,15 @@ pub fn now_ns() -> i128 {
         .unwrap_or(0)
 }
 
-/// The kinformer elector binary (this package's `leader_peer` example), built on first use
-/// into this test binary's target dir and profile: `cargo test --test chaos` alone does not
-/// build examples, and a stale one would test old code.
+/// The kinformer elector binary (this package's `leader_peer` example), built on first use.
 fn rust_binary() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(build_rust_binary).clone()
-}
-
-fn build_rust_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    // <target>/<profile>/deps/<test binary>
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the profile dir");
-    let target = profile_dir.parent().expect("the target dir");
-    let profile = profile_dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .expect("the profile's name");
-    let path = profile_dir.join("examples").join("leader_peer");
-    // Cargo sets CARGO for the tests it runs; without it, use what is there.
-    if let Some(cargo) = std::env::var_os("CARGO") {
-        let mut cmd = Command::new(cargo);
-        // The variables cargo sets for this test's run describe this package; seen by the
-        // nested cargo they would look like changed build inputs and rebuild the world.
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            if name.starts_with("CARGO_PKG_")
-                || name.starts_with("CARGO_BIN_EXE_")
-                || [
-                    "CARGO_MANIFEST_DIR",
-                    "CARGO_MANIFEST_PATH",
-                    "CARGO_CRATE_NAME",
-                    "CARGO_BIN_NAME",
-                    "CARGO_PRIMARY_PACKAGE",
-                    "CARGO_TARGET_TMPDIR",
-                    "CARGO_RUSTC_CURRENT_DIR",
-                    "OUT_DIR",
-                ]
-                .contains(&name.as_ref())
-            {
-                cmd.env_remove(name.as_ref());
-            }
-        }
-        let status = cmd
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "kinformer-leaderelection",
-                "--example",
-                "leader_peer",
-            ])
-            .arg("--target-dir")
-            .arg(target)
-            .args([
-                "--profile",
-                if profile == "debug" { "dev" } else { profile },
-            ])
-            .status()
-            .expect("run cargo");
-        assert!(status.success(), "building the leader_peer example failed");
-    }
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo build -p kinformer-leaderelection --example \
-         leader_peer`",
-        path.display()
-    );
-    path
+    kinformer_testenv::example_binary("kinformer-leaderelection", "leader_peer")
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// client-go's elector binary, built by `cargo xtask controlplane build`.
 fn go_binary() -> PathBuf {
-    let path = kinformer_testenv::binary_dir().join("leader-peer");
-    assert!(
-        path.is_file(),
-        "{} is missing: build it with `cargo xtask controlplane build`",
-        path.display()
-    );
-    path
+    kinformer_testenv::peer_binary("leader-peer").unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Where a test's peers run: the Lease, the timings, the directory of the journals.
