@@ -100,7 +100,10 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Installs the process's metrics, or returns the ones installed before: the
     /// controller families are registered, and the work queues' global metrics provider is
-    /// set (if something else set one first, queues keep that one and a warning says so).
+    /// set, and with the `kube` feature the leader electors' (client-go's
+    /// `leader_election_master_status`, `leader_election_slowpath_total`, plus
+    /// `leader_election_transitions_total`). If something else set a global provider first,
+    /// it is kept and a warning says so.
     pub fn install() -> &'static Metrics {
         INSTALLED.get_or_init(|| {
             let mut registry = Registry::default();
@@ -109,6 +112,17 @@ impl Metrics {
                 tracing::warn!(
                     "a global workqueue metrics provider was already set: queue metrics go there"
                 );
+            }
+            #[cfg(feature = "kube")]
+            {
+                let provider = Arc::new(
+                    kinformer_leaderelection::PrometheusMetricsProvider::new(&mut registry),
+                );
+                if kinformer_leaderelection::set_metrics_provider(provider).is_err() {
+                    tracing::warn!(
+                        "a global leader election metrics provider was already set: elector metrics go there"
+                    );
+                }
             }
             let controllers = ControllerFamilies {
                 reconciles: Family::default(),
