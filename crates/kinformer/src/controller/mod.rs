@@ -340,7 +340,11 @@ where
         stop: &CancellationToken,
         how: Stop,
     ) {
-        let halt = CancellationToken::new();
+        // Halting workers stop taking keys the moment `stop` fires; draining ones go on.
+        let halt = match how {
+            Stop::Halt(_) => stop.child_token(),
+            Stop::Drain => CancellationToken::new(),
+        };
         let mut workers = JoinSet::new();
         for id in 0..count {
             let (worker, context, halt) = (Arc::clone(self), context.clone(), halt.clone());
