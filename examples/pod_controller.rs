@@ -11,7 +11,14 @@
 //! cargo run --example pod_controller                 # local control plane, until Ctrl-C
 //! cargo run --example pod_controller -- --demo       # scripted: create, update, delete, summary
 //! cargo run --example pod_controller -- --kubeconfig ~/.kube/config [--context C] [-n default]
+//! cargo run --example pod_controller -- --kubeconfig K --leader-elect  # one of several replicas
 //! ```
+//!
+//! With `--leader-elect` every replica runs the informer (its cache stays synced and its
+//! queue gathers keys), and only the holder of the Lease `pod-controller` in the namespace
+//! runs the workers; a standby takes over when the leader dies (after the lease duration)
+//! or stops (at once: it releases the lease). See `common::Args::leader_election` for the
+//! timing flags.
 //!
 //! `cargo xtask demo` runs the `--demo` mode; `tests/demo.rs` checks its output.
 #![allow(clippy::print_stdout)]
@@ -27,10 +34,10 @@ use std::time::Duration;
 use common::{Args, BoxError, ensure_namespace, names, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{IndexFunc, Indexers, parse_selector};
+use kinformer::leaderelection::LeaderElector;
 use kinformer::prelude::*;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use tokio_util::sync::CancellationToken;
 
 /// The custom index of the article: pods by `spec.nodeName`.
 const BY_NODE: &str = "byNode";
@@ -46,7 +53,15 @@ async fn main() -> Result<(), BoxError> {
         out.line(summary.to_string());
         return Ok(());
     }
-    let controller = PodController::start(cluster.client.clone(), &namespace, &out).await?;
+    let elector = args.leader_election(&cluster.client, &namespace, "pod-controller")?;
+    if let Some(elector) = &elector {
+        out.line(format!(
+            "leader election: candidate {} for lease {namespace}/pod-controller",
+            elector.identity()
+        ));
+    }
+    let controller =
+        PodController::start_elected(cluster.client.clone(), &namespace, &out, elector).await?;
     out.line("watching pods; Ctrl-C stops".to_string());
     tokio::signal::ctrl_c().await?;
     controller.stop().await
@@ -130,6 +145,16 @@ impl PodController {
         namespace: &str,
         out: &Output,
     ) -> Result<Self, BoxError> {
+        Self::start_elected(client, namespace, out, None).await
+    }
+
+    /// [`start`](Self::start); with an elector the workers run only while it leads.
+    pub async fn start_elected(
+        client: kube::Client,
+        namespace: &str,
+        out: &Output,
+        elector: Option<LeaderElector>,
+    ) -> Result<Self, BoxError> {
         // A factory for one namespace, resyncing every 30 s.
         let factory = SharedInformerFactory::builder(client)
             .namespace(namespace)
@@ -182,16 +207,26 @@ impl PodController {
         }
         out.line(format!("cache synced: {report}"));
 
-        // The workers: get → sync_pod → forget, or add_rate_limited on error → done.
+        // The workers: get → sync_pod → forget, or add_rate_limited on error → done. What
+        // every reconcile needs travels in its context.
         let cancel = CancellationToken::new();
-        let reconcile = {
-            let (stats, out) = (Arc::clone(&stats), out.clone());
-            move |key: ObjectKey| {
-                let (lister, stats, out) = (lister.clone(), Arc::clone(&stats), out.clone());
-                async move { sync_pod(&key, &lister, &stats, &out) }
+        let context = SyncContext {
+            lister,
+            stats: Arc::clone(&stats),
+            out: out.clone(),
+        };
+        let workers = match elector {
+            None => tokio::spawn(controller.run(sync_pod, context, cancel.clone())),
+            Some(elector) => {
+                let (cancel, out) = (cancel.clone(), out.clone());
+                tokio::spawn(async move {
+                    let run = controller.run_elected(&elector, sync_pod, context, cancel);
+                    if let Err(e) = run.await {
+                        out.line(format!("leader election failed: {e}"));
+                    }
+                })
             }
         };
-        let workers = tokio::spawn(controller.run(reconcile, cancel.clone()));
         Ok(Self {
             factory,
             informer,
@@ -216,15 +251,21 @@ fn by_node_index() -> Indexers<Pod> {
     Indexers::from([(BY_NODE.to_string(), by_node)])
 }
 
+/// What `sync_pod` reads and writes: the cache, the counters, the output.
+pub struct SyncContext {
+    lister: Lister<Pod>,
+    stats: Arc<Stats>,
+    out: Output,
+}
+
 /// The article's `syncPod`: read the pod from the cache (never from the API server) and
 /// act on it. One change: a pod that is not in the cache was deleted, which is done, not
 /// an error to retry with backoff forever.
-fn sync_pod(
-    key: &ObjectKey,
-    lister: &Lister<Pod>,
-    stats: &Stats,
-    out: &Output,
-) -> Result<(), kinformer::indexer::Error> {
+async fn sync_pod(
+    key: ObjectKey,
+    ctx: Context<SyncContext>,
+) -> Result<Action, kinformer::indexer::Error> {
+    let SyncContext { lister, stats, out } = &*ctx;
     stats.reconciles.fetch_add(1, Ordering::Relaxed);
     let namespace = key.namespace().unwrap_or_default();
     let state = match lister.namespaced(namespace).get(key.name()) {
@@ -248,7 +289,7 @@ fn sync_pod(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(key.to_string(), state);
-    Ok(())
+    Ok(Action::Done)
 }
 
 /// What the scripted run saw.

@@ -19,7 +19,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use common::{Args, BoxError, ensure_namespace, start, wait_for};
@@ -32,7 +32,6 @@ use kinformer::indexer::{
 use kinformer::prelude::*;
 use kube::Api;
 use kube::api::PostParams;
-use tokio_util::sync::CancellationToken;
 
 /// Layer 1, the rate limiter: every retry waits a fixed delay (no backoff), and the
 /// limiter counts the retries it was asked about.
@@ -189,7 +188,7 @@ impl Sink<Pod> for CountingFifo {
 }
 
 impl FifoQueue<Pod> for CountingFifo {
-    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, Pod>, FifoError>> {
+    fn poll_pop(&self, cx: &mut TaskContext<'_>) -> Poll<Result<Popped<'_, Pod>, FifoError>> {
         self.inner.poll_pop(cx)
     }
     fn has_synced(&self) -> bool {
@@ -204,6 +203,31 @@ impl FifoQueue<Pod> for CountingFifo {
     fn len(&self) -> usize {
         FifoQueue::len(&self.inner)
     }
+}
+
+/// The keys that failed their first attempt, and those reconciled.
+#[derive(Default)]
+pub struct Attempts {
+    failed_once: Mutex<HashSet<ObjectKey>>,
+    done: Mutex<HashSet<ObjectKey>>,
+}
+
+/// Fails each key's first attempt on purpose, so that its retry goes through the custom
+/// rate limiter; records the second.
+async fn fail_first_attempt(key: ObjectKey, ctx: Context<Arc<Attempts>>) -> Result<Action, String> {
+    if ctx
+        .failed_once
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key.clone())
+    {
+        return Err(format!("{key}: failing the first attempt on purpose"));
+    }
+    ctx.done
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key);
+    Ok(Action::Done)
 }
 
 #[tokio::main]
@@ -294,37 +318,27 @@ pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<
         .len();
 
     // Fails each key's first attempt; records the second.
-    let failed_once = Arc::new(Mutex::new(HashSet::new()));
-    let done = Arc::new(Mutex::new(HashSet::new()));
+    let attempts = Arc::new(Attempts::default());
     let cancel = CancellationToken::new();
-    let reconcile = {
-        let (failed_once, done) = (Arc::clone(&failed_once), Arc::clone(&done));
-        move |key: ObjectKey| {
-            let (failed_once, done) = (Arc::clone(&failed_once), Arc::clone(&done));
-            async move {
-                if failed_once
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key.clone())
-                {
-                    return Err(format!("{key}: failing the first attempt on purpose"));
-                }
-                done.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key);
-                Ok(())
-            }
-        }
-    };
-    let workers = tokio::spawn(controller.run(reconcile, cancel.clone()));
+    let workers =
+        tokio::spawn(controller.run(fail_first_attempt, Arc::clone(&attempts), cancel.clone()));
     wait_for("every pod reconciled", || {
-        done.lock().unwrap_or_else(PoisonError::into_inner).len() >= expected
+        attempts
+            .done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+            >= expected
     })
     .await?;
     cancel.cancel();
     workers.await?;
     handle.stop().await?;
-    let reconciled = done.lock().unwrap_or_else(PoisonError::into_inner).len();
+    let reconciled = attempts
+        .done
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .len();
     Ok(Report {
         reconciled,
         limiter_retries: queue.limiter().asked.load(Ordering::Relaxed),

@@ -15,6 +15,9 @@ mod pod_controller;
 #[path = "../swap_layers.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod swap_layers;
+#[path = "../widget_controller.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod widget_controller;
 
 use kinformer::reflector::reflector_client;
 use kinformer_testenv::ControlPlane;
@@ -94,4 +97,36 @@ async fn the_swap_layers_example_goes_through_the_custom_limiter_store_and_fifo(
     );
     assert!(report.store_writes >= 1, "{report}");
     assert!(report.fifo_writes >= 1, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_widget_controller_creates_scales_repairs_and_cleans_up() {
+    let (client, ns) = client_and_namespace("widget").await;
+    let out = widget_controller::Output::capture();
+    if let Err(e) = widget_controller::demo(client, &ns, &out).await {
+        panic!("{e}; output so far:\n{}", out.lines().join("\n"));
+    }
+    let lines = out.lines();
+    for want in [
+        "creating widget demo (2 replicas)",
+        "demo: config map demo-config written",
+        "demo: pod demo-0 created",
+        "demo: pod demo-1 created",
+        r#"status: 2 pods; config map says "hello""#,
+        "demo: pod demo-2 created",
+        "status: 3 pods",
+        "pod demo-1 is back (the owner was reconciled)",
+        "demo: cleaned up",
+        "widget demo is gone; pods gone; config map gone: true",
+        "metrics: 4 or more reconciles counted",
+        "readyz: ok",
+        r#"events recorded for demo: {"CleanedUp", "Reconciled"}"#,
+    ] {
+        assert!(
+            lines.iter().any(|l| l == want),
+            "missing {want:?} in:\n{}",
+            lines.join("\n")
+        );
+    }
 }

@@ -6,6 +6,7 @@
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
+//! - `cargo xtask soak leader --minutes N` runs the leader election chaos test for N minutes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
@@ -15,6 +16,7 @@ mod controlplane;
 mod gen_proto;
 mod progress;
 mod release;
+mod soak_leader;
 mod test;
 
 use anyhow::Context;
@@ -59,6 +61,24 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Long chaos runs.
+    Soak {
+        #[command(subcommand)]
+        command: SoakCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SoakCommand {
+    /// Kinformer and client-go electors on one Lease under kills, pauses and partitions.
+    Leader {
+        /// How long to run the chaos.
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        /// Replay the schedule of an earlier run (its seed is printed).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -93,6 +113,9 @@ fn main() -> anyhow::Result<()> {
         Command::Conformance => conformance::run(),
         Command::Bench { suite, args } => bench::run(&suite, &args),
         Command::GenProto { check } => gen_proto::run(check),
+        Command::Soak {
+            command: SoakCommand::Leader { minutes, seed },
+        } => soak_leader::run(minutes, seed),
     }
 }
 

@@ -53,8 +53,16 @@ pub(crate) fn package() -> anyhow::Result<()> {
         args.extend(["-p", name.as_str()]);
     }
     let step = Step::start(format!("cargo package ({})", names.join(", ")));
+    // The verification builds our crates as registry crates of version 0.1.0, and cargo
+    // never rebuilds a registry crate whose name and version it has built before: in a
+    // target dir kept between runs, a crate would be checked against last run's build of
+    // its dependencies. So the verification builds in a dir of its own, where every build
+    // of ours is dropped first (the dependencies' builds are kept).
+    let dir = crate::test::target_dir().join("package-verify");
+    forget_our_builds(&dir, &names)?;
     let status = cargo(&args)
         .env("K8S_OPENAPI_ENABLED_VERSION", "1.36")
+        .env("CARGO_TARGET_DIR", &dir)
         .status()
         .context("running cargo package")?;
     if !status.success() {
@@ -62,6 +70,37 @@ pub(crate) fn package() -> anyhow::Result<()> {
         bail!("cargo package failed ({status})");
     }
     step.finish("passed");
+    Ok(())
+}
+
+/// Deletes what `dir`'s debug profile holds of the crates `names` (fingerprints, libraries,
+/// build scripts), so that they are built again from their packaged sources.
+fn forget_our_builds(dir: &std::path::Path, names: &[String]) -> anyhow::Result<()> {
+    let debug = dir.join("debug");
+    for sub in [".fingerprint", "deps", "build"] {
+        let Ok(entries) = std::fs::read_dir(debug.join(sub)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let file = file.to_string_lossy();
+            let ours = names.iter().any(|name| {
+                let lib = name.replace('-', "_");
+                [format!("{name}-"), format!("lib{lib}-"), format!("{lib}-")]
+                    .iter()
+                    .any(|prefix| file.starts_with(prefix.as_str()))
+            });
+            if ours {
+                let path = entry.path();
+                let removed = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                removed.with_context(|| format!("removing {}", path.display()))?;
+            }
+        }
+    }
     Ok(())
 }
 

@@ -395,16 +395,6 @@ impl<K: MetaObject> ThreadSafeStore<K> {
         }
     }
 
-    /// How many objects are stored.
-    pub fn len(&self) -> usize {
-        self.read().keys.len()
-    }
-
-    /// Whether the store is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn key_of(&self, obj: &K) -> Result<ObjectKey, Error> {
         match &self.key_func {
             None => meta_namespace_key(obj).map_err(Error::Key),
@@ -693,6 +683,10 @@ impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
 
     fn last_sync_resource_version(&self) -> String {
         self.read().rv.clone()
+    }
+
+    fn len(&self) -> usize {
+        self.read().keys.len()
     }
 
     fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>

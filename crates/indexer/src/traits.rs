@@ -53,6 +53,17 @@ pub trait Indexer<K>: KnownObjects<K> {
     /// bookmarked; `""` before any.
     fn last_sync_resource_version(&self) -> String;
 
+    /// How many objects are stored. The default counts [`list_keys`](KnownObjects::list_keys);
+    /// a cache that knows its size says so.
+    fn len(&self) -> usize {
+        self.list_keys().len()
+    }
+
+    /// Whether nothing is stored.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// The stored objects that share at least one value of the index `index_name` with
     /// `obj` (whose values are computed with the index function, not looked up).
     ///
@@ -125,6 +136,8 @@ macro_rules! forward {
             fn list_index_func_values(&self, index_name: &str) -> Vec<String> { (**self).list_index_func_values(index_name) }
             fn get_indexers(&self) -> Indexers<K> { (**self).get_indexers() }
             fn last_sync_resource_version(&self) -> String { (**self).last_sync_resource_version() }
+            fn len(&self) -> usize { (**self).len() }
+            fn is_empty(&self) -> bool { (**self).is_empty() }
             fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> where K: MetaObject { (**self).index(index_name, obj) }
         }
     )*};

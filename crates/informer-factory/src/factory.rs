@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{ErrorChain, MetaObject};
-use kinformer_reflector::{KubeListerWatcher, WireFormat};
+use kinformer_reflector::{Backoff, KubeListerWatcher, WireFormat};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::de::DeserializeOwned;
 
 use crate::sync::SYNC_POLL;
-use crate::{Error, FifoKind, InformerHandle, SharedIndexInformer};
+use crate::{Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
 
 /// What a factory's informer watches besides its resource: the namespace and the list
 /// options (client-go's `WithNamespace` and `WithTweakListOptions`). Two requests for one
@@ -154,6 +154,7 @@ trait AnyInformer: Send + Sync {
     fn as_any(&self) -> &dyn Any;
     fn start(&self) -> Result<InformerHandle, Error>;
     fn has_synced(&self) -> bool;
+    fn stats(&self) -> InformerStats;
 }
 
 impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<K> {
@@ -165,6 +166,9 @@ impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<
     }
     fn has_synced(&self) -> bool {
         SharedIndexInformer::has_synced(self)
+    }
+    fn stats(&self) -> InformerStats {
+        SharedIndexInformer::stats(self)
     }
 }
 
@@ -193,6 +197,7 @@ struct Config {
     custom_resync: HashMap<TypeId, Duration>,
     transform: Option<MetaTransform>,
     fifo: FifoKind,
+    backoff: Backoff,
     wire_format: WireFormat,
 }
 
@@ -274,10 +279,19 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
-    /// The FIFO kind of every informer (default [`FifoKind::DeltaFifo`]).
+    /// The FIFO kind of every informer (default [`FifoKind::InOrderAtomic`], as client-go
+    /// v1.36).
     #[must_use]
     pub fn fifo(mut self, kind: FifoKind) -> Self {
         self.config.fifo = kind;
+        self
+    }
+
+    /// The retry spacing of every informer's reflector (default [`Backoff::default`]; see
+    /// [`SharedIndexInformerBuilder::backoff`](crate::SharedIndexInformerBuilder::backoff)). [`Backoff::client_go`] is client-go's.
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.config.backoff = backoff;
         self
     }
 
@@ -378,13 +392,29 @@ impl fmt::Debug for SharedInformerFactory {
 impl SharedInformerFactory {
     /// A factory over every namespace without resync (client-go's
     /// `NewSharedInformerFactory(client, 0)`). Build the client with
-    /// `kinformer_reflector::reflector_client` so that kube's own retries stay out of the
-    /// reflector's backoff.
+    /// [`reflector_client`](kinformer_reflector::reflector_client) (or use
+    /// [`from_config`](Self::from_config)): a plain `kube::Client` retries `429` and `504`
+    /// inside itself, hidden from the reflector's backoff and relist logic.
     pub fn new(client: kube::Client) -> Self {
         Self::builder(client).build()
     }
 
-    /// A builder: namespace, list options, resyncs, transform, FIFO kind.
+    /// A builder whose informers talk to the cluster `config` describes, through the client
+    /// a reflector needs ([`reflector_client`](kinformer_reflector::reflector_client): no
+    /// hidden retries, `TCP_NODELAY`). The way to build a factory when you have a
+    /// `kube::Config` (`kube::Config::infer().await?`).
+    ///
+    /// # Errors
+    /// [`Error::Reflector`] when no client can be built from `config`.
+    pub fn from_config(config: kube::Config) -> Result<SharedInformerFactoryBuilder, Error> {
+        Ok(Self::builder(kinformer_reflector::reflector_client(
+            config,
+        )?))
+    }
+
+    /// A builder: namespace, list options, resyncs, transform, FIFO kind. The client
+    /// should come from [`reflector_client`](kinformer_reflector::reflector_client) (see
+    /// [`new`](Self::new)); [`from_config`](Self::from_config) builds it for you.
     pub fn builder(client: kube::Client) -> SharedInformerFactoryBuilder {
         SharedInformerFactoryBuilder {
             config: Config {
@@ -394,6 +424,7 @@ impl SharedInformerFactory {
                 custom_resync: HashMap::new(),
                 transform: None,
                 fifo: FifoKind::default(),
+                backoff: Backoff::default(),
                 wire_format: WireFormat::default(),
             },
         }
@@ -514,6 +545,7 @@ impl SharedInformerFactory {
             .name(id.to_string())
             .resync_period(resync)
             .fifo(config.fifo)
+            .backoff(config.backoff.clone())
             .build()
     }
 
@@ -556,6 +588,20 @@ impl SharedInformerFactory {
             }
             tokio::time::sleep(SYNC_POLL.min(deadline - now)).await;
         }
+    }
+
+    /// A snapshot of every informer the factory handed out, in request order: for
+    /// metrics and health checks.
+    pub fn informer_stats(&self) -> Vec<InformerStats> {
+        let state = self.state();
+        state.informers.iter().map(|e| e.informer.stats()).collect()
+    }
+
+    /// Whether every informer the factory started has synced (and at least one was
+    /// started): what a readiness check asks.
+    pub fn all_synced(&self) -> bool {
+        let report = self.sync_report();
+        !report.informers.is_empty() && report.all_synced()
     }
 
     fn sync_report(&self) -> CacheSyncReport {

@@ -8,19 +8,20 @@ use std::time::{Duration, Instant};
 
 use kinformer_core::{
     BoxError, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KnownObjects,
-    MetaObject, ObjectKey, TransformFn,
+    MetaObject, ObjectKey, TransformFn, deletion_handling_key, meta_namespace_key,
 };
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 use kinformer_indexer::{
     Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, namespace_indexers,
 };
 use kinformer_reflector::{
-    ListerWatcher, Reflector, ReflectorStatus, TaskHandle, WatchErrorHandler,
+    Backoff, ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, TaskHandle,
+    WatchErrorHandler,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::listener::{ListenerState, Notification, Processor};
+use crate::listener::{Buffering, ListenerState, Notification, Processor};
 use crate::{Error, ResourceEventHandler};
 
 /// The shortest resync period a handler can have (client-go's `minimumResyncPeriod`).
@@ -94,6 +95,7 @@ struct Inner<K> {
     store: Arc<dyn IndexerWriter<K>>,
     processor: Arc<Processor<K>>,
     watch_list: bool,
+    backoff: Backoff,
     default_resync: Option<Duration>,
     config: Mutex<Config<K>>,
     /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
@@ -104,6 +106,69 @@ struct Inner<K> {
     status: OnceLock<ReflectorStatus>,
 }
 
+/// How a handler is registered: its resync period and its buffer
+/// ([`SharedIndexInformer::add_event_handler_with_options`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use kinformer_informer_factory::HandlerOptions;
+///
+/// // A handler that only enqueues keys: resync every 5 minutes, one pending notification
+/// // per object however fast they change.
+/// let options = HandlerOptions::new().resync(Duration::from_secs(300)).coalesce_by_key();
+/// # let _ = options;
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HandlerOptions {
+    /// The handler's resync period; `None` (the default): the informer's default one.
+    pub resync: Option<Duration>,
+    /// Whether the buffer keeps at most one pending notification per object key (false by
+    /// default: every notification, as client-go).
+    pub coalesce: bool,
+}
+
+impl HandlerOptions {
+    /// The informer's default resync, an unbounded buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A resync period of the handler's own (zero: none).
+    #[must_use]
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+
+    /// Buffer at most one notification per object key while the handler is busy: what it
+    /// gets is the change from what it last saw of an object to the object's latest state
+    /// (an add then updates arrive as one add of the latest; updates as one update from the
+    /// first old to the last new; anything then a delete as the delete; a delete then a
+    /// re-create as an update). Keys come in the order they first became pending.
+    ///
+    /// Memory is then bounded by the number of objects, not the number of events: a handler
+    /// stuck for a minute at 1,000 events a second holds at most one notification per
+    /// object instead of 60,000. A handler that only enqueues keys (the controller's
+    /// handlers use this mode) loses nothing; one that needs every intermediate state (an
+    /// audit log) should keep the default. Not in client-go, whose buffers are unbounded.
+    #[must_use]
+    pub fn coalesce_by_key(mut self) -> Self {
+        self.coalesce = true;
+        self
+    }
+}
+
+/// The key a coalescing listener files `n` under: the object's namespace/name.
+fn notification_key<K: MetaObject>(n: &Notification<K>) -> Option<ObjectKey> {
+    match n {
+        Notification::Add { obj, .. } | Notification::Update { new: obj, .. } => {
+            meta_namespace_key(obj.as_ref()).ok()
+        }
+        Notification::Delete(d) => deletion_handling_key(d).ok(),
+    }
+}
+
 /// Builds a [`SharedIndexInformer`]; see [`SharedIndexInformer::builder`].
 pub struct SharedIndexInformerBuilder<K> {
     lw: Arc<dyn ListerWatcher<K>>,
@@ -111,6 +176,7 @@ pub struct SharedIndexInformerBuilder<K> {
     resync: Duration,
     fifo: FifoChoice<K>,
     watch_list: bool,
+    backoff: Backoff,
     indexers: Indexers<K>,
     store: Option<Arc<dyn IndexerWriter<K>>>,
 }
@@ -196,6 +262,31 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
+    /// How the reflector spaces its retries when the server fails (default
+    /// [`Backoff::default`]: client-go's 800 ms doubling to 30 s, but started over once a
+    /// watch delivers and capped at 1 s while the server is unreachable, so that the cache
+    /// catches up within seconds of a partition or an API server restart;
+    /// [`Backoff::client_go`] for client-go's policy to the letter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::{fake::FakeListerWatcher, Backoff};
+    ///
+    /// let mut backoff = Backoff::default();
+    /// backoff.max = Duration::from_secs(10);
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .backoff(backoff)
+    ///     .build();
+    /// # let _ = informer;
+    /// ```
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
     /// Index functions besides the namespace index, which is always there (listers use it).
     #[must_use]
     pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
@@ -228,6 +319,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
                 store,
                 processor: Arc::new(Processor::default()),
                 watch_list: self.watch_list,
+                backoff: self.backoff,
                 default_resync,
                 config: Mutex::new(Config {
                     started: false,
@@ -289,6 +381,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             resync: Duration::ZERO,
             fifo: FifoChoice::Kind(FifoKind::default()),
             watch_list: true,
+            backoff: Backoff::default(),
             indexers: namespace_indexers(),
             store: None,
         }
@@ -306,33 +399,24 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers `handler` with the informer's default resync period; see
-    /// [`add_event_handler_with_resync`](Self::add_event_handler_with_resync).
+    /// Registers `handler` with the informer's default resync period and an unbounded
+    /// buffer; see [`add_event_handler_with_options`](Self::add_event_handler_with_options).
     ///
     /// # Errors
-    /// As `add_event_handler_with_resync`.
+    /// As `add_event_handler_with_options`.
     pub fn add_event_handler<H>(&self, handler: H) -> Result<Registration<K>, Error>
     where
         H: ResourceEventHandler<K> + Send + 'static,
     {
-        let period = self.inner.default_resync.unwrap_or_default();
-        self.add_event_handler_with_resync(handler, period)
+        self.add_event_handler_with_options(handler, HandlerOptions::new())
     }
 
-    /// Registers `handler` on a listener of its own (an unbounded buffer and a thread).
-    ///
-    /// `resync`: zero means no resync; anything under [`MINIMUM_RESYNC_PERIOD`] becomes it.
-    /// Before start, a shorter period makes the reflector check for due resyncs more often;
-    /// after start, a period shorter than that check interval is raised to it (as in
-    /// client-go), and an informer started without any resync never resyncs.
-    ///
-    /// Added after start, the handler first gets an `on_add(obj, true)` for every cached
-    /// object, taken while no item is being applied: it misses no later event and sees none
-    /// twice.
+    /// Registers `handler` with its own `resync` period (client-go's
+    /// `AddEventHandlerWithResyncPeriod`); see
+    /// [`add_event_handler_with_options`](Self::add_event_handler_with_options).
     ///
     /// # Errors
-    /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
-    /// listener's thread cannot be started.
+    /// As `add_event_handler_with_options`.
     pub fn add_event_handler_with_resync<H>(
         &self,
         handler: H,
@@ -341,7 +425,43 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     where
         H: ResourceEventHandler<K> + Send + 'static,
     {
-        let mut resync = normalize_resync(resync);
+        self.add_event_handler_with_options(handler, HandlerOptions::new().resync(resync))
+    }
+
+    /// Registers `handler` on a listener of its own: a buffer and a thread, so that a slow
+    /// handler delays nobody but itself.
+    ///
+    /// [`HandlerOptions::resync`]: zero means no resync; anything under
+    /// [`MINIMUM_RESYNC_PERIOD`] becomes it. Before start, a shorter period makes the
+    /// reflector check for due resyncs more often; after start, a period shorter than that
+    /// check interval is raised to it (as in client-go), and an informer started without any
+    /// resync never resyncs. [`HandlerOptions::coalesce_by_key`]: a buffer bounded by the
+    /// number of objects instead of the number of events.
+    ///
+    /// Added after start, the handler first gets an `on_add(obj, true)` for every cached
+    /// object, taken while no item is being applied: it misses no later event and sees none
+    /// twice.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
+    /// listener's thread cannot be started.
+    pub fn add_event_handler_with_options<H>(
+        &self,
+        handler: H,
+        options: HandlerOptions,
+    ) -> Result<Registration<K>, Error>
+    where
+        H: ResourceEventHandler<K> + Send + 'static,
+    {
+        let period = options
+            .resync
+            .unwrap_or_else(|| self.inner.default_resync.unwrap_or_default());
+        let mut resync = normalize_resync(period);
+        let buffering = if options.coalesce {
+            Buffering::CoalesceByKey(notification_key::<K>)
+        } else {
+            Buffering::Unbounded
+        };
         // Held throughout, so that a concurrent stop cannot miss the new listener.
         let mut cfg = self.config();
         if cfg.stopped {
@@ -371,9 +491,13 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let (id, state) = if cfg.started {
             let _deliver = self.lock_deliver();
             let snapshot = self.inner.store.list();
-            self.inner.processor.add(handler, resync, snapshot)?
+            self.inner
+                .processor
+                .add(handler, resync, buffering, snapshot)?
         } else {
-            self.inner.processor.add(handler, resync, Vec::new())?
+            self.inner
+                .processor
+                .add(handler, resync, buffering, Vec::new())?
         };
         drop(cfg);
         Ok(Registration {
@@ -470,6 +594,28 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             .unwrap_or_default()
     }
 
+    /// The reflector's live progress (last resourceVersion, counters of lists, watches and
+    /// events); `None` before start.
+    pub fn reflector_status(&self) -> Option<ReflectorStatus> {
+        self.inner.status.get().cloned()
+    }
+
+    /// A snapshot of the informer's state for metrics and health checks: cheap (a few
+    /// atomic loads and the cache's size), safe to take at any time.
+    pub fn stats(&self) -> InformerStats {
+        let status = self.inner.status.get();
+        InformerStats {
+            name: self.inner.name.clone(),
+            started: self.is_started(),
+            synced: self.has_synced(),
+            objects: self.inner.store.len(),
+            last_sync_resource_version: status
+                .map(ReflectorStatus::last_sync_resource_version)
+                .unwrap_or_default(),
+            reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
+        }
+    }
+
     /// Whether [`run`](Self::run) or [`start`](Self::start) was called.
     pub fn is_started(&self) -> bool {
         self.config().started
@@ -542,7 +688,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         };
         let mut reflector = Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo))
             .name(inner.name.clone())
-            .watch_list(inner.watch_list);
+            .watch_list(inner.watch_list)
+            .backoff(inner.backoff.clone());
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&inner.processor);
             reflector = reflector
@@ -759,6 +906,25 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             }
         }
     }
+}
+
+/// What an informer reports about itself: see [`SharedIndexInformer::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InformerStats {
+    /// The informer's name (a factory's informers are named after their resource:
+    /// `pods.v1 (default)`).
+    pub name: String,
+    /// Whether it was started.
+    pub started: bool,
+    /// Whether its first list has been applied to the cache.
+    pub synced: bool,
+    /// How many objects its cache holds.
+    pub objects: usize,
+    /// The resource version of the last list, event or bookmark; empty before start.
+    pub last_sync_resource_version: String,
+    /// What its reflector did: lists by reason, watches, events by type.
+    pub reflector: ReflectorCounters,
 }
 
 /// A handler's registration with an informer (client-go's `ResourceEventHandlerRegistration`).

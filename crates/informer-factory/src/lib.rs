@@ -227,8 +227,8 @@ pub use factory::{
 };
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
-    FifoKind, InformerHandle, MINIMUM_RESYNC_PERIOD, Registration, SharedIndexInformer,
-    SharedIndexInformerBuilder,
+    FifoKind, HandlerOptions, InformerHandle, InformerStats, MINIMUM_RESYNC_PERIOD, Registration,
+    SharedIndexInformer, SharedIndexInformerBuilder,
 };
 pub use shared::{HandlerRegistration, SharedInformer};
 pub use sync::{HasSynced, wait_for_cache_sync};

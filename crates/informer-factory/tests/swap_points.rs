@@ -432,3 +432,37 @@ async fn a_cache_written_from_scratch_sits_behind_the_real_informer() {
         handle.stop().await.unwrap();
     }
 }
+
+/// The retry policy reaches the informer's reflector: lists that fail are retried on the
+/// given schedule, not on the default one (800 ms first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backoff_policy_is_the_informers_to_choose() {
+    let fake = FakeListerWatcher::<Obj>::new();
+    fake.on_list(|_| {
+        Err(kinformer_reflector::Error::Api(
+            kinformer_reflector::ApiStatus::new(500, "InternalError", "down"),
+        ))
+    });
+    let mut backoff = kinformer_reflector::Backoff::default();
+    backoff.initial = std::time::Duration::from_millis(20);
+    backoff.max = std::time::Duration::from_millis(80);
+    backoff.jitter = 0.0;
+    let informer = SharedIndexInformer::builder(fake.clone())
+        .backoff(backoff)
+        .build();
+    let handle = informer.start().unwrap();
+    eventually("five lists", SECS5, || fake.list_times().len() >= 5).await;
+    handle.stop().await.unwrap();
+    let times = fake.list_times();
+    let gaps: Vec<u128> = times
+        .windows(2)
+        .take(4)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    for (gap, want) in gaps.iter().zip([20, 40, 80, 80]) {
+        assert!(
+            (want..want + 500).contains(gap),
+            "gaps {gaps:?}, want 20, 40, 80, 80 ms"
+        );
+    }
+}

@@ -1,9 +1,23 @@
-//! The whole informer pipeline in one crate: each layer as a module, a [`prelude`] and a
-//! [`Controller`](controller::Controller) runner.
+//! The whole informer pipeline in one crate: each layer as a module, a [`prelude`], the
+//! [`Controller`](controller::Controller) runner and the kit around it (owner mapping,
+//! [`predicates`], `finalizer`, metrics, health endpoints).
 //!
 //! kinformer is client-go's informer machinery in Rust. Each layer is its own crate, usable
 //! alone; this facade re-exports every one of them under a short module name, so a
-//! controller needs one dependency and one `use kinformer::prelude::*;`.
+//! controller uses one kinformer dependency and `use kinformer::prelude::*;`.
+//!
+//! # What a controller depends on
+//!
+//! ```toml
+//! [dependencies]
+//! kinformer = { version = "0.1", features = ["server"] }   # "server": /metrics, /healthz, /readyz
+//! kube = "5"                                               # the client and its Config
+//! k8s-openapi = { version = "0.29", features = ["v1_36"] } # your cluster's Kubernetes version
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "signal"] }
+//! ```
+//!
+//! The prelude re-exports the `CancellationToken` that stops a controller, so `tokio-util` is
+//! not needed. Library crates pick no k8s-openapi version; your program does.
 //!
 //! # Layout
 //!
@@ -12,54 +26,72 @@
 //! | [`core`] | kinformer-core | object keys (`namespace/name`), tombstones, `Delta` types, the `MetaObject` view of an object |
 //! | [`workqueue`] | kinformer-workqueue | the work queue, the delaying and the rate-limited queue, rate limiters, metrics hooks |
 //! | [`indexer`] | kinformer-indexer | the cache's read side (`Indexer`) and write side (`IndexerWriter`), the thread-safe store, index functions, listers |
-//! | [`deltafifo`] | kinformer-deltafifo | the DeltaFIFO and the in-order FIFO between the reflector and the store |
+//! | [`deltafifo`] | kinformer-deltafifo | the in-order FIFO and the DeltaFIFO between the reflector and the cache |
 //! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
 //! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
-//! | [`controller`] | this crate | a rate-limited queue plus N workers running your reconcile function |
+//! | [`controller`] | this crate | a rate-limited queue plus N workers running your reconcile function, and what feeds the queue |
+//! | [`predicates`] | this crate | which updates are worth a reconcile (generation, labels, annotations changed) |
+//! | `finalizer` | this crate (feature `kube`, default) | cleanup before an object goes away |
+//! | `events` | kinformer-events (feature `kube`) | Kubernetes Events, deduplicated into series as client-go's `tools/events` |
+//! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
+//! | `metrics` | this crate (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
+//! | `server` | this crate (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
 //!
 //! The data flows top to bottom:
 //!
 //! ```text
-//! API server ─list/watch─▶ Reflector ─▶ FIFO ─▶ informer pop loop ─▶ store (listers read it)
-//!                                                       └─▶ event handlers ─add(key)─▶ Controller queue ─▶ workers: reconcile(key)
+//! API server ─list/watch─▶ Reflector ─▶ FIFO ─▶ informer pop loop ─▶ cache (listers read it)
+//!                                                       └─▶ event handlers ─add(key)─▶ Controller queue ─▶ workers: reconcile(key, ctx)
 //! ```
 //!
 //! # Facade or one crate?
 //!
 //! Use this facade for a controller: informer, listers, queue and worker loop in one
 //! dependency. Depend on a single layer when that is all you need: a program that only
-//! wants a work queue takes kinformer-workqueue (no kube, no Tokio); a custom store or FIFO
+//! wants a work queue takes kinformer-workqueue (no kube, no Tokio); a custom cache or FIFO
 //! implements the trait from kinformer-indexer or kinformer-deltafifo. The types are the
 //! same either way (`kinformer::workqueue::WorkQueue` *is* `kinformer_workqueue::WorkQueue`),
 //! so the two mix freely.
 //!
-//! This crate, like every library crate of the workspace, picks no k8s-openapi version
-//! feature: the program that uses it does (`k8s-openapi = { version = "0.29", features =
-//! ["v1_36"] }`).
-//!
 //! # Example
 //!
 //! The reference article's pod controller: an informer feeds keys to a controller whose
-//! workers read the pod back from the informer's cache.
+//! workers read the pod back from the informer's cache. The factory hands out one shared
+//! informer per type (and per namespace and list options: `informer_with::<K>(InformerOptions)`
+//! for a label or field selector of its own).
 //!
 //! ```no_run
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::controller::{Action, Context};
 //! use kinformer::prelude::*;
-//! use tokio_util::sync::CancellationToken;
+//!
+//! /// What every reconcile reads: here the pod cache.
+//! struct Ctx {
+//!     pods: Lister<Pod>,
+//! }
+//!
+//! async fn reconcile(key: ObjectKey, ctx: Context<Ctx>) -> Result<Action, kinformer::indexer::Error> {
+//!     let namespace = key.namespace().unwrap_or_default();
+//!     match ctx.pods.namespaced(namespace).get(key.name()) {
+//!         Ok(pod) => tracing::info!(%key, phase = ?pod.status.as_ref().and_then(|s| s.phase.clone()), "pod"),
+//!         Err(e) if e.is_not_found() => tracing::info!(%key, "pod deleted"),
+//!         Err(e) => return Err(e),
+//!     }
+//!     Ok(Action::Done)
+//! }
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = reflector_client(kube::Config::infer().await?)?;
-//! let factory = SharedInformerFactory::builder(client)
+//! // The client a reflector needs, from your kubeconfig or the pod's service account.
+//! let factory = SharedInformerFactory::from_config(kube::Config::infer().await?)?
 //!     .namespace("default")
 //!     .resync(Duration::from_secs(30))
 //!     .build();
 //! let pods = factory.informer::<Pod>();
-//! let lister = pods.lister();
 //!
 //! let controller = Controller::<ObjectKey>::new("pods").workers(2);
-//! // Handlers only enqueue keys; deletes the tombstone-aware way.
-//! pods.add_event_handler(controller.enqueue_handler())?;
+//! // Handlers only enqueue keys (deletes the tombstone-aware way), with the factory's resync.
+//! controller.watch(&pods)?;
 //! factory.start()?;
 //! let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
 //! assert!(report.all_synced(), "{report}");
@@ -70,47 +102,36 @@
 //!     let _ = tokio::signal::ctrl_c().await;
 //!     stop.cancel();
 //! });
-//! controller
-//!     .run(
-//!         move |key: ObjectKey| {
-//!             let lister = lister.clone();
-//!             async move {
-//!                 let namespace = key.namespace().unwrap_or_default();
-//!                 match lister.namespaced(namespace).get(key.name()) {
-//!                     Ok(pod) => tracing::info!(%key, phase = ?pod.status.as_ref().and_then(|s| s.phase.clone()), "pod"),
-//!                     Err(e) if e.is_not_found() => tracing::info!(%key, "pod deleted"),
-//!                     Err(e) => return Err(e),
-//!                 }
-//!                 Ok(())
-//!             }
-//!         },
-//!         cancel,
-//!     )
-//!     .await;
+//! controller.run(reconcile, Ctx { pods: pods.lister() }, cancel).await;
 //! factory.shutdown().await?;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! The same controller without a cluster, fed by hand (see [`controller`] for the worker
-//! loop and the shutdown):
+//! A controller of a resource that owns others adds
+//! [`owns`](controller::Controller::owns) (children's events reconcile their controller
+//! owner) or [`watches`](controller::Controller::watches) (any mapping from objects to keys);
+//! [`watch_with`](controller::Controller::watch_with) filters updates with a
+//! [`predicates::Predicate`]. The same controller without a cluster, fed by hand (see
+//! [`controller`] for the worker loop and the shutdown):
 //!
 //! ```
+//! use kinformer::controller::{Action, Context};
 //! use kinformer::prelude::*;
-//! use tokio_util::sync::CancellationToken;
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! let controller = Controller::<ObjectKey>::new("example");
 //! let queue = std::sync::Arc::clone(controller.queue());
 //! queue.add(ObjectKey::new(Some("default"), "web-0")?);
 //!
-//! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+//! let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
 //! let cancel = CancellationToken::new();
 //! let run = tokio::spawn(controller.run(
-//!     move |key: ObjectKey| {
-//!         let tx = tx.clone();
-//!         async move { tx.send(key.to_string()).map_err(|_| "receiver gone") }
+//!     |key: ObjectKey, tx: Context<tokio::sync::mpsc::UnboundedSender<String>>| async move {
+//!         tx.send(key.to_string()).map_err(|_| "receiver gone")?;
+//!         Ok::<_, &str>(Action::Done)
 //!     },
+//!     tx,
 //!     cancel.clone(),
 //! ));
 //! assert_eq!(rx.recv().await.as_deref(), Some("default/web-0"));
@@ -120,9 +141,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
+//!
+//! # Features
+//!
+//! - `kube` (default): the Kubernetes lister-watcher, the factory, [`owns`](controller::Controller::owns),
+//!   the metadata [`predicates`], `finalizer`, `events`, `leaderelection` and
+//!   `Controller::run_elected`.
+//! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
+//! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz` endpoints.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod controller;
+#[cfg(feature = "kube")]
+pub mod finalizer;
+#[cfg(feature = "prometheus")]
+pub mod metrics;
+pub mod predicates;
+#[cfg(feature = "server")]
+pub mod server;
 
 /// Object keys, tombstones, `Delta` types and the `MetaObject` view: kinformer-core (with
 /// its `kube` feature, so every kube `Resource` is a `MetaObject`).
@@ -143,6 +179,17 @@ pub use kinformer_reflector as reflector;
 /// The `SharedIndexInformer`, its listeners and event handlers, the
 /// `SharedInformerFactory`: kinformer-informer-factory.
 pub use kinformer_informer_factory as informer;
+
+/// Kubernetes Events (`events.k8s.io/v1`) written as client-go's `tools/events` does, folded
+/// into series: kinformer-events (feature `kube`).
+#[cfg(feature = "kube")]
+pub use kinformer_events as events;
+
+/// Lease-based leader election with client-go's semantics: kinformer-leaderelection
+/// (feature `kube`). [`Controller::run_elected`](controller::Controller::run_elected) runs a
+/// controller's workers only while this replica leads.
+#[cfg(feature = "kube")]
+pub use kinformer_leaderelection as leaderelection;
 
 /// The names a controller author uses daily: `use kinformer::prelude::*;`.
 ///
@@ -182,5 +229,8 @@ pub mod prelude {
     pub use kinformer_informer_factory::{InformerOptions, SharedInformerFactory};
 
     // The worker loop.
-    pub use crate::controller::{Controller, ControllerConfig, EnqueueKeys};
+    pub use crate::controller::{Action, Context, Controller, ControllerConfig, EnqueueKeys};
+    pub use crate::predicates::Predicate;
+    /// How `Controller::run` is told to stop (tokio-util's token, re-exported).
+    pub use tokio_util::sync::CancellationToken;
 }

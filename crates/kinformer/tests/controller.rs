@@ -4,15 +4,29 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinformer::controller::Controller;
+use futures::FutureExt;
+use kinformer::controller::{Action, Context, Controller};
 use kinformer::prelude::*;
 use kinformer::workqueue::ItemExponentialFailureRateLimiter;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
-use tokio_util::sync::CancellationToken;
+
+/// What the adapted reconcile functions return.
+type Reconciled<E> = Pin<Box<dyn Future<Output = Result<Action, E>> + Send>>;
+
+/// The reconcile functions of these tests return `Result<(), E>`: `Ok(())` is `Action::Done`.
+fn plain<T, F, Fut, E>(f: F) -> impl Fn(T, Context<()>) -> Reconciled<E> + Send + Sync + 'static
+where
+    F: Fn(T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: 'static,
+{
+    move |key, _ctx| Box::pin(f(key).map(|r| r.map(|()| Action::Done)))
+}
 
 /// Generous: only a broken controller waits this long.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -79,13 +93,14 @@ async fn success_forgets_the_key() {
     let (tx, mut rx) = unbounded_channel();
     let cancel = CancellationToken::new();
     let run = tokio::spawn(controller.run(
-        move |key: &'static str| {
+        plain(move |key: &'static str| {
             let tx = tx.clone();
             async move {
                 tx.send(key).expect("test alive");
                 Ok::<(), String>(())
             }
-        },
+        }),
+        (),
         cancel.clone(),
     ));
     assert_eq!(recv(&mut rx).await, "web-0");
@@ -111,7 +126,7 @@ async fn error_requeues_rate_limited_until_success() {
     let run = tokio::spawn({
         let queue = Arc::clone(&queue);
         controller.run(
-            move |key: &'static str| {
+            plain(move |key: &'static str| {
                 let (tx, queue, attempts) = (tx.clone(), Arc::clone(&queue), Arc::clone(&attempts));
                 async move {
                     let attempt = {
@@ -128,7 +143,8 @@ async fn error_requeues_rate_limited_until_success() {
                         Ok(())
                     }
                 }
-            },
+            }),
+            (),
             cancel.clone(),
         )
     });
@@ -167,7 +183,7 @@ async fn panicking_reconcile_does_not_kill_the_worker() {
     let calls: Arc<Mutex<HashMap<&'static str, usize>>> = Arc::default();
     let cancel = CancellationToken::new();
     let run = tokio::spawn(controller.run(
-        move |key: &'static str| {
+        plain(move |key: &'static str| {
             let call = {
                 let mut calls = calls.lock().expect("lock");
                 let n = calls.entry(key).or_default();
@@ -189,7 +205,8 @@ async fn panicking_reconcile_does_not_kill_the_worker() {
                 tx.send((key, call)).expect("test alive");
                 Ok::<(), String>(())
             }
-        },
+        }),
+        (),
         cancel.clone(),
     ));
 
@@ -236,7 +253,7 @@ async fn workers_run_in_parallel_but_never_the_same_key_at_once() {
         let overlaps = Arc::clone(&overlaps);
         let barrier_timeouts = Arc::clone(&barrier_timeouts);
         controller.run(
-            move |key: usize| {
+            plain(move |key: usize| {
                 let queue = Arc::clone(&queue);
                 let (barrier, in_flight, rounds) = (
                     Arc::clone(&barrier),
@@ -279,7 +296,8 @@ async fn workers_run_in_parallel_but_never_the_same_key_at_once() {
                     }
                     Ok::<(), String>(())
                 }
-            },
+            }),
+            (),
             cancel.clone(),
         )
     });
@@ -317,7 +335,7 @@ async fn shutdown_drains_queued_items_and_waits_for_in_flight() {
     let run = tokio::spawn({
         let (release, finished) = (Arc::clone(&release), Arc::clone(&finished));
         controller.run(
-            move |key: u32| {
+            plain(move |key: u32| {
                 let (started_tx, release, finished) = (
                     started_tx.clone(),
                     Arc::clone(&release),
@@ -331,7 +349,8 @@ async fn shutdown_drains_queued_items_and_waits_for_in_flight() {
                     finished.lock().expect("lock").push(key);
                     Ok::<(), String>(())
                 }
-            },
+            }),
+            (),
             cancel.clone(),
         )
     });
@@ -362,13 +381,14 @@ async fn run_returns_when_the_queue_is_shut_down_elsewhere() {
     queue.add(7);
     let (tx, mut rx) = unbounded_channel();
     let run = tokio::spawn(controller.run(
-        move |key: u32| {
+        plain(move |key: u32| {
             let tx = tx.clone();
             async move {
                 tx.send(key).expect("test alive");
                 Ok::<(), String>(())
             }
-        },
+        }),
+        (),
         CancellationToken::new(),
     ));
     assert_eq!(recv(&mut rx).await, 7);
@@ -389,7 +409,7 @@ async fn max_retries_drops_the_key() {
     let run = tokio::spawn({
         let queue = Arc::clone(&queue);
         controller.run(
-            move |key: &'static str| {
+            plain(move |key: &'static str| {
                 let (tx, queue) = (tx.clone(), Arc::clone(&queue));
                 async move {
                     tx.send((key, queue.num_requeues(&key)))
@@ -400,7 +420,8 @@ async fn max_retries_drops_the_key() {
                         Ok(())
                     }
                 }
-            },
+            }),
+            (),
             cancel.clone(),
         )
     });
@@ -427,6 +448,7 @@ async fn max_retries_drops_the_key() {
 /// given and calls them when the test says so.
 struct FakeInformer {
     handlers: Mutex<Vec<Box<dyn ResourceEventHandler<Named> + Send>>>,
+    options: Mutex<Vec<kinformer::informer::HandlerOptions>>,
     cache: Arc<kinformer::indexer::ThreadSafeStore<Named>>,
 }
 
@@ -434,6 +456,7 @@ impl Default for FakeInformer {
     fn default() -> Self {
         Self {
             handlers: Mutex::default(),
+            options: Mutex::default(),
             cache: Arc::new(kinformer::indexer::ThreadSafeStore::new(
                 kinformer::indexer::namespace_indexers(),
             )),
@@ -479,12 +502,13 @@ impl kinformer::informer::HasSynced for FakeInformer {
 }
 
 impl kinformer::informer::SharedInformer<Named> for FakeInformer {
-    fn add_event_handler_with_resync(
+    fn add_event_handler_with_options(
         &self,
         handler: Box<dyn ResourceEventHandler<Named> + Send>,
-        _resync: Duration,
+        options: kinformer::informer::HandlerOptions,
     ) -> Result<Box<dyn kinformer::informer::HandlerRegistration>, kinformer::informer::Error> {
         self.handlers.lock().unwrap().push(handler);
+        self.options.lock().unwrap().push(options);
         Ok(Box::new(FakeRegistration))
     }
     fn indexer(&self) -> Arc<dyn Indexer<Named>> {
@@ -513,10 +537,11 @@ async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
     let (tx, mut rx) = unbounded_channel();
     let cancel = CancellationToken::new();
     let run = tokio::spawn(controller.run(
-        move |key: ObjectKey| {
+        plain(move |key: ObjectKey| {
             let tx = tx.clone();
             async move { tx.send(key.to_string()).map_err(|_| "closed") }
-        },
+        }),
+        (),
         cancel.clone(),
     ));
     let mut seen = vec![
@@ -526,6 +551,85 @@ async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
     ];
     seen.sort();
     assert_eq!(seen, ["ns/a", "ns/b", "ns/gone"]);
+    // Key enqueuers lose nothing to a coalescing buffer: the controller asks for one.
+    assert_eq!(
+        *informer.options.lock().unwrap(),
+        [kinformer::informer::HandlerOptions::new().coalesce_by_key()]
+    );
     cancel.cancel();
     within("shutdown", run).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_after_forgets_and_adds_the_key_back_after_the_delay() {
+    // The queue's clock moves only when the test steps it.
+    let clock = kinformer::workqueue::FakeClock::new();
+    let queue = RateLimitingWorkQueue::with_config(
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)),
+        QueueConfig::new().clock(clock.clone()),
+    );
+    let controller = Controller::with_queue(queue);
+    let queue = Arc::clone(controller.queue());
+    queue.add_rate_limited("cert"); // a failure the requeue must forget
+    clock.step(Duration::from_millis(1));
+
+    let (tx, mut rx) = unbounded_channel();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |key: &'static str, _ctx: Context<()>| {
+            let tx = tx.clone();
+            async move {
+                tx.send(key).expect("test alive");
+                Ok::<_, String>(Action::RequeueAfter(Duration::from_secs(60)))
+            }
+        },
+        (),
+        cancel.clone(),
+    ));
+    assert_eq!(recv(&mut rx).await, "cert");
+    eventually("the key to be done", || queue.num_requeues(&"cert") == 0).await;
+    assert!(queue.is_empty(), "not queued until the delay has passed");
+    clock.step(Duration::from_secs(59));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(rx.try_recv().is_err(), "not before 60 s");
+    clock.step(Duration::from_secs(1));
+    assert_eq!(recv(&mut rx).await, "cert", "again after 60 s");
+    assert_eq!(queue.num_requeues(&"cert"), 0, "a requeue is not a failure");
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_carries_the_shared_value_and_its_cancellation() {
+    struct Shared {
+        calls: AtomicUsize,
+    }
+    let controller = Controller::with_queue(fast_queue::<&'static str>());
+    let queue = Arc::clone(controller.queue());
+    queue.add("a");
+    let (tx, mut rx) = unbounded_channel();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |key: &'static str, ctx: Context<Shared>| {
+            let tx = tx.clone();
+            async move {
+                let n = ctx.calls.fetch_add(1, Ordering::SeqCst) + 1;
+                tx.send((key, n, ctx.clone())).expect("test alive");
+                // A long reconcile that gives up when told to stop.
+                ctx.cancellation().cancelled().await;
+                Ok::<_, String>(Action::Done)
+            }
+        },
+        Shared {
+            calls: AtomicUsize::new(0),
+        },
+        cancel.clone(),
+    ));
+    let (key, n, ctx) = recv(&mut rx).await;
+    assert_eq!((key, n), ("a", 1));
+    assert!(!ctx.is_cancelled());
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+    assert!(ctx.is_cancelled(), "the reconcile saw the stop");
+    assert_eq!(ctx.data().calls.load(Ordering::SeqCst), 1);
 }

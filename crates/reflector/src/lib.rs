@@ -87,7 +87,13 @@
 //! One [`Backoff`] per reflector spaces every retry: a failed round (before the relist),
 //! a watch that failed to start with `429` or an unreachable server, a `429` in a watch
 //! stream. Delays start at 800 ms, double up to 30 s, are stretched by a random 0–100 %,
-//! and start over after two minutes without a backoff. `429` and an unreachable server
+//! and start over after two minutes without a backoff — as client-go's. Unlike client-go's
+//! (which [`Backoff::client_go`] reproduces), they also start over once a watch delivers an
+//! event or the server answers `410`, and stay at about a second while the server cannot be
+//! reached at all: a reflector that backed off during a partition or an API server restart
+//! catches up within seconds of the server coming back, instead of sleeping up to a minute
+//! more. A server that answers with errors (`429`, `5xx`, `403`) still sees the full
+//! escalation, and a list that works does not reset it. `429` and an unreachable server
 //! re-watch from the last RV *without* relisting (client-go does this for "connection
 //! refused"; kinformer widens it to every failure to reach the server, such as a TLS
 //! handshake cut by a network partition, because the RV is still valid: if it is not,
@@ -186,7 +192,7 @@ pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorHandle, ReflectorStatus,
-    WatchErrorHandler,
+    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorCounters, ReflectorHandle,
+    ReflectorStatus, WatchErrorHandler,
 };
 pub use task::TaskHandle;

@@ -250,7 +250,11 @@ where
                 return Err(err);
             }
             st.reason = RelistReason::after(&err);
-            let delay = st.backoff.next_delay(Instant::now());
+            if err.is_expired() {
+                // The server answered: only its history is short. Relist soon.
+                st.backoff.succeeded();
+            }
+            let delay = st.backoff.next_delay(Instant::now(), err.is_unreachable());
             tracing::info!(reason = %st.reason, delay_ms = delay.as_millis() as u64, "will relist after a backoff");
             sleep(delay).await;
         }
@@ -259,6 +263,7 @@ where
     /// One round: the initial state (streaming list or paged list), then watches until
     /// one fails in a way that needs a relist. Returns why it gave up.
     async fn list_and_watch(&self, st: &mut RunState) -> Error {
+        self.shared.count_list(&st.reason);
         let mut first = None;
         if self.watch_list && self.lw.supports_watch_list() {
             match self.stream_list(st).await {
@@ -399,7 +404,10 @@ where
                 let start = Instant::now();
                 let deadline = start + timeout + WATCH_GRACE;
                 let mut stream = match self.lw.watch(&opts).await {
-                    Ok(s) => s,
+                    Ok(s) => {
+                        self.shared.watches.fetch_add(1, Ordering::Relaxed);
+                        s
+                    }
                     Err(e) => match self.stream_list_retry(st, e).await {
                         Some(e) => return Err(e),
                         None => continue,
@@ -431,6 +439,7 @@ where
                         Some(Ok(ev)) => ev,
                     };
                     events += 1;
+                    self.shared.count_event(&ev);
                     match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             let o = match self.transformed(Arc::new(o)) {
@@ -454,6 +463,7 @@ where
                             st.rv_unavailable = false;
                             st.set_last_sync(&self.shared, b.resource_version);
                             self.shared.synced_once();
+                            st.backoff.succeeded();
                             return Ok((stream, deadline));
                         }
                         WatchEvent::Bookmark(_) => {}
@@ -483,7 +493,7 @@ where
     async fn stream_list_retry(&self, st: &mut RunState, e: Error) -> Option<Error> {
         if e.is_retriable_watch_start() {
             self.report(&e);
-            let delay = st.backoff.next_delay(Instant::now());
+            let delay = st.backoff.next_delay(Instant::now(), e.is_unreachable());
             tracing::info!(error = %ErrorChain(&e), delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
             sleep(delay).await;
             None
@@ -519,14 +529,17 @@ where
                     match started {
                         // A watch from "" or "0" starts with synthetic ADDED events in no
                         // RV order: their RVs are not progress.
-                        Ok(stream) => (
-                            stream,
-                            Instant::now() + timeout + WATCH_GRACE,
-                            !(rv.is_empty() || rv == "0"),
-                        ),
+                        Ok(stream) => {
+                            self.shared.watches.fetch_add(1, Ordering::Relaxed);
+                            (
+                                stream,
+                                Instant::now() + timeout + WATCH_GRACE,
+                                !(rv.is_empty() || rv == "0"),
+                            )
+                        }
                         Err(e) if e.is_retriable_watch_start() => {
                             self.report(&e);
-                            let delay = st.backoff.next_delay(Instant::now());
+                            let delay = st.backoff.next_delay(Instant::now(), e.is_unreachable());
                             tracing::info!(error = %ErrorChain(&e), resource_version = %rv, delay_ms = delay.as_millis() as u64,
                                 "watch did not start: backing off, then re-watching (no relist)");
                             if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
@@ -551,7 +564,7 @@ where
                 }
                 Err(e) if e.is_too_many_requests() => {
                     self.report(&e);
-                    let delay = st.backoff.next_delay(Instant::now());
+                    let delay = st.backoff.next_delay(Instant::now(), false);
                     tracing::info!(
                         delay_ms = delay.as_millis() as u64,
                         "watch answered 429: backing off, then re-watching (no relist)"
@@ -611,6 +624,7 @@ where
                 Some(Err(e)) => return Err(e),
                 Some(Ok(ev)) => ev,
             };
+            self.shared.count_event(&ev);
             let ev = match ev.map_object(|o| self.transformed(Arc::new(o))) {
                 Ok(ev) => ev,
                 Err(e) => {
@@ -645,6 +659,10 @@ where
             }
             if (propagate_from_start || past_initial_adds) && !rv.is_empty() {
                 st.set_last_sync(&self.shared, rv);
+            }
+            if events == 0 {
+                // The watch works: the server is back.
+                st.backoff.succeeded();
             }
             events += 1;
         }
@@ -822,7 +840,18 @@ impl RelistReason {
         } else if matches!(e, Error::VeryShortWatch) {
             Self::VeryShortWatch
         } else {
-            Self::Failed(e.to_string())
+            Self::Failed(ErrorChain(e).to_string())
+        }
+    }
+
+    /// Its position in [`LIST_REASONS`].
+    fn label_index(&self) -> usize {
+        match self {
+            Self::Initial => 0,
+            Self::Expired => 1,
+            Self::TooLargeResourceVersion => 2,
+            Self::VeryShortWatch => 3,
+            Self::Failed(_) => 4,
         }
     }
 }
@@ -901,13 +930,65 @@ struct Shared {
     last_sync_rv: Mutex<String>,
     synced: AtomicBool,
     syncs: AtomicU64,
+    /// Lists started, by [`RelistReason::label`] position.
+    lists: [AtomicU64; LIST_REASONS.len()],
+    watches: AtomicU64,
+    /// Watch events, by [`EVENT_TYPES`] position.
+    events: [AtomicU64; EVENT_TYPES.len()],
 }
+
+/// The `reason` labels of [`ReflectorCounters::lists`].
+const LIST_REASONS: [&str; 5] = [
+    "initial",
+    "expired",
+    "too_large_resource_version",
+    "very_short_watch",
+    "error",
+];
+
+/// The `type` labels of [`ReflectorCounters::events`].
+const EVENT_TYPES: [&str; 4] = ["added", "modified", "deleted", "bookmark"];
 
 impl Shared {
     fn synced_once(&self) {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.synced.store(true, Ordering::Release);
     }
+
+    fn count_list(&self, reason: &RelistReason) {
+        if let Some(n) = self.lists.get(reason.label_index()) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn count_event<K>(&self, ev: &WatchEvent<K>) {
+        let i = match ev {
+            WatchEvent::Added(_) => 0,
+            WatchEvent::Modified(_) => 1,
+            WatchEvent::Deleted(_) => 2,
+            WatchEvent::Bookmark(_) => 3,
+        };
+        if let Some(n) = self.events.get(i) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a reflector did since it started, counted as it went: read them at any time
+/// through [`ReflectorStatus::counters`] (the facade's metrics do, at each scrape).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReflectorCounters {
+    /// Lists (paged, or streaming) started, by why: `initial`, `expired` (410 Gone),
+    /// `too_large_resource_version`, `very_short_watch`, `error` (any other failure).
+    pub lists: Vec<(&'static str, u64)>,
+    /// Watches started (a streaming list's watch included).
+    pub watches: u64,
+    /// Watch events received, by type: `added`, `modified`, `deleted`, `bookmark`
+    /// (a streaming list's initial events included).
+    pub events: Vec<(&'static str, u64)>,
+    /// Lists that reached the sink (as [`ReflectorStatus::syncs`]).
+    pub syncs: u64,
 }
 
 /// A live view of a reflector's progress, cheap to clone.
@@ -949,6 +1030,25 @@ impl ReflectorStatus {
     /// initial list, one more per relist.
     pub fn syncs(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// What the reflector did so far: lists by reason, watches, events by type.
+    pub fn counters(&self) -> ReflectorCounters {
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        ReflectorCounters {
+            lists: LIST_REASONS
+                .iter()
+                .zip(&self.shared.lists)
+                .map(|(r, n)| (*r, load(n)))
+                .collect(),
+            watches: load(&self.shared.watches),
+            events: EVENT_TYPES
+                .iter()
+                .zip(&self.shared.events)
+                .map(|(t, n)| (*t, load(n)))
+                .collect(),
+            syncs: self.syncs(),
+        }
     }
 }
 

@@ -79,6 +79,7 @@ mod random;
 mod users;
 // What tests create on the server.
 mod fixtures;
+mod programs;
 
 mod error;
 
@@ -88,5 +89,6 @@ pub use control_plane::ControlPlane;
 pub use error::Error;
 pub use fixtures::{create_pods, pod};
 pub use options::Options;
+pub use programs::{example_binary, peer_binary};
 pub use proxy::TcpProxy;
 pub use users::{ADMIN_USER, RESTRICTED_USER};

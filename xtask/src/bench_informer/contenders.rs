@@ -117,22 +117,20 @@ impl Binaries {
 }
 
 /// `cargo build --release -p kinformer-bench-informer`, and the Go peer's path.
-pub(super) fn build(root: &Path) -> anyhow::Result<Binaries> {
+pub(super) fn build() -> anyhow::Result<Binaries> {
     let mut step = Step::start("cargo build --release -p kinformer-bench-informer");
-    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "kinformer-bench-informer",
-            "--bins",
-            "--message-format=json-render-diagnostics",
-        ])
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running cargo build")?;
+    let mut child = crate::test::cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "kinformer-bench-informer",
+        "--bins",
+        "--message-format=json-render-diagnostics",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .context("running cargo build")?;
     let stderr = child.stderr.take().map(|pipe| {
         std::thread::spawn(move || {
             let mut lines = Vec::new();

@@ -106,7 +106,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let load_before = load_average();
 
     crate::controlplane::build(false)?;
-    let bins = contenders::build(&root)?;
+    let bins = contenders::build()?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -192,9 +192,10 @@ fn secs_between(times: &[Instant]) -> Vec<f64> {
 
 /// Asserts each gap lies in `[base * 2^i, 2 * base * 2^i)` plus a little slack: the
 /// jittered, doubling backoff.
-fn assert_backoff(gaps: &[f64], base: f64) {
+/// Each gap is the doubling backoff from `base`, capped at `cap`, jittered by up to itself.
+fn assert_backoff(gaps: &[f64], base: f64, cap: f64) {
     for (i, g) in gaps.iter().enumerate() {
-        let lo = (base * 2f64.powi(i as i32)).min(30.0);
+        let lo = (base * 2f64.powi(i as i32)).min(cap);
         assert!(
             *g >= lo && *g < 2.0 * lo + 0.05,
             "gap {i} = {g} s, want [{lo}, {}) (all: {gaps:?})",
@@ -469,6 +470,51 @@ async fn a_410_in_the_watch_relists_after_a_backoff_and_watches_from_the_new_lis
 }
 
 #[tokio::test(start_paused = true)]
+async fn counters_count_lists_by_reason_watches_and_events_by_type() {
+    let s = Setup::new();
+    let n = AtomicUsize::new(0);
+    s.fake.on_list(move |_| {
+        Ok(match n.fetch_add(1, Ordering::SeqCst) {
+            0 => ListPage::new(vec![obj("a", 10)], "10"),
+            _ => ListPage::new(vec![obj("a", 12)], "12"),
+        })
+    });
+    s.fake.push_watch(Ok(watch_of(vec![
+        Ok(WatchEvent::Added(obj("b", 11))),
+        Ok(WatchEvent::Modified(obj("a", 11))),
+        Ok(WatchEvent::Deleted(obj("b", 11))),
+        bookmark(11),
+        Err(status(410, "Expired")),
+    ])));
+    let _tx = open_watch(&s.fake);
+    let h = spawn(s.reflector());
+    until("the second watch", || s.fake.watch_calls().len() == 2).await;
+    let c = h.status().counters();
+    assert_eq!(
+        c.lists,
+        [
+            ("initial", 1),
+            ("expired", 1),
+            ("too_large_resource_version", 0),
+            ("very_short_watch", 0),
+            ("error", 0)
+        ]
+    );
+    assert_eq!(c.watches, 2);
+    assert_eq!(
+        c.events,
+        [
+            ("added", 1),
+            ("modified", 1),
+            ("deleted", 1),
+            ("bookmark", 1)
+        ]
+    );
+    assert_eq!(c.syncs, 2);
+    drop(h);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_list_answering_410_is_retried_at_rv_empty_a_consistent_read() {
     let s = Setup::new();
     s.fake.on_list(|o| match o.resource_version.as_str() {
@@ -564,7 +610,10 @@ async fn a_429_or_an_unreachable_server_on_watch_start_backs_off_and_rewatches_w
                 .all(|w| w.resource_version == "10"),
             "{failure}: every re-watch from the last RV"
         );
-        assert_backoff(&secs_between(&s.fake.watch_times()), 0.8);
+        // An unreachable server is retried within a second or two (kinformer's
+        // `max_unreachable`); one that answers 429 keeps the full escalation.
+        let cap = if failure == "429" { 30.0 } else { 1.0 };
+        assert_backoff(&secs_between(&s.fake.watch_times()), 0.8, cap);
         let want = if failure == "429" {
             "api 429"
         } else {
@@ -617,7 +666,7 @@ async fn failed_lists_reach_the_handler_and_are_retried_on_the_growing_backoff()
     let h = spawn(s.reflector());
     until("six errors", || s.errors.kinds().len() == 6).await;
     assert!(s.errors.kinds().iter().all(|k| k == "api 403"));
-    assert_backoff(&secs_between(&s.errors.times()), 0.8);
+    assert_backoff(&secs_between(&s.errors.times()), 0.8, 30.0);
     assert!(s.fake.watch_calls().is_empty(), "no watch without a list");
     assert!(!h.status().has_synced());
     // Every retry is the initial list again.
@@ -649,6 +698,88 @@ async fn a_custom_backoff_is_used() {
         .map(|w| (w[1] - w[0]).as_millis())
         .collect();
     assert_eq!(gaps, [10, 20, 40, 40]);
+    drop(h);
+}
+
+// The backoff policy: where kinformer parts from client-go (see `Backoff`).
+
+/// A list that works and a watch that starts with `fail` `n` times, then one that delivers
+/// an event and ends with `fail` again, then one that stays open.
+fn failing_watches_then_one_that_delivers(
+    s: &Setup,
+    fail: fn() -> Error,
+    n: usize,
+) -> WatchSender<Obj> {
+    s.fake.on_list(|_| Ok(ListPage::new(Vec::new(), "10")));
+    for _ in 0..n {
+        s.fake.push_watch(Err(fail()));
+    }
+    s.fake
+        .push_watch(Ok(watch_of(vec![added("a", 11), Err(fail())])));
+    open_watch(&s.fake)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_delivers_starts_the_next_backoff_over() {
+    let s = Setup::new();
+    let _tx = failing_watches_then_one_that_delivers(&s, || status(429, "TooManyRequests"), 4);
+    let h = spawn(s.reflector());
+    until("the sixth watch", || s.fake.watch_calls().len() == 6).await;
+    let gaps = secs_between(&s.fake.watch_times());
+    // 0.8, 1.6, 3.2, 6.4 (each up to twice that), then the watch delivered: 0.8 again.
+    assert_backoff(&gaps[..4], 0.8, 30.0);
+    assert_backoff(&gaps[4..], 0.8, 30.0);
+    drop(h);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_client_gos_backoff_a_watch_that_delivers_changes_nothing() {
+    let s = Setup::new();
+    let _tx = failing_watches_then_one_that_delivers(&s, || status(429, "TooManyRequests"), 4);
+    let h = spawn(s.reflector().backoff(Backoff::client_go()));
+    until("the sixth watch", || s.fake.watch_calls().len() == 6).await;
+    assert_backoff(&secs_between(&s.fake.watch_times()), 0.8, 30.0);
+    drop(h);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_that_works_does_not_reset_the_backoff_when_the_watch_is_refused() {
+    // RBAC that allows list but not watch: client-go's spacing, not a relist every second.
+    let s = Setup::new();
+    s.fake.on_list(|_| Ok(ListPage::new(Vec::new(), "10")));
+    s.fake.on_watch(|_| Err(status(403, "Forbidden")));
+    let h = spawn(s.reflector());
+    until("six lists", || s.fake.list_calls().len() == 6).await;
+    assert_backoff(&secs_between(&s.fake.list_times()), 0.8, 30.0);
+    drop(h);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_410_after_failures_relists_after_the_initial_delay() {
+    // A partition long enough for the server to compact: once it is back it answers 410, and
+    // the relist comes within 0.8-1.6 s, not after the escalated backoff.
+    let s = Setup::new();
+    let lists = Mutex::new(0);
+    s.fake.on_list(move |_| {
+        let mut n = lists.lock().unwrap();
+        *n += 1;
+        match *n {
+            1 => Ok(ListPage::new(Vec::new(), "10")),
+            2..=5 => Err(status(500, "InternalError")),
+            _ => Ok(ListPage::new(Vec::new(), "50")),
+        }
+    });
+    s.fake
+        .push_watch(Ok(watch_of(vec![Err(status(500, "InternalError"))])));
+    s.fake
+        .push_watch(Ok(watch_of(vec![Err(status(410, "Expired"))])));
+    let _tx = open_watch(&s.fake);
+    let h = spawn(s.reflector());
+    until("the seventh list", || s.fake.list_calls().len() == 7).await;
+    let gaps = secs_between(&s.fake.list_times());
+    // 500s: 0.8, 1.6, 3.2, 6.4, 12.8; then the 410.
+    assert_backoff(&gaps[..5], 0.8, 30.0);
+    assert!((0.8..1.6).contains(&gaps[5]), "{gaps:?}");
     drop(h);
 }
 

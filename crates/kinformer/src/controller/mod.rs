@@ -1,4 +1,6 @@
-//! The [`Controller`] runner: a rate-limited workqueue, N workers and a reconcile function.
+//! The [`Controller`] runner: a rate-limited workqueue, N workers and a reconcile function,
+//! plus what feeds the queue: [`watch`](Controller::watch) for the primary resource,
+//! [`owns`](Controller::owns) and [`watches`](Controller::watches) for related ones.
 //!
 //! Event handlers put keys into the controller's [`queue`](Controller::queue); workers take
 //! them out one at a time and call the reconcile function, exactly as client-go's
@@ -6,21 +8,40 @@
 //!
 //! ```text
 //! key = get()                       (None: the queue is shut down and empty → worker ends)
-//! match reconcile(key)
-//!     Ok          → forget(key)                     (clear the rate limiter's memory)
-//!     Err / panic → add_rate_limited(key) + warn!   (or forget + drop after max_retries)
+//! match reconcile(key, context)
+//!     Ok(Action::Done)            → forget(key)                    (clear the rate limiter's memory)
+//!     Ok(Action::RequeueAfter(d)) → forget(key); add_after(key, d)
+//!     Err / panic                 → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
 //! done(key)                         (always: the key may now be handed out again)
 //! ```
 //!
 //! The queue guarantees that a key is held by at most one worker at a time, so reconcile
 //! never runs twice at once for the same key, while different keys run in parallel.
 //!
+//! The reconcile function gets the key and a [`Context`]: the value given to
+//! [`run`](Controller::run) (clients, listers, configuration: whatever the controller
+//! needs), shared by every call, and a cancellation token that fires when the controller is
+//! told to stop, so a long reconcile can give up early.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
-//! use kinformer::controller::Controller;
+//! use std::time::Duration;
+//! use kinformer::controller::{Action, Context, Controller};
 //! use kinformer::prelude::*;
-//! use tokio_util::sync::CancellationToken;
+//!
+//! /// What every reconcile needs; here only a counter.
+//! struct State {
+//!     seen: AtomicUsize,
+//!     done: tokio::sync::mpsc::UnboundedSender<ObjectKey>,
+//! }
+//!
+//! async fn reconcile(key: ObjectKey, ctx: Context<State>) -> Result<Action, std::convert::Infallible> {
+//!     // Read the object from an informer's lister, act, return the outcome.
+//!     ctx.seen.fetch_add(1, Ordering::SeqCst);
+//!     let _ = ctx.done.send(key);
+//!     Ok(Action::Done) // or Action::RequeueAfter(Duration::from_secs(60)) to look again later
+//! }
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! let controller = Controller::<ObjectKey>::new("pods").workers(2);
@@ -29,36 +50,22 @@
 //! queue.add(ObjectKey::parse("default/web-0")?);
 //! queue.add(ObjectKey::parse("default/web-1")?);
 //!
-//! let seen = Arc::new(AtomicUsize::new(0));
-//! let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+//! let (done, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
+//! let state = State { seen: AtomicUsize::new(0), done };
 //! let cancel = CancellationToken::new();
-//! let run = tokio::spawn(controller.run(
-//!     {
-//!         let seen = Arc::clone(&seen);
-//!         move |key: ObjectKey| {
-//!             let (seen, done_tx) = (Arc::clone(&seen), done_tx.clone());
-//!             async move {
-//!                 // Read the object from an informer's lister, act, return the outcome.
-//!                 seen.fetch_add(1, Ordering::SeqCst);
-//!                 let _ = done_tx.send(key);
-//!                 Ok::<(), std::convert::Infallible>(())
-//!             }
-//!         }
-//!     },
-//!     cancel.clone(),
-//! ));
+//! let run = tokio::spawn(controller.run(reconcile, state, cancel.clone()));
 //! done_rx.recv().await;
 //! done_rx.recv().await;
 //! cancel.cancel(); // shut the queue down, drain it, wait for the workers
 //! run.await?;
-//! assert_eq!(seen.load(Ordering::SeqCst), 2);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
 //!
 //! # Shutdown
 //!
-//! Cancelling [`run`](Controller::run)'s token calls the queue's
+//! Cancelling [`run`](Controller::run)'s token cancels every reconcile's
+//! [`Context::cancellation`] and calls the queue's
 //! [`shut_down_with_drain`](Queue::shut_down_with_drain) on a blocking-pool thread (it
 //! blocks until every in-flight key is done, so it never runs on a Tokio worker): adds are
 //! ignored from then on, and the workers keep taking the keys still queued (client-go's
@@ -71,13 +78,10 @@ use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use kinformer_core::{
-    DeletedObject, ErrorChain, MetaObject, deletion_handling_key, meta_namespace_key,
-};
-use kinformer_informer_factory::{HandlerRegistration, ResourceEventHandler, SharedInformer};
+use kinformer_core::{BoxError, ErrorChain};
 use kinformer_workqueue::{
     Item, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
     default_controller_rate_limiter,
@@ -85,6 +89,18 @@ use kinformer_workqueue::{
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+
+mod action;
+mod context;
+#[cfg(feature = "kube")]
+mod elected;
+mod handlers;
+mod observer;
+
+pub use action::Action;
+pub use context::Context;
+pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
+use observer::Observer;
 
 /// The name a [`Controller`] built by [`with_queue`](Controller::with_queue) has until
 /// [`name`](Controller::name) sets another.
@@ -199,147 +215,242 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// (or the queue is shut down by someone else), then shuts the queue down, lets the
     /// workers drain what is still queued, and returns once every worker has ended.
     ///
-    /// Each key is reconciled inside a `reconcile` span (fields `controller`, `key`). An
-    /// `Err` or a panic (caught per key; the worker goes on) re-queues the key rate limited
-    /// and logs a warning with the key, the error and `num_requeues` (the retries counted so
-    /// far, this one included); `Ok` forgets the key. Every key handed out is marked done.
+    /// `reconcile` is called with each key and a [`Context`] around `context` (shared by
+    /// every call: put clients, listers and settings in it; `()` for none). Each call runs
+    /// inside a `reconcile` span (fields `controller`, `key`). `Ok(Action::Done)` forgets
+    /// the key; `Ok(Action::RequeueAfter(d))` forgets it and adds it back after `d`; an
+    /// `Err` or a panic (caught per key; the worker goes on) re-queues it rate limited and
+    /// logs a warning with the key, the error with its causes and `num_requeues` (the
+    /// retries counted so far, this one included). The error can be any error type, or a
+    /// `String` / `&str`. Every key handed out is marked done.
     ///
     /// Must be called from within a Tokio runtime (it spawns tasks). Dropping the returned
     /// future instead of cancelling aborts the workers at their next `.await` (a key being
-    /// reconciled is still marked done) but leaves the queue open.
-    pub async fn run<F, Fut, E>(self, reconcile: F, cancel: CancellationToken)
+    /// reconciled is queued again and marked done) but leaves the queue open.
+    ///
+    /// Several replicas, one acting: [`run_elected`](Self::run_elected) (feature `kube`).
+    pub async fn run<C, F, Fut, E>(self, reconcile: F, context: C, cancel: CancellationToken)
     where
         T: fmt::Display,
-        F: Fn(T) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
-        E: fmt::Display,
+        C: Send + Sync + 'static,
+        F: Fn(T, Context<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Into<BoxError>,
     {
+        let (worker, count) = self.into_worker(reconcile);
+        let context = Context::new(Arc::new(context), cancel.child_token());
+        tracing::debug!(controller = %worker.name, workers = count, "controller started");
+        worker.run_term(count, context, &cancel, Stop::Drain).await;
+        tracing::debug!(controller = %worker.name, "controller stopped");
+    }
+
+    /// The workers' shared state, and how many workers to start.
+    fn into_worker<F, C>(self, reconcile: F) -> (Arc<Worker<T, Q, F, C>>, usize) {
         let ControllerConfig {
             name,
-            workers: count,
+            workers,
             max_retries,
         } = self.config;
-        let worker = Arc::new(Worker {
-            queue: Arc::clone(&self.queue),
+        let observer = Observer::new(&name, workers);
+        let worker = Worker {
+            queue: self.queue,
             name,
             max_retries,
             reconcile,
+            observer,
             _item: PhantomData,
-        });
-        let mut workers = JoinSet::new();
-        for id in 0..count {
-            let worker = Arc::clone(&worker);
-            workers.spawn(async move { worker.run(id).await });
-        }
-        tracing::debug!(controller = %worker.name, workers = count, "controller started");
-
-        tokio::select! {
-            () = cancel.cancelled() => {}
-            // Every worker ended by itself: the queue was shut down elsewhere and is drained.
-            () = join_all(&mut workers, &worker.name) => {}
-        }
-
-        if !workers.is_empty() {
-            tracing::debug!(controller = %worker.name, "controller shutting down");
-            let queue = Arc::clone(&self.queue);
-            // Blocks until nothing is held: never on a Tokio worker thread.
-            if let Err(err) =
-                tokio::task::spawn_blocking(move || queue.shut_down_with_drain()).await
-            {
-                tracing::warn!(controller = %worker.name, error = %ErrorChain(&err), "queue drain did not run; shutting down without it");
-                self.queue.shut_down();
-            }
-            join_all(&mut workers, &worker.name).await;
-        }
-        tracing::debug!(controller = %worker.name, "controller stopped");
+        };
+        (Arc::new(worker), workers)
     }
 }
 
-/// Awaits every task of `workers`, logging any that ended abnormally.
+/// Awaits every task of `workers`, logging any that ended abnormally (not those aborted).
 async fn join_all(workers: &mut JoinSet<()>, name: &str) {
     while let Some(result) = workers.join_next().await {
-        if let Err(err) = result {
+        if let Err(err) = result
+            && !err.is_cancelled()
+        {
             tracing::error!(controller = %name, error = %ErrorChain(&err), "controller worker ended abnormally");
         }
     }
 }
 
+/// What the workers do once told to stop.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// Shut the queue down, keep reconciling what is queued, return when it is drained
+    /// (client-go's `ShutDownWithDrain`).
+    Drain,
+    /// Take no more keys; reconciles in flight get this long to return, then are aborted
+    /// (their keys queued again). The queue stays as it is, for the next term.
+    Halt(Duration),
+}
+
 /// What a worker task shares with the others.
-struct Worker<T, Q, F> {
+struct Worker<T, Q, F, C> {
     queue: Arc<Q>,
     name: String,
     max_retries: Option<usize>,
     reconcile: F,
-    _item: PhantomData<fn(T) -> T>,
+    observer: Observer,
+    _item: PhantomData<fn(T, C) -> T>,
 }
 
 /// How one reconcile ended.
-enum Outcome {
-    Ok,
+pub(crate) enum Outcome {
+    Done,
+    RequeueAfter(Duration),
     Failed(String),
     Panicked(String),
 }
 
-/// Marks the key done when dropped, so `done` runs even if something after `get` unwinds.
-struct DoneGuard<'a, T, Q: Queue<T>> {
+/// Marks the key done when dropped, so `done` runs even if the reconcile is aborted (a
+/// stop that could not wait, a dropped `run` future); a key whose reconcile did not finish
+/// is queued again first, so that it is not lost.
+struct DoneGuard<'a, T: Item, Q: Queue<T>> {
     queue: &'a Q,
     key: &'a T,
+    finished: bool,
 }
 
-impl<T, Q: Queue<T>> Drop for DoneGuard<'_, T, Q> {
+impl<T: Item, Q: Queue<T>> Drop for DoneGuard<'_, T, Q> {
     fn drop(&mut self) {
+        if !self.finished {
+            self.queue.add(self.key.clone());
+        }
         self.queue.done(self.key);
     }
 }
 
-impl<T, Q, F, Fut, E> Worker<T, Q, F>
+impl<T, Q, F, C, Fut, E> Worker<T, Q, F, C>
 where
     T: Item + fmt::Display,
     Q: RateLimitingQueue<T> + 'static,
-    F: Fn(T) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), E>> + Send + 'static,
-    E: fmt::Display,
+    C: Send + Sync + 'static,
+    F: Fn(T, Context<C>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: Into<BoxError>,
 {
-    /// The worker loop: until the queue is shut down and empty.
-    async fn run(&self, id: usize) {
-        while let Some(key) = self.queue.get_async().await {
-            self.process(key).await;
+    /// Runs `count` workers with `context` until `stop` fires or the queue is shut down
+    /// elsewhere (and drained), then stops them as `how` says.
+    async fn run_term(
+        self: &Arc<Self>,
+        count: usize,
+        context: Context<C>,
+        stop: &CancellationToken,
+        how: Stop,
+    ) {
+        // Halting workers stop taking keys the moment `stop` fires; draining ones go on.
+        let halt = match how {
+            Stop::Halt(_) => stop.child_token(),
+            Stop::Drain => CancellationToken::new(),
+        };
+        let mut workers = JoinSet::new();
+        for id in 0..count {
+            let (worker, context, halt) = (Arc::clone(self), context.clone(), halt.clone());
+            workers.spawn(async move { worker.run(id, &context, &halt).await });
+        }
+        tokio::select! {
+            () = stop.cancelled() => {}
+            // Every worker ended by itself: the queue was shut down elsewhere and is drained.
+            () = join_all(&mut workers, &self.name) => {}
+        }
+        if workers.is_empty() {
+            return;
+        }
+        let grace = match how {
+            Stop::Halt(grace) => grace,
+            Stop::Drain => {
+                tracing::debug!(controller = %self.name, "controller shutting down");
+                let queue = Arc::clone(&self.queue);
+                // Blocks until nothing is held: never on a Tokio worker thread.
+                if let Err(err) =
+                    tokio::task::spawn_blocking(move || queue.shut_down_with_drain()).await
+                {
+                    tracing::warn!(controller = %self.name, error = %ErrorChain(&err), "queue drain did not run; shutting down without it");
+                    self.queue.shut_down();
+                }
+                join_all(&mut workers, &self.name).await;
+                return;
+            }
+        };
+        halt.cancel();
+        if tokio::time::timeout(grace, join_all(&mut workers, &self.name))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                controller = %self.name, grace_ms = grace.as_millis() as u64,
+                "reconciles still running after the term of leadership ended: aborting them (their keys are queued again)"
+            );
+            workers.abort_all();
+            join_all(&mut workers, &self.name).await;
+        }
+    }
+
+    /// The worker loop: until the queue is shut down and empty, or `halt` fires.
+    async fn run(&self, id: usize, context: &Context<C>, halt: &CancellationToken) {
+        loop {
+            let key = tokio::select! {
+                biased;
+                () = halt.cancelled() => break,
+                key = self.queue.get_async() => key,
+            };
+            let Some(key) = key else { break };
+            self.process(key, context).await;
         }
         tracing::trace!(controller = %self.name, worker = id, "controller worker ended");
     }
 
-    /// One key: reconcile, then forget or re-queue, then done.
-    async fn process(&self, key: T) {
-        let _done = DoneGuard {
+    /// One key: reconcile, then forget, re-queue later or re-queue rate limited, then done.
+    async fn process(&self, key: T, context: &Context<C>) {
+        let mut guard = DoneGuard {
             queue: &*self.queue,
             key: &key,
+            finished: false,
         };
         let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
+        let started = Instant::now();
+        let active = self.observer.active();
         let outcome = self
-            .reconcile_caught(key.clone())
+            .reconcile_caught(key.clone(), context.clone())
             .instrument(span.clone())
             .await;
+        drop(active);
+        self.observer.reconciled(&outcome, started.elapsed());
         span.in_scope(|| match outcome {
-            Outcome::Ok => self.queue.forget(&key),
+            Outcome::Done => self.queue.forget(&key),
+            Outcome::RequeueAfter(delay) => {
+                self.queue.forget(&key);
+                self.queue.add_after(key.clone(), delay);
+            }
             Outcome::Failed(error) => self.failed(&key, &error, false),
             Outcome::Panicked(error) => self.failed(&key, &error, true),
         });
+        guard.finished = true;
     }
 
     /// Calls reconcile, catching a panic both in the call and in the future it returns.
-    async fn reconcile_caught(&self, key: T) -> Outcome {
-        let future = match std::panic::catch_unwind(AssertUnwindSafe(|| (self.reconcile)(key))) {
-            Ok(future) => future,
-            Err(payload) => {
-                return Outcome::Panicked(
-                    kinformer_core::panic_message(payload.as_ref()).to_owned(),
-                );
-            }
-        };
+    async fn reconcile_caught(&self, key: T, context: Context<C>) -> Outcome {
+        let future =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| (self.reconcile)(key, context))) {
+                Ok(future) => future,
+                Err(payload) => {
+                    return Outcome::Panicked(
+                        kinformer_core::panic_message(payload.as_ref()).to_owned(),
+                    );
+                }
+            };
         // The error is rendered inside the guarded future: a panicking `Display` is caught too.
-        let guarded = AssertUnwindSafe(async move { future.await.map_err(|err| err.to_string()) });
+        let guarded = AssertUnwindSafe(async move {
+            future.await.map_err(|err| {
+                let err: BoxError = err.into();
+                ErrorChain(&*err).to_string()
+            })
+        });
         match guarded.catch_unwind().await {
-            Ok(Ok(())) => Outcome::Ok,
+            Ok(Ok(Action::Done)) => Outcome::Done,
+            Ok(Ok(Action::RequeueAfter(delay))) => Outcome::RequeueAfter(delay),
             Ok(Err(error)) => Outcome::Failed(error),
             Err(payload) => {
                 Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned())
@@ -373,100 +484,5 @@ where
                 "reconcile failed; requeued rate limited"
             );
         }
-    }
-}
-
-/// The event handler of most controllers: it only enqueues the object's key
-/// (`namespace/name`), the tombstone-aware way on delete (client-go's
-/// `MetaNamespaceKeyFunc` and `DeletionHandlingMetaNamespaceKeyFunc`). An object without
-/// a name is logged and skipped.
-///
-/// ```
-/// use std::sync::Arc;
-/// use kinformer::controller::{Controller, EnqueueKeys};
-/// use kinformer::prelude::*;
-/// use k8s_openapi::api::core::v1::Pod;
-///
-/// let controller = Controller::<ObjectKey>::new("pods");
-/// let handler = EnqueueKeys::new(Arc::clone(controller.queue()));
-/// let mut pod = Pod::default();
-/// pod.metadata.namespace = Some("default".into());
-/// pod.metadata.name = Some("web-0".into());
-/// ResourceEventHandler::<Pod>::on_add(&handler, &Arc::new(pod), true);
-/// assert_eq!(controller.queue().len(), 1);
-/// // informer.add_event_handler(handler)?;
-/// ```
-pub struct EnqueueKeys<Q> {
-    queue: Arc<Q>,
-}
-
-impl<Q> EnqueueKeys<Q> {
-    /// A handler adding keys to `queue`.
-    pub fn new(queue: Arc<Q>) -> Self {
-        Self { queue }
-    }
-}
-
-impl<Q> fmt::Debug for EnqueueKeys<Q> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EnqueueKeys").finish_non_exhaustive()
-    }
-}
-
-impl<Q> EnqueueKeys<Q>
-where
-    Q: Queue<kinformer_core::ObjectKey>,
-{
-    fn enqueue(&self, key: Result<kinformer_core::ObjectKey, kinformer_core::Error>) {
-        match key {
-            Ok(key) => self.queue.add(key),
-            Err(err) => {
-                tracing::warn!(error = %ErrorChain(&err), "object without a key: not enqueued")
-            }
-        }
-    }
-}
-
-impl<K, Q> ResourceEventHandler<K> for EnqueueKeys<Q>
-where
-    K: MetaObject,
-    Q: Queue<kinformer_core::ObjectKey>,
-{
-    fn on_add(&self, obj: &Arc<K>, _is_in_initial_list: bool) {
-        self.enqueue(meta_namespace_key(&**obj));
-    }
-    fn on_update(&self, _old: &Arc<K>, new: &Arc<K>) {
-        self.enqueue(meta_namespace_key(&**new));
-    }
-    fn on_delete(&self, obj: &DeletedObject<K>) {
-        self.enqueue(deletion_handling_key(obj));
-    }
-}
-
-impl<Q: RateLimitingQueue<kinformer_core::ObjectKey> + 'static>
-    Controller<kinformer_core::ObjectKey, Q>
-{
-    /// An [`EnqueueKeys`] handler feeding this controller's queue: register it with every
-    /// informer whose objects this controller reconciles.
-    pub fn enqueue_handler(&self) -> EnqueueKeys<Q> {
-        EnqueueKeys::new(Arc::clone(&self.queue))
-    }
-
-    /// Registers an [`enqueue_handler`](Self::enqueue_handler) with `informer`, without
-    /// resync: any [`SharedInformer`] — a
-    /// [`SharedIndexInformer`](kinformer_informer_factory::SharedIndexInformer), or a fake
-    /// in a test. For a resync period, register `enqueue_handler()` through
-    /// [`SharedInformer::add_event_handler_with_resync`].
-    ///
-    /// # Errors
-    /// The informer's refusal (for example: it has stopped).
-    pub fn watch<K: MetaObject + 'static>(
-        &self,
-        informer: &dyn SharedInformer<K>,
-    ) -> Result<Box<dyn HandlerRegistration>, kinformer_informer_factory::Error>
-    where
-        Q: Send + Sync,
-    {
-        informer.add_event_handler_with_resync(Box::new(self.enqueue_handler()), Duration::ZERO)
     }
 }

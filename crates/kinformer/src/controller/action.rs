@@ -1,0 +1,28 @@
+//! What a reconcile asks the controller to do next.
+
+use std::time::Duration;
+
+/// What a successful reconcile asks for (an `Err` always means "retry, rate limited").
+///
+/// As in client-go: success forgets the key's failures; a requested requeue forgets them
+/// too and adds the key back after the delay (`queue.Forget(key); queue.AddAfter(key, d)`),
+/// which the rate limiter does not slow down. An event for the key before then reconciles
+/// it at once, and the delayed add still fires later (the queue keeps the earliest time).
+///
+/// ```
+/// use std::time::Duration;
+/// use kinformer::controller::Action;
+///
+/// // A certificate expires in an hour: look again before it does.
+/// let next = Action::RequeueAfter(Duration::from_secs(50 * 60));
+/// assert_ne!(next, Action::Done);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Action {
+    /// Nothing more to do until the next event for this key.
+    Done,
+    /// Reconcile this key again after the delay, even if nothing changes (for state that
+    /// drifts outside the API server, or a wait the controller polls).
+    RequeueAfter(Duration),
+}

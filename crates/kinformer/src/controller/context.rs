@@ -1,0 +1,118 @@
+//! What every reconcile gets besides its key.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+/// The context of one reconcile: the value given to [`Controller::run`] (shared by every
+/// call; reach it through `Deref`) and a cancellation token that fires when the controller
+/// is told to stop.
+///
+/// Cloning is cheap. The controller keeps draining its queue after a stop (client-go's
+/// semantics), so a reconcile that sees [`is_cancelled`](Self::is_cancelled) should finish
+/// or give up quickly, not start long work.
+///
+/// ```
+/// use kinformer::controller::{Action, Context};
+///
+/// struct Settings { dry_run: bool }
+///
+/// async fn reconcile(key: String, ctx: Context<Settings>) -> Result<Action, String> {
+///     if ctx.dry_run || ctx.is_cancelled() {
+///         return Ok(Action::Done);
+///     }
+///     // ... act on `key`; long waits should also await `ctx.cancellation().cancelled()`.
+///     Ok(Action::Done)
+/// }
+/// # let _ = reconcile;
+/// ```
+///
+/// [`Controller::run`]: super::Controller::run
+pub struct Context<C> {
+    data: Arc<C>,
+    cancel: CancellationToken,
+    /// Under leader election: whether this replica still leads (see [`Context::is_leading`]).
+    leading: Option<LeadingCheck>,
+}
+
+/// Whether this replica still leads, asked of the elector's clock at each call.
+pub(crate) type LeadingCheck = Arc<dyn Fn() -> bool + Send + Sync>;
+
+impl<C> Context<C> {
+    /// A context around `data`, cancelled with `cancel` (what the controller builds; build
+    /// one yourself to call a reconcile function in a test).
+    pub fn new(data: Arc<C>, cancel: CancellationToken) -> Self {
+        Self {
+            data,
+            cancel,
+            leading: None,
+        }
+    }
+
+    /// A context for a term of leadership: `is_leading` answers [`Context::is_leading`].
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
+    pub(crate) fn leading(
+        data: Arc<C>,
+        cancel: CancellationToken,
+        is_leading: LeadingCheck,
+    ) -> Self {
+        Self {
+            data,
+            cancel,
+            leading: Some(is_leading),
+        }
+    }
+
+    /// Whether this replica may act. Always true for a controller run without leader
+    /// election. Under [`Controller::run_elected`](super::Controller::run_elected) it turns
+    /// false when the term of leadership ends, and the moment the renew deadline has passed
+    /// even before the elector's task has
+    /// run to cancel [`cancellation`](Self::cancellation) (a process that was paused wakes up
+    /// with its deadline long past): check it right before a write that must not happen
+    /// twice. Neither is a fence: a write sent just before the deadline may land after it.
+    pub fn is_leading(&self) -> bool {
+        self.leading.as_ref().is_none_or(|check| check())
+    }
+
+    /// The shared value, as the `Arc` it lives in.
+    pub fn data(&self) -> &Arc<C> {
+        &self.data
+    }
+
+    /// The token cancelled when the controller stops.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the controller has been told to stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+}
+
+impl<C> Clone for Context<C> {
+    fn clone(&self) -> Self {
+        Self {
+            data: Arc::clone(&self.data),
+            cancel: self.cancel.clone(),
+            leading: self.leading.clone(),
+        }
+    }
+}
+
+impl<C> Deref for Context<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
+        &self.data
+    }
+}
+
+impl<C> fmt::Debug for Context<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,383 @@
+//! What feeds a controller's queue: the handlers that turn informer events into keys, and
+//! the controller methods that register them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use kinformer_core::{
+    DeletedObject, ErrorChain, MetaObject, ObjectKey, deletion_handling_key, meta_namespace_key,
+};
+use kinformer_informer_factory::{
+    HandlerOptions, HandlerRegistration, ResourceEventHandler, SharedInformer,
+};
+use kinformer_workqueue::{Queue, RateLimitingQueue};
+
+use super::Controller;
+use crate::predicates::Predicate;
+
+/// The event handler of most controllers: it only enqueues the object's key
+/// (`namespace/name`), the tombstone-aware way on delete (client-go's
+/// `MetaNamespaceKeyFunc` and `DeletionHandlingMetaNamespaceKeyFunc`). An object without
+/// a name is logged and skipped.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kinformer::controller::{Controller, EnqueueKeys};
+/// use kinformer::prelude::*;
+/// use k8s_openapi::api::core::v1::Pod;
+///
+/// let controller = Controller::<ObjectKey>::new("pods");
+/// let handler = EnqueueKeys::new(Arc::clone(controller.queue()));
+/// let mut pod = Pod::default();
+/// pod.metadata.namespace = Some("default".into());
+/// pod.metadata.name = Some("web-0".into());
+/// ResourceEventHandler::<Pod>::on_add(&handler, &Arc::new(pod), true);
+/// assert_eq!(controller.queue().len(), 1);
+/// // informer.add_event_handler(handler)?;
+/// ```
+pub struct EnqueueKeys<Q> {
+    queue: Arc<Q>,
+}
+
+impl<Q> EnqueueKeys<Q> {
+    /// A handler adding keys to `queue`.
+    pub fn new(queue: Arc<Q>) -> Self {
+        Self { queue }
+    }
+}
+
+impl<Q> fmt::Debug for EnqueueKeys<Q> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnqueueKeys").finish_non_exhaustive()
+    }
+}
+
+/// Adds `key` to `queue`, or logs why there is none.
+fn enqueue<Q: Queue<ObjectKey>>(queue: &Q, key: Result<ObjectKey, kinformer_core::Error>) {
+    match key {
+        Ok(key) => queue.add(key),
+        Err(err) => {
+            tracing::warn!(error = %ErrorChain(&err), "object without a key: not enqueued")
+        }
+    }
+}
+
+impl<K, Q> ResourceEventHandler<K> for EnqueueKeys<Q>
+where
+    K: MetaObject,
+    Q: Queue<ObjectKey>,
+{
+    fn on_add(&self, obj: &Arc<K>, _is_in_initial_list: bool) {
+        enqueue(&*self.queue, meta_namespace_key(&**obj));
+    }
+    fn on_update(&self, _old: &Arc<K>, new: &Arc<K>) {
+        enqueue(&*self.queue, meta_namespace_key(&**new));
+    }
+    fn on_delete(&self, obj: &DeletedObject<K>) {
+        enqueue(&*self.queue, deletion_handling_key(obj));
+    }
+}
+
+/// The keys an object of a related resource stands for: see [`Controller::watches`].
+type MapFn<K> = Arc<dyn Fn(&K) -> Vec<ObjectKey> + Send + Sync>;
+
+/// A handler that enqueues the keys a function maps each object to (controller-runtime's
+/// `EnqueueRequestsFromMapFunc`): for an update, the keys of the old and of the new object
+/// (so a child that changes owner reaches both); for a delete, the keys of the last known
+/// state, tombstones included.
+pub struct EnqueueMapped<K, Q> {
+    queue: Arc<Q>,
+    map: MapFn<K>,
+}
+
+impl<K, Q> fmt::Debug for EnqueueMapped<K, Q> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnqueueMapped").finish_non_exhaustive()
+    }
+}
+
+impl<K, Q: Queue<ObjectKey>> EnqueueMapped<K, Q> {
+    /// A handler adding `map(obj)` to `queue`.
+    pub fn new(queue: Arc<Q>, map: impl Fn(&K) -> Vec<ObjectKey> + Send + Sync + 'static) -> Self {
+        Self {
+            queue,
+            map: Arc::new(map),
+        }
+    }
+
+    fn enqueue(&self, obj: &K) {
+        for key in (self.map)(obj) {
+            self.queue.add(key);
+        }
+    }
+}
+
+impl<K, Q: Queue<ObjectKey>> ResourceEventHandler<K> for EnqueueMapped<K, Q> {
+    fn on_add(&self, obj: &Arc<K>, _is_in_initial_list: bool) {
+        self.enqueue(obj);
+    }
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        self.enqueue(old);
+        self.enqueue(new);
+    }
+    fn on_delete(&self, obj: &DeletedObject<K>) {
+        self.enqueue(obj.object());
+    }
+}
+
+/// A handler that passes an update on to `inner` only when a predicate says it matters
+/// (controller-runtime's predicates on update events). Adds and deletes always pass: the
+/// controller must learn that an object appeared or went.
+pub struct WithPredicate<K, H> {
+    inner: H,
+    predicate: Predicate<K>,
+}
+
+impl<K, H> WithPredicate<K, H> {
+    /// `inner`, with updates filtered by `predicate`.
+    pub fn new(inner: H, predicate: Predicate<K>) -> Self {
+        Self { inner, predicate }
+    }
+}
+
+impl<K, H> fmt::Debug for WithPredicate<K, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WithPredicate")
+            .field("predicate", &self.predicate)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, H: ResourceEventHandler<K>> ResourceEventHandler<K> for WithPredicate<K, H> {
+    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+        self.inner.on_add(obj, is_in_initial_list);
+    }
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        if self.predicate.matches(old, new) {
+            self.inner.on_update(old, new);
+        }
+    }
+    fn on_delete(&self, obj: &DeletedObject<K>) {
+        self.inner.on_delete(obj);
+    }
+}
+
+/// The result of registering a controller's handler with an informer.
+pub type Registered = Result<Box<dyn HandlerRegistration>, kinformer_informer_factory::Error>;
+
+impl<Q> Controller<ObjectKey, Q>
+where
+    Q: RateLimitingQueue<ObjectKey> + Send + Sync + 'static,
+{
+    /// An [`EnqueueKeys`] handler feeding this controller's queue.
+    pub fn enqueue_handler(&self) -> EnqueueKeys<Q> {
+        EnqueueKeys::new(Arc::clone(&self.queue))
+    }
+
+    /// Reconciles the objects of `informer` (the primary resource): each event enqueues the
+    /// object's key, deletes through the tombstone-aware key function. The handler gets the
+    /// informer's default resync period (the factory's, for a factory's informer), as
+    /// `add_event_handler` does, and a buffer that coalesces by key
+    /// ([`HandlerOptions::coalesce_by_key`]): a key enqueuer loses nothing by it, and a
+    /// stuck queue holds at most one notification per object. Works with any
+    /// [`SharedInformer`]: a
+    /// [`SharedIndexInformer`](kinformer_informer_factory::SharedIndexInformer), or a fake in
+    /// a test.
+    ///
+    /// # Errors
+    /// The informer's refusal (for example: it has stopped).
+    pub fn watch<K: MetaObject + 'static>(&self, informer: &dyn SharedInformer<K>) -> Registered {
+        informer.add_event_handler_with_options(Box::new(self.enqueue_handler()), enqueuing())
+    }
+
+    /// As [`watch`](Self::watch), with updates passed on only when `predicate` says they
+    /// matter (e.g. [`predicates::generation_changed`](crate::predicates::generation_changed)
+    /// to skip status-only updates). Adds and deletes always pass.
+    ///
+    /// # Errors
+    /// As [`watch`](Self::watch).
+    pub fn watch_with<K: MetaObject + 'static>(
+        &self,
+        informer: &dyn SharedInformer<K>,
+        predicate: Predicate<K>,
+    ) -> Registered {
+        let handler = WithPredicate::new(self.enqueue_handler(), predicate);
+        informer.add_event_handler_with_options(Box::new(handler), enqueuing())
+    }
+
+    /// Reconciles the keys `map` gives for each object of a related resource
+    /// (kube-runtime's `watches`, controller-runtime's `EnqueueRequestsFromMapFunc`): an
+    /// update enqueues the keys of the old and the new object, a delete those of the last
+    /// known state (tombstones included). Use a shared informer from the factory: one watch
+    /// per type, however many controllers map it. The buffer coalesces by key, as
+    /// [`watch`](Self::watch)'s: an object that changed several times while the queue was
+    /// stuck maps its first and last state, not the ones in between.
+    ///
+    /// ```
+    /// use kinformer::prelude::*;
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    ///
+    /// /// Pods name the ConfigMap they read in an annotation: a ConfigMap change reconciles
+    /// /// nothing by itself here; the other way round, a pod's change reconciles its ConfigMap.
+    /// fn config_of(pod: &Pod) -> Vec<ObjectKey> {
+    ///     let ns = pod.metadata.namespace.as_deref();
+    ///     let annotations = pod.metadata.annotations.iter().flatten();
+    ///     annotations
+    ///         .filter(|(k, _)| *k == "example.com/config")
+    ///         .filter_map(|(_, name)| ObjectKey::new(ns, name).ok())
+    ///         .collect()
+    /// }
+    /// # fn wire(controller: &Controller<ObjectKey>, pods: &SharedIndexInformer<Pod>) -> Result<(), kinformer::informer::Error> {
+    /// controller.watches(pods, config_of)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`watch`](Self::watch).
+    pub fn watches<K: 'static>(
+        &self,
+        informer: &dyn SharedInformer<K>,
+        map: impl Fn(&K) -> Vec<ObjectKey> + Send + Sync + 'static,
+    ) -> Registered {
+        let handler = EnqueueMapped::new(Arc::clone(&self.queue), map);
+        informer.add_event_handler_with_options(Box::new(handler), enqueuing())
+    }
+}
+
+#[cfg(feature = "kube")]
+impl<Q> Controller<ObjectKey, Q>
+where
+    Q: RateLimitingQueue<ObjectKey> + Send + Sync + 'static,
+{
+    /// Reconciles the owner of each object of `informer` whose controller owner reference
+    /// is of kind `P` (controller-runtime's `Owns`, kube-runtime's `owns`): children `C`
+    /// edited, created or deleted (tombstones included) enqueue their owner's key. The owner
+    /// is looked up in the child's namespace, or by name alone when `P` is cluster-scoped;
+    /// references match on API group and kind, whatever the version.
+    ///
+    /// ```no_run
+    /// use kinformer::prelude::*;
+    /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    ///
+    /// # fn wire(factory: &SharedInformerFactory) -> Result<(), kinformer::informer::Error> {
+    /// let controller = Controller::<ObjectKey>::new("deployments");
+    /// controller.watch(&factory.informer::<Deployment>())?;
+    /// controller.owns::<Deployment, ReplicaSet>(&factory.informer::<ReplicaSet>())?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`watch`](Self::watch).
+    pub fn owns<P, C>(&self, informer: &dyn SharedInformer<C>) -> Registered
+    where
+        P: kube_core::Resource<DynamicType = ()> + 'static,
+        P::Scope: 'static,
+        C: kube_core::Resource + 'static,
+    {
+        self.watches(informer, owner_keys::<P, C>)
+    }
+}
+
+/// How the controller's key-enqueuing handlers are registered: the informer's default
+/// resync, a buffer that coalesces by key.
+fn enqueuing() -> HandlerOptions {
+    HandlerOptions::new().coalesce_by_key()
+}
+
+/// The keys of `child`'s controller owner of kind `P`.
+#[cfg(feature = "kube")]
+pub(crate) fn owner_keys<P, C>(child: &C) -> Vec<ObjectKey>
+where
+    P: kube_core::Resource<DynamicType = ()> + 'static,
+    P::Scope: 'static,
+    C: kube_core::Resource,
+{
+    let group = P::group(&());
+    let kind = P::kind(&());
+    let namespaced = std::any::TypeId::of::<P::Scope>()
+        == std::any::TypeId::of::<kube_core::NamespaceResourceScope>();
+    let namespace = namespaced
+        .then(|| child.meta().namespace.as_deref())
+        .flatten();
+    child
+        .meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| r.controller == Some(true) && r.kind == kind)
+        .filter(|r| api_group(&r.api_version) == group)
+        .filter_map(|r| ObjectKey::new(namespace, &r.name).ok())
+        .collect()
+}
+
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group `""`).
+#[cfg(feature = "kube")]
+fn api_group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+#[cfg(all(test, feature = "kube"))]
+mod tests {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+
+    fn owned(owners: &[(&str, &str, &str, Option<bool>)]) -> ReplicaSet {
+        let mut rs = ReplicaSet::default();
+        rs.metadata.namespace = Some("ns".into());
+        rs.metadata.name = Some("child".into());
+        rs.metadata.owner_references = Some(
+            owners
+                .iter()
+                .map(|(api_version, kind, name, controller)| OwnerReference {
+                    api_version: (*api_version).into(),
+                    kind: (*kind).into(),
+                    name: (*name).into(),
+                    controller: *controller,
+                    ..OwnerReference::default()
+                })
+                .collect(),
+        );
+        rs
+    }
+
+    #[test]
+    fn only_the_controller_reference_of_the_owner_kind_and_group_counts() {
+        let rs = owned(&[
+            ("apps/v1", "Deployment", "web", Some(true)),
+            ("apps/v1", "Deployment", "not-controller", Some(false)),
+            ("example.com/v1", "Deployment", "other-group", Some(true)),
+            ("apps/v1beta2", "Deployment", "old-version", Some(true)),
+            ("v1", "Pod", "other-kind", Some(true)),
+        ]);
+        let keys: Vec<String> = owner_keys::<Deployment, _>(&rs)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(keys, ["ns/web", "ns/old-version"]);
+        assert!(
+            owner_keys::<Pod, _>(&rs)
+                .iter()
+                .any(|k| k.as_str() == "ns/other-kind")
+        );
+    }
+
+    #[test]
+    fn a_cluster_scoped_owner_is_keyed_by_name_alone() {
+        let rs = owned(&[("v1", "Namespace", "ns", Some(true))]);
+        let keys: Vec<String> = owner_keys::<Namespace, _>(&rs)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(keys, ["ns"]);
+    }
+
+    #[test]
+    fn api_groups_of_core_and_named_groups() {
+        assert_eq!(api_group("v1"), "");
+        assert_eq!(api_group("apps/v1"), "apps");
+        assert_eq!(api_group("kinformer.dev/v1alpha1"), "kinformer.dev");
+    }
+}

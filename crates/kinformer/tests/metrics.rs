@@ -1,0 +1,274 @@
+//! `/metrics`, `/healthz` and `/readyz` served by the real server, scraped over HTTP and
+//! read with a Prometheus text parser (not string matching): the values must be what the
+//! test made the controller, its queue and an informer do.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use kinformer::controller::{Action, Context, Controller};
+use kinformer::metrics::Metrics;
+use kinformer::prelude::*;
+use kinformer::reflector::ListPage;
+use kinformer::reflector::fake::{FakeListerWatcher, watch_channel};
+use kinformer::server::Server;
+use prometheus_parse::{Scrape, Value};
+
+/// A namespaced object with a name.
+#[derive(Clone, Debug)]
+struct Obj(String);
+
+impl MetaObject for Obj {
+    fn object_name(&self) -> Option<&str> {
+        Some(&self.0)
+    }
+    fn object_namespace(&self) -> Option<&str> {
+        Some("ns")
+    }
+    fn object_resource_version(&self) -> Option<&str> {
+        Some("7")
+    }
+}
+
+/// A GET over plain HTTP/1.1: the status code and the body.
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("read");
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status");
+    // Bodies are small; hyper sends them with a length, not chunked.
+    (status, body.to_owned())
+}
+
+fn scrape(addr: SocketAddr) -> Scrape {
+    let (status, body) = get(addr, "/metrics");
+    assert_eq!(status, 200);
+    Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text")
+}
+
+/// The value of the sample named `metric` whose labels include every pair of `labels`.
+fn value(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match &s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+            Value::Histogram(h) => h.last().map_or(0.0, |b| b.count),
+            Value::Summary(_) => f64::NAN,
+        })
+}
+
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_health_and_readiness_over_http() {
+    let metrics = Metrics::install();
+    let fake = FakeListerWatcher::new();
+    fake.on_list(|_| {
+        Ok(ListPage::new(
+            ["a", "b", "c"].map(|n| Obj(n.to_owned())),
+            "7",
+        ))
+    });
+    let (_watch, stream) = watch_channel();
+    fake.push_watch(Ok(stream));
+    let informer = SharedIndexInformer::builder(fake).name("objs").build();
+    metrics.register_informer(&informer);
+
+    let alive = Arc::new(AtomicBool::new(true));
+    let cancel = CancellationToken::new();
+    let server = Server::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+        .ready_when("informers", {
+            let informer = informer.clone();
+            move || informer.has_synced()
+        })
+        .healthy_when("test-switch", {
+            let alive = Arc::clone(&alive);
+            move || alive.load(Ordering::SeqCst)
+        });
+    let addr = server.local_addr().unwrap();
+    let serving = tokio::spawn(server.run(cancel.clone()));
+
+    let (code, body) = tokio::task::spawn_blocking(move || get(addr, "/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (code, body.as_str()),
+        (503, "[-]informers failed\n"),
+        "not ready before sync"
+    );
+
+    // A controller whose reconciles end in each way.
+    let controller = Controller::<ObjectKey>::new("metrics-test").workers(3);
+    controller.watch(&informer).unwrap();
+    let handle = informer.start().unwrap();
+    eventually("the informer to sync", || informer.has_synced()).await;
+    let (code, _) = tokio::task::spawn_blocking(move || get(addr, "/readyz"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "ready after sync");
+
+    let failed_once = Arc::new(AtomicBool::new(false));
+    let run = tokio::spawn(controller.run(
+        move |key: ObjectKey, ctx: Context<Arc<AtomicBool>>| async move {
+            match key.name() {
+                "a" => Ok(Action::Done),
+                "b" if !ctx.swap(true, Ordering::SeqCst) => Err("fails once"),
+                "b" => Ok(Action::Done),
+                _ => Ok(Action::RequeueAfter(Duration::from_secs(3600))),
+            }
+        },
+        Arc::clone(&failed_once),
+        cancel.clone(),
+    ));
+    let reconciled = |s: &Scrape, result| {
+        value(
+            s,
+            "controller_runtime_reconcile_total",
+            &[("controller", "metrics-test"), ("result", result)],
+        )
+    };
+    let mut last = None;
+    for _ in 0..200 {
+        let s = tokio::task::spawn_blocking(move || scrape(addr))
+            .await
+            .unwrap();
+        let done = reconciled(&s, "success") == Some(2.0);
+        last = Some(s);
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = last.expect("scraped");
+    let c = [("controller", "metrics-test")];
+    assert_eq!(
+        reconciled(&s, "success"),
+        Some(2.0),
+        "a, and b on its retry"
+    );
+    assert_eq!(reconciled(&s, "error"), Some(1.0), "b's first attempt");
+    assert_eq!(reconciled(&s, "requeue_after"), Some(1.0), "c");
+    assert_eq!(
+        value(&s, "controller_runtime_reconcile_errors_total", &c),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&s, "controller_runtime_reconcile_panics_total", &c),
+        None
+    );
+    assert_eq!(
+        value(&s, "controller_runtime_max_concurrent_reconciles", &c),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&s, "controller_runtime_active_workers", &c),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&s, "controller_runtime_reconcile_time_seconds_count", &c),
+        Some(4.0),
+        "one observation per reconcile"
+    );
+    // The controller's queue is named after it.
+    let q = [("name", "metrics-test")];
+    assert_eq!(
+        value(&s, "workqueue_adds_total", &q),
+        Some(4.0),
+        "a, b, c, and b's retry"
+    );
+    // client-go counts every add_after as a retry: b's rate-limited one and c's requeue.
+    assert_eq!(value(&s, "workqueue_retries_total", &q), Some(2.0));
+    // The informer, read at scrape time.
+    let i = [("informer", "objs")];
+    assert_eq!(value(&s, "kinformer_informer_synced", &i), Some(1.0));
+    assert_eq!(value(&s, "kinformer_informer_objects", &i), Some(3.0));
+    assert_eq!(
+        value(&s, "kinformer_informer_last_sync_resource_version", &i),
+        Some(7.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "kinformer_reflector_lists_total",
+            &[("informer", "objs"), ("reason", "initial")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&s, "kinformer_reflector_watches_total", &i),
+        Some(1.0)
+    );
+
+    // A leader elector built after `install` reports through it, under client-go's names.
+    let lease = kinformer::leaderelection::testing::MemoryLease::new();
+    let elector = kinformer::leaderelection::LeaderElector::new(
+        kinformer::leaderelection::LeaderElectionConfig::default(),
+        lease.lock("me"),
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let electing = tokio::spawn({
+        let (elector, stop) = (elector.clone(), stop.clone());
+        async move {
+            elector
+                .run(&stop, |leading| async move { leading.lost().await })
+                .await
+        }
+    });
+    eventually("the elector to lead", || elector.is_leader()).await;
+    let s = tokio::task::spawn_blocking(move || scrape(addr))
+        .await
+        .unwrap();
+    let name = [("name", elector.name())];
+    assert_eq!(value(&s, "leader_election_master_status", &name), Some(1.0));
+    assert_eq!(
+        value(&s, "leader_election_transitions_total", &name),
+        Some(1.0)
+    );
+    stop.cancel();
+    electing.await.unwrap().unwrap();
+
+    let (code, _) = tokio::task::spawn_blocking(move || get(addr, "/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    alive.store(false, Ordering::SeqCst);
+    let (code, body) = tokio::task::spawn_blocking(move || get(addr, "/healthz"))
+        .await
+        .unwrap();
+    assert_eq!((code, body.as_str()), (503, "[-]test-switch failed\n"));
+    let (code, _) = tokio::task::spawn_blocking(move || get(addr, "/nope"))
+        .await
+        .unwrap();
+    assert_eq!(code, 404);
+
+    cancel.cancel();
+    run.await.unwrap();
+    serving.await.unwrap().unwrap();
+    handle.stop().await.unwrap();
+}
