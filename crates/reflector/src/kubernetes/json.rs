@@ -2,7 +2,6 @@
 //! ever quoting a value from the body in an error.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -10,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::decode::{Expected, INITIAL_EVENTS_END, Modify, finish, truncate};
+use super::decode::{BookmarkObject, Expected, Modify, finish, truncate};
 use crate::{Bookmark, Error, ListPage, WatchEvent};
 
 /// Checks the type fields of a raw object: from its leading keys only, where the API
@@ -266,29 +265,9 @@ pub(super) fn decode_event<K: DeserializeOwned>(
 }
 
 fn decode_bookmark(raw: &RawValue) -> Result<Bookmark, Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        resource_version: String,
-        #[serde(default)]
-        annotations: Option<BTreeMap<String, String>>,
-    }
-    #[derive(Deserialize)]
-    struct Raw {
-        metadata: Meta,
-    }
-    let b: Raw = serde_json::from_str(raw.get())
-        .map_err(|e| Error::decode("BOOKMARK object", describe_json_error(&e)))?;
-    let end = b
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INITIAL_EVENTS_END))
-        .is_some_and(|v| v == "true");
-    Ok(Bookmark {
-        resource_version: b.metadata.resource_version,
-        initial_events_end: end,
-    })
+    serde_json::from_str::<BookmarkObject>(raw.get())
+        .map(Bookmark::from)
+        .map_err(|e| Error::decode("BOOKMARK object", describe_json_error(&e)))
 }
 
 /// Why a JSON value did not decode, without the value itself: serde's messages quote
@@ -364,29 +343,17 @@ mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 
+    use super::super::decode::testing::{object_of, pods};
     use super::*;
-
-    fn pods() -> Expected {
-        Expected {
-            api_version: "v1".into(),
-            kind: "Pod".into(),
-        }
-    }
 
     #[test]
     fn added_modified_deleted_decode_to_objects() {
-        for (t, want) in [("ADDED", 0), ("MODIFIED", 1), ("DELETED", 2)] {
+        for t in ["ADDED", "MODIFIED", "DELETED"] {
             let line = format!(
                 r#"{{"type":"{t}","object":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"a","namespace":"ns","resourceVersion":"5"}}}}}}"#
             );
-            let ev = decode_event::<Pod>(&line, &pods(), None).unwrap();
-            let (idx, pod) = match ev {
-                WatchEvent::Added(p) => (0, p),
-                WatchEvent::Modified(p) => (1, p),
-                WatchEvent::Deleted(p) => (2, p),
-                WatchEvent::Bookmark(_) => panic!("bookmark"),
-            };
-            assert_eq!(idx, want);
+            let (ty, pod) = object_of(decode_event::<Pod>(&line, &pods(), None).unwrap());
+            assert_eq!(ty, t);
             assert_eq!(pod.metadata.resource_version.as_deref(), Some("5"));
         }
     }
