@@ -11,7 +11,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kinformer_informer_factory::{
     Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
 };
-use kinformer_reflector::reflector_client;
+use kinformer_reflector::{WireFormat, reflector_client};
 use kinformer_testenv::{ControlPlane, pod};
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::discovery::Scope;
@@ -396,4 +396,32 @@ async fn factory_serves_custom_resources_typed_and_dynamic() {
     })
     .await;
     factory.shutdown().await.unwrap();
+}
+
+/// The factory's wire format reaches every informer: the same pods arrive either way, and
+/// the responses were what was asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_factory_wire_format_reaches_its_informers() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("factory-wire").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cp.client().unwrap(), &ns);
+    kinformer_testenv::create_pods(&pods, "p", 5).await.unwrap();
+    for format in [WireFormat::Protobuf, WireFormat::Json] {
+        let (client, types) = kinformer_testenv::recording_client(cp.admin_config()).unwrap();
+        let factory = SharedInformerFactory::builder(client)
+            .namespace(&ns)
+            .wire_format(format)
+            .build();
+        let informer = factory.informer::<Pod>();
+        factory.start().unwrap();
+        assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+        assert_eq!(informer.indexer().len(), 5, "{format:?}");
+        let want = match format {
+            WireFormat::Protobuf => types.all_protobuf(),
+            _ => types.all_json(),
+        };
+        assert!(want, "{format:?}: the responses were {:?}", types.seen());
+        factory.shutdown().await.unwrap();
+    }
 }

@@ -594,16 +594,20 @@ where
         let start = Instant::now();
         let mut events = 0u64;
         let mut past_initial_adds = false;
+        // Two timers for the whole watch, not two per event.
+        let timeout = sleep_until(deadline);
+        let resync_sleep = sleep_until(resync.next.unwrap_or(start + NEVER));
+        tokio::pin!(timeout, resync_sleep);
         loop {
-            let next_resync = resync.next;
             let item = tokio::select! {
                 biased;
-                () = sleep_until_opt(next_resync) => {
+                () = &mut resync_sleep, if resync.next.is_some() => {
                     self.resync_now()?;
                     resync.rearm();
+                    resync_sleep.as_mut().reset(resync.next.unwrap_or(start + NEVER));
                     continue;
                 }
-                () = sleep_until(deadline) => {
+                () = &mut timeout => {
                     tracing::debug!("watch outlived its timeout: ending it");
                     None
                 }
@@ -703,6 +707,9 @@ mod tests;
 fn rv_of<K: MetaObject>(o: &K) -> String {
     o.object_resource_version().unwrap_or_default().to_owned()
 }
+
+/// Far enough away to stand for "never" in a timer that is switched off.
+const NEVER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
 async fn sleep_until_opt(t: Option<Instant>) {
     match t {

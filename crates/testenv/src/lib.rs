@@ -80,6 +80,7 @@ mod users;
 // What tests create on the server.
 mod fixtures;
 mod programs;
+mod recording;
 
 mod error;
 
@@ -91,4 +92,5 @@ pub use fixtures::{create_pods, pod};
 pub use options::Options;
 pub use programs::{example_binary, peer_binary};
 pub use proxy::TcpProxy;
+pub use recording::{ContentTypes, recording_client};
 pub use users::{ADMIN_USER, RESTRICTED_USER};
