@@ -78,6 +78,7 @@ mod proxy;
 mod random;
 mod users;
 // What tests create on the server.
+mod crd;
 mod fixtures;
 mod programs;
 mod recording;
@@ -87,6 +88,7 @@ mod error;
 pub use api_proxy::ApiProxy;
 pub use binaries::binary_dir;
 pub use control_plane::ControlPlane;
+pub use crd::create_crd;
 pub use error::Error;
 pub use fixtures::{create_pods, pod};
 pub use options::Options;
