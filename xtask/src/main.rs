@@ -5,6 +5,7 @@
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
+//! - `cargo xtask release` runs the release checks (packaging, MSRV) that end `test`.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
 //! - `cargo xtask soak leader --minutes N` runs the leader election chaos test for N minutes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -47,6 +48,9 @@ enum Command {
     Demo,
     /// Replay operation traces on kinformer and on client-go and fail on any difference.
     Conformance,
+    /// The release checks alone (the end of `test`): every crate packages and builds from its
+    /// package, and the MSRV holds.
+    Release,
     /// Regenerate kinformer-protobuf's schema table from the Go types (xtask/go/cmd/gen-proto).
     GenProto {
         /// Write nothing; fail if the checked-in table is stale.
@@ -111,6 +115,7 @@ fn main() -> anyhow::Result<()> {
         Command::Test { args } => test::run(&args),
         Command::Demo => demo(),
         Command::Conformance => conformance::run(),
+        Command::Release => release::package().and_then(|()| release::msrv()),
         Command::Bench { suite, args } => bench::run(&suite, &args),
         Command::GenProto { check } => gen_proto::run(check),
         Command::Soak {
