@@ -11,7 +11,14 @@
 //! cargo run --example pod_controller                 # local control plane, until Ctrl-C
 //! cargo run --example pod_controller -- --demo       # scripted: create, update, delete, summary
 //! cargo run --example pod_controller -- --kubeconfig ~/.kube/config [--context C] [-n default]
+//! cargo run --example pod_controller -- --kubeconfig K --leader-elect  # one of several replicas
 //! ```
+//!
+//! With `--leader-elect` every replica runs the informer (its cache stays synced and its
+//! queue gathers keys), and only the holder of the Lease `pod-controller` in the namespace
+//! runs the workers; a standby takes over when the leader dies (after the lease duration)
+//! or stops (at once: it releases the lease). See `common::Args::leader_election` for the
+//! timing flags.
 //!
 //! `cargo xtask demo` runs the `--demo` mode; `tests/demo.rs` checks its output.
 #![allow(clippy::print_stdout)]
@@ -27,6 +34,7 @@ use std::time::Duration;
 use common::{Args, BoxError, ensure_namespace, names, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{IndexFunc, Indexers, parse_selector};
+use kinformer::leaderelection::LeaderElector;
 use kinformer::prelude::*;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -45,7 +53,15 @@ async fn main() -> Result<(), BoxError> {
         out.line(summary.to_string());
         return Ok(());
     }
-    let controller = PodController::start(cluster.client.clone(), &namespace, &out).await?;
+    let elector = args.leader_election(&cluster.client, &namespace, "pod-controller")?;
+    if let Some(elector) = &elector {
+        out.line(format!(
+            "leader election: candidate {} for lease {namespace}/pod-controller",
+            elector.identity()
+        ));
+    }
+    let controller =
+        PodController::start_elected(cluster.client.clone(), &namespace, &out, elector).await?;
     out.line("watching pods; Ctrl-C stops".to_string());
     tokio::signal::ctrl_c().await?;
     controller.stop().await
@@ -129,6 +145,16 @@ impl PodController {
         namespace: &str,
         out: &Output,
     ) -> Result<Self, BoxError> {
+        Self::start_elected(client, namespace, out, None).await
+    }
+
+    /// [`start`](Self::start); with an elector the workers run only while it leads.
+    pub async fn start_elected(
+        client: kube::Client,
+        namespace: &str,
+        out: &Output,
+        elector: Option<LeaderElector>,
+    ) -> Result<Self, BoxError> {
         // A factory for one namespace, resyncing every 30 s.
         let factory = SharedInformerFactory::builder(client)
             .namespace(namespace)
@@ -189,7 +215,18 @@ impl PodController {
             stats: Arc::clone(&stats),
             out: out.clone(),
         };
-        let workers = tokio::spawn(controller.run(sync_pod, context, cancel.clone()));
+        let workers = match elector {
+            None => tokio::spawn(controller.run(sync_pod, context, cancel.clone())),
+            Some(elector) => {
+                let (cancel, out) = (cancel.clone(), out.clone());
+                tokio::spawn(async move {
+                    let run = controller.run_elected(&elector, sync_pod, context, cancel);
+                    if let Err(e) = run.await {
+                        out.line(format!("leader election failed: {e}"));
+                    }
+                })
+            }
+        };
         Ok(Self {
             factory,
             informer,

@@ -8,7 +8,9 @@
 
 use std::error::Error;
 use std::path::PathBuf;
+use std::time::Duration;
 
+use kinformer::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock};
 use kinformer::reflector::reflector_client;
 use kinformer_testenv::ControlPlane;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -69,6 +71,92 @@ impl Args {
     pub fn has(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
     }
+
+    /// The value of `--name=value`, if given.
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.flags
+            .iter()
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+    }
+
+    /// With `--leader-elect`: an elector on the Lease `lease` in `namespace`, with
+    /// controller-runtime's flags for the timings (`--leader-elect-lease-duration=15s`,
+    /// `--leader-elect-renew-deadline=10s`, `--leader-elect-retry-period=2s`, client-go's
+    /// defaults) and `--leader-elect-identity=ID` (default: host name and process id). It
+    /// releases the lease on a clean stop, so a standby takes over at once.
+    pub fn leader_election(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        lease: &str,
+    ) -> Result<Option<LeaderElector>, BoxError> {
+        if !self.has("--leader-elect") {
+            return Ok(None);
+        }
+        let mut config = LeaderElectionConfig {
+            release_on_cancel: true,
+            ..LeaderElectionConfig::default()
+        };
+        for (flag, field) in [
+            ("--leader-elect-lease-duration", &mut config.lease_duration),
+            ("--leader-elect-renew-deadline", &mut config.renew_deadline),
+            ("--leader-elect-retry-period", &mut config.retry_period),
+        ] {
+            if let Some(value) = self.value(flag) {
+                *field = parse_duration(value).ok_or_else(|| {
+                    format!("{flag}: {value:?} is not a duration like 15s or 500ms")
+                })?;
+            }
+        }
+        let identity = self.value("--leader-elect-identity").map_or_else(
+            || {
+                let host = std::env::var("HOSTNAME")
+                    .ok()
+                    .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| "localhost".into());
+                format!("{host}_{}", std::process::id())
+            },
+            str::to_owned,
+        );
+        let lock = LeaseLock::new(client.clone(), namespace, lease, identity);
+        let elector = LeaderElector::builder(lock)
+            .config(config)
+            .callbacks(PrintTransitions)
+            .build()?;
+        Ok(Some(elector))
+    }
+}
+
+/// Prints each change of leadership on stdout.
+struct PrintTransitions;
+
+impl LeaderCallbacks for PrintTransitions {
+    fn started_leading(&self, _deadline: std::time::Instant) {
+        println!("leader election: started leading");
+    }
+    fn stopped_leading(&self) {
+        println!("leader election: stopped leading");
+    }
+    fn new_leader(&self, identity: &str) {
+        println!("leader election: the leader is {identity:?}");
+    }
+}
+
+/// `15s`, `500ms`, `1m` or a number of seconds.
+fn parse_duration(s: &str) -> Option<Duration> {
+    let (number, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((s, "s"), |i| s.split_at(i));
+    let n: f64 = number.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 /// What every example's `main` does first: says when it starts the local control plane,

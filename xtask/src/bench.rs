@@ -238,21 +238,19 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
         "kinformer: cargo bench -p {} --bench {}",
         suite.package, suite.bench
     ));
-    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "bench",
-            "-p",
-            suite.package,
-            "--bench",
-            suite.bench,
-            "--",
-            "--noplot",
-        ])
-        .current_dir(&root)
-        .env("CRITERION_HOME", &criterion_home)
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running cargo bench")?;
+    let mut child = crate::test::cargo(&[
+        "bench",
+        "-p",
+        suite.package,
+        "--bench",
+        suite.bench,
+        "--",
+        "--noplot",
+    ])
+    .env("CRITERION_HOME", &criterion_home)
+    .stderr(Stdio::piped())
+    .spawn()
+    .context("running cargo bench")?;
     // Echo the bench's stderr as it comes, keeping the line a memory figure is on.
     let mut rust_memory = None;
     if let Some(stderr) = child.stderr.take() {

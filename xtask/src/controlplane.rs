@@ -14,7 +14,7 @@ use crate::progress::Step;
 
 /// The Kubernetes version the Go module builds; stamped into the binary like a release.
 const K8S_VERSION: &str = "v1.36.3";
-const BINARIES: [(&str, &str); 6] = [
+const BINARIES: [(&str, &str); 8] = [
     ("etcd", "./cmd/etcd"),
     ("kube-apiserver", "./cmd/kube-apiserver"),
     ("clientgo-peer", "./cmd/clientgo-peer"),
@@ -24,6 +24,10 @@ const BINARIES: [(&str, &str); 6] = [
     ("events-peer", "./cmd/events-peer"),
     // client-go's subject in `cargo xtask soak`.
     ("soak-peer", "./cmd/soak-peer"),
+    // client-go's elector in the leader election interop and chaos tests.
+    ("leader-peer", "./cmd/leader-peer"),
+    // client-go's pod controller in the leader election failover test (examples/tests).
+    ("controller-peer", "./cmd/controller-peer"),
 ];
 
 fn go_dir() -> PathBuf {

@@ -5,8 +5,10 @@
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
+//! - `cargo xtask release` runs the release checks (packaging, MSRV) that end `test`.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
-//! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak.
+//! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak;
+//!   `cargo xtask soak leader --minutes N` the leader election chaos test.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
@@ -17,6 +19,7 @@ mod gen_proto;
 mod progress;
 mod release;
 mod soak;
+mod soak_leader;
 mod test;
 
 use anyhow::Context;
@@ -47,6 +50,9 @@ enum Command {
     Demo,
     /// Replay operation traces on kinformer and on client-go and fail on any difference.
     Conformance,
+    /// The release checks alone (the end of `test`): every crate packages and builds from its
+    /// package, and the MSRV holds.
+    Release,
     /// Regenerate kinformer-protobuf's schema table from the Go types (xtask/go/cmd/gen-proto).
     GenProto {
         /// Write nothing; fail if the checked-in table is stale.
@@ -75,6 +81,9 @@ enum Command {
 enum SoakCommand {
     /// The informer chaos soak (what `cargo xtask soak` runs without a subcommand).
     Informer,
+    /// Kinformer and client-go electors on one Lease under kills, pauses and partitions
+    /// (`--minutes` whole minutes, `--seed` replays an earlier run's schedule).
+    Leader,
 }
 
 #[derive(Subcommand)]
@@ -107,12 +116,17 @@ fn main() -> anyhow::Result<()> {
         Command::Test { args } => test::run(&args),
         Command::Demo => demo(),
         Command::Conformance => conformance::run(),
+        Command::Release => release::package().and_then(|()| release::msrv()),
         Command::Bench { suite, args } => bench::run(&suite, &args),
         Command::GenProto { check } => gen_proto::run(check),
         Command::Soak {
             command: None | Some(SoakCommand::Informer),
             opts,
         } => soak::run(&opts),
+        Command::Soak {
+            command: Some(SoakCommand::Leader),
+            opts,
+        } => soak_leader::run(opts.minutes, opts.seed),
     }
 }
 

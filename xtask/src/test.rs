@@ -7,9 +7,27 @@ use anyhow::{Context, bail};
 use crate::progress::Step;
 
 /// `cargo <args>` in the workspace root, with the cargo that runs xtask.
+///
+/// Without the variables `cargo run` set for xtask itself: build scripts and tests that run
+/// cargo again would not see them, and the difference would rebuild crates twice.
 pub(crate) fn cargo(args: &[&str]) -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(args).current_dir(crate::workspace_root());
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&name.as_ref())
+        {
+            cmd.env_remove(name.as_ref());
+        }
+    }
     cmd
 }
 

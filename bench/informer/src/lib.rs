@@ -5,11 +5,13 @@
 //! driver as
 //!
 //! ```text
-//! <contender> --kubeconfig PATH --namespace NS --expect N [--strip [--modify]] [--latency M]
+//! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]
 //! ```
 //!
-//! It syncs the pods of `NS` and prints one JSON line:
-//! `{"contender", "transform", "synced_ms", "rss_kib", "objects"}` (kinformer's adds
+//! `--wire` is the encoding kinformer and client-go ask the API server for: `protobuf`
+//! (the default of both for built-in types) or `json`; kube-runtime speaks JSON only and
+//! refuses `--wire protobuf`. It syncs the pods of `NS` and prints one JSON line:
+//! `{"contender", "wire", "transform", "synced_ms", "rss_kib", "objects"}` (kinformer's adds
 //! `transform_clones`: pods its transform could not strip in place), where `synced_ms` is
 //! measured from the start of `main` and `rss_kib` is `VmHWM` from `/proc/self/status`
 //! read right after the sync. With `--latency M` it then records, for every update whose
@@ -34,6 +36,25 @@ pub const SEQ_LABEL: &str = "kinformer-bench/seq";
 /// How long a contender waits for missing updates after its stdin closed.
 const GRACE: Duration = Duration::from_secs(5);
 
+/// The encoding a contender asks the API server for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`).
+    Protobuf,
+    /// JSON.
+    Json,
+}
+
+impl Wire {
+    /// The name on the command line and in the result line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Protobuf => "protobuf",
+            Self::Json => "json",
+        }
+    }
+}
+
 /// The command line every contender takes.
 #[derive(Debug, Clone)]
 pub struct Args {
@@ -50,6 +71,8 @@ pub struct Args {
     pub modify: bool,
     /// How many labelled updates to wait for after the sync (0: exit after syncing).
     pub latency: usize,
+    /// The encoding to ask for (`None`: the contender's default).
+    pub wire: Option<Wire>,
 }
 
 impl Args {
@@ -64,6 +87,7 @@ impl Args {
         let mut strip = false;
         let mut modify = false;
         let mut latency = 0;
+        let mut wire = None;
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -72,10 +96,17 @@ impl Args {
                 "--namespace" => namespace = Some(value()?),
                 "--expect" => expect = Some(value()?.parse().context("--expect")?),
                 "--latency" => latency = value()?.parse().context("--latency")?,
+                "--wire" => {
+                    wire = Some(match value()?.as_str() {
+                        "protobuf" => Wire::Protobuf,
+                        "json" => Wire::Json,
+                        other => bail!("--wire {other:?}: want protobuf or json"),
+                    });
+                }
                 "--strip" => strip = true,
                 "--modify" => modify = true,
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--strip [--modify]] [--latency M]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]"
                 ),
             }
         }
@@ -86,6 +117,7 @@ impl Args {
             strip,
             modify,
             latency,
+            wire,
         })
     }
 }
@@ -129,6 +161,7 @@ pub fn print_synced(
 ) {
     let mut line = serde_json::json!({
         "contender": contender,
+        "wire": args.wire.map(Wire::as_str),
         "transform": args.strip,
         "synced_ms": start.elapsed().as_secs_f64() * 1e3,
         "rss_kib": peak_rss_kib(),

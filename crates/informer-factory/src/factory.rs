@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{ErrorChain, MetaObject};
-use kinformer_reflector::{Backoff, KubeListerWatcher};
+use kinformer_reflector::{Backoff, KubeListerWatcher, WireFormat};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::de::DeserializeOwned;
@@ -198,6 +198,7 @@ struct Config {
     transform: Option<MetaTransform>,
     fifo: FifoKind,
     backoff: Backoff,
+    wire_format: WireFormat,
 }
 
 struct FactoryInner {
@@ -291,6 +292,15 @@ impl SharedInformerFactoryBuilder {
     #[must_use]
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.config.backoff = backoff;
+        self
+    }
+
+    /// The encoding every informer asks the API server for (default
+    /// [`WireFormat::Auto`]: protobuf for built-in types, JSON for custom resources and
+    /// [`DynamicObject`], as client-go's typed and dynamic clients).
+    #[must_use]
+    pub fn wire_format(mut self, format: WireFormat) -> Self {
+        self.config.wire_format = format;
         self
     }
 
@@ -415,6 +425,7 @@ impl SharedInformerFactory {
                 transform: None,
                 fifo: FifoKind::default(),
                 backoff: Backoff::default(),
+                wire_format: WireFormat::default(),
             },
         }
     }
@@ -510,7 +521,8 @@ impl SharedInformerFactory {
             self.inner.config.client.clone(),
             dyntype,
             id.options.namespace.as_deref(),
-        );
+        )
+        .wire_format(self.inner.config.wire_format);
         if let Some(l) = &id.options.label_selector {
             lw = lw.labels(l);
         }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kinformer_core::{
     BoxError, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KnownObjects,
-    MetaObject, ObjectKey, TransformFn,
+    MetaObject, ObjectKey, TransformFn, deletion_handling_key, meta_namespace_key,
 };
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 use kinformer_indexer::{
@@ -21,7 +21,7 @@ use kinformer_reflector::{
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::listener::{ListenerState, Notification, Processor};
+use crate::listener::{Buffering, ListenerState, Notification, Processor};
 use crate::{Error, ResourceEventHandler};
 
 /// The shortest resync period a handler can have (client-go's `minimumResyncPeriod`).
@@ -104,6 +104,69 @@ struct Inner<K> {
     deliver: Mutex<()>,
     fifo: OnceLock<Arc<dyn FifoQueue<K>>>,
     status: OnceLock<ReflectorStatus>,
+}
+
+/// How a handler is registered: its resync period and its buffer
+/// ([`SharedIndexInformer::add_event_handler_with_options`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use kinformer_informer_factory::HandlerOptions;
+///
+/// // A handler that only enqueues keys: resync every 5 minutes, one pending notification
+/// // per object however fast they change.
+/// let options = HandlerOptions::new().resync(Duration::from_secs(300)).coalesce_by_key();
+/// # let _ = options;
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HandlerOptions {
+    /// The handler's resync period; `None` (the default): the informer's default one.
+    pub resync: Option<Duration>,
+    /// Whether the buffer keeps at most one pending notification per object key (false by
+    /// default: every notification, as client-go).
+    pub coalesce: bool,
+}
+
+impl HandlerOptions {
+    /// The informer's default resync, an unbounded buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A resync period of the handler's own (zero: none).
+    #[must_use]
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
+    }
+
+    /// Buffer at most one notification per object key while the handler is busy: what it
+    /// gets is the change from what it last saw of an object to the object's latest state
+    /// (an add then updates arrive as one add of the latest; updates as one update from the
+    /// first old to the last new; anything then a delete as the delete; a delete then a
+    /// re-create as an update). Keys come in the order they first became pending.
+    ///
+    /// Memory is then bounded by the number of objects, not the number of events: a handler
+    /// stuck for a minute at 1,000 events a second holds at most one notification per
+    /// object instead of 60,000. A handler that only enqueues keys (the controller's
+    /// handlers use this mode) loses nothing; one that needs every intermediate state (an
+    /// audit log) should keep the default. Not in client-go, whose buffers are unbounded.
+    #[must_use]
+    pub fn coalesce_by_key(mut self) -> Self {
+        self.coalesce = true;
+        self
+    }
+}
+
+/// The key a coalescing listener files `n` under: the object's namespace/name.
+fn notification_key<K: MetaObject>(n: &Notification<K>) -> Option<ObjectKey> {
+    match n {
+        Notification::Add { obj, .. } | Notification::Update { new: obj, .. } => {
+            meta_namespace_key(obj.as_ref()).ok()
+        }
+        Notification::Delete(d) => deletion_handling_key(d).ok(),
+    }
 }
 
 /// Builds a [`SharedIndexInformer`]; see [`SharedIndexInformer::builder`].
@@ -336,33 +399,24 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers `handler` with the informer's default resync period; see
-    /// [`add_event_handler_with_resync`](Self::add_event_handler_with_resync).
+    /// Registers `handler` with the informer's default resync period and an unbounded
+    /// buffer; see [`add_event_handler_with_options`](Self::add_event_handler_with_options).
     ///
     /// # Errors
-    /// As `add_event_handler_with_resync`.
+    /// As `add_event_handler_with_options`.
     pub fn add_event_handler<H>(&self, handler: H) -> Result<Registration<K>, Error>
     where
         H: ResourceEventHandler<K> + Send + 'static,
     {
-        let period = self.inner.default_resync.unwrap_or_default();
-        self.add_event_handler_with_resync(handler, period)
+        self.add_event_handler_with_options(handler, HandlerOptions::new())
     }
 
-    /// Registers `handler` on a listener of its own (an unbounded buffer and a thread).
-    ///
-    /// `resync`: zero means no resync; anything under [`MINIMUM_RESYNC_PERIOD`] becomes it.
-    /// Before start, a shorter period makes the reflector check for due resyncs more often;
-    /// after start, a period shorter than that check interval is raised to it (as in
-    /// client-go), and an informer started without any resync never resyncs.
-    ///
-    /// Added after start, the handler first gets an `on_add(obj, true)` for every cached
-    /// object, taken while no item is being applied: it misses no later event and sees none
-    /// twice.
+    /// Registers `handler` with its own `resync` period (client-go's
+    /// `AddEventHandlerWithResyncPeriod`); see
+    /// [`add_event_handler_with_options`](Self::add_event_handler_with_options).
     ///
     /// # Errors
-    /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
-    /// listener's thread cannot be started.
+    /// As `add_event_handler_with_options`.
     pub fn add_event_handler_with_resync<H>(
         &self,
         handler: H,
@@ -371,7 +425,43 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     where
         H: ResourceEventHandler<K> + Send + 'static,
     {
-        let mut resync = normalize_resync(resync);
+        self.add_event_handler_with_options(handler, HandlerOptions::new().resync(resync))
+    }
+
+    /// Registers `handler` on a listener of its own: a buffer and a thread, so that a slow
+    /// handler delays nobody but itself.
+    ///
+    /// [`HandlerOptions::resync`]: zero means no resync; anything under
+    /// [`MINIMUM_RESYNC_PERIOD`] becomes it. Before start, a shorter period makes the
+    /// reflector check for due resyncs more often; after start, a period shorter than that
+    /// check interval is raised to it (as in client-go), and an informer started without any
+    /// resync never resyncs. [`HandlerOptions::coalesce_by_key`]: a buffer bounded by the
+    /// number of objects instead of the number of events.
+    ///
+    /// Added after start, the handler first gets an `on_add(obj, true)` for every cached
+    /// object, taken while no item is being applied: it misses no later event and sees none
+    /// twice.
+    ///
+    /// # Errors
+    /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
+    /// listener's thread cannot be started.
+    pub fn add_event_handler_with_options<H>(
+        &self,
+        handler: H,
+        options: HandlerOptions,
+    ) -> Result<Registration<K>, Error>
+    where
+        H: ResourceEventHandler<K> + Send + 'static,
+    {
+        let period = options
+            .resync
+            .unwrap_or_else(|| self.inner.default_resync.unwrap_or_default());
+        let mut resync = normalize_resync(period);
+        let buffering = if options.coalesce {
+            Buffering::CoalesceByKey(notification_key::<K>)
+        } else {
+            Buffering::Unbounded
+        };
         // Held throughout, so that a concurrent stop cannot miss the new listener.
         let mut cfg = self.config();
         if cfg.stopped {
@@ -401,9 +491,13 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let (id, state) = if cfg.started {
             let _deliver = self.lock_deliver();
             let snapshot = self.inner.store.list();
-            self.inner.processor.add(handler, resync, snapshot)?
+            self.inner
+                .processor
+                .add(handler, resync, buffering, snapshot)?
         } else {
-            self.inner.processor.add(handler, resync, Vec::new())?
+            self.inner
+                .processor
+                .add(handler, resync, buffering, Vec::new())?
         };
         drop(cfg);
         Ok(Registration {
@@ -595,7 +689,9 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let mut reflector = Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo))
             .name(inner.name.clone())
             .watch_list(inner.watch_list)
-            .backoff(inner.backoff.clone());
+            .backoff(inner.backoff.clone())
+            // Objects that do not decode keep their cached version (and can be deleted).
+            .known_objects(Arc::clone(&inner.store) as Arc<dyn KnownObjects<K>>);
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&inner.processor);
             reflector = reflector

@@ -227,7 +227,7 @@ pub use factory::{
 };
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
-    FifoKind, InformerHandle, InformerStats, MINIMUM_RESYNC_PERIOD, Registration,
+    FifoKind, HandlerOptions, InformerHandle, InformerStats, MINIMUM_RESYNC_PERIOD, Registration,
     SharedIndexInformer, SharedIndexInformerBuilder,
 };
 pub use shared::{HandlerRegistration, SharedInformer};

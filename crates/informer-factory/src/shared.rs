@@ -6,7 +6,9 @@ use std::time::Duration;
 use kinformer_core::MetaObject;
 use kinformer_indexer::{Indexer, Lister};
 
-use crate::{Error, HasSynced, Registration, ResourceEventHandler, SharedIndexInformer};
+use crate::{
+    Error, HandlerOptions, HasSynced, Registration, ResourceEventHandler, SharedIndexInformer,
+};
 
 /// A handler's registration, as a trait object: see
 /// [`SharedInformer::add_event_handler_with_resync`].
@@ -51,6 +53,17 @@ impl<K: MetaObject + Send + Sync + 'static> HandlerRegistration for Registration
 /// assert_eq!(adds.load(std::sync::atomic::Ordering::Relaxed), 0);
 /// ```
 pub trait SharedInformer<K>: HasSynced + Send + Sync {
+    /// Registers `handler` with `options` (resync period, buffer), as
+    /// [`SharedIndexInformer::add_event_handler_with_options`].
+    ///
+    /// # Errors
+    /// As `add_event_handler_with_options`.
+    fn add_event_handler_with_options(
+        &self,
+        handler: Box<dyn ResourceEventHandler<K> + Send>,
+        options: HandlerOptions,
+    ) -> Result<Box<dyn HandlerRegistration>, Error>;
+
     /// Registers `handler` with the informer's default resync period, as
     /// [`SharedIndexInformer::add_event_handler`].
     ///
@@ -59,7 +72,9 @@ pub trait SharedInformer<K>: HasSynced + Send + Sync {
     fn add_event_handler(
         &self,
         handler: Box<dyn ResourceEventHandler<K> + Send>,
-    ) -> Result<Box<dyn HandlerRegistration>, Error>;
+    ) -> Result<Box<dyn HandlerRegistration>, Error> {
+        self.add_event_handler_with_options(handler, HandlerOptions::new())
+    }
 
     /// Registers `handler` with its own `resync` period (zero: none), as
     /// [`SharedIndexInformer::add_event_handler_with_resync`].
@@ -70,7 +85,9 @@ pub trait SharedInformer<K>: HasSynced + Send + Sync {
         &self,
         handler: Box<dyn ResourceEventHandler<K> + Send>,
         resync: Duration,
-    ) -> Result<Box<dyn HandlerRegistration>, Error>;
+    ) -> Result<Box<dyn HandlerRegistration>, Error> {
+        self.add_event_handler_with_options(handler, HandlerOptions::new().resync(resync))
+    }
 
     /// The read side of the informer's cache, as
     /// [`SharedIndexInformer::indexer`].
@@ -89,21 +106,13 @@ pub trait SharedInformer<K>: HasSynced + Send + Sync {
 }
 
 impl<K: MetaObject + Send + Sync + 'static> SharedInformer<K> for SharedIndexInformer<K> {
-    fn add_event_handler(
+    fn add_event_handler_with_options(
         &self,
         handler: Box<dyn ResourceEventHandler<K> + Send>,
-    ) -> Result<Box<dyn HandlerRegistration>, Error> {
-        let registration = SharedIndexInformer::add_event_handler(self, handler)?;
-        Ok(Box::new(registration))
-    }
-
-    fn add_event_handler_with_resync(
-        &self,
-        handler: Box<dyn ResourceEventHandler<K> + Send>,
-        resync: Duration,
+        options: HandlerOptions,
     ) -> Result<Box<dyn HandlerRegistration>, Error> {
         let registration =
-            SharedIndexInformer::add_event_handler_with_resync(self, handler, resync)?;
+            SharedIndexInformer::add_event_handler_with_options(self, handler, options)?;
         Ok(Box::new(registration))
     }
 

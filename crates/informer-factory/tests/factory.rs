@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kinformer_informer_factory::{
     Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
 };
-use kinformer_reflector::reflector_client;
+use kinformer_reflector::{WireFormat, reflector_client};
 use kinformer_testenv::{ControlPlane, pod};
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::discovery::Scope;
@@ -313,40 +312,16 @@ pub struct WidgetSpec {
 }
 
 async fn install_widget_crd(client: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": "widgets.kinformer.dev" },
-        "spec": {
-            "group": "kinformer.dev",
-            "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget" },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "properties": { "spec": {
-                        "type": "object",
-                        "properties": { "size": { "type": "integer" } }
-                    } }
-                } }
-            }]
-        }
-    }))
-    .unwrap();
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-        Err(e) => panic!("cannot create the CRD: {e}"),
-    }
-    // Served once established; creating a widget is the proof.
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
-    let start = Instant::now();
-    while widgets.list(&Default::default()).await.is_err() {
-        assert!(start.elapsed() < TIMEOUT, "the CRD was never served");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": { "spec": {
+            "type": "object",
+            "properties": { "size": { "type": "integer" } }
+        } }
+    });
+    kinformer_testenv::create_crd(client, "kinformer.dev", "Widget", "widgets", Some(schema))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,4 +371,32 @@ async fn factory_serves_custom_resources_typed_and_dynamic() {
     })
     .await;
     factory.shutdown().await.unwrap();
+}
+
+/// The factory's wire format reaches every informer: the same pods arrive either way, and
+/// the responses were what was asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_factory_wire_format_reaches_its_informers() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("factory-wire").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cp.client().unwrap(), &ns);
+    kinformer_testenv::create_pods(&pods, "p", 5).await.unwrap();
+    for format in [WireFormat::Protobuf, WireFormat::Json] {
+        let (client, types) = kinformer_testenv::recording_client(cp.admin_config()).unwrap();
+        let factory = SharedInformerFactory::builder(client)
+            .namespace(&ns)
+            .wire_format(format)
+            .build();
+        let informer = factory.informer::<Pod>();
+        factory.start().unwrap();
+        assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+        assert_eq!(informer.indexer().len(), 5, "{format:?}");
+        let want = match format {
+            WireFormat::Protobuf => types.all_protobuf(),
+            _ => types.all_json(),
+        };
+        assert!(want, "{format:?}: the responses were {:?}", types.seen());
+        factory.shutdown().await.unwrap();
+    }
 }

@@ -33,6 +33,7 @@
 //! | [`predicates`] | this crate | which updates are worth a reconcile (generation, labels, annotations changed) |
 //! | `finalizer` | this crate (feature `kube`, default) | cleanup before an object goes away |
 //! | `events` | kinformer-events (feature `kube`) | Kubernetes Events, deduplicated into series as client-go's `tools/events` |
+//! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
 //! | `metrics` | this crate (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
 //! | `server` | this crate (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
 //!
@@ -144,7 +145,8 @@
 //! # Features
 //!
 //! - `kube` (default): the Kubernetes lister-watcher, the factory, [`owns`](controller::Controller::owns),
-//!   the metadata [`predicates`], `finalizer`, `events`.
+//!   the metadata [`predicates`], `finalizer`, `events`, `leaderelection` and
+//!   `Controller::run_elected`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
 //! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz` endpoints.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -182,6 +184,12 @@ pub use kinformer_informer_factory as informer;
 /// into series: kinformer-events (feature `kube`).
 #[cfg(feature = "kube")]
 pub use kinformer_events as events;
+
+/// Lease-based leader election with client-go's semantics: kinformer-leaderelection
+/// (feature `kube`). [`Controller::run_elected`](controller::Controller::run_elected) runs a
+/// controller's workers only while this replica leads.
+#[cfg(feature = "kube")]
+pub use kinformer_leaderelection as leaderelection;
 
 /// The names a controller author uses daily: `use kinformer::prelude::*;`.
 ///

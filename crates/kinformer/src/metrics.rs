@@ -17,7 +17,9 @@
 //!   [`register_factory`](Metrics::register_factory)), read at each scrape, labelled
 //!   `informer`: `kinformer_informer_synced`, `kinformer_informer_objects`,
 //!   `kinformer_informer_last_sync_resource_version`, `kinformer_reflector_lists_total{reason}`,
-//!   `kinformer_reflector_watches_total`, `kinformer_reflector_watch_events_total{type}`.
+//!   `kinformer_reflector_watches_total`, `kinformer_reflector_watch_events_total{type}`,
+//!   `kinformer_reflector_undecodable_objects_total` (objects skipped because they did not
+//!   decode as the informer's type).
 //!   client-go has no informer metrics today (its reflector metrics were removed from
 //!   Kubernetes' components), so these names are kinformer's.
 //!
@@ -100,7 +102,10 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Installs the process's metrics, or returns the ones installed before: the
     /// controller families are registered, and the work queues' global metrics provider is
-    /// set (if something else set one first, queues keep that one and a warning says so).
+    /// set, and with the `kube` feature the leader electors' (client-go's
+    /// `leader_election_master_status`, `leader_election_slowpath_total`, plus
+    /// `leader_election_transitions_total`). If something else set a global provider first,
+    /// it is kept and a warning says so.
     pub fn install() -> &'static Metrics {
         INSTALLED.get_or_init(|| {
             let mut registry = Registry::default();
@@ -109,6 +114,17 @@ impl Metrics {
                 tracing::warn!(
                     "a global workqueue metrics provider was already set: queue metrics go there"
                 );
+            }
+            #[cfg(feature = "kube")]
+            {
+                let provider = Arc::new(
+                    kinformer_leaderelection::PrometheusMetricsProvider::new(&mut registry),
+                );
+                if kinformer_leaderelection::set_metrics_provider(provider).is_err() {
+                    tracing::warn!(
+                        "a global leader election metrics provider was already set: elector metrics go there"
+                    );
+                }
             }
             let controllers = ControllerFamilies {
                 reconciles: Family::default(),
@@ -340,6 +356,16 @@ impl Collector for InformerCollector {
                 labels.push(("type", (*kind).to_owned()));
                 ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
             }
+        }
+        let mut family = encoder.encode_descriptor(
+            "kinformer_reflector_undecodable_objects",
+            "Objects the informer's reflector skipped because they did not decode as its type",
+            None,
+            MetricType::Counter,
+        )?;
+        for s in &stats {
+            ConstCounter::new(s.reflector.undecodable)
+                .encode(family.encode_family(&informer(s))?)?;
         }
         Ok(())
     }

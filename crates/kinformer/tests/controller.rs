@@ -448,6 +448,7 @@ async fn max_retries_drops_the_key() {
 /// given and calls them when the test says so.
 struct FakeInformer {
     handlers: Mutex<Vec<Box<dyn ResourceEventHandler<Named> + Send>>>,
+    options: Mutex<Vec<kinformer::informer::HandlerOptions>>,
     cache: Arc<kinformer::indexer::ThreadSafeStore<Named>>,
 }
 
@@ -455,6 +456,7 @@ impl Default for FakeInformer {
     fn default() -> Self {
         Self {
             handlers: Mutex::default(),
+            options: Mutex::default(),
             cache: Arc::new(kinformer::indexer::ThreadSafeStore::new(
                 kinformer::indexer::namespace_indexers(),
             )),
@@ -500,18 +502,13 @@ impl kinformer::informer::HasSynced for FakeInformer {
 }
 
 impl kinformer::informer::SharedInformer<Named> for FakeInformer {
-    fn add_event_handler(
+    fn add_event_handler_with_options(
         &self,
         handler: Box<dyn ResourceEventHandler<Named> + Send>,
-    ) -> Result<Box<dyn kinformer::informer::HandlerRegistration>, kinformer::informer::Error> {
-        self.add_event_handler_with_resync(handler, Duration::from_secs(30))
-    }
-    fn add_event_handler_with_resync(
-        &self,
-        handler: Box<dyn ResourceEventHandler<Named> + Send>,
-        _resync: Duration,
+        options: kinformer::informer::HandlerOptions,
     ) -> Result<Box<dyn kinformer::informer::HandlerRegistration>, kinformer::informer::Error> {
         self.handlers.lock().unwrap().push(handler);
+        self.options.lock().unwrap().push(options);
         Ok(Box::new(FakeRegistration))
     }
     fn indexer(&self) -> Arc<dyn Indexer<Named>> {
@@ -554,6 +551,11 @@ async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
     ];
     seen.sort();
     assert_eq!(seen, ["ns/a", "ns/b", "ns/gone"]);
+    // Key enqueuers lose nothing to a coalescing buffer: the controller asks for one.
+    assert_eq!(
+        *informer.options.lock().unwrap(),
+        [kinformer::informer::HandlerOptions::new().coalesce_by_key()]
+    );
     cancel.cancel();
     within("shutdown", run).await.unwrap();
 }

@@ -223,6 +223,39 @@ async fn metrics_health_and_readiness_over_http() {
         value(&s, "kinformer_reflector_watches_total", &i),
         Some(1.0)
     );
+    assert_eq!(
+        value(&s, "kinformer_reflector_undecodable_objects_total", &i),
+        Some(0.0)
+    );
+
+    // A leader elector built after `install` reports through it, under client-go's names.
+    let lease = kinformer::leaderelection::testing::MemoryLease::new();
+    let elector = kinformer::leaderelection::LeaderElector::new(
+        kinformer::leaderelection::LeaderElectionConfig::default(),
+        lease.lock("me"),
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let electing = tokio::spawn({
+        let (elector, stop) = (elector.clone(), stop.clone());
+        async move {
+            elector
+                .run(&stop, |leading| async move { leading.lost().await })
+                .await
+        }
+    });
+    eventually("the elector to lead", || elector.is_leader()).await;
+    let s = tokio::task::spawn_blocking(move || scrape(addr))
+        .await
+        .unwrap();
+    let name = [("name", elector.name())];
+    assert_eq!(value(&s, "leader_election_master_status", &name), Some(1.0));
+    assert_eq!(
+        value(&s, "leader_election_transitions_total", &name),
+        Some(1.0)
+    );
+    stop.cancel();
+    electing.await.unwrap().unwrap();
 
     let (code, _) = tokio::task::spawn_blocking(move || get(addr, "/healthz"))
         .await

@@ -109,6 +109,50 @@
 //! make the reflector panic or skip an event silently. The handler runs on the reflector's
 //! task and should return quickly.
 //!
+//! One object that does not fit the type — a custom resource whose schema moved on, a
+//! Rust struct that is out of date — while its metadata decodes is [`Error::Undecodable`]:
+//! skipped alone and reported with its key, so the rest of the list and the watch go on
+//! (client-go and kube-runtime fail the whole list and retry it forever). With a
+//! known-objects view ([`Reflector::known_objects`], which informers set) the cache keeps
+//! that object's last version that decoded, a relist included, and its deletion still
+//! deletes it; when it is fixed, the next event brings it in.
+//!
+//! # Wire format: protobuf or JSON
+//!
+//! [`KubeListerWatcher`] asks the API server for Kubernetes protobuf where client-go does
+//! and decodes it straight into `K` (with kinformer-protobuf: the same `K`, whatever the
+//! format, k8s-openapi types included). [`WireFormat`] picks what it asks for:
+//!
+//! - [`WireFormat::Auto`] (the default): protobuf for the built-in types the protobuf
+//!   schema knows (every type of client-go's scheme: `Pod`, `Deployment`, `ConfigMap`,
+//!   ...) and for metadata-only lists and watches (the protobuf `PartialObjectMetadata`,
+//!   any resource); JSON for custom resources and `DynamicObject`. That is client-go's
+//!   split: its typed clients ask for `application/vnd.kubernetes.protobuf,
+//!   application/json` since v0.32, its metadata client for the protobuf
+//!   `PartialObjectMetadata`, its dynamic client for JSON.
+//! - [`WireFormat::Json`]: JSON for everything (to read the traffic in a proxy, or to
+//!   compare).
+//! - [`WireFormat::Protobuf`]: protobuf first for every type. The API server serves
+//!   custom resources in JSON only and answers such a request in JSON, so for them it is
+//!   the same as `Json` (as client-go with `ContentType: protobuf`: the server decides).
+//!
+//! Whatever was asked, each response is decoded by its `Content-Type`: a server or a proxy
+//! that answers JSON works, and error responses (`Status`, in protobuf when protobuf was
+//! asked for) keep their code and reason. A watch in protobuf is a stream of
+//! length-delimited frames; a frame cut short by the connection ends the watch as a cut
+//! line does in JSON, a malformed or oversized one (over 16 MiB, client-go's limit) is an
+//! [`Error::Decode`] that never quotes the body. `modify` runs once per object in either
+//! format.
+//!
+//! Why custom resources stay JSON: no protobuf schema exists for them (the API server keeps
+//! them as JSON), and the decoder's schema covers the built-in types only. Why
+//! `DynamicObject` stays JSON under `Auto`: it is how client-go serves types known only at
+//! run time; `Protobuf` decodes it from protobuf too when its type is built in.
+//!
+//! What it buys: a protobuf pod is about 0.6 of its JSON's bytes on the wire, and the API
+//! server streams protobuf two to three times faster than JSON, which bounds an initial
+//! sync in JSON (see BENCHMARKS.md in the repository).
+//!
 //! # Clients: kube's retry layer
 //!
 //! kube's `Client` retries `429`, `503` and `504` internally by default. The reflector
@@ -151,9 +195,10 @@ pub use error::{ApiStatus, Error};
 /// Re-exported from kinformer-core: the boxed cause inside [`Error::Unreachable`] and others.
 pub use kinformer_core::BoxError;
 #[cfg(feature = "kube")]
-pub use kubernetes::{KubeListerWatcher, reflector_client};
+pub use kubernetes::{KubeListerWatcher, WireFormat, reflector_client};
 pub use lister_watcher::{
-    Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
+    Bookmark, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions,
+    WatchStream,
 };
 pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorCounters, ReflectorHandle,

@@ -62,7 +62,8 @@ impl ApiProxy {
 
     /// A kubeconfig like [`ControlPlane::kubeconfig`]'s whose server is this proxy: for a
     /// program under test run as its own process (contexts `admin`, the current one, and
-    /// `restricted`).
+    /// `restricted`), whose connections the test cuts. It lives in the control plane's
+    /// temp dir.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }

@@ -81,15 +81,21 @@ mod proxy;
 mod random;
 mod users;
 // What tests create on the server.
+mod crd;
 mod fixtures;
+mod programs;
+mod recording;
 
 mod error;
 
 pub use api_proxy::ApiProxy;
 pub use binaries::binary_dir;
 pub use control_plane::ControlPlane;
+pub use crd::create_crd;
 pub use error::Error;
 pub use fixtures::{create_pods, pod};
 pub use options::Options;
+pub use programs::{example_binary, peer_binary};
 pub use proxy::TcpProxy;
+pub use recording::{ContentTypes, recording_client};
 pub use users::{ADMIN_USER, RESTRICTED_USER};

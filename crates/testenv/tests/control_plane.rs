@@ -179,6 +179,28 @@ async fn a_watch_through_the_proxy_breaks_on_partition_and_a_new_one_works_after
     expect_event(&mut watch, ("ADDED", "during")).await;
 }
 
+#[tokio::test]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_proxy_kubeconfig_connects_through_the_proxy() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let ns = cp.create_namespace("proxy-kubeconfig").await.unwrap();
+    let proxy = cp.proxy().unwrap();
+    let kubeconfig = kube::config::Kubeconfig::read_from(proxy.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        config.cluster_url.to_string(),
+        format!("https://{}/", proxy.tcp().addr())
+    );
+    let through: Api<Pod> = Api::namespaced(Client::try_from(config).unwrap(), &ns);
+    through.list(&ListParams::default()).await.unwrap();
+    proxy.partition();
+    assert!(through.list(&ListParams::default()).await.is_err());
+    proxy.heal();
+    through.list(&ListParams::default()).await.unwrap();
+}
+
 /// Watches from `rv` and returns the HTTP-or-stream status code the server answered
 /// with, or `None` when the watch started fine.
 async fn watch_status(pods: &Api<Pod>, rv: &str) -> Option<u16> {

@@ -49,7 +49,9 @@ pub(super) fn write_all(
 fn color(c: Contender) -> plotters::style::RGBColor {
     match c {
         Contender::ClientGo => plotters::style::RGBColor(0x1f, 0x77, 0xb4),
+        Contender::ClientGoJson => plotters::style::RGBColor(0x17, 0xbe, 0xcf),
         Contender::Kinformer => plotters::style::RGBColor(0xd6, 0x27, 0x28),
+        Contender::KinformerJson => plotters::style::RGBColor(0xff, 0x7f, 0x0e),
         Contender::KinformerModify => plotters::style::RGBColor(0x94, 0x67, 0xbd),
         Contender::KubeRuntime => plotters::style::RGBColor(0x2c, 0xa0, 0x2c),
     }

@@ -17,22 +17,33 @@ use crate::progress::Step;
 /// How long one process may take to sync before it is killed.
 pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// One of the programs compared (kinformer twice when stripping: with the informer's
-/// transform and with `modify`).
+/// One of the programs compared, in one wire format: client-go and kinformer in each
+/// (protobuf is the default of both for built-in types), kinformer once more when
+/// stripping (with `modify` instead of the informer's transform), kube-runtime in JSON
+/// (kube-rs has no protobuf path).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(super) enum Contender {
+    /// client-go asking for protobuf, its default.
     ClientGo,
+    /// client-go with its config's `ContentType` set to JSON.
+    ClientGoJson,
+    /// kinformer with `WireFormat::Auto`, its default: protobuf for pods.
     Kinformer,
-    /// kinformer stripping with `KubeListerWatcher::modify` (per object, while decoding)
-    /// instead of the informer's transform; the same as `Kinformer` without stripping.
+    /// kinformer with `WireFormat::Json`.
+    KinformerJson,
+    /// kinformer (protobuf) stripping with `KubeListerWatcher::modify` (per object, while
+    /// decoding) instead of the informer's transform; the same as `Kinformer` without
+    /// stripping.
     KinformerModify,
     KubeRuntime,
 }
 
 impl Contender {
-    pub(super) const ALL: [Self; 4] = [
+    pub(super) const ALL: [Self; 6] = [
         Self::ClientGo,
         Self::Kinformer,
+        Self::ClientGoJson,
+        Self::KinformerJson,
         Self::KinformerModify,
         Self::KubeRuntime,
     ];
@@ -42,17 +53,46 @@ impl Contender {
         if strip {
             &Self::ALL
         } else {
-            &[Self::ClientGo, Self::Kinformer, Self::KubeRuntime]
+            &Self::ALL_BUT_MODIFY
         }
     }
+
+    const ALL_BUT_MODIFY: [Self; 5] = [
+        Self::ClientGo,
+        Self::Kinformer,
+        Self::ClientGoJson,
+        Self::KinformerJson,
+        Self::KubeRuntime,
+    ];
+
+    /// The contenders of the event latency and churn runs: each program in its default
+    /// wire format (the format changes how an event is decoded, not how it travels).
+    pub(super) const DEFAULTS: [Self; 4] = [
+        Self::ClientGo,
+        Self::Kinformer,
+        Self::KinformerModify,
+        Self::KubeRuntime,
+    ];
 
     /// The name in progress lines, tables and chart legends.
     pub(super) fn name(self) -> &'static str {
         match self {
-            Self::ClientGo => "client-go",
-            Self::Kinformer => "kinformer",
-            Self::KinformerModify => "kinformer (modify)",
-            Self::KubeRuntime => "kube-runtime",
+            Self::ClientGo => "client-go (protobuf)",
+            Self::ClientGoJson => "client-go (JSON)",
+            Self::Kinformer => "kinformer (protobuf)",
+            Self::KinformerJson => "kinformer (JSON)",
+            Self::KinformerModify => "kinformer (protobuf, modify)",
+            Self::KubeRuntime => "kube-runtime (JSON)",
+        }
+    }
+
+    /// The `--wire` argument, if the contender takes one.
+    fn wire(self) -> Option<&'static str> {
+        match self {
+            Self::ClientGo => Some("protobuf"),
+            Self::ClientGoJson | Self::KinformerJson => Some("json"),
+            // kinformer's default (`WireFormat::Auto`) is what is measured.
+            Self::Kinformer | Self::KinformerModify | Self::KubeRuntime => None,
         }
     }
 }
@@ -67,30 +107,30 @@ pub(super) struct Binaries {
 impl Binaries {
     pub(super) fn path(&self, c: Contender) -> &Path {
         match c {
-            Contender::ClientGo => &self.client_go,
-            Contender::Kinformer | Contender::KinformerModify => &self.kinformer,
+            Contender::ClientGo | Contender::ClientGoJson => &self.client_go,
+            Contender::Kinformer | Contender::KinformerJson | Contender::KinformerModify => {
+                &self.kinformer
+            }
             Contender::KubeRuntime => &self.kube_runtime,
         }
     }
 }
 
 /// `cargo build --release -p kinformer-bench-informer`, and the Go peer's path.
-pub(super) fn build(root: &Path) -> anyhow::Result<Binaries> {
+pub(super) fn build() -> anyhow::Result<Binaries> {
     let mut step = Step::start("cargo build --release -p kinformer-bench-informer");
-    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "kinformer-bench-informer",
-            "--bins",
-            "--message-format=json-render-diagnostics",
-        ])
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running cargo build")?;
+    let mut child = crate::test::cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "kinformer-bench-informer",
+        "--bins",
+        "--message-format=json-render-diagnostics",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .context("running cargo build")?;
     let stderr = child.stderr.take().map(|pipe| {
         std::thread::spawn(move || {
             let mut lines = Vec::new();
@@ -159,6 +199,9 @@ impl Running {
             "--expect",
             &n.to_string(),
         ]);
+        if let Some(wire) = c.wire() {
+            cmd.args(["--wire", wire]);
+        }
         if strip {
             cmd.arg("--strip");
         }

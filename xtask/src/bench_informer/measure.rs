@@ -86,6 +86,89 @@ pub(super) struct ChurnStep {
     pub(super) seen: usize,
 }
 
+/// Bytes per pod on the wire, uncompressed, in each format: `[protobuf, JSON]`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct WireBytes {
+    /// One list of every pod (what List+Watch reads).
+    pub(super) list: [f64; 2],
+    /// A streaming list up to its `k8s.io/initial-events-end` bookmark (what both
+    /// informers sync with by default): an event envelope around each pod.
+    pub(super) stream: [f64; 2],
+}
+
+/// The `Accept` header of each format: client-go's typed clients' for protobuf.
+const ACCEPT: [&str; 2] = [
+    "application/vnd.kubernetes.protobuf,application/json",
+    "application/json",
+];
+
+/// Lists the pods and streams them once in each format, and divides the bytes by the
+/// number of pods.
+pub(super) fn wire_bytes(setup: &Setup<'_>) -> anyhow::Result<WireBytes> {
+    use kube::api::{ListParams, WatchParams};
+
+    let n = setup.names.len();
+    let step = Step::start(format!("bytes on the wire per pod ({n} pods)"));
+    let client = setup.api.clone().into_client();
+    let request = kube::core::Request::new(setup.api.resource_url());
+    #[allow(clippy::cast_precision_loss)]
+    let per_pod = |bytes: usize| bytes as f64 / n as f64;
+    let mut out = WireBytes {
+        list: [f64::NAN; 2],
+        stream: [f64::NAN; 2],
+    };
+    for (i, accept) in ACCEPT.into_iter().enumerate() {
+        let list = request.list(&ListParams::default())?;
+        // The server ends the stream after the timeout: everything up to the end bookmark
+        // is counted, the rest (a periodic bookmark at most) is not.
+        let stream = request.watch(&WatchParams::streaming_lists().timeout(2), "")?;
+        for (is_stream, mut req) in [(false, list), (true, stream)] {
+            req.headers_mut().insert("accept", accept.parse()?);
+            req.headers_mut()
+                .insert("accept-encoding", "identity".parse()?);
+            let body = setup.rt.block_on(async {
+                let resp = client.send(req.map(kube::client::Body::from)).await?;
+                anyhow::ensure!(resp.status().is_success(), "{accept}: {}", resp.status());
+                Ok(resp.into_body().collect_bytes().await?)
+            })?;
+            if is_stream {
+                let end = initial_events_end(&body, i == 0).with_context(|| {
+                    format!("no initial-events-end bookmark in the {accept} stream")
+                })?;
+                out.stream[i] = per_pod(end);
+            } else {
+                out.list[i] = per_pod(body.len());
+            }
+        }
+    }
+    step.finish(&format!(
+        "list {:.0} / {:.0} B, streaming list {:.0} / {:.0} B (protobuf / JSON)",
+        out.list[0], out.list[1], out.stream[0], out.stream[1]
+    ));
+    Ok(out)
+}
+
+/// Where the event that ends a streaming list ends in `body`: a protobuf stream of
+/// length-delimited frames, or JSON lines.
+fn initial_events_end(body: &[u8], protobuf: bool) -> Option<usize> {
+    const MARK: &[u8] = b"k8s.io/initial-events-end";
+    let has_mark = |event: &[u8]| event.windows(MARK.len()).any(|w| w == MARK);
+    let mut at = 0;
+    while at < body.len() {
+        let end = if protobuf {
+            let len = u32::from_be_bytes(body.get(at..at + 4)?.try_into().ok()?);
+            at + 4 + usize::try_from(len).ok()?
+        } else {
+            at + body[at..].iter().position(|&b| b == b'\n')? + 1
+        };
+        if has_mark(body.get(at..end)?) {
+            return Some(end);
+        }
+        at = end;
+    }
+    None
+}
+
 /// One initial sync: spawns the contender, times it to its result line and reads the peak
 /// RSS it reports.
 pub(super) fn sync_once(setup: &Setup<'_>, c: Contender, strip: bool) -> anyhow::Result<Sample> {
@@ -330,6 +413,24 @@ pub(super) fn med(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_initial_events_end_is_found_in_either_framing() {
+        let mut pb = Vec::new();
+        for frame in [
+            &b"ADDED pod"[..],
+            b"BOOKMARK k8s.io/initial-events-end",
+            b"MODIFIED",
+        ] {
+            pb.extend_from_slice(&u32::try_from(frame.len()).unwrap().to_be_bytes());
+            pb.extend_from_slice(frame);
+        }
+        assert_eq!(initial_events_end(&pb, true), Some(4 + 9 + 4 + 34));
+        assert_eq!(initial_events_end(&pb[..20], true), None);
+        let json = b"{added}\n{\"k8s.io/initial-events-end\":\"true\"}\n{modified}\n";
+        assert_eq!(initial_events_end(json, false), Some(8 + 37));
+        assert_eq!(initial_events_end(b"{added}\n", false), None);
+    }
 
     #[test]
     fn nearest_rank_quantiles() {

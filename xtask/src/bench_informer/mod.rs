@@ -7,13 +7,17 @@
 //! `bench/informer`, whose crate docs give the protocol) and client-go's
 //! `informer-peer` (`xtask/go/cmd/informer-peer`, built with the control plane).
 //!
-//! 1. For every pod count: one namespace, its pods created once; then, with and without
-//!    a transform that strips `managedFields`, `--runs` rounds of one process per
-//!    contender (the order rotates each round; with stripping, kinformer runs twice: with
-//!    the informer's transform and with `KubeListerWatcher::modify`). A run's sync time is
-//!    from spawning the process to its result line (so it includes process start and
-//!    client setup); its peak RSS is the process's `VmHWM` right after the sync.
-//! 2. Event latency, on the smallest pod count with stripping: each contender in turn
+//! 1. For every pod count: one namespace, its pods created once, and the bytes one pod
+//!    takes on the wire in each format (a list, and a streaming list up to its end
+//!    bookmark); then, with and without a transform that strips `managedFields`, `--runs`
+//!    rounds of one process per contender: client-go and kinformer in protobuf (the
+//!    default of both) and in JSON, kube-runtime (JSON). The order rotates each round;
+//!    with stripping, kinformer (protobuf) runs twice: with the informer's transform and
+//!    with `KubeListerWatcher::modify`. A run's sync time is from spawning the process to
+//!    its result line (so it includes process start and client setup); its peak RSS is
+//!    the process's `VmHWM` right after the sync.
+//! 2. Event latency, on the smallest pod count with stripping: each contender in its
+//!    default wire format in turn
 //!    syncs, then this driver patches one pod label per tick at `--latency-rate` and
 //!    notes the wall-clock times each patch was sent and its response arrived; the
 //!    contender notes when its handler saw each new version. Latency = handler time −
@@ -44,7 +48,7 @@ use kube::Api;
 
 use crate::progress::Step;
 use contenders::Contender;
-use measure::{ChurnStep, Key, Latencies, Sample};
+use measure::{ChurnStep, Key, Latencies, Sample, WireBytes};
 
 /// The suite's name on the command line and in BENCHMARKS.md's markers.
 pub(crate) const SUITE: &str = "informer";
@@ -102,7 +106,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let load_before = load_average();
 
     crate::controlplane::build(false)?;
-    let bins = contenders::build(&root)?;
+    let bins = contenders::build()?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -115,6 +119,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut samples: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
     let mut latency: BTreeMap<Contender, Latencies> = BTreeMap::new();
     let mut churn: BTreeMap<Contender, Vec<ChurnStep>> = BTreeMap::new();
+    let mut wire: BTreeMap<usize, WireBytes> = BTreeMap::new();
     for &n in &pods {
         let ns = rt.block_on(cp.create_namespace(&format!("bench-{n}")))?;
         let api = Api::<Pod>::namespaced(client.clone(), &ns);
@@ -129,10 +134,17 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             opts: &opts,
         };
 
-        let total =
-            opts.runs * (Contender::for_strip(false).len() + Contender::for_strip(true).len());
+        if n > 0 {
+            wire.insert(n, measure::wire_bytes(&setup)?);
+        }
+
+        let (kept, stripped) = (
+            Contender::for_strip(false).len(),
+            Contender::for_strip(true).len(),
+        );
+        let total = opts.runs * (kept + stripped);
         let mut step = Step::start(format!(
-            "{n} pods: {total} syncs ({} runs x 3 contenders without stripping, 4 with)",
+            "{n} pods: {total} syncs ({} runs x {kept} contenders without stripping, {stripped} with)",
             opts.runs
         ));
         let mut done = 0;
@@ -157,13 +169,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         step.finish("done");
 
         if Some(n) == latency_pods && opts.latency_patches > 0 {
-            for (k, c) in Contender::for_strip(true).iter().copied().enumerate() {
+            for (k, c) in Contender::DEFAULTS.iter().copied().enumerate() {
                 let l = measure::latency(&setup, c, k)?;
                 latency.insert(c, l);
             }
         }
         if Some(n) == latency_pods && opts.churn_secs > 0 && !opts.churn_rates.is_empty() {
-            for (k, c) in Contender::for_strip(true).iter().copied().enumerate() {
+            for (k, c) in Contender::DEFAULTS.iter().copied().enumerate() {
                 let steps = measure::churn(&setup, c, k)?;
                 churn.insert(c, steps);
             }
@@ -181,6 +193,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         &opts,
     );
     report::churn_table(&mut tables, &churn, latency_pods.unwrap_or_default(), &opts);
+    report::wire_table(&mut tables, &wire);
     println!("\n{tables}");
     eprintln!(
         "the whole bench took {:.1} min (load average {load_before} before, {load_after} after)",

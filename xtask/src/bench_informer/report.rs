@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::charts::CHART_DIR;
 use super::contenders::Contender;
-use super::measure::{ChurnStep, Key, Latencies, Sample, med, quantile};
+use super::measure::{ChurnStep, Key, Latencies, Sample, WireBytes, med, quantile};
 use super::{Opts, SUITE};
 use crate::bench::record_section;
 
@@ -30,9 +30,9 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
-/// A table row: the `lead` cells, the four contenders' medians with `precision` decimals
-/// (client-go, kinformer, kinformer (modify), kube-runtime), then the `rest`.
-fn row(lead: &[String], medians: [f64; 4], precision: usize, rest: &[String]) -> String {
+/// A table row: the `lead` cells, the contenders' medians with `precision` decimals (in
+/// the order of [`COLUMNS`]), then the `rest`.
+fn row(lead: &[String], medians: [f64; 6], precision: usize, rest: &[String]) -> String {
     let cells: Vec<String> = lead
         .iter()
         .cloned()
@@ -40,6 +40,25 @@ fn row(lead: &[String], medians: [f64; 4], precision: usize, rest: &[String]) ->
         .chain(rest.iter().cloned())
         .collect();
     format!("| {} |", cells.join(" | "))
+}
+
+/// The order of the contenders' columns: protobuf first, then JSON.
+const COLUMNS: [Contender; 6] = [
+    Contender::ClientGo,
+    Contender::Kinformer,
+    Contender::KinformerModify,
+    Contender::ClientGoJson,
+    Contender::KinformerJson,
+    Contender::KubeRuntime,
+];
+
+/// The header cells of the contenders' columns, with `unit`.
+fn column_names(unit: &str) -> String {
+    COLUMNS
+        .iter()
+        .map(|c| format!("{} {unit}", c.name()))
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -54,9 +73,10 @@ pub(super) fn tables(
     latency_pods: usize,
     opts: &Opts,
 ) -> String {
-    use Contender::{ClientGo, Kinformer, KinformerModify, KubeRuntime};
+    use Contender::{ClientGo, Kinformer, KinformerModify};
     let mut t = String::new();
     let label = |strip: bool| if strip { "stripped" } else { "kept" };
+    // kinformer (protobuf) with the transform, and with `modify` when stripping.
     let kinformer_verdict = |strip: bool, k: f64, m: f64, ok: &dyn Fn(f64) -> bool| {
         if strip {
             format!("transform {}, modify {}", verdict(ok(k)), verdict(ok(m)))
@@ -64,48 +84,64 @@ pub(super) fn tables(
             verdict(ok(k)).to_owned()
         }
     };
+    let medians = |n: usize, strip: bool, f: &dyn Fn(&Sample) -> f64| {
+        COLUMNS.map(|c| med(samples, (n, strip, c), f))
+    };
     let _ = writeln!(
         t,
         "Initial sync: time from spawning the process to its \"synced\" line, median of {} runs. \
-         kinformer strips with the informer's transform, kinformer (modify) with `KubeListerWatcher::modify`.\n\n\
-         | pods | managedFields | client-go ms | kinformer ms | kinformer (modify) ms | kube-runtime ms | kinformer ÷ client-go | kinformer (modify) ÷ client-go | kube-runtime ÷ client-go | target: kinformer ≤ 1.0x client-go |\n\
-         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-        opts.runs
+         client-go and kinformer ask for protobuf by default (client-go's typed clients since v0.32), and for \
+         JSON in the JSON columns; kube-runtime speaks JSON only. kinformer strips with the informer's \
+         transform, kinformer (modify) with `KubeListerWatcher::modify`.\n\n\
+         | pods | managedFields | {} | kinformer ÷ client-go, protobuf | kinformer (modify) ÷ client-go, protobuf | \
+         kinformer ÷ client-go, JSON | kube-runtime ÷ client-go, JSON | target: kinformer ≤ 0.8x client-go in protobuf, ≤ 1.0x in JSON |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        opts.runs,
+        column_names("ms"),
     );
     for &n in pods {
         for strip in [false, true] {
-            let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime]
-                .map(|c| med(samples, (n, strip, c), |s| s.spawn_ms));
+            let m = medians(n, strip, &|s| s.spawn_ms);
+            let [g, k, km, gj, kj, r] = m;
             let lead = [n.to_string(), label(strip).to_owned()];
             let rest = [
                 ratio(k, g),
-                ratio(m, g),
-                ratio(r, g),
-                kinformer_verdict(strip, k, m, &|x| x <= g),
+                ratio(km, g),
+                ratio(kj, gj),
+                ratio(r, gj),
+                format!(
+                    "protobuf: {}; JSON: {}",
+                    kinformer_verdict(strip, k, km, &|x| x <= 0.8 * g),
+                    verdict(kj <= gj)
+                ),
             ];
-            let _ = writeln!(t, "{}", row(&lead, [g, k, m, r], 0, &rest));
+            let _ = writeln!(t, "{}", row(&lead, m, 0, &rest));
         }
     }
     let _ = writeln!(
         t,
         "\nPeak RSS (`VmHWM` right after the sync), median of {} runs.\n\n\
-         | pods | managedFields | client-go MiB | kinformer MiB | kinformer (modify) MiB | kube-runtime MiB | kinformer ÷ client-go | kinformer ÷ kube-runtime | kinformer (modify) ÷ client-go | kinformer (modify) ÷ kube-runtime | target: ≤ 0.5x client-go, ≤ 1.0x kube-runtime |\n\
-         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-        opts.runs
+         | pods | managedFields | {} | kinformer ÷ client-go, protobuf | kinformer ÷ client-go, JSON | \
+         kinformer ÷ kube-runtime | kinformer (modify) ÷ client-go, protobuf | kinformer (modify) ÷ kube-runtime | \
+         target: kinformer (protobuf) ≤ 0.5x client-go (protobuf), ≤ 1.0x kube-runtime |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        opts.runs,
+        column_names("MiB"),
     );
     for &n in pods {
         for strip in [false, true] {
-            let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime]
-                .map(|c| med(samples, (n, strip, c), |s| s.rss_kib / 1024.0));
+            let m = medians(n, strip, &|s| s.rss_kib / 1024.0);
+            let [g, k, km, gj, kj, r] = m;
             let lead = [n.to_string(), label(strip).to_owned()];
             let rest = [
                 ratio(k, g),
+                ratio(kj, gj),
                 ratio(k, r),
-                ratio(m, g),
-                ratio(m, r),
-                kinformer_verdict(strip, k, m, &|x| x <= 0.5 * g && x <= r),
+                ratio(km, g),
+                ratio(km, r),
+                kinformer_verdict(strip, k, km, &|x| x <= 0.5 * g && x <= r),
             ];
-            let _ = writeln!(t, "{}", row(&lead, [g, k, m, r], 1, &rest));
+            let _ = writeln!(t, "{}", row(&lead, m, 1, &rest));
         }
     }
     // With a 0-pod baseline: the peak RSS each cached pod adds, at the largest count.
@@ -113,31 +149,31 @@ pub(super) fn tables(
         let _ = writeln!(
             t,
             "\nPeak RSS per cached pod: (median peak RSS at {n} pods − at 0 pods) ÷ {n}.\n\n\
-             | managedFields | client-go bytes | kinformer bytes | kinformer (modify) bytes | kube-runtime bytes | kinformer ÷ client-go | kinformer (modify) ÷ client-go | target: ≤ 0.5x client-go (stripped) |\n\
-             | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+             | managedFields | {} | kinformer ÷ client-go, protobuf | kinformer (modify) ÷ client-go, protobuf | \
+             kinformer ÷ client-go, JSON | target: ≤ 0.5x client-go (stripped, protobuf) |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            column_names("bytes"),
         );
         for strip in [false, true] {
             #[allow(clippy::cast_precision_loss)]
-            let [g, k, m, r] = [ClientGo, Kinformer, KinformerModify, KubeRuntime].map(|c| {
+            let m = COLUMNS.map(|c| {
                 (med(samples, (n, strip, c), |s| s.rss_kib)
                     - med(samples, (0, strip, c), |s| s.rss_kib))
                     * 1024.0
                     / n as f64
             });
+            let [g, k, km, gj, kj, _] = m;
             let rest = [
                 ratio(k, g),
-                ratio(m, g),
+                ratio(km, g),
+                ratio(kj, gj),
                 if strip {
-                    kinformer_verdict(strip, k, m, &|x| x <= 0.5 * g)
+                    kinformer_verdict(strip, k, km, &|x| x <= 0.5 * g)
                 } else {
                     "–".to_owned()
                 },
             ];
-            let _ = writeln!(
-                t,
-                "{}",
-                row(&[label(strip).to_owned()], [g, k, m, r], 0, &rest)
-            );
+            let _ = writeln!(t, "{}", row(&[label(strip).to_owned()], m, 0, &rest));
         }
     }
     if let Some(go) = latency.get(&ClientGo) {
@@ -215,6 +251,34 @@ pub(super) fn churn_table(
     }
 }
 
+/// Appends the table of bytes per pod on the wire.
+pub(super) fn wire_table(t: &mut String, wire: &BTreeMap<usize, WireBytes>) {
+    if wire.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "\nBytes on the wire per pod, uncompressed (`Accept-Encoding: identity`; watches are never compressed in \
+         1.36, lists over 128 KiB are when the client asks, as Go's HTTP client does by default): one list of \
+         every pod, and a streaming list (`sendInitialEvents`, what both informers sync with) up to its end \
+         bookmark, each byte count divided by the pods.\n\n\
+         | pods | list, protobuf | list, JSON | protobuf ÷ JSON | streaming list, protobuf | streaming list, JSON | protobuf ÷ JSON |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for (n, w) in wire {
+        let _ = writeln!(
+            t,
+            "| {n} | {:.0} | {:.0} | {} | {:.0} | {:.0} | {} |",
+            w.list[0],
+            w.list[1],
+            ratio(w.list[0], w.list[1]),
+            w.stream[0],
+            w.stream[1],
+            ratio(w.stream[0], w.stream[1]),
+        );
+    }
+}
+
 /// Writes the informer's section of BENCHMARKS.md: how it was measured, `tables`, and the
 /// charts (the latency chart only when there are latencies).
 pub(super) fn record(
@@ -256,7 +320,7 @@ mod tests {
 
     use super::*;
 
-    /// Rows as the single-file version of this module printed them for the same samples.
+    /// Rows of known samples, cell by cell.
     #[test]
     fn table_rows_keep_their_cells_and_formats() {
         let opts = Opts::parse_from(["x", "--runs", "1"]);
@@ -267,6 +331,8 @@ mod tests {
                     (Contender::ClientGo, 10.0, 2048.0),
                     (Contender::Kinformer, 5.0, 1024.0),
                     (Contender::KinformerModify, 12.0, 1100.0),
+                    (Contender::ClientGoJson, 30.0, 3072.0),
+                    (Contender::KinformerJson, 25.0, 2560.0),
                     (Contender::KubeRuntime, 20.0, 1536.0),
                 ] {
                     if strip || c != Contender::KinformerModify {
@@ -282,12 +348,12 @@ mod tests {
         }
         let t = tables(&[0, 100], &samples, &BTreeMap::new(), 100, &opts);
         for row in [
-            "| 0 | kept | 10 | 5 | – | 20 | 0.50x | – | 2.00x | met |",
-            "| 100 | stripped | 110 | 105 | 112 | 120 | 0.95x | 1.02x | 1.09x | transform met, modify **missed** |",
-            "| 0 | stripped | 2.0 | 1.0 | 1.1 | 1.5 | 0.50x | 0.67x | 0.54x | 0.72x | transform met, modify **missed** |",
-            "| 100 | kept | 4.0 | 2.0 | – | 3.0 | 0.50x | 0.67x | – | – | **missed** |",
-            "| kept | 21043 | 10557 | – | 15800 | 0.50x | – | – |",
-            "| stripped | 21043 | 10557 | 11336 | 15800 | 0.50x | 0.54x | transform **missed**, modify **missed** |",
+            "| 0 | kept | 10 | 5 | – | 30 | 25 | 20 | 0.50x | – | 0.83x | 0.67x | protobuf: met; JSON: met |",
+            "| 100 | stripped | 110 | 105 | 112 | 130 | 125 | 120 | 0.95x | 1.02x | 0.96x | 0.92x | protobuf: transform **missed**, modify **missed**; JSON: met |",
+            "| 0 | stripped | 2.0 | 1.0 | 1.1 | 3.0 | 2.5 | 1.5 | 0.50x | 0.83x | 0.67x | 0.54x | 0.72x | transform met, modify **missed** |",
+            "| 100 | kept | 4.0 | 2.0 | – | 6.0 | 5.0 | 3.0 | 0.50x | 0.83x | 0.67x | – | – | **missed** |",
+            "| kept | 21043 | 10557 | – | 31529 | 26286 | 15800 | 0.50x | – | 0.83x | – |",
+            "| stripped | 21043 | 10557 | 11336 | 31529 | 26286 | 15800 | 0.50x | 0.54x | 0.83x | transform **missed**, modify **missed** |",
         ] {
             assert!(t.lines().any(|line| line == row), "no row {row:?} in\n{t}");
         }

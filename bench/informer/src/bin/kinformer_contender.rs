@@ -1,17 +1,19 @@
-//! kinformer's contender: a `SharedIndexInformer` of the namespace's pods; with `--strip`
-//! it strips `managedFields` with the informer's transform, or with `--strip --modify`
-//! while decoding (`KubeListerWatcher::modify`) (see the
-//! crate docs for the protocol).
+//! kinformer's contender: a `SharedIndexInformer` of the namespace's pods, in protobuf
+//! (`WireFormat::Auto`, the default) or with `--wire json` in JSON; with `--strip` it
+//! strips `managedFields` with the informer's transform, or with `--strip --modify` while
+//! decoding (`KubeListerWatcher::modify`) (see the crate docs for the protocol).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_bench_informer::{Args, Latency, check_count, kube_config, print_synced, wait_for};
+use kinformer_bench_informer::{
+    Args, Latency, Wire, check_count, kube_config, print_synced, wait_for,
+};
 use kinformer_core::KnownObjects as _;
 use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
-use kinformer_reflector::{KubeListerWatcher, reflector_client};
+use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
 use kube::Api;
 
 /// Pods the transform could not strip in place (their `Arc` was shared).
@@ -25,7 +27,12 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         let client = reflector_client(kube_config(&args).await?)?;
-        let mut pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace));
+        let mut pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace))
+            .wire_format(match args.wire {
+                None => WireFormat::Auto,
+                Some(Wire::Protobuf) => WireFormat::Protobuf,
+                Some(Wire::Json) => WireFormat::Json,
+            });
         if args.strip && args.modify {
             // Stripped as each pod is decoded, before the rest of its list.
             pods = pods.modify(|pod: &mut Pod| pod.metadata.managed_fields = None);

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_bench_informer::{Args, Latency, check_count, kube_config, print_synced};
+use kinformer_bench_informer::{Args, Latency, Wire, check_count, kube_config, print_synced};
 use kube::Api;
 use kube_runtime::WatchStreamExt;
 use kube_runtime::reflector::{self, store};
@@ -15,6 +15,9 @@ use kube_runtime::watcher::{self, Event};
 fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let args = Args::parse()?;
+    if args.wire == Some(Wire::Protobuf) {
+        anyhow::bail!("kube-runtime speaks JSON only (kube-rs has no protobuf path)");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

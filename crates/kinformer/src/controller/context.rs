@@ -33,13 +33,47 @@ use tokio_util::sync::CancellationToken;
 pub struct Context<C> {
     data: Arc<C>,
     cancel: CancellationToken,
+    /// Under leader election: whether this replica still leads (see [`Context::is_leading`]).
+    leading: Option<LeadingCheck>,
 }
+
+/// Whether this replica still leads, asked of the elector's clock at each call.
+pub(crate) type LeadingCheck = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl<C> Context<C> {
     /// A context around `data`, cancelled with `cancel` (what the controller builds; build
     /// one yourself to call a reconcile function in a test).
     pub fn new(data: Arc<C>, cancel: CancellationToken) -> Self {
-        Self { data, cancel }
+        Self {
+            data,
+            cancel,
+            leading: None,
+        }
+    }
+
+    /// A context for a term of leadership: `is_leading` answers [`Context::is_leading`].
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
+    pub(crate) fn leading(
+        data: Arc<C>,
+        cancel: CancellationToken,
+        is_leading: LeadingCheck,
+    ) -> Self {
+        Self {
+            data,
+            cancel,
+            leading: Some(is_leading),
+        }
+    }
+
+    /// Whether this replica may act. Always true for a controller run without leader
+    /// election. Under [`Controller::run_elected`](super::Controller::run_elected) it turns
+    /// false when the term of leadership ends, and the moment the renew deadline has passed
+    /// even before the elector's task has
+    /// run to cancel [`cancellation`](Self::cancellation) (a process that was paused wakes up
+    /// with its deadline long past): check it right before a write that must not happen
+    /// twice. Neither is a fence: a write sent just before the deadline may land after it.
+    pub fn is_leading(&self) -> bool {
+        self.leading.as_ref().is_none_or(|check| check())
     }
 
     /// The shared value, as the `Arc` it lives in.
@@ -63,6 +97,7 @@ impl<C> Clone for Context<C> {
         Self {
             data: Arc::clone(&self.data),
             cancel: self.cancel.clone(),
+            leading: self.leading.clone(),
         }
     }
 }

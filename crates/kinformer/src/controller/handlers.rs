@@ -7,7 +7,9 @@ use std::sync::Arc;
 use kinformer_core::{
     DeletedObject, ErrorChain, MetaObject, ObjectKey, deletion_handling_key, meta_namespace_key,
 };
-use kinformer_informer_factory::{HandlerRegistration, ResourceEventHandler, SharedInformer};
+use kinformer_informer_factory::{
+    HandlerOptions, HandlerRegistration, ResourceEventHandler, SharedInformer,
+};
 use kinformer_workqueue::{Queue, RateLimitingQueue};
 
 use super::Controller;
@@ -175,14 +177,17 @@ where
     /// Reconciles the objects of `informer` (the primary resource): each event enqueues the
     /// object's key, deletes through the tombstone-aware key function. The handler gets the
     /// informer's default resync period (the factory's, for a factory's informer), as
-    /// `add_event_handler` does. Works with any [`SharedInformer`]: a
+    /// `add_event_handler` does, and a buffer that coalesces by key
+    /// ([`HandlerOptions::coalesce_by_key`]): a key enqueuer loses nothing by it, and a
+    /// stuck queue holds at most one notification per object. Works with any
+    /// [`SharedInformer`]: a
     /// [`SharedIndexInformer`](kinformer_informer_factory::SharedIndexInformer), or a fake in
     /// a test.
     ///
     /// # Errors
     /// The informer's refusal (for example: it has stopped).
     pub fn watch<K: MetaObject + 'static>(&self, informer: &dyn SharedInformer<K>) -> Registered {
-        informer.add_event_handler(Box::new(self.enqueue_handler()))
+        informer.add_event_handler_with_options(Box::new(self.enqueue_handler()), enqueuing())
     }
 
     /// As [`watch`](Self::watch), with updates passed on only when `predicate` says they
@@ -197,14 +202,16 @@ where
         predicate: Predicate<K>,
     ) -> Registered {
         let handler = WithPredicate::new(self.enqueue_handler(), predicate);
-        informer.add_event_handler(Box::new(handler))
+        informer.add_event_handler_with_options(Box::new(handler), enqueuing())
     }
 
     /// Reconciles the keys `map` gives for each object of a related resource
     /// (kube-runtime's `watches`, controller-runtime's `EnqueueRequestsFromMapFunc`): an
     /// update enqueues the keys of the old and the new object, a delete those of the last
     /// known state (tombstones included). Use a shared informer from the factory: one watch
-    /// per type, however many controllers map it.
+    /// per type, however many controllers map it. The buffer coalesces by key, as
+    /// [`watch`](Self::watch)'s: an object that changed several times while the queue was
+    /// stuck maps its first and last state, not the ones in between.
     ///
     /// ```
     /// use kinformer::prelude::*;
@@ -233,7 +240,7 @@ where
         map: impl Fn(&K) -> Vec<ObjectKey> + Send + Sync + 'static,
     ) -> Registered {
         let handler = EnqueueMapped::new(Arc::clone(&self.queue), map);
-        informer.add_event_handler(Box::new(handler))
+        informer.add_event_handler_with_options(Box::new(handler), enqueuing())
     }
 }
 
@@ -269,6 +276,12 @@ where
     {
         self.watches(informer, owner_keys::<P, C>)
     }
+}
+
+/// How the controller's key-enqueuing handlers are registered: the informer's default
+/// resync, a buffer that coalesces by key.
+fn enqueuing() -> HandlerOptions {
+    HandlerOptions::new().coalesce_by_key()
 }
 
 /// The keys of `child`'s controller owner of kind `P`.

@@ -92,6 +92,8 @@ use tracing::Instrument;
 
 mod action;
 mod context;
+#[cfg(feature = "kube")]
+mod elected;
 mod handlers;
 mod observer;
 
@@ -224,7 +226,9 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     ///
     /// Must be called from within a Tokio runtime (it spawns tasks). Dropping the returned
     /// future instead of cancelling aborts the workers at their next `.await` (a key being
-    /// reconciled is still marked done) but leaves the queue open.
+    /// reconciled is queued again and marked done) but leaves the queue open.
+    ///
+    /// Several replicas, one acting: [`run_elected`](Self::run_elected) (feature `kube`).
     pub async fn run<C, F, Fut, E>(self, reconcile: F, context: C, cancel: CancellationToken)
     where
         T: fmt::Display,
@@ -233,57 +237,53 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: Into<BoxError>,
     {
+        let (worker, count) = self.into_worker(reconcile);
+        let context = Context::new(Arc::new(context), cancel.child_token());
+        tracing::debug!(controller = %worker.name, workers = count, "controller started");
+        worker.run_term(count, context, &cancel, Stop::Drain).await;
+        tracing::debug!(controller = %worker.name, "controller stopped");
+    }
+
+    /// The workers' shared state, and how many workers to start.
+    fn into_worker<F, C>(self, reconcile: F) -> (Arc<Worker<T, Q, F, C>>, usize) {
         let ControllerConfig {
             name,
-            workers: count,
+            workers,
             max_retries,
         } = self.config;
-        let observer = Observer::new(&name, count);
-        let worker = Arc::new(Worker {
-            queue: Arc::clone(&self.queue),
+        let observer = Observer::new(&name, workers);
+        let worker = Worker {
+            queue: self.queue,
             name,
             max_retries,
             reconcile,
-            context: Context::new(Arc::new(context), cancel.child_token()),
             observer,
             _item: PhantomData,
-        });
-        let mut workers = JoinSet::new();
-        for id in 0..count {
-            let worker = Arc::clone(&worker);
-            workers.spawn(async move { worker.run(id).await });
-        }
-        tracing::debug!(controller = %worker.name, workers = count, "controller started");
-
-        tokio::select! {
-            () = cancel.cancelled() => {}
-            // Every worker ended by itself: the queue was shut down elsewhere and is drained.
-            () = join_all(&mut workers, &worker.name) => {}
-        }
-
-        if !workers.is_empty() {
-            tracing::debug!(controller = %worker.name, "controller shutting down");
-            let queue = Arc::clone(&self.queue);
-            // Blocks until nothing is held: never on a Tokio worker thread.
-            if let Err(err) =
-                tokio::task::spawn_blocking(move || queue.shut_down_with_drain()).await
-            {
-                tracing::warn!(controller = %worker.name, error = %ErrorChain(&err), "queue drain did not run; shutting down without it");
-                self.queue.shut_down();
-            }
-            join_all(&mut workers, &worker.name).await;
-        }
-        tracing::debug!(controller = %worker.name, "controller stopped");
+        };
+        (Arc::new(worker), workers)
     }
 }
 
-/// Awaits every task of `workers`, logging any that ended abnormally.
+/// Awaits every task of `workers`, logging any that ended abnormally (not those aborted).
 async fn join_all(workers: &mut JoinSet<()>, name: &str) {
     while let Some(result) = workers.join_next().await {
-        if let Err(err) = result {
+        if let Err(err) = result
+            && !err.is_cancelled()
+        {
             tracing::error!(controller = %name, error = %ErrorChain(&err), "controller worker ended abnormally");
         }
     }
+}
+
+/// What the workers do once told to stop.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// Shut the queue down, keep reconciling what is queued, return when it is drained
+    /// (client-go's `ShutDownWithDrain`).
+    Drain,
+    /// Take no more keys; reconciles in flight get this long to return, then are aborted
+    /// (their keys queued again). The queue stays as it is, for the next term.
+    Halt(Duration),
 }
 
 /// What a worker task shares with the others.
@@ -292,9 +292,8 @@ struct Worker<T, Q, F, C> {
     name: String,
     max_retries: Option<usize>,
     reconcile: F,
-    context: Context<C>,
     observer: Observer,
-    _item: PhantomData<fn(T) -> T>,
+    _item: PhantomData<fn(T, C) -> T>,
 }
 
 /// How one reconcile ended.
@@ -305,14 +304,20 @@ pub(crate) enum Outcome {
     Panicked(String),
 }
 
-/// Marks the key done when dropped, so `done` runs even if something after `get` unwinds.
-struct DoneGuard<'a, T, Q: Queue<T>> {
+/// Marks the key done when dropped, so `done` runs even if the reconcile is aborted (a
+/// stop that could not wait, a dropped `run` future); a key whose reconcile did not finish
+/// is queued again first, so that it is not lost.
+struct DoneGuard<'a, T: Item, Q: Queue<T>> {
     queue: &'a Q,
     key: &'a T,
+    finished: bool,
 }
 
-impl<T, Q: Queue<T>> Drop for DoneGuard<'_, T, Q> {
+impl<T: Item, Q: Queue<T>> Drop for DoneGuard<'_, T, Q> {
     fn drop(&mut self) {
+        if !self.finished {
+            self.queue.add(self.key.clone());
+        }
         self.queue.done(self.key);
     }
 }
@@ -326,25 +331,89 @@ where
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: Into<BoxError>,
 {
-    /// The worker loop: until the queue is shut down and empty.
-    async fn run(&self, id: usize) {
-        while let Some(key) = self.queue.get_async().await {
-            self.process(key).await;
+    /// Runs `count` workers with `context` until `stop` fires or the queue is shut down
+    /// elsewhere (and drained), then stops them as `how` says.
+    async fn run_term(
+        self: &Arc<Self>,
+        count: usize,
+        context: Context<C>,
+        stop: &CancellationToken,
+        how: Stop,
+    ) {
+        // Halting workers stop taking keys the moment `stop` fires; draining ones go on.
+        let halt = match how {
+            Stop::Halt(_) => stop.child_token(),
+            Stop::Drain => CancellationToken::new(),
+        };
+        let mut workers = JoinSet::new();
+        for id in 0..count {
+            let (worker, context, halt) = (Arc::clone(self), context.clone(), halt.clone());
+            workers.spawn(async move { worker.run(id, &context, &halt).await });
+        }
+        tokio::select! {
+            () = stop.cancelled() => {}
+            // Every worker ended by itself: the queue was shut down elsewhere and is drained.
+            () = join_all(&mut workers, &self.name) => {}
+        }
+        if workers.is_empty() {
+            return;
+        }
+        let grace = match how {
+            Stop::Halt(grace) => grace,
+            Stop::Drain => {
+                tracing::debug!(controller = %self.name, "controller shutting down");
+                let queue = Arc::clone(&self.queue);
+                // Blocks until nothing is held: never on a Tokio worker thread.
+                if let Err(err) =
+                    tokio::task::spawn_blocking(move || queue.shut_down_with_drain()).await
+                {
+                    tracing::warn!(controller = %self.name, error = %ErrorChain(&err), "queue drain did not run; shutting down without it");
+                    self.queue.shut_down();
+                }
+                join_all(&mut workers, &self.name).await;
+                return;
+            }
+        };
+        halt.cancel();
+        if tokio::time::timeout(grace, join_all(&mut workers, &self.name))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                controller = %self.name, grace_ms = grace.as_millis() as u64,
+                "reconciles still running after the term of leadership ended: aborting them (their keys are queued again)"
+            );
+            workers.abort_all();
+            join_all(&mut workers, &self.name).await;
+        }
+    }
+
+    /// The worker loop: until the queue is shut down and empty, or `halt` fires.
+    async fn run(&self, id: usize, context: &Context<C>, halt: &CancellationToken) {
+        loop {
+            let key = tokio::select! {
+                biased;
+                () = halt.cancelled() => break,
+                key = self.queue.get_async() => key,
+            };
+            let Some(key) = key else { break };
+            self.process(key, context).await;
         }
         tracing::trace!(controller = %self.name, worker = id, "controller worker ended");
     }
 
     /// One key: reconcile, then forget, re-queue later or re-queue rate limited, then done.
-    async fn process(&self, key: T) {
-        let _done = DoneGuard {
+    async fn process(&self, key: T, context: &Context<C>) {
+        let mut guard = DoneGuard {
             queue: &*self.queue,
             key: &key,
+            finished: false,
         };
         let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
         let started = Instant::now();
         let active = self.observer.active();
         let outcome = self
-            .reconcile_caught(key.clone())
+            .reconcile_caught(key.clone(), context.clone())
             .instrument(span.clone())
             .await;
         drop(active);
@@ -358,11 +427,11 @@ where
             Outcome::Failed(error) => self.failed(&key, &error, false),
             Outcome::Panicked(error) => self.failed(&key, &error, true),
         });
+        guard.finished = true;
     }
 
     /// Calls reconcile, catching a panic both in the call and in the future it returns.
-    async fn reconcile_caught(&self, key: T) -> Outcome {
-        let context = self.context.clone();
+    async fn reconcile_caught(&self, key: T, context: Context<C>) -> Outcome {
         let future =
             match std::panic::catch_unwind(AssertUnwindSafe(|| (self.reconcile)(key, context))) {
                 Ok(future) => future,

@@ -1,10 +1,15 @@
 //! What decoding needs whatever the wire format: the type objects must have, the change
 //! made to each as it is decoded.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::Error;
+use serde::Deserialize;
+
+use kinformer_core::ObjectKey;
+
+use crate::{Bookmark, Error, Undecodable};
 
 /// A change made to every object as it is decoded; see
 /// [`KubeListerWatcher::modify`](super::KubeListerWatcher::modify).
@@ -19,6 +24,68 @@ pub(super) fn finish<K>(mut obj: K, modify: Option<&Modify<K>>) -> Arc<K> {
         m(&mut obj);
     }
     Arc::new(obj)
+}
+
+/// The object of a `BOOKMARK` event, in either format: an object of the watched type with
+/// only its metadata's resourceVersion (and annotations) set.
+#[derive(Deserialize)]
+pub(super) struct BookmarkObject {
+    metadata: BookmarkMeta,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BookmarkMeta {
+    resource_version: String,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+impl From<BookmarkObject> for Bookmark {
+    fn from(b: BookmarkObject) -> Self {
+        let end = b
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INITIAL_EVENTS_END))
+            .is_some_and(|v| v == "true");
+        Bookmark {
+            resource_version: b.metadata.resource_version,
+            initial_events_end: end,
+        }
+    }
+}
+
+/// What is left of an object that did not decode as `K`: its metadata's name and
+/// namespace, read on their own (in either format), to report and skip that object alone.
+#[derive(Deserialize)]
+pub(super) struct KeyOnly {
+    metadata: KeyMeta,
+}
+
+#[derive(Deserialize)]
+struct KeyMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+impl KeyOnly {
+    /// The object's key, if its metadata has a usable one.
+    pub(super) fn key(&self) -> Option<ObjectKey> {
+        let name = self.metadata.name.as_deref()?;
+        ObjectKey::new(self.metadata.namespace.as_deref(), name).ok()
+    }
+}
+
+/// An object that failed with `err` but whose metadata gave `key`: skipped alone. A wrong
+/// kind, or an object without a readable key, stays `err`.
+pub(super) fn undecodable(err: Error, key: Option<ObjectKey>) -> Result<Undecodable, Error> {
+    match (err, key) {
+        (Error::Decode { detail, .. }, Some(key)) => Ok(Undecodable::new(key, detail)),
+        (err, _) => Err(err),
+    }
 }
 
 /// The `apiVersion`/`kind` objects must carry.
@@ -62,5 +129,30 @@ pub(super) fn truncate(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+/// What the decoding tests of both formats share.
+#[cfg(test)]
+pub(super) mod testing {
+    use super::Expected;
+    use crate::WatchEvent;
+
+    /// The type pods must have.
+    pub(crate) fn pods() -> Expected {
+        Expected {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+        }
+    }
+
+    /// The event's type on the wire and its object; panics on a bookmark.
+    pub(crate) fn object_of<K>(ev: WatchEvent<K>) -> (&'static str, K) {
+        match ev {
+            WatchEvent::Added(o) => ("ADDED", o),
+            WatchEvent::Modified(o) => ("MODIFIED", o),
+            WatchEvent::Deleted(o) => ("DELETED", o),
+            WatchEvent::Bookmark(_) => panic!("a bookmark, not an object"),
+        }
     }
 }

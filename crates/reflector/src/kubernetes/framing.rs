@@ -1,10 +1,12 @@
-//! Splitting a watch response body into events: one JSON document per line.
+//! Splitting a watch response body into events: one JSON document per line, or one
+//! length-delimited protobuf frame each.
 
 use kinformer_core::ErrorChain;
 use std::io;
 
 use futures::io::AsyncBufReadExt;
-use futures::{AsyncBufRead, StreamExt};
+use futures::{AsyncBufRead, Stream, StreamExt};
+use kinformer_protobuf::FrameDecoder;
 
 use crate::{Error, WatchEvent, WatchStream};
 
@@ -50,6 +52,17 @@ fn is_probable_eof(e: &io::Error) -> bool {
     false
 }
 
+/// What a failure to read a watch body means: nothing when the connection went away (the
+/// watch simply ended), else the stream's last item.
+fn read_failure(e: io::Error) -> Option<Error> {
+    if is_probable_eof(&e) {
+        tracing::debug!(error = %ErrorChain(&e), "watch connection closed");
+        None
+    } else {
+        Some(Error::unreachable(e))
+    }
+}
+
 /// Turns a watch response body of newline-delimited documents into a stream of events:
 /// `decode` gets each line (without its newline) and says what it is, or `None` for a
 /// line to skip. A connection that ends mid-line, or that the peer cuts, ends the stream
@@ -89,13 +102,69 @@ where
                     Some(ev) => return Some((ev, st)),
                     None => continue,
                 },
-                Err(e) if is_probable_eof(&e) => {
-                    tracing::debug!(error = %ErrorChain(&e), "watch connection closed");
-                    return None;
-                }
                 Err(e) => {
                     st.done = true;
-                    return Some((Err(Error::unreachable(e)), st));
+                    return read_failure(e).map(|e| (Err(e), st));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Turns a watch response body of length-delimited frames (a 4-byte big-endian length,
+/// then the frame: `application/vnd.kubernetes.protobuf;stream=watch`) into a stream of
+/// events: `decode` gets each frame and says what it is. A connection that ends mid-frame,
+/// or that the peer cuts, ends the stream cleanly; a frame longer than client-go's limit
+/// (16 MiB) is a decode error and the last item (the stream cannot be resynchronised), as
+/// is any other read failure.
+pub(super) fn watch_frames<K, S, B, D>(body: S, decode: D) -> WatchStream<K>
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<B, io::Error>> + Send + 'static,
+    B: AsRef<[u8]>,
+    D: FnMut(&[u8]) -> Result<WatchEvent<K>, Error> + Send + 'static,
+{
+    struct State<S, D> {
+        body: std::pin::Pin<Box<S>>,
+        frames: FrameDecoder,
+        decode: D,
+        done: bool,
+    }
+    let state = State {
+        body: Box::pin(body),
+        frames: FrameDecoder::new(),
+        decode,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.done {
+                return None;
+            }
+            match st.frames.next_frame() {
+                Ok(Some(frame)) => {
+                    let ev = (st.decode)(frame);
+                    return Some((ev, st));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(Error::decode("watch stream", e.to_string())), st));
+                }
+            }
+            match st.body.next().await {
+                Some(Ok(chunk)) => st.frames.push(chunk.as_ref()),
+                None => {
+                    if let Err(e) = st.frames.finish() {
+                        // A cut, not a malformed event.
+                        tracing::debug!(error = %e, "watch connection ended mid-event");
+                    }
+                    return None;
+                }
+                Some(Err(e)) => {
+                    st.done = true;
+                    return read_failure(e).map(|e| (Err(e), st));
                 }
             }
         }
@@ -142,6 +211,83 @@ mod tests {
             got,
             ["3", "4"],
             "the blank line skipped, the cut \"5\" dropped"
+        );
+    }
+}
+
+#[cfg(test)]
+mod frame_tests {
+    use super::*;
+    use crate::Bookmark;
+
+    fn framed(payloads: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in payloads {
+            out.extend_from_slice(&u32::try_from(p.len()).unwrap().to_be_bytes());
+            out.extend_from_slice(p);
+        }
+        out
+    }
+
+    /// The frames of `body` delivered in chunks of `chunk` bytes, then `tail` (an error or
+    /// nothing), as bookmark RVs or error texts.
+    async fn events(body: &[u8], chunk: usize, tail: Option<io::Error>) -> Vec<String> {
+        let mut chunks: Vec<Result<Vec<u8>, io::Error>> =
+            body.chunks(chunk).map(|c| Ok(c.to_vec())).collect();
+        chunks.extend(tail.map(Err));
+        let stream: WatchStream<String> = watch_frames(
+            futures::stream::iter(chunks),
+            |frame: &[u8]| match std::str::from_utf8(frame) {
+                Ok(s) => Ok(WatchEvent::Bookmark(Bookmark::new(s, false))),
+                Err(_) => Err(Error::decode("frame", "not UTF-8")),
+            },
+        );
+        stream
+            .map(|e| match e {
+                Ok(WatchEvent::Bookmark(b)) => b.resource_version,
+                Ok(other) => format!("{other:?}"),
+                Err(e) => format!("error: {e}"),
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn frames_come_out_whatever_the_chunking_and_a_cut_frame_ends_the_stream() {
+        let body = framed(&[b"3", b"", b"45", b"\xff", b"6"]);
+        for chunk in [1, 2, 3, 7, body.len()] {
+            let got = events(&body, chunk, None).await;
+            assert_eq!(
+                got,
+                ["3", "", "45", "error: cannot decode frame: not UTF-8", "6"],
+                "chunks of {chunk}"
+            );
+        }
+        // The connection ends inside the last frame, or inside its prefix: the frames
+        // before it, then the end, no error.
+        for cut in [body.len() - 1, body.len() - 3] {
+            assert_eq!(events(&body[..cut], 4, None).await.len(), 4, "cut at {cut}");
+        }
+        // A reset is the end of the watch too; another failure is its last item.
+        let reset = io::Error::new(io::ErrorKind::ConnectionReset, "reset");
+        assert_eq!(events(&body, 4, Some(reset)).await.len(), 5);
+        let tls = io::Error::other("invalid certificate");
+        let got = events(&body, 4, Some(tls)).await;
+        assert_eq!(got.last().unwrap(), "error: cannot reach the API server");
+    }
+
+    #[tokio::test]
+    async fn an_oversized_frame_is_a_decode_error_and_ends_the_stream() {
+        let mut body = framed(&[b"1"]);
+        body.extend_from_slice(&u32::MAX.to_be_bytes());
+        body.extend_from_slice(&framed(&[b"2"]));
+        let got = events(&body, 3, None).await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], "1");
+        assert!(
+            got[1]
+                .starts_with("error: cannot decode watch stream: watch frame of 4294967295 bytes"),
+            "{got:?}"
         );
     }
 }

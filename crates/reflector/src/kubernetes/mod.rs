@@ -3,23 +3,31 @@
 //!
 //! - `client`: [`reflector_client`], kube's client without its retry layer, with
 //!   `TCP_NODELAY`;
-//! - `request`: the list and watch requests;
+//! - `request`: the list and watch requests, and the [`WireFormat`] they ask for;
+//! - `response`: sending them, the response's `Content-Type` (which decides how its body
+//!   is decoded), and error statuses in either format;
 //! - `decode`: what decoding needs whatever the wire format (the expected type, `modify`);
 //! - `json`: JSON list pages, watch events, bookmarks and error bodies;
-//! - `framing`: a watch body split into events (newline-delimited documents).
+//! - `protobuf`: the same in Kubernetes protobuf, through kinformer-protobuf;
+//! - `framing`: a watch body split into events (newline-delimited JSON documents, or
+//!   length-delimited protobuf frames).
 //!
-//! Requests are built here (not through `Api::list` / `Api::watch`) for three reasons:
+//! Requests are built here (not through `Api::list` / `Api::watch`) for four reasons:
 //! the query must say exactly what client-go's reflector says (`resourceVersion=0` *with*
-//! `limit=500` on the first list, which kube's `ListParams` drops); a watch line must be
-//! split into its type and raw object before the object is decoded, so that a wrong kind,
-//! a malformed object and a server error body become three different typed errors; and a
-//! connection cut mid-stream must read as the end of the watch, not as an error.
+//! `limit=500` on the first list, which kube's `ListParams` drops); the body must be
+//! decoded by its `Content-Type`, in JSON or protobuf, which kube's helpers (JSON only)
+//! cannot; a watch event must be split into its type and raw object before the object is
+//! decoded, so that a wrong kind, a malformed object and a server error body become three
+//! different typed errors; and a connection cut mid-stream must read as the end of the
+//! watch, not as an error.
 
 mod client;
 mod decode;
 mod framing;
 mod json;
+mod protobuf;
 mod request;
+mod response;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -33,8 +41,10 @@ use serde::de::DeserializeOwned;
 pub use client::reflector_client;
 use decode::{Expected, Modify};
 use request::Requests;
+pub use request::WireFormat;
+use response::Format;
 
-use crate::{ApiStatus, Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+use crate::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 
 /// The [`ListerWatcher`] for Kubernetes: lists and watches the resource of a
 /// `kube::Api<K>`, with optional label and field selectors.
@@ -44,19 +54,25 @@ use crate::{ApiStatus, Error, ListOptions, ListPage, ListerWatcher, WatchOptions
 /// `PartialObjectMeta<K>` for metadata-only lists and watches
 /// ([`KubeListerWatcher::metadata_only`]). The namespace is the `Api`'s.
 ///
+/// It asks for Kubernetes protobuf where client-go does (built-in types, metadata-only
+/// lists and watches) and for JSON otherwise (custom resources, `DynamicObject`); see
+/// [`WireFormat`] to choose. Each response is decoded by its `Content-Type`, whatever
+/// was asked: a server or a proxy that answers JSON still works.
+///
 /// Watch events whose object has another `apiVersion`/`kind` than the resource are
-/// reported as [`Error::UnexpectedKind`] (list items too, when they fail to decode:
-/// the API server omits `kind` in the items of built-in lists); undecodable objects as
+/// reported as [`Error::UnexpectedKind`] (list items too: from the list's kind in
+/// protobuf; in JSON, when they fail to decode, as the API server omits `kind` in the
+/// items of built-in lists); undecodable objects and malformed frames as
 /// [`Error::Decode`] (without any value from the body); a server `ERROR` event or error
 /// response as [`Error::Api`]; a connection that fails as [`Error::Unreachable`], and
-/// one cut mid-watch as the end of the stream.
+/// one cut mid-watch (mid-line or mid-frame) as the end of the stream.
 ///
 /// Build the client with [`reflector_client`] so that `429` and `504` reach the
 /// reflector (see there why).
 ///
 /// ```no_run
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_reflector::{KubeListerWatcher, reflector_client};
+/// use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
 /// use kube::Api;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -64,8 +80,10 @@ use crate::{ApiStatus, Error, ListOptions, ListPage, ListerWatcher, WatchOptions
 /// let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client.clone(), "default"))
 ///     .labels("app=web")
 ///     .fields("status.phase=Running");
-/// let meta_only = KubeListerWatcher::metadata_only(Api::<Pod>::all(client));
-/// # let _ = (pods, meta_only);
+/// let meta_only = KubeListerWatcher::metadata_only(Api::<Pod>::all(client.clone()));
+/// // JSON on the wire, e.g. to compare or to debug with a proxy that shows bodies:
+/// let json = KubeListerWatcher::new(Api::<Pod>::all(client)).wire_format(WireFormat::Json);
+/// # let _ = (pods, meta_only, json);
 /// # Ok(())
 /// # }
 /// ```
@@ -120,7 +138,15 @@ impl<K: Resource> KubeListerWatcher<K> {
                 kind: K::kind(dyntype).into_owned(),
             }
         };
-        Self::at(api, expected, metadata_only)
+        let mut lw = Self::at(api, expected, metadata_only);
+        // `Auto` asks for protobuf where client-go's typed clients do: types known when
+        // the program is built (k8s-openapi's; their `DynamicType` is `()`) that the
+        // protobuf schema has. A type described at run time (`DynamicObject` and its
+        // `ApiResource`) is what client-go's dynamic client serves, in JSON.
+        let static_type = std::mem::size_of::<K::DynamicType>() == 0;
+        lw.requests.protobuf_by_default = static_type
+            && kinformer_protobuf::is_known(&lw.expected.api_version, &lw.expected.kind);
+        lw
     }
 
     /// Lists and watches `K` in `namespace`, or in every namespace when `None`, for code
@@ -146,13 +172,24 @@ impl<K: Resource> KubeListerWatcher<K> {
         self
     }
 
+    /// Which encoding to ask the API server for (default [`WireFormat::Auto`]: protobuf
+    /// for built-in types and metadata-only, JSON for custom resources and
+    /// `DynamicObject`, as client-go). Responses are decoded by their `Content-Type`
+    /// whatever this says.
+    #[must_use]
+    pub fn wire_format(mut self, format: WireFormat) -> Self {
+        self.requests.wire_format = format;
+        self
+    }
+
     /// Changes every object right after it is decoded, before the rest of its list page
     /// is (kube-runtime's `modify`): the place to drop what the program never reads, e.g.
     /// `managedFields`, which k8s-openapi holds as a `serde_json::Value` tree of several
     /// KiB per object. A paged list is decoded a page at a time, so a transform set on the
     /// informer (which runs in the reflector as each object reaches it) sees a page of
     /// untransformed objects at once; here at most one is. Watch events get it too. It
-    /// runs once per object from the server, never on objects already cached.
+    /// runs once per object from the server, never on objects already cached, in either
+    /// wire format.
     ///
     /// ```no_run
     /// # use kinformer_reflector::KubeListerWatcher;
@@ -190,6 +227,8 @@ impl<K> KubeListerWatcher<K> {
                 metadata_only,
                 label_selector: None,
                 field_selector: None,
+                wire_format: WireFormat::Auto,
+                protobuf_by_default: false,
             },
             client: api.into_client(),
             expected,
@@ -205,17 +244,39 @@ where
 {
     async fn list_page(&self, o: &ListOptions) -> Result<ListPage<K>, Error> {
         let req = self.requests.list(o)?;
-        let text = self.client.request_text(req).await.map_err(from_kube)?;
-        json::decode_list(&text, &self.expected, self.modify.as_ref())
+        let asked_protobuf = self.requests.asks_protobuf();
+        let (format, body) = response::send(&self.client, req, asked_protobuf).await?;
+        let body = response::read_body(body).await?;
+        let (expected, modify) = (&self.expected, self.modify.as_ref());
+        match format {
+            Format::Protobuf => protobuf::decode_list(body.as_ref(), expected, modify),
+            Format::Json => {
+                let text = std::str::from_utf8(body.as_ref())
+                    .map_err(|_| Error::decode("list", "not UTF-8"))?;
+                json::decode_list(text, expected, modify)
+            }
+        }
     }
 
     async fn start_watch(&self, o: &WatchOptions) -> Result<WatchStream<K>, Error> {
+        use futures::TryStreamExt;
+        use http_body_util::BodyExt;
+
         let req = self.requests.watch(o)?;
-        let body = self.client.request_stream(req).await.map_err(from_kube)?;
+        let asked_protobuf = self.requests.asks_protobuf();
+        let (format, body) = response::send(&self.client, req, asked_protobuf).await?;
+        // kube's client wraps body errors; the framing tells a cut from a failure by the
+        // I/O error inside.
+        let chunks = body.into_data_stream().map_err(std::io::Error::other);
         let (expected, modify) = (self.expected.clone(), self.modify.clone());
-        Ok(framing::watch_lines(body, move |line| {
-            json::decode_line(line, &expected, modify.as_ref())
-        }))
+        Ok(match format {
+            Format::Protobuf => framing::watch_frames(chunks, move |frame| {
+                protobuf::decode_frame(frame, &expected, modify.as_ref())
+            }),
+            Format::Json => framing::watch_lines(chunks.into_async_read(), move |line| {
+                json::decode_line(line, &expected, modify.as_ref())
+            }),
+        })
     }
 }
 
@@ -266,44 +327,159 @@ where
     }
 }
 
-/// Maps kube-client's error onto ours: statuses stay statuses, anything that failed on
-/// the way to or from the server is [`Error::Unreachable`].
-fn from_kube(e: kube::Error) -> Error {
-    match e {
-        kube::Error::Api(status) => Error::Api((*status).into()),
-        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
-            Error::unreachable(e)
-        }
-        kube::Error::SerdeError(e) => Error::decode("response", json::describe_json_error(&e)),
-        kube::Error::FromUtf8(_) => Error::decode("response", "not UTF-8"),
-        other => Error::Client {
-            source: other.into(),
-        },
-    }
-}
-
-impl From<kube::core::Status> for ApiStatus {
-    fn from(s: kube::core::Status) -> Self {
-        let (causes, cause_messages) = s
-            .details
-            .map(|d| d.causes.into_iter().map(|c| (c.reason, c.message)).unzip())
-            .unwrap_or_default();
-        Self {
-            code: s.code,
-            reason: s.reason,
-            message: s.message,
-            causes,
-            cause_messages,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use futures::StreamExt;
     use k8s_openapi::api::core::v1::Pod;
     use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 
+    use super::protobuf::tests as pb;
     use super::*;
+    use crate::WatchEvent;
+
+    /// A client whose server answers every request with `status`, `content_type` and
+    /// `body`, and records the `Accept` header of each request.
+    fn canned(
+        status: u16,
+        content_type: &'static str,
+        body: Vec<u8>,
+    ) -> (kube::Client, Arc<Mutex<Vec<String>>>) {
+        let accepts = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&accepts);
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let accept = req.headers()[http::header::ACCEPT]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            seen.lock().unwrap().push(accept);
+            let resp = http::Response::builder()
+                .status(status)
+                .header(http::header::CONTENT_TYPE, content_type)
+                .body(kube::client::Body::from(body.clone()))
+                .unwrap();
+            async move { Ok::<_, std::convert::Infallible>(resp) }
+        });
+        (kube::Client::new(service, "default"), accepts)
+    }
+
+    fn framed(frames: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in frames {
+            out.extend_from_slice(&u32::try_from(f.len()).unwrap().to_be_bytes());
+            out.extend_from_slice(f);
+        }
+        out
+    }
+
+    fn pods(client: kube::Client) -> KubeListerWatcher<Pod> {
+        KubeListerWatcher::new(kube::Api::<Pod>::namespaced(client, "ns"))
+    }
+
+    /// Every item of a pod watch on `client`, to its end.
+    async fn watch_all(client: kube::Client) -> Vec<Result<WatchEvent<Pod>, Error>> {
+        let options = WatchOptions::new("5", std::time::Duration::from_secs(60));
+        let stream = pods(client).watch(&options).await.unwrap();
+        stream.collect().await
+    }
+
+    #[tokio::test]
+    async fn a_protobuf_list_and_watch_decode_and_a_frame_cut_short_ends_the_watch() {
+        let list = pb::pod_list(&[pb::pod("a", "1"), pb::pod("b", "2")], "10", "");
+        let (client, accepts) = canned(200, "application/vnd.kubernetes.protobuf", list);
+        let page = pods(client)
+            .list(&ListOptions::new("0", Some(500)))
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 2);
+        assert_eq!(page.resource_version, "10");
+        assert!(accepts.lock().unwrap()[0].starts_with("application/vnd.kubernetes.protobuf,"));
+
+        let mut marked = Vec::new();
+        pb::field(
+            &mut marked,
+            1,
+            &pb::object_meta("", "12", &[(decode::INITIAL_EVENTS_END, "true")]),
+        );
+        let mut body = framed(&[
+            pb::event("ADDED", &pb::envelope("v1", "Pod", &pb::pod("c", "11"))),
+            pb::event("BOOKMARK", &pb::envelope("v1", "Pod", &marked)),
+            pb::event("DELETED", &pb::envelope("v1", "Pod", &pb::pod("c", "13"))),
+        ]);
+        body.truncate(body.len() - 2);
+        let (client, _) = canned(
+            200,
+            "application/vnd.kubernetes.protobuf;stream=watch",
+            body,
+        );
+        let events = watch_all(client).await;
+        assert_eq!(events.len(), 2, "the cut DELETED is the end: {events:?}");
+        assert!(
+            matches!(&events[0], Ok(WatchEvent::Added(p)) if p.metadata.name.as_deref() == Some("c"))
+        );
+        assert!(matches!(&events[1], Ok(WatchEvent::Bookmark(b)) if b.initial_events_end));
+    }
+
+    #[tokio::test]
+    async fn a_json_answer_to_a_request_for_protobuf_is_decoded_as_json() {
+        let list = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"a"}}]}"#;
+        let (client, accepts) = canned(200, "application/json", list.to_vec());
+        let lw = pods(client);
+        let page = lw.list(&ListOptions::new("0", None)).await.unwrap();
+        assert_eq!(page.items[0].metadata.name.as_deref(), Some("a"));
+        assert!(accepts.lock().unwrap()[0].starts_with("application/vnd.kubernetes.protobuf"));
+        let line =
+            br#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"b"}}}
+"#;
+        let (client, _) = canned(200, "application/json", line.to_vec());
+        let events = watch_all(client).await;
+        assert!(
+            matches!(&events[..], [Ok(WatchEvent::Added(p))] if p.metadata.name.as_deref() == Some("b"))
+        );
+        // Asked for JSON, a protobuf answer is still read by its Content-Type.
+        let list = pb::pod_list(&[pb::pod("c", "1")], "6", "");
+        let (client, accepts) = canned(200, "application/vnd.kubernetes.protobuf", list);
+        let page = pods(client)
+            .wire_format(WireFormat::Json)
+            .list(&ListOptions::new("0", None))
+            .await
+            .unwrap();
+        assert_eq!(page.items[0].metadata.name.as_deref(), Some("c"));
+        assert_eq!(accepts.lock().unwrap()[0], "application/json");
+    }
+
+    #[tokio::test]
+    async fn error_responses_in_either_format_are_api_errors_with_their_status() {
+        let gone = pb::status_envelope(410, "Expired", "too old resource version");
+        let (client, _) = canned(410, "application/vnd.kubernetes.protobuf", gone);
+        let err = pods(client)
+            .list(&ListOptions::new("5", None))
+            .await
+            .unwrap_err();
+        assert!(err.is_expired(), "{err}");
+        let forbidden = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}"#;
+        let (client, _) = canned(403, "application/json", forbidden.to_vec());
+        let err = pods(client)
+            .watch(&WatchOptions::new("5", std::time::Duration::from_secs(60)))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.status_code(), Some(403));
+        let (client, _) = canned(429, "text/plain", b"slow down".to_vec());
+        let err = pods(client)
+            .list(&ListOptions::new("5", None))
+            .await
+            .unwrap_err();
+        assert_eq!(err.status_code(), Some(429));
+        // A successful response of another type is a decode error.
+        let (client, _) = canned(200, "text/html", b"<html></html>".to_vec());
+        let err = pods(client)
+            .list(&ListOptions::new("5", None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Decode { .. }), "{err:?}");
+    }
 
     #[tokio::test]
     async fn constructors_take_the_apis_path_and_the_expected_type() {
@@ -321,5 +497,39 @@ mod tests {
             KubeListerWatcher::new_with(kube::Api::<DynamicObject>::all_with(client, &ar), &ar);
         assert_eq!(dynamic.expected.to_string(), "example.com/v1/Widget");
         assert_eq!(dynamic.requests.url_path, "/apis/example.com/v1/widgets");
+    }
+
+    #[tokio::test]
+    async fn auto_asks_for_protobuf_for_built_in_types_and_metadata_only_json_otherwise() {
+        let cfg = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(cfg).unwrap();
+        let typed = KubeListerWatcher::new(kube::Api::<Pod>::all(client.clone()));
+        assert!(typed.requests.asks_protobuf());
+        assert!(
+            !typed
+                .clone()
+                .wire_format(WireFormat::Json)
+                .requests
+                .asks_protobuf()
+        );
+        let meta = KubeListerWatcher::metadata_only(kube::Api::<Pod>::all(client.clone()));
+        assert!(meta.requests.asks_protobuf());
+        // DynamicObject, even for a built-in type, and a custom resource: JSON, unless asked.
+        let pod_ar = ApiResource::erase::<Pod>(&());
+        let dynamic = KubeListerWatcher::new_with(
+            kube::Api::<DynamicObject>::all_with(client.clone(), &pod_ar),
+            &pod_ar,
+        );
+        assert!(!dynamic.requests.asks_protobuf());
+        assert!(
+            dynamic
+                .wire_format(WireFormat::Protobuf)
+                .requests
+                .asks_protobuf()
+        );
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+        let crd =
+            KubeListerWatcher::new_with(kube::Api::<DynamicObject>::all_with(client, &ar), &ar);
+        assert!(!crd.requests.asks_protobuf());
     }
 }

@@ -1,24 +1,89 @@
-//! The list and watch requests, worded as client-go's reflector words them.
+//! The list and watch requests, worded as client-go's reflector words them, and the wire
+//! format they ask for.
 
 use crate::{Error, ListOptions, WatchOptions};
 
 const JSON: &str = "application/json";
+/// client-go's typed clients since v0.32 (`gentype.PrefersProtobuf`,
+/// `Request.UseProtobufAsDefault`): protobuf, else JSON.
+const PROTOBUF_THEN_JSON: &str = "application/vnd.kubernetes.protobuf,application/json";
 const METADATA: &str =
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 const METADATA_LIST: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// client-go's metadata client (`metadata.go`): the protobuf `PartialObjectMetadata`, else
+/// its JSON, else the object itself.
+const METADATA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+const METADATA_LIST_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+
+/// Which encoding a [`KubeListerWatcher`](super::KubeListerWatcher) asks the API server
+/// for. Whatever it asks, each response is decoded by its `Content-Type`: a server or a
+/// proxy that answers JSON to a request for protobuf still works.
+///
+/// | type | `Auto` (default) | `Protobuf` | `Json` |
+/// | --- | --- | --- | --- |
+/// | built-in types the protobuf schema knows (k8s-openapi's `Pod`, `Deployment`, ...) | protobuf, else JSON | protobuf, else JSON | JSON |
+/// | metadata only (`PartialObjectMeta<K>`), any resource | protobuf `PartialObjectMetadata`, else JSON | the same | JSON |
+/// | custom resources, types the schema does not know | JSON | protobuf, else JSON (the API server answers JSON) | JSON |
+/// | `DynamicObject` and other types described at run time | JSON | protobuf, else JSON | JSON |
+///
+/// `Auto` is what client-go does: its typed clients ask for
+/// `application/vnd.kubernetes.protobuf,application/json`, its metadata client for the
+/// protobuf `PartialObjectMetadata(List)`, its dynamic client (custom resources, types
+/// only known at run time) for JSON. The API server serves custom resources in JSON only;
+/// it answers a request for protobuf with JSON, which is decoded as such, so `Protobuf`
+/// on a custom resource costs nothing and changes nothing (as in client-go, whose
+/// `ContentType: protobuf` still accepts other answers). An answer in protobuf for a type
+/// the schema does not know (an aggregated API newer than the schema) cannot be decoded:
+/// [`Error::Decode`](crate::Error::Decode) names the type; ask for `Json` or `Auto`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WireFormat {
+    /// Protobuf where client-go would ask for it: built-in types the protobuf schema
+    /// knows, and metadata-only lists and watches; JSON for everything else.
+    #[default]
+    Auto,
+    /// JSON, always (`Accept: application/json`).
+    Json,
+    /// Protobuf first, JSON as the fallback, for every type.
+    Protobuf,
+}
 
 /// What every request of one lister-watcher shares: the resource's path, its selectors,
-/// and whether it asks for metadata only.
+/// whether it asks for metadata only, and in which format.
 #[derive(Clone, Debug)]
 pub(super) struct Requests {
     pub(super) url_path: String,
     pub(super) metadata_only: bool,
     pub(super) label_selector: Option<String>,
     pub(super) field_selector: Option<String>,
+    pub(super) wire_format: WireFormat,
+    /// Whether `Auto` asks for protobuf for this type: a built-in type the schema knows,
+    /// with a type description fixed at compile time.
+    pub(super) protobuf_by_default: bool,
 }
 
 impl Requests {
+    /// Whether the requests ask for protobuf first.
+    pub(super) fn asks_protobuf(&self) -> bool {
+        match self.wire_format {
+            WireFormat::Json => false,
+            WireFormat::Protobuf => true,
+            WireFormat::Auto => self.metadata_only || self.protobuf_by_default,
+        }
+    }
+
+    fn accept(&self, list: bool) -> &'static str {
+        match (self.metadata_only, self.asks_protobuf(), list) {
+            (false, false, _) => JSON,
+            (false, true, _) => PROTOBUF_THEN_JSON,
+            (true, false, true) => METADATA_LIST,
+            (true, false, false) => METADATA,
+            (true, true, true) => METADATA_LIST_PROTOBUF,
+            (true, true, false) => METADATA_PROTOBUF,
+        }
+    }
+
     fn selectors(&self, qp: &mut form_urlencoded::Serializer<'_, String>) {
         if let Some(l) = &self.label_selector {
             qp.append_pair("labelSelector", l);
@@ -42,12 +107,7 @@ impl Requests {
         if !o.resource_version.is_empty() {
             qp.append_pair("resourceVersion", &o.resource_version);
         }
-        let accept = if self.metadata_only {
-            METADATA_LIST
-        } else {
-            JSON
-        };
-        build_get(&self.url_path, qp.finish(), accept)
+        build_get(&self.url_path, qp.finish(), self.accept(true))
     }
 
     /// A watch, or a streaming list (`sendInitialEvents`).
@@ -66,9 +126,9 @@ impl Requests {
             qp.append_pair("sendInitialEvents", "true");
             qp.append_pair("resourceVersionMatch", "NotOlderThan");
         }
-        let accept = if self.metadata_only { METADATA } else { JSON };
-        let mut req = build_get(&self.url_path, qp.finish(), accept)?;
-        // One JSON document per line, uncompressed, as kube-client asks for watches.
+        let mut req = build_get(&self.url_path, qp.finish(), self.accept(false))?;
+        // Uncompressed, as kube-client asks for watches: an event must be readable as soon
+        // as its bytes arrive.
         req.headers_mut().insert(
             http::header::ACCEPT_ENCODING,
             http::HeaderValue::from_static("identity"),
@@ -91,6 +151,8 @@ fn build_get(path: &str, query: String, accept: &str) -> Result<http::Request<Ve
 
 #[cfg(test)]
 mod tests {
+    use kinformer_protobuf::MEDIA_TYPE as PROTOBUF;
+
     use super::*;
 
     fn requests(path: &str, metadata_only: bool) -> Requests {
@@ -99,7 +161,13 @@ mod tests {
             metadata_only,
             label_selector: Some("app=web".into()),
             field_selector: None,
+            wire_format: WireFormat::Json,
+            protobuf_by_default: true,
         }
+    }
+
+    fn accept(req: &http::Request<Vec<u8>>) -> &str {
+        req.headers()[http::header::ACCEPT].to_str().unwrap()
     }
 
     #[test]
@@ -110,7 +178,7 @@ mod tests {
             req.uri(),
             "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&limit=500&resourceVersion=0"
         );
-        assert_eq!(req.headers()[http::header::ACCEPT], JSON);
+        assert_eq!(accept(&req), JSON);
         let next = ListOptions {
             resource_version: String::new(),
             limit: Some(500),
@@ -132,7 +200,7 @@ mod tests {
             req.uri(),
             "/api/v1/pods?watch=true&labelSelector=app%3Dweb&resourceVersion=42&timeoutSeconds=321&allowWatchBookmarks=true"
         );
-        assert_eq!(req.headers()[http::header::ACCEPT], METADATA);
+        assert_eq!(accept(&req), METADATA);
         assert_eq!(req.headers()[http::header::ACCEPT_ENCODING], "identity");
         o.resource_version.clear();
         o.send_initial_events = true;
@@ -144,6 +212,58 @@ mod tests {
         let list = requests("/api/v1/pods", true)
             .list(&ListOptions::new("0", None))
             .unwrap();
-        assert_eq!(list.headers()[http::header::ACCEPT], METADATA_LIST);
+        assert_eq!(accept(&list), METADATA_LIST);
+    }
+
+    #[test]
+    fn each_wire_format_asks_what_client_go_asks() {
+        let list = ListOptions::new("0", None);
+        let watch = WatchOptions::new("1", std::time::Duration::from_secs(60));
+        // (format, metadata only, a built-in type the schema knows) -> (list, watch)
+        let cases = [
+            (
+                WireFormat::Auto,
+                false,
+                true,
+                PROTOBUF_THEN_JSON,
+                PROTOBUF_THEN_JSON,
+            ),
+            (WireFormat::Auto, false, false, JSON, JSON),
+            (
+                WireFormat::Auto,
+                true,
+                false,
+                METADATA_LIST_PROTOBUF,
+                METADATA_PROTOBUF,
+            ),
+            (WireFormat::Json, false, true, JSON, JSON),
+            (WireFormat::Json, true, true, METADATA_LIST, METADATA),
+            (
+                WireFormat::Protobuf,
+                false,
+                false,
+                PROTOBUF_THEN_JSON,
+                PROTOBUF_THEN_JSON,
+            ),
+            (
+                WireFormat::Protobuf,
+                true,
+                false,
+                METADATA_LIST_PROTOBUF,
+                METADATA_PROTOBUF,
+            ),
+        ];
+        for (format, metadata_only, known, want_list, want_watch) in cases {
+            let r = Requests {
+                wire_format: format,
+                protobuf_by_default: known,
+                ..requests("/api/v1/pods", metadata_only)
+            };
+            let case = format!("{format:?}, metadata only {metadata_only}, known {known}");
+            assert_eq!(accept(&r.list(&list).unwrap()), want_list, "{case}");
+            assert_eq!(accept(&r.watch(&watch).unwrap()), want_watch, "{case}");
+        }
+        assert!(PROTOBUF_THEN_JSON.starts_with(PROTOBUF));
+        assert!(METADATA_PROTOBUF.starts_with(PROTOBUF));
     }
 }

@@ -28,6 +28,9 @@ pub struct Scene {
     pub client: Client,
     /// The namespace's pods through [`Scene::client`]: what the reflector lists and watches.
     pub pods: Api<Pod>,
+    /// The config [`Scene::client`] was made from: for more clients that reach the server
+    /// the same way.
+    pub config: kube::Config,
     proxy: Option<ApiProxy>,
 }
 
@@ -52,13 +55,14 @@ impl Scene {
         let config = proxy
             .as_ref()
             .map_or_else(|| cp.admin_config(), ApiProxy::admin_config);
-        let client = reflector_client(config).expect("reflector client");
+        let client = reflector_client(config.clone()).expect("reflector client");
         let pods = Api::namespaced(client.clone(), &ns);
         Self {
             ns,
             direct,
             client,
             pods,
+            config,
             proxy,
         }
     }
@@ -87,12 +91,21 @@ impl Scene {
 
     /// Creates a pod `warmup` and waits until the reflector delivers it: its watch is on.
     pub async fn warm_up(&self, run: &Run) {
+        self.warm_up_each([run]).await;
+    }
+
+    /// Creates a pod `warmup` and waits until each reflector, synced, delivers it: their
+    /// watches are on (and have seen an event, so that a cut now is not a very short
+    /// watch).
+    pub async fn warm_up_each<'a>(&self, runs: impl IntoIterator<Item = &'a Run>) {
         create_pod(&self.direct, "warmup").await;
         let key = self.key("warmup");
-        eventually("the watch to deliver", MINUTE, || {
-            run.sink.adds().contains(&key)
-        })
-        .await;
+        for run in runs {
+            eventually("the watch to deliver", MINUTE, || {
+                run.sink.adds().contains(&key)
+            })
+            .await;
+        }
     }
 }
 

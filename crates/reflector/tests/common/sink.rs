@@ -1,5 +1,6 @@
 //! A sink that keeps the state it was given and a log of every call.
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
@@ -16,11 +17,16 @@ pub enum Call {
     Bookmark(String),
 }
 
+type Stored = Arc<dyn Any + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     /// key -> resourceVersion: what a store fed by this sink would hold.
     objects: BTreeMap<String, String>,
-    log: Vec<Call>,
+    /// key -> the object itself.
+    stored: BTreeMap<String, Stored>,
+    /// Every call, with the resourceVersion of its object ("" for calls without one).
+    log: Vec<(Call, String)>,
 }
 
 /// A sink that applies what it gets to a map (replace = the list, as a store does) and
@@ -48,7 +54,48 @@ impl StateSink {
     }
 
     pub fn log(&self) -> Vec<Call> {
-        self.with(|s| s.log.clone())
+        self.with(|s| s.log.iter().map(|(c, _)| c.clone()).collect())
+    }
+
+    /// The objects held, as the `K`s the reflector gave (objects of another type are
+    /// left out).
+    pub fn stored<K: Send + Sync + 'static>(&self) -> BTreeMap<String, Arc<K>> {
+        self.with(|s| {
+            s.stored
+                .iter()
+                .filter_map(|(k, o)| Some((k.clone(), Arc::clone(o).downcast::<K>().ok()?)))
+                .collect()
+        })
+    }
+
+    /// What a store's handlers would be told, as `(call, resourceVersion)`, from the
+    /// `n`th replace on (1 = the initial list's): adds, updates and deletes with their object's resourceVersion,
+    /// replaces with their keys. Bookmarks and resyncs, and the RV a replace is at, depend
+    /// on timing and are left out.
+    pub fn changes_since_replace(&self, n: usize) -> Vec<(Call, String)> {
+        self.with(|s| {
+            let mut replaces = 0;
+            s.log
+                .iter()
+                .skip_while(|(c, _)| {
+                    if matches!(c, Call::Replace { .. }) {
+                        replaces += 1;
+                    }
+                    replaces < n
+                })
+                .filter_map(|(c, rv)| match c {
+                    Call::Bookmark(_) | Call::Resync => None,
+                    Call::Replace { keys, .. } => Some((
+                        Call::Replace {
+                            keys: keys.clone(),
+                            rv: String::new(),
+                        },
+                        String::new(),
+                    )),
+                    other => Some((other.clone(), rv.clone())),
+                })
+                .collect()
+        })
     }
 
     /// What `pick` takes out of the log's calls, in order.
@@ -78,11 +125,17 @@ impl StateSink {
     }
 
     /// An add or an update: the object is stored, the call logged as `call`.
-    fn store<K: MetaObject>(&self, o: &K, call: fn(String) -> Call) -> Result<(), SinkError> {
-        let k = key(o)?;
+    fn store<K: MetaObject + Send + Sync + 'static>(
+        &self,
+        o: Arc<K>,
+        call: fn(String) -> Call,
+    ) -> Result<(), SinkError> {
+        let k = key(&*o)?;
+        let v = rv(&*o);
         self.with(|s| {
-            s.objects.insert(k.clone(), rv(o));
-            s.log.push(call(k));
+            s.objects.insert(k.clone(), v.clone());
+            s.stored.insert(k.clone(), o);
+            s.log.push((call(k), v));
         });
         Ok(())
     }
@@ -98,42 +151,51 @@ pub fn rv<K: MetaObject>(o: &K) -> String {
     o.object_resource_version().unwrap_or_default().to_owned()
 }
 
-impl<K: MetaObject + Send + Sync> Sink<K> for StateSink {
+impl<K: MetaObject + Send + Sync + 'static> Sink<K> for StateSink {
     fn add(&self, o: Arc<K>) -> Result<(), SinkError> {
-        self.store(&*o, Call::Add)
+        self.store(o, Call::Add)
     }
     fn update(&self, o: Arc<K>) -> Result<(), SinkError> {
-        self.store(&*o, Call::Update)
+        self.store(o, Call::Update)
     }
     fn delete(&self, o: Arc<K>) -> Result<(), SinkError> {
         let k = key(&*o)?;
+        let v = rv(&*o);
         self.with(|s| {
             s.objects.remove(&k);
-            s.log.push(Call::Delete(k));
+            s.stored.remove(&k);
+            s.log.push((Call::Delete(k), v));
         });
         Ok(())
     }
     fn replace(&self, list: Vec<Arc<K>>, rv_: &str) -> Result<(), SinkError> {
         let mut objects = BTreeMap::new();
-        for o in &list {
-            objects.insert(key(&**o)?, rv(&**o));
+        let mut stored = BTreeMap::new();
+        for o in list {
+            let k = key(&*o)?;
+            objects.insert(k.clone(), rv(&*o));
+            stored.insert(k, o as Stored);
         }
         self.with(|s| {
             let keys = objects.keys().cloned().collect();
             s.objects = objects;
-            s.log.push(Call::Replace {
-                keys,
-                rv: rv_.to_owned(),
-            });
+            s.stored = stored;
+            s.log.push((
+                Call::Replace {
+                    keys,
+                    rv: rv_.to_owned(),
+                },
+                String::new(),
+            ));
         });
         Ok(())
     }
     fn resync(&self) -> Result<(), SinkError> {
-        self.with(|s| s.log.push(Call::Resync));
+        self.with(|s| s.log.push((Call::Resync, String::new())));
         Ok(())
     }
     fn bookmark(&self, rv_: &str) -> Result<(), SinkError> {
-        self.with(|s| s.log.push(Call::Bookmark(rv_.to_owned())));
+        self.with(|s| s.log.push((Call::Bookmark(rv_.to_owned()), String::new())));
         Ok(())
     }
 }

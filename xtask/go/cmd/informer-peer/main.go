@@ -1,9 +1,15 @@
 // Command informer-peer is client-go's contender in `cargo xtask bench informer`: a
 // SharedInformerFactory's pod informer over one namespace, run as a separate process.
 //
-//	informer-peer --kubeconfig PATH --namespace NS --expect N [--strip] [--latency M]
+//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M]
 //
-// It syncs the namespace's pods and prints one JSON line: contender, transform,
+// --wire picks the encoding client-go asks the API server for. protobuf is client-go's
+// default for built-in types since v0.32 (typed clients are built with
+// gentype.PrefersProtobuf and send Accept: application/vnd.kubernetes.protobuf,
+// application/json when the config names no content type); json sets the config's
+// ContentType to application/json, as a program that wants JSON does.
+//
+// It syncs the namespace's pods and prints one JSON line: contender, wire, transform,
 // synced_ms (from the start of main), rss_kib (VmHWM from /proc/self/status right after
 // the sync) and objects. With --latency M it then records, for every update whose new
 // pod carries the label kinformer-bench/seq=i (i < M), the wall-clock time its handler
@@ -44,18 +50,27 @@ func main() {
 	expect := flag.Int("expect", -1, "pods the namespace holds")
 	strip := flag.Bool("strip", false, "strip managedFields with a transform")
 	latency := flag.Int("latency", 0, "labelled updates to wait for after the sync")
+	wire := flag.String("wire", "protobuf", "encoding to ask for: protobuf (client-go's default) or json")
 	flag.Parse()
-	if err := run(start, *kubeconfig, *namespace, *expect, *strip, *latency); err != nil {
+	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *strip, *latency); err != nil {
 		fmt.Fprintln(os.Stderr, "informer-peer:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-func run(start time.Time, kubeconfig, namespace string, expect int, strip bool, want int) error {
+func run(start time.Time, kubeconfig, namespace string, expect int, wire string, strip bool, want int) error {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
+	}
+	switch wire {
+	case "protobuf":
+		// client-go's default: nothing to set.
+	case "json":
+		config.ContentType = "application/json"
+	default:
+		return fmt.Errorf("--wire %q: want protobuf or json", wire)
 	}
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
@@ -109,6 +124,7 @@ func run(start time.Time, kubeconfig, namespace string, expect int, strip bool, 
 	out := bufio.NewWriter(os.Stdout)
 	line, _ := json.Marshal(map[string]any{
 		"contender": "client-go",
+		"wire":      wire,
 		"transform": strip,
 		"synced_ms": float64(time.Since(start).Nanoseconds()) / 1e6,
 		"rss_kib":   peakRSSKiB(),
