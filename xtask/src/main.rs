@@ -13,6 +13,7 @@
 
 mod bench;
 mod bench_informer;
+mod cargo_build;
 mod conformance;
 mod controlplane;
 mod gen_proto;

@@ -13,8 +13,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::progress::Step;
-
 /// One informer under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Subject {
@@ -73,56 +71,10 @@ impl Subject {
 
 /// `cargo build -p kinformer-soak` (`--release` or not); returns the executable.
 pub(super) fn build_rust_subject(release: bool) -> anyhow::Result<PathBuf> {
-    let profile = if release {
-        "--release"
-    } else {
-        "--profile=dev"
-    };
-    let mut step = Step::start(format!("cargo build {profile} -p kinformer-soak"));
-    let mut child = crate::test::cargo(&[
-        "build",
-        profile,
-        "-p",
-        "kinformer-soak",
-        "--bins",
-        "--message-format=json-render-diagnostics",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .context("running cargo build")?;
-    let stderr = child.stderr.take().map(|pipe| {
-        std::thread::spawn(move || {
-            BufReader::new(pipe)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-        })
-    });
-    let mut exe = None;
-    if let Some(stdout) = child.stdout.take() {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if let Some(target) = msg["target"]["name"].as_str() {
-                step.detail(target);
-                if target == "kinformer-soak"
-                    && let Some(path) = msg["executable"].as_str()
-                {
-                    exe = Some(PathBuf::from(path));
-                }
-            }
-        }
-    }
-    let status = child.wait().context("waiting for cargo build")?;
-    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-    if !status.success() {
-        step.finish("FAILED");
-        bail!("cargo build failed ({status}):\n{}", stderr.join("\n"));
-    }
-    step.finish("done");
-    exe.context("cargo built no kinformer-soak executable")
+    let profile = if release { "release" } else { "dev" };
+    crate::cargo_build::bins("kinformer-soak", profile)?
+        .remove("kinformer-soak")
+        .context("cargo built no kinformer-soak executable")
 }
 
 /// One notification the recorder got.
