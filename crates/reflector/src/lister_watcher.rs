@@ -4,7 +4,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-use crate::Error;
+use crate::{Error, ShardSelector};
 
 /// What to list: one page of a (possibly paged) list call. The reflector fills it in;
 /// the [`ListerWatcher`] adds its own selectors.
@@ -19,6 +19,11 @@ pub struct ListOptions {
     pub limit: Option<u32>,
     /// `continue`: the token of the previous page.
     pub continue_token: Option<String>,
+    /// `shardSelector`: only the objects of this shard (Kubernetes 1.36, feature gate
+    /// `ShardedListAndWatch`). The reflector never sets it; a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) does, and filters what a
+    /// server without the gate sends anyway.
+    pub shard: Option<ShardSelector>,
 }
 
 impl ListOptions {
@@ -28,6 +33,7 @@ impl ListOptions {
             resource_version: resource_version.into(),
             limit,
             continue_token: None,
+            shard: None,
         }
     }
 }
@@ -43,6 +49,10 @@ pub struct ListPage<K> {
     pub resource_version: String,
     /// `metadata.continue`: present when more pages follow.
     pub continue_token: Option<String>,
+    /// `metadata.shardInfo.selector`: the shard selector the server applied, echoed back
+    /// (Kubernetes 1.36 with the gate `ShardedListAndWatch`); `None` from a server that
+    /// did not filter the list by shard.
+    pub shard_selector: Option<String>,
 }
 
 impl<K> ListPage<K> {
@@ -52,6 +62,7 @@ impl<K> ListPage<K> {
             items: items.into_iter().map(Arc::new).collect(),
             resource_version: resource_version.into(),
             continue_token: None,
+            shard_selector: None,
         }
     }
 
@@ -59,6 +70,14 @@ impl<K> ListPage<K> {
     #[must_use]
     pub fn with_continue(mut self, token: impl Into<String>) -> Self {
         self.continue_token = Some(token.into());
+        self
+    }
+
+    /// Marks the page as filtered by the server with the shard selector `selector`
+    /// (`metadata.shardInfo`).
+    #[must_use]
+    pub fn with_shard_info(mut self, selector: impl Into<String>) -> Self {
+        self.shard_selector = Some(selector.into());
         self
     }
 }
@@ -78,6 +97,8 @@ pub struct WatchOptions {
     /// the stream starts with an `ADDED` event per existing object and a bookmark
     /// annotated `k8s.io/initial-events-end`.
     pub send_initial_events: bool,
+    /// `shardSelector`: only the objects of this shard (see [`ListOptions::shard`]).
+    pub shard: Option<ShardSelector>,
 }
 
 impl WatchOptions {
@@ -88,6 +109,7 @@ impl WatchOptions {
             timeout,
             allow_bookmarks: true,
             send_initial_events: false,
+            shard: None,
         }
     }
 }

@@ -88,6 +88,15 @@ struct ListMeta {
     resource_version: Option<String>,
     #[serde(rename = "continue", default)]
     continue_token: Option<String>,
+    #[serde(default)]
+    shard_info: Option<ShardInfo>,
+}
+
+/// `metadata.shardInfo` of a sharded list.
+#[derive(Deserialize)]
+struct ShardInfo {
+    #[serde(default)]
+    selector: String,
 }
 
 /// Decodes a list page. The fast path decodes it in one pass, modifying and wrapping
@@ -149,6 +158,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
             items,
             resource_version: meta.resource_version.unwrap_or_default(),
             continue_token: meta.continue_token.filter(|c| !c.is_empty()),
+            shard_selector: meta.shard_info.map(|s| s.selector),
         })
     }
 }
@@ -212,6 +222,7 @@ fn decode_list_by_item<K: DeserializeOwned>(
         items,
         resource_version: raw.metadata.resource_version.unwrap_or_default(),
         continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
+        shard_selector: raw.metadata.shard_info.map(|s| s.selector),
     })
 }
 

@@ -47,6 +47,7 @@ pub(super) fn decode_list<K: DeserializeOwned>(
         items,
         resource_version: meta.resource_version.clone(),
         continue_token: meta.continue_token.clone(),
+        shard_selector: meta.shard_selector.clone(),
     })
 }
 
