@@ -729,7 +729,9 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let mut reflector = Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo))
             .name(inner.name.clone())
             .watch_list(inner.watch_list)
-            .backoff(inner.backoff.clone());
+            .backoff(inner.backoff.clone())
+            // Objects that do not decode keep their cached version (and can be deleted).
+            .known_objects(Arc::clone(&inner.store) as Arc<dyn KnownObjects<K>>);
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&inner.processor);
             reflector = reflector

@@ -423,3 +423,167 @@ async fn deletes_missed_in_a_partition_with_compaction_reach_on_delete_as_tombst
         handle.stop().await.unwrap();
     }
 }
+
+// ------------------------------------------------------------------ an undecodable object
+
+/// The Rust type of a custom resource whose CRD keeps any fields: `replicas` must be a
+/// number here, while the server accepts anything.
+#[derive(kube::CustomResource, Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[kube(
+    group = "undecodable.kinformer.dev",
+    version = "v1",
+    kind = "Gadget",
+    namespaced,
+    schema = "disabled"
+)]
+pub struct GadgetSpec {
+    replicas: i32,
+}
+
+/// Writes gadget `name` with `replicas` as given (a number, or a string the Rust type
+/// cannot read), creating it if needed, through the dynamic API.
+async fn put_gadget(api: &Api<kube::api::DynamicObject>, name: &str, replicas: serde_json::Value) {
+    let patch = serde_json::json!({
+        "apiVersion": "undecodable.kinformer.dev/v1",
+        "kind": "Gadget",
+        "metadata": { "name": name },
+        "spec": { "replicas": replicas },
+    });
+    api.patch(
+        name,
+        &PatchParams::apply("kinformer-test").force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn one_undecodable_object_is_reported_and_the_rest_of_the_cache_stays_live() {
+    let cp = no_cache().await;
+    let admin = cp.client().unwrap();
+    let ar = kinformer_testenv::create_crd(
+        &admin,
+        "undecodable.kinformer.dev",
+        "Gadget",
+        "gadgets",
+        None,
+    )
+    .await
+    .unwrap();
+    // Every FIFO, and both ways to list: streaming (the default) and paged.
+    for (kind, watch_list) in [
+        (FifoKind::DeltaFifo, true),
+        (FifoKind::InOrder, false),
+        (FifoKind::InOrderAtomic, true),
+        (FifoKind::InOrderAtomic, false),
+    ] {
+        let ns = cp.create_namespace("undecodable").await.unwrap();
+        let direct = Api::<kube::api::DynamicObject>::namespaced_with(admin.clone(), &ns, &ar);
+        put_gadget(&direct, "good-1", 1.into()).await;
+        put_gadget(&direct, "good-2", 2.into()).await;
+        put_gadget(&direct, "bad", "three".into()).await;
+
+        let proxy = cp.proxy().unwrap();
+        let through: Api<Gadget> =
+            Api::namespaced(reflector_client(proxy.admin_config()).unwrap(), &ns);
+        let informer = SharedIndexInformer::builder(KubeListerWatcher::new(through))
+            .fifo(kind)
+            .watch_list(watch_list)
+            .build();
+        let reported = Arc::new(Mutex::new(Vec::<String>::new()));
+        informer
+            .set_watch_error_handler({
+                let reported = Arc::clone(&reported);
+                move |e| {
+                    if let kinformer_reflector::Error::Undecodable { object, deleted } = e {
+                        reported
+                            .lock()
+                            .unwrap()
+                            .push(format!("{} deleted={deleted}", object.key.name()));
+                    }
+                }
+            })
+            .unwrap();
+        let deletes = Arc::new(Mutex::new(Vec::<String>::new()));
+        informer
+            .add_event_handler(ResourceEventHandlerFuncs::new().delete_func({
+                let deletes = Arc::clone(&deletes);
+                move |g: &DeletedObject<Gadget>| {
+                    let key = deletion_handling_key(g).unwrap();
+                    deletes.lock().unwrap().push(key.name().to_owned());
+                }
+            }))
+            .unwrap();
+        let handle = informer.start().unwrap();
+        let replicas = |name: &str| {
+            informer
+                .indexer()
+                .get_by_key(&format!("{ns}/{name}"))
+                .map(|g| g.spec.replicas)
+        };
+
+        // The list syncs without the bad object, which is reported by its key.
+        eventually("the sync", || informer.has_synced()).await;
+        assert_eq!(
+            (replicas("good-1"), replicas("good-2")),
+            (Some(1), Some(2)),
+            "{kind:?}"
+        );
+        assert_eq!(replicas("bad"), None);
+        eventually("the report", || !reported.lock().unwrap().is_empty()).await;
+        assert_eq!(reported.lock().unwrap()[0], "bad deleted=false");
+
+        // The rest of the cache is live; a fixed object comes in.
+        put_gadget(&direct, "good-1", 10.into()).await;
+        put_gadget(&direct, "bad", 3.into()).await;
+        eventually("the update and the fix", || {
+            replicas("good-1") == Some(10) && replicas("bad") == Some(3)
+        })
+        .await;
+
+        // Broken again: the cache keeps its last good version, also through a relist
+        // (a partition during which etcd is compacted, so the watch answers 410).
+        put_gadget(&direct, "bad", "four".into()).await;
+        eventually("the second report", || reported.lock().unwrap().len() >= 2).await;
+        proxy.partition();
+        put_gadget(&direct, "good-2", 20.into()).await;
+        cp.compact_etcd().await.unwrap();
+        proxy.heal();
+        eventually("the relist", || replicas("good-2") == Some(20)).await;
+        assert_eq!(
+            replicas("bad"),
+            Some(3),
+            "{kind:?}: kept through the relist"
+        );
+        assert!(
+            deletes.lock().unwrap().is_empty(),
+            "{kind:?}: no false delete"
+        );
+
+        // Deleted while broken: the cache follows, with a delete for the handlers.
+        direct
+            .delete("bad", &DeleteParams::default())
+            .await
+            .unwrap();
+        eventually("the delete", || replicas("bad").is_none()).await;
+        // Handlers run on their own thread, after the cache.
+        eventually("the delete notification", || {
+            !deletes.lock().unwrap().is_empty()
+        })
+        .await;
+        assert_eq!(*deletes.lock().unwrap(), ["bad"], "{kind:?}");
+        assert!(informer.stats().reflector.undecodable >= 3, "{kind:?}");
+        assert!(
+            reported
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|r| r == "bad deleted=true"),
+            "{kind:?}: {:?}",
+            reported.lock().unwrap()
+        );
+        handle.stop().await.unwrap();
+    }
+}

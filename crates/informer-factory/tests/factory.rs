@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kinformer_informer_factory::{
     Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
 };
@@ -313,40 +312,16 @@ pub struct WidgetSpec {
 }
 
 async fn install_widget_crd(client: &kube::Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": "widgets.kinformer.dev" },
-        "spec": {
-            "group": "kinformer.dev",
-            "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget" },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "properties": { "spec": {
-                        "type": "object",
-                        "properties": { "size": { "type": "integer" } }
-                    } }
-                } }
-            }]
-        }
-    }))
-    .unwrap();
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-        Err(e) => panic!("cannot create the CRD: {e}"),
-    }
-    // Served once established; creating a widget is the proof.
-    let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
-    let start = Instant::now();
-    while widgets.list(&Default::default()).await.is_err() {
-        assert!(start.elapsed() < TIMEOUT, "the CRD was never served");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": { "spec": {
+            "type": "object",
+            "properties": { "size": { "type": "integer" } }
+        } }
+    });
+    kinformer_testenv::create_crd(client, "kinformer.dev", "Widget", "widgets", Some(schema))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

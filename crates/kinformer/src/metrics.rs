@@ -17,7 +17,9 @@
 //!   [`register_factory`](Metrics::register_factory)), read at each scrape, labelled
 //!   `informer`: `kinformer_informer_synced`, `kinformer_informer_objects`,
 //!   `kinformer_informer_last_sync_resource_version`, `kinformer_reflector_lists_total{reason}`,
-//!   `kinformer_reflector_watches_total`, `kinformer_reflector_watch_events_total{type}`.
+//!   `kinformer_reflector_watches_total`, `kinformer_reflector_watch_events_total{type}`,
+//!   `kinformer_reflector_undecodable_objects_total` (objects skipped because they did not
+//!   decode as the informer's type).
 //!   client-go has no informer metrics today (its reflector metrics were removed from
 //!   Kubernetes' components), so these names are kinformer's.
 //!
@@ -354,6 +356,16 @@ impl Collector for InformerCollector {
                 labels.push(("type", (*kind).to_owned()));
                 ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
             }
+        }
+        let mut family = encoder.encode_descriptor(
+            "kinformer_reflector_undecodable_objects",
+            "Objects the informer's reflector skipped because they did not decode as its type",
+            None,
+            MetricType::Counter,
+        )?;
+        for s in &stats {
+            ConstCounter::new(s.reflector.undecodable)
+                .encode(family.encode_family(&informer(s))?)?;
         }
         Ok(())
     }

@@ -223,6 +223,10 @@ async fn metrics_health_and_readiness_over_http() {
         value(&s, "kinformer_reflector_watches_total", &i),
         Some(1.0)
     );
+    assert_eq!(
+        value(&s, "kinformer_reflector_undecodable_objects_total", &i),
+        Some(0.0)
+    );
 
     // A leader elector built after `install` reports through it, under client-go's names.
     let lease = kinformer::leaderelection::testing::MemoryLease::new();

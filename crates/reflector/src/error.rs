@@ -32,15 +32,31 @@ pub enum Error {
         source: BoxError,
     },
 
-    /// A list page or watch event could not be decoded. The event's change is lost, so the
-    /// reflector relists; a list that keeps failing to decode means the object type does
-    /// not match what the server sends. The detail never includes values from the body.
+    /// A list page or watch event could not be decoded, not even its objects' metadata (a
+    /// single object that does not fit the type is [`Error::Undecodable`] instead). The
+    /// event's change is lost, so the reflector relists; a list that keeps failing to decode
+    /// means the server sends something else than Kubernetes objects. The detail never
+    /// includes values from the body.
     #[error("cannot decode {what}: {detail}")]
     Decode {
         /// What was being decoded (`"watch event"`, `"list item 3"`, ...).
         what: String,
         /// Why, without any value from the body (Secrets!).
         detail: String,
+    },
+
+    /// One object did not decode as the reflector's type, while its metadata did (see
+    /// [`Undecodable`](crate::Undecodable)): a watch event for it, or an item of a list
+    /// (reported by the reflector). Only that object is skipped; the list and the watch go
+    /// on. The cache keeps the object's last version that did decode (with a
+    /// known-objects view, as informers have) until the server sends one that decodes;
+    /// a deletion (`deleted`) still deletes it. Fix the type or the object.
+    #[error("cannot decode object {object}")]
+    Undecodable {
+        /// The object's key and why it did not decode.
+        object: crate::Undecodable,
+        /// Whether the event was a deletion.
+        deleted: bool,
     },
 
     /// The server sent an object of another kind than the reflector's (a wrong
@@ -155,7 +171,10 @@ impl Error {
 
     /// The error concerns one event only: skip it, keep watching.
     pub(crate) fn skips_event(&self) -> bool {
-        matches!(self, Self::UnexpectedKind { .. } | Self::InvalidObject(_))
+        matches!(
+            self,
+            Self::UnexpectedKind { .. } | Self::InvalidObject(_) | Self::Undecodable { .. }
+        )
     }
 
     /// [`Error::Unreachable`] from what the transport reported: how a [`ListerWatcher`]

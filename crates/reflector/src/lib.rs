@@ -109,6 +109,14 @@
 //! make the reflector panic or skip an event silently. The handler runs on the reflector's
 //! task and should return quickly.
 //!
+//! One object that does not fit the type — a custom resource whose schema moved on, a
+//! Rust struct that is out of date — while its metadata decodes is [`Error::Undecodable`]:
+//! skipped alone and reported with its key, so the rest of the list and the watch go on
+//! (client-go and kube-runtime fail the whole list and retry it forever). With a
+//! known-objects view ([`Reflector::known_objects`], which informers set) the cache keeps
+//! that object's last version that decoded, a relist included, and its deletion still
+//! deletes it; when it is fixed, the next event brings it in.
+//!
 //! # Wire format: protobuf or JSON
 //!
 //! [`KubeListerWatcher`] asks the API server for Kubernetes protobuf where client-go does
@@ -190,7 +198,8 @@ pub use kinformer_core::BoxError;
 #[cfg(feature = "kube")]
 pub use kubernetes::{KubeListerWatcher, WireFormat, reflector_client};
 pub use lister_watcher::{
-    Bookmark, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
+    Bookmark, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions,
+    WatchStream,
 };
 pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorCounters, ReflectorHandle,

@@ -4,6 +4,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+use kinformer_core::ObjectKey;
+
 use crate::{Error, ShardSelector};
 
 /// What to list: one page of a (possibly paged) list call. The reflector fills it in;
@@ -53,6 +55,9 @@ pub struct ListPage<K> {
     /// (Kubernetes 1.36 with the gate `ShardedListAndWatch`); `None` from a server that
     /// did not filter the list by shard.
     pub shard_selector: Option<String>,
+    /// Objects of the page that did not decode as `K` and were left out (see
+    /// [`Undecodable`]).
+    pub undecodable: Vec<Undecodable>,
 }
 
 impl<K> ListPage<K> {
@@ -63,7 +68,15 @@ impl<K> ListPage<K> {
             resource_version: resource_version.into(),
             continue_token: None,
             shard_selector: None,
+            undecodable: Vec::new(),
         }
+    }
+
+    /// Adds an object that did not decode.
+    #[must_use]
+    pub fn with_undecodable(mut self, object: Undecodable) -> Self {
+        self.undecodable.push(object);
+        self
     }
 
     /// Marks that another page follows, fetched with `token`.
@@ -79,6 +92,38 @@ impl<K> ListPage<K> {
     pub fn with_shard_info(mut self, selector: impl Into<String>) -> Self {
         self.shard_selector = Some(selector.into());
         self
+    }
+}
+
+/// An object the server sent that does not decode as the lister-watcher's type — a field of
+/// another type, a required field missing: a custom resource whose schema changed, a Rust
+/// struct that is out of date — while its metadata does. One such object must not stop a
+/// controller, so it is left out rather than failing its whole list or watch: a list page
+/// carries it in [`ListPage::undecodable`], a watch stream as [`Error::Undecodable`]. The
+/// reflector reports it with its key and keeps the rest of the cache live (see
+/// [`Reflector::known_objects`](crate::Reflector::known_objects) for what the cache keeps).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Undecodable {
+    /// The object's namespace/name, read from its metadata.
+    pub key: ObjectKey,
+    /// Why it did not decode, without any value from the body.
+    pub detail: String,
+}
+
+impl Undecodable {
+    /// The object `key` and why it did not decode.
+    pub fn new(key: ObjectKey, detail: impl Into<String>) -> Self {
+        Self {
+            key,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Undecodable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.detail)
     }
 }
 

@@ -7,14 +7,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinformer_core::{ErrorChain, MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key};
+use kinformer_core::{
+    ErrorChain, KnownObjects, MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key,
+};
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::backoff::{BackoffState, random_watch_timeout};
 use crate::{
-    Backoff, Error, ListOptions, ListerWatcher, TaskHandle, WatchEvent, WatchOptions, WatchStream,
+    Backoff, Error, ListOptions, ListerWatcher, TaskHandle, Undecodable, WatchEvent, WatchOptions,
+    WatchStream,
 };
 
 /// client-go's page size for lists.
@@ -53,6 +56,7 @@ pub struct Reflector<K, L, S> {
     transform: Option<TransformFn<K>>,
     backoff: Backoff,
     on_error: WatchErrorHandler,
+    known: Option<Arc<dyn KnownObjects<K>>>,
     shared: Arc<Shared>,
     _k: PhantomData<fn() -> K>,
 }
@@ -93,6 +97,7 @@ where
             transform: None,
             backoff: Backoff::default(),
             on_error: Arc::new(default_error_handler),
+            known: None,
             shared: Arc::new(Shared::default()),
             _k: PhantomData,
         }
@@ -164,6 +169,52 @@ where
         match &self.transform {
             Some(t) => t(obj).map_err(|source| Error::Transform { source }),
             None => Ok(obj),
+        }
+    }
+
+    /// A read-only view of what the sink's consumer has cached (the informer's store), for
+    /// objects that do not decode ([`Error::Undecodable`]): with it, such an object keeps
+    /// its last cached version — a relist hands that version to the sink again instead of
+    /// leaving it out, which would delete it — and a deletion of it still deletes it, with
+    /// that version as its final state. Without it, a relist leaves such an object out and
+    /// its deletion cannot be passed on. Informers set it to their store.
+    #[must_use]
+    pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
+        self.known = Some(known);
+        self
+    }
+
+    /// Reports an object that did not decode, and counts it.
+    fn report_undecodable(&self, object: Undecodable, deleted: bool) {
+        self.shared.undecodable.fetch_add(1, Ordering::Relaxed);
+        let e = Error::Undecodable { object, deleted };
+        tracing::warn!(error = %ErrorChain(&e), "skipping an object that does not decode");
+        self.report(&e);
+    }
+
+    /// The cached versions of `keys` (objects that did not decode), to keep them through a
+    /// relist.
+    fn still_cached(&self, keys: &[ObjectKey]) -> Vec<Arc<K>> {
+        let Some(known) = &self.known else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|k| known.get_by_key(k.as_str()))
+            .collect()
+    }
+
+    /// A deletion of an object that did not decode: deletes its cached version, if any.
+    fn delete_undecodable(&self, key: &ObjectKey) -> Result<(), Error> {
+        let Some(old) = self.known.as_ref().and_then(|k| k.get_by_key(key.as_str())) else {
+            return Ok(());
+        };
+        match self.sink.delete(old) {
+            Err(e) if matches!(e, kinformer_core::Error::Closed) => Err(Error::Sink(e)),
+            Err(e) => {
+                self.report(&Error::Sink(e));
+                Ok(())
+            }
+            Ok(()) => Ok(()),
         }
     }
 
@@ -324,8 +375,10 @@ where
             let span = tracing::Span::current();
             span.record("pages", listed.pages);
             span.record("items", listed.items.len());
+            let mut items = listed.items;
+            items.extend(self.still_cached(&listed.undecodable));
             self.sink
-                .replace(listed.items, &listed.resource_version)
+                .replace(items, &listed.resource_version)
                 .map_err(Error::Sink)?;
             tracing::info!(resource_version = %listed.resource_version, "listed");
             st.set_last_sync(&self.shared, listed.resource_version);
@@ -342,6 +395,7 @@ where
         let mut opts = ListOptions::new(rv, page_size);
         let mut listed = Listed {
             items: Vec::new(),
+            undecodable: Vec::new(),
             resource_version: String::new(),
             paginated: false,
             pages: 0,
@@ -360,6 +414,7 @@ where
                         .into_iter()
                         .map(|o| self.transformed(o))
                         .collect::<Result<_, _>>()?;
+                    listed.undecodable = self.undecodable_keys(full.undecodable);
                     listed.resource_version = full.resource_version;
                     listed.pages += 1;
                     return Ok(listed);
@@ -373,6 +428,8 @@ where
             for obj in page.items {
                 listed.items.push(self.transformed(obj)?);
             }
+            let skipped = self.undecodable_keys(page.undecodable);
+            listed.undecodable.extend(skipped);
             match page.continue_token {
                 Some(token) => {
                     opts.continue_token = Some(token);
@@ -383,6 +440,18 @@ where
                 None => return Ok(listed),
             }
         }
+    }
+
+    /// Reports the objects of a page that did not decode; their keys.
+    fn undecodable_keys(&self, objects: Vec<Undecodable>) -> Vec<ObjectKey> {
+        objects
+            .into_iter()
+            .map(|o| {
+                let key = o.key.clone();
+                self.report_undecodable(o, false);
+                key
+            })
+            .collect()
     }
 
     /// The streaming list (client-go's `watchList`): collects the initial events into a
@@ -415,6 +484,8 @@ where
                     },
                 };
                 let mut temp = TempStore::default();
+                // Objects of the list that did not decode: kept at their cached version.
+                let mut undecodable: Vec<ObjectKey> = Vec::new();
                 let mut events = 0u64;
                 let mut next_warning = start + END_BOOKMARK_WARNING;
                 let failure = loop {
@@ -431,6 +502,16 @@ where
                     };
                     let ev = match item {
                         None => break None,
+                        Some(Err(Error::Undecodable { object, deleted })) => {
+                            if deleted {
+                                undecodable.retain(|k| *k != object.key);
+                                temp.remove_key(&object.key);
+                            } else {
+                                undecodable.push(object.key.clone());
+                            }
+                            self.report_undecodable(object, deleted);
+                            continue;
+                        }
                         Some(Err(e)) if e.skips_event() => {
                             tracing::warn!(error = %ErrorChain(&e), "skipping an event of the streaming list");
                             self.report(&e);
@@ -455,7 +536,8 @@ where
                         }
                         WatchEvent::Deleted(o) => temp.remove(&o),
                         WatchEvent::Bookmark(b) if b.initial_events_end => {
-                            let items = temp.into_items();
+                            let mut items = temp.into_items();
+                            items.extend(self.still_cached(&undecodable));
                             let count = items.len();
                             self.sink
                                 .replace(items, &b.resource_version)
@@ -621,6 +703,13 @@ where
                         elapsed: start.elapsed(),
                     });
                 }
+                Some(Err(Error::Undecodable { object, deleted })) => {
+                    if deleted {
+                        self.delete_undecodable(&object.key)?;
+                    }
+                    self.report_undecodable(object, deleted);
+                    continue;
+                }
                 Some(Err(e)) if e.skips_event() => {
                     tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
                     self.report(&e);
@@ -732,6 +821,8 @@ fn default_error_handler(e: &Error) {
 /// What a list collected.
 struct Listed<K> {
     items: Vec<Arc<K>>,
+    /// Keys of the objects that did not decode.
+    undecodable: Vec<ObjectKey>,
     resource_version: String,
     paginated: bool,
     pages: u32,
@@ -816,8 +907,13 @@ impl<K: MetaObject> TempStore<K> {
     }
 
     fn remove(&mut self, obj: &K) {
-        if let Ok(key) = meta_namespace_key(obj)
-            && let Some(i) = self.index.remove(&key)
+        if let Ok(key) = meta_namespace_key(obj) {
+            self.remove_key(&key);
+        }
+    }
+
+    fn remove_key(&mut self, key: &ObjectKey) {
+        if let Some(i) = self.index.remove(key)
             && let Some(slot) = self.items.get_mut(i)
         {
             *slot = None;
@@ -943,6 +1039,8 @@ struct Shared {
     watches: AtomicU64,
     /// Watch events, by [`EVENT_TYPES`] position.
     events: [AtomicU64; EVENT_TYPES.len()],
+    /// Objects skipped because they did not decode.
+    undecodable: AtomicU64,
 }
 
 /// The `reason` labels of [`ReflectorCounters::lists`].
@@ -997,6 +1095,9 @@ pub struct ReflectorCounters {
     pub events: Vec<(&'static str, u64)>,
     /// Lists that reached the sink (as [`ReflectorStatus::syncs`]).
     pub syncs: u64,
+    /// Objects skipped because they did not decode ([`Error::Undecodable`]): list items
+    /// and watch events.
+    pub undecodable: u64,
 }
 
 /// A live view of a reflector's progress, cheap to clone.
@@ -1056,6 +1157,7 @@ impl ReflectorStatus {
                 .map(|(t, n)| (*t, load(n)))
                 .collect(),
             syncs: self.syncs(),
+            undecodable: load(&self.shared.undecodable),
         }
     }
 }

@@ -380,7 +380,10 @@ async fn kube_lister_watcher_does_selectors_metadata_only_dynamic_objects_and_cr
     }
 
     // A CRD, through DynamicObject.
-    let widget_ar = create_crd(client, "kinformer.test", "Widget", "widgets").await;
+    let widget_ar =
+        kinformer_testenv::create_crd(client, "kinformer.test", "Widget", "widgets", None)
+            .await
+            .unwrap();
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &widget_ar);
     let w1 =
         DynamicObject::new("w1", &widget_ar).data(serde_json::json!({ "spec": { "size": 1 } }));

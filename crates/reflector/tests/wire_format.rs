@@ -302,7 +302,10 @@ async fn metadata_only_in_protobuf_gives_what_json_gives() {
 async fn a_custom_resource_is_json_on_the_wire_whatever_the_format_and_its_metadata_protobuf() {
     let scene = Scene::new(shared().await, "wire-crd", 0).await;
     let admin = scene.direct.clone().into_client();
-    let ar = create_crd(&admin, "wire.kinformer.test", "Gadget", "gadgets").await;
+    let ar =
+        kinformer_testenv::create_crd(&admin, "wire.kinformer.test", "Gadget", "gadgets", None)
+            .await
+            .unwrap();
     let direct = Api::<DynamicObject>::namespaced_with(admin, &scene.ns, &ar);
     for i in 0..3 {
         let g = DynamicObject::new(&format!("g{i}"), &ar)

@@ -31,9 +31,12 @@
 //!   [`ControlPlane::restricted_client`], for RBAC failure tests.
 //!
 //! Faults a test can inject: [`ControlPlane::stop_apiserver`] /
-//! [`ControlPlane::start_apiserver`] (same etcd, same port); a [`ApiProxy`] in front of
-//! the API server whose connections [`ApiProxy::partition`] cuts while the test keeps
-//! writing through the direct client; [`ControlPlane::compact_etcd`], which makes old
+//! [`ControlPlane::start_apiserver`] (same etcd, same port; or
+//! [`ControlPlane::start_apiserver_with_watch_cache`] to switch the watch cache on or off
+//! across the restart); a [`ApiProxy`] in front of the API server whose connections
+//! [`ApiProxy::partition`] cuts while the test keeps writing through the direct client
+//! (a program under test in its own process connects through it with
+//! [`ApiProxy::kubeconfig`]); [`ControlPlane::compact_etcd`], which makes old
 //! resourceVersions answer `410 Gone`.
 //!
 //! One control plane can serve every test of a test binary ([`ControlPlane::shared`]);
@@ -85,6 +88,7 @@ mod proxy;
 mod random;
 mod users;
 // What tests create on the server.
+mod crd;
 mod fixtures;
 mod programs;
 mod recording;
@@ -94,6 +98,7 @@ mod error;
 pub use api_proxy::ApiProxy;
 pub use binaries::binary_dir;
 pub use control_plane::ControlPlane;
+pub use crd::create_crd;
 pub use error::Error;
 pub use fixtures::{create_pods, pod};
 pub use options::{Options, SHARDED_LIST_AND_WATCH};

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::{Bookmark, Error};
+use kinformer_core::ObjectKey;
+
+use crate::{Bookmark, Error, Undecodable};
 
 /// A change made to every object as it is decoded; see
 /// [`KubeListerWatcher::modify`](super::KubeListerWatcher::modify).
@@ -51,6 +53,38 @@ impl From<BookmarkObject> for Bookmark {
             resource_version: b.metadata.resource_version,
             initial_events_end: end,
         }
+    }
+}
+
+/// What is left of an object that did not decode as `K`: its metadata's name and
+/// namespace, read on their own (in either format), to report and skip that object alone.
+#[derive(Deserialize)]
+pub(super) struct KeyOnly {
+    metadata: KeyMeta,
+}
+
+#[derive(Deserialize)]
+struct KeyMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
+impl KeyOnly {
+    /// The object's key, if its metadata has a usable one.
+    pub(super) fn key(&self) -> Option<ObjectKey> {
+        let name = self.metadata.name.as_deref()?;
+        ObjectKey::new(self.metadata.namespace.as_deref(), name).ok()
+    }
+}
+
+/// An object that failed with `err` but whose metadata gave `key`: skipped alone. A wrong
+/// kind, or an object without a readable key, stays `err`.
+pub(super) fn undecodable(err: Error, key: Option<ObjectKey>) -> Result<Undecodable, Error> {
+    match (err, key) {
+        (Error::Decode { detail, .. }, Some(key)) => Ok(Undecodable::new(key, detail)),
+        (err, _) => Err(err),
     }
 }
 

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::decode::{BookmarkObject, Expected, Modify, finish, truncate};
-use crate::{Bookmark, Error, ListPage, WatchEvent};
+use super::decode::{BookmarkObject, Expected, KeyOnly, Modify, finish, truncate, undecodable};
+use crate::{Bookmark, Error, ListPage, Undecodable, WatchEvent};
 
 /// Checks the type fields of a raw object: from its leading keys only, where the API
 /// server writes them (`{"kind":..,"apiVersion":..,"metadata":..}`), so that the check
@@ -159,6 +159,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
             resource_version: meta.resource_version.unwrap_or_default(),
             continue_token: meta.continue_token.filter(|c| !c.is_empty()),
             shard_selector: meta.shard_info.map(|s| s.selector),
+            undecodable: Vec::new(),
         })
     }
 }
@@ -214,16 +215,28 @@ fn decode_list_by_item<K: DeserializeOwned>(
         serde_json::from_str(text).map_err(|e| Error::decode("list", describe_json_error(&e)))?;
     let raw_items = raw.items.unwrap_or_default();
     let mut items = Vec::with_capacity(raw_items.len());
+    let mut skipped = Vec::new();
     for (i, item) in raw_items.into_iter().enumerate() {
-        let obj = decode_object(item, expected, || format!("list item {i}"))?;
-        items.push(finish(obj, modify));
+        match decode_object(item, expected, || format!("list item {i}")) {
+            Ok(obj) => items.push(finish(obj, modify)),
+            Err(e) => skipped.push(undecodable_item(item, e)?),
+        }
     }
     Ok(ListPage {
         items,
         resource_version: raw.metadata.resource_version.unwrap_or_default(),
         continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
         shard_selector: raw.metadata.shard_info.map(|s| s.selector),
+        undecodable: skipped,
     })
+}
+
+/// An object that failed to decode with `err`: skipped alone if its metadata gives its key.
+fn undecodable_item(raw: &RawValue, err: Error) -> Result<Undecodable, Error> {
+    let key = serde_json::from_str::<KeyOnly>(raw.get())
+        .ok()
+        .and_then(|k| k.key());
+    undecodable(err, key)
 }
 
 /// Decodes one line of a watch stream.
@@ -251,13 +264,21 @@ pub(super) fn decode_event<K: DeserializeOwned>(
             return Err(Error::decode("watch event", describe_json_error(&e)));
         }
     };
-    let decode = |what: &str| {
-        let mut obj: K = decode_object(ev.object, expected, || format!("{what} object"))?;
-        if let Some(m) = modify {
-            m(&mut obj);
-        }
-        Ok::<K, Error>(obj)
-    };
+    let decode =
+        |what: &str| {
+            let mut obj: K = decode_object(ev.object, expected, || format!("{what} object"))
+                .map_err(|e| match undecodable_item(ev.object, e) {
+                    Ok(object) => Error::Undecodable {
+                        object,
+                        deleted: what == "DELETED",
+                    },
+                    Err(e) => e,
+                })?;
+            if let Some(m) = modify {
+                m(&mut obj);
+            }
+            Ok::<K, Error>(obj)
+        };
     match &*ev.kind {
         "ADDED" => decode("ADDED").map(WatchEvent::Added),
         "MODIFIED" => decode("MODIFIED").map(WatchEvent::Modified),
@@ -434,7 +455,7 @@ mod tests {
         };
         let err = decode_event::<Secret>(line, &exp, None).unwrap_err();
         let shown = format!("{err} {err:?}");
-        assert!(matches!(err, Error::Decode { .. }));
+        assert!(matches!(err, Error::Undecodable { .. }), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
         let err = decode_event::<ConfigMap>(
             r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"s"},"data":{"k":5}}}"#,
@@ -443,6 +464,53 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("invalid type"), "{err}");
+    }
+
+    /// A pod whose `spec.containers` is a number: the pod type cannot read it.
+    fn bad_pod(name: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns"}},"spec":{{"containers":7}}}}"#
+        )
+    }
+
+    #[test]
+    fn an_object_that_does_not_fit_the_type_is_skipped_alone_with_its_key() {
+        let text = format!(
+            r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"10"}},"items":[{{"metadata":{{"name":"a","namespace":"ns"}}}},{},{{"metadata":{{"name":"c","namespace":"ns"}}}}]}}"#,
+            bad_pod("b")
+        );
+        let page = decode_list::<Pod>(&text, &pods(), None).unwrap();
+        let names: Vec<_> = page
+            .items
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(page.resource_version, "10");
+        assert_eq!(page.undecodable.len(), 1);
+        assert_eq!(page.undecodable[0].key.as_str(), "ns/b");
+        assert!(
+            page.undecodable[0].detail.contains("invalid type"),
+            "{:?}",
+            page.undecodable
+        );
+
+        for (ty, deleted) in [("ADDED", false), ("MODIFIED", false), ("DELETED", true)] {
+            let line = format!(r#"{{"type":"{ty}","object":{}}}"#, bad_pod("b"));
+            match decode_event::<Pod>(&line, &pods(), None).unwrap_err() {
+                Error::Undecodable { object, deleted: d } => {
+                    assert_eq!((object.key.as_str(), d), ("ns/b", deleted), "{ty}");
+                }
+                other => panic!("{ty}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_object_without_a_readable_name_still_fails_its_whole_list() {
+        let text = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[{"metadata":{"namespace":"ns"},"spec":{"containers":7}}]}"#;
+        let err = decode_list::<Pod>(text, &pods(), None).unwrap_err();
+        assert!(matches!(err, Error::Decode { .. }), "{err:?}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use kinformer_protobuf as pb;
 use serde::de::DeserializeOwned;
 
-use super::decode::{BookmarkObject, Expected, Modify, finish};
+use super::decode::{BookmarkObject, Expected, KeyOnly, Modify, finish, undecodable};
 use crate::{Bookmark, Error, ListPage, WatchEvent};
 
 /// A decoding failure of `what`. kinformer-protobuf's messages name the schema's fields,
@@ -38,9 +38,23 @@ pub(super) fn decode_list<K: DeserializeOwned>(
     check_list(expected, &object)?;
     let list = object.list().map_err(|e| decode_error("list", &e))?;
     let mut items = Vec::with_capacity(list.len());
+    let mut skipped = Vec::new();
     for (i, item) in list.items::<K>().enumerate() {
-        let item = item.map_err(|e| decode_error(format!("list item {i}"), &e))?;
-        items.push(finish(item, modify));
+        match item {
+            Ok(item) => items.push(finish(item, modify)),
+            Err(e) => {
+                // Only the failing item is read again, for its key alone.
+                let key = list
+                    .items::<KeyOnly>()
+                    .nth(i)
+                    .and_then(Result::ok)
+                    .and_then(|k| k.key());
+                skipped.push(undecodable(
+                    decode_error(format!("list item {i}"), &e),
+                    key,
+                )?);
+            }
+        }
     }
     let meta = list.meta();
     Ok(ListPage {
@@ -48,6 +62,7 @@ pub(super) fn decode_list<K: DeserializeOwned>(
         resource_version: meta.resource_version.clone(),
         continue_token: meta.continue_token.clone(),
         shard_selector: meta.shard_selector.clone(),
+        undecodable: skipped,
     })
 }
 
@@ -63,9 +78,17 @@ pub(super) fn decode_frame<K: DeserializeOwned>(
     let object = event.object();
     let decode = |ty: EventType| {
         expected.check(Some(object.api_version()), Some(object.kind()))?;
-        let mut obj: K = object
-            .deserialize()
-            .map_err(|e| decode_error(format!("{ty} object"), &e))?;
+        let mut obj: K = object.deserialize().map_err(|e| {
+            let err = decode_error(format!("{ty} object"), &e);
+            let key = object.deserialize::<KeyOnly>().ok().and_then(|k| k.key());
+            match undecodable(err, key) {
+                Ok(object) => Error::Undecodable {
+                    object,
+                    deleted: ty == EventType::Deleted,
+                },
+                Err(e) => e,
+            }
+        })?;
         if let Some(m) = modify {
             m(&mut obj);
         }
@@ -324,6 +347,36 @@ pub(super) mod tests {
         assert!(matches!(err, Error::Decode { .. }), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(decode_frame::<Secret>(&frame, &exp, None).is_ok());
+    }
+
+    #[test]
+    fn an_object_that_does_not_fit_the_type_is_skipped_alone_with_its_key() {
+        /// A pod type whose `spec.containers` is a number: no pod fits it.
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Strict {
+            spec: StrictSpec,
+        }
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct StrictSpec {
+            containers: u32,
+        }
+        let body = pod_list(&[pod("a", "1")], "10", "");
+        let page = decode_list::<Strict>(&body, &pods(), None).unwrap();
+        assert!(page.items.is_empty());
+        assert_eq!(page.resource_version, "10");
+        assert_eq!(page.undecodable.len(), 1);
+        assert_eq!(page.undecodable[0].key.as_str(), "ns/a");
+        for (ty, deleted) in [("ADDED", false), ("MODIFIED", false), ("DELETED", true)] {
+            let frame = event(ty, &envelope("v1", "Pod", &pod("a", "1")));
+            match decode_frame::<Strict>(&frame, &pods(), None).unwrap_err() {
+                Error::Undecodable { object, deleted: d } => {
+                    assert_eq!((object.key.as_str(), d), ("ns/a", deleted), "{ty}");
+                }
+                other => panic!("{ty}: {other:?}"),
+            }
+        }
     }
 
     #[test]

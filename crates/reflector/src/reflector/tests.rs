@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinformer_core::{Error as SinkError, MetaObject, Sink};
+use kinformer_core::{Error as SinkError, KnownObjects, MetaObject, ObjectKey, Sink};
 use tokio::time::Instant;
 
 use crate::fake::{FakeListerWatcher, WatchSender, watch_channel, watch_of};
@@ -1302,4 +1302,128 @@ async fn run_returns_when_its_token_is_cancelled() {
 fn spawn_outside_a_runtime_is_an_error_not_a_panic() {
     let s = Setup::new();
     assert!(matches!(s.reflector().spawn(), Err(Error::NoRuntime)));
+}
+
+// ---------------------------------------------------------------- undecodable objects
+
+/// What the consumer has cached, as the reflector's known-objects view sees it.
+#[derive(Default)]
+struct Cached(Mutex<Vec<Obj>>);
+
+impl Cached {
+    fn with(objs: Vec<Obj>) -> Arc<Self> {
+        Arc::new(Self(Mutex::new(objs)))
+    }
+}
+
+impl KnownObjects<Obj> for Cached {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|o| ObjectKey::new(Some("ns"), &o.name).unwrap())
+            .collect()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|o| format!("ns/{}", o.name) == key)
+            .cloned()
+            .map(Arc::new)
+    }
+}
+
+fn undecodable(name: &str) -> crate::Undecodable {
+    crate::Undecodable::new(ObjectKey::new(Some("ns"), name).unwrap(), "invalid type")
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_undecodable_list_item_is_reported_and_kept_at_its_cached_version() {
+    for known in [true, false] {
+        let s = Setup::new();
+        s.fake
+            .on_list(|_| Ok(ListPage::new([obj("a", 5)], "10").with_undecodable(undecodable("b"))));
+        let _tx = open_watch(&s.fake);
+        let mut r = s.reflector().watch_list(false);
+        if known {
+            r = r.known_objects(Cached::with(vec![obj("b", 3)]));
+        }
+        let h = spawn(r);
+        until("the replace", || !s.sink.calls().is_empty()).await;
+        let want = if known {
+            "replace [a,b] @10"
+        } else {
+            "replace [a] @10"
+        };
+        assert_eq!(s.sink.calls(), [want], "known view: {known}");
+        assert_eq!(
+            s.errors.kinds(),
+            ["cannot decode object ns/b: invalid type"]
+        );
+        assert_eq!(h.status().counters().undecodable, 1);
+        // Reported, not relisted: the watch goes on.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(s.fake.list_calls().len(), 1);
+        drop(h);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_undecodable_watch_event_is_skipped_and_its_deletion_deletes_the_cached_version() {
+    let s = Setup::new();
+    s.fake.on_list(|_| Ok(ListPage::new([obj("b", 3)], "10")));
+    let tx = open_watch(&s.fake);
+    let h = spawn(
+        s.reflector()
+            .watch_list(false)
+            .known_objects(Cached::with(vec![obj("b", 3)])),
+    );
+    until("the list", || !s.sink.calls().is_empty()).await;
+    tx.send(Err(Error::Undecodable {
+        object: undecodable("b"),
+        deleted: false,
+    }));
+    tx.send(added("c", 12));
+    tx.send(Err(Error::Undecodable {
+        object: undecodable("b"),
+        deleted: true,
+    }));
+    until("the delete", || s.sink.calls().len() == 3).await;
+    assert_eq!(
+        s.sink.calls(),
+        ["replace [b] @10", "add c@12", "delete b@3"],
+        "the modification is skipped, the deletion deletes the cached version"
+    );
+    assert_eq!(s.fake.list_calls().len(), 1, "no relist");
+    assert_eq!(s.fake.watch_calls().len(), 1, "the same watch");
+    assert_eq!(h.status().counters().undecodable, 2);
+    drop(h);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_undecodable_object_of_a_streaming_list_is_kept_at_its_cached_version() {
+    let s = Setup::new();
+    let tx = open_watch(&s.fake);
+    s.fake.serve_watch_list(true);
+    let h = spawn(
+        s.reflector()
+            .known_objects(Cached::with(vec![obj("b", 3), obj("c", 3)])),
+    );
+    until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
+    tx.send(added("a", 5));
+    for (name, deleted) in [("b", false), ("c", false), ("c", true)] {
+        tx.send(Err(Error::Undecodable {
+            object: undecodable(name),
+            deleted,
+        }));
+    }
+    tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("8", true))));
+    until("the replace", || !s.sink.calls().is_empty()).await;
+    // b kept at its cached version; c deleted during the list, so left out.
+    assert_eq!(s.sink.calls(), ["replace [a,b] @8"]);
+    assert_eq!(h.status().counters().undecodable, 3);
+    drop(h);
 }

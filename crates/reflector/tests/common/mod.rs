@@ -8,7 +8,6 @@
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
 mod counting;
-mod crd;
 mod errors;
 mod pods;
 mod run;
@@ -20,7 +19,6 @@ use kinformer_testenv::{ControlPlane, Options};
 use tokio::sync::MutexGuard;
 
 pub use counting::{Calls, Counting};
-pub use crd::create_crd;
 pub use errors::Errors;
 pub use pods::{create_pod, create_pods, delete_pod, label_pod, pod, truth};
 pub use run::{Builder, PodBuilder, Run, Scene, reflect};
