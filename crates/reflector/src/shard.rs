@@ -411,7 +411,9 @@ pub enum ShardFiltering {
 /// with the same hash and bounds, and says so once in the log. Filtering always runs, so a
 /// shard's cache holds exactly its objects either way (for a server that applied the
 /// selector it drops nothing and costs one hash of the uid or namespace per object).
-/// [`filtering`](Self::filtering) tells which case this is.
+/// [`filtering`](Self::filtering) tells which case this is. A streaming list (watch list)
+/// has no `metadata`: before the first one, while it does not know yet, this lists one
+/// object (a consistent read with `limit=1`) to ask.
 ///
 /// The shard key of an object (its uid or namespace) never changes, so an object never
 /// moves between shards: a watch never needs to turn an update into a delete.
@@ -526,42 +528,66 @@ fn server_ignored(state: &AtomicU8, wire: &str, why: &'static str) {
     }
 }
 
+impl<L> ShardedListerWatcher<L> {
+    /// A streaming list carries no `shardInfo`, nor does any watch event: before the first
+    /// one, a list of one object asks the server whether it applies the selector. A
+    /// consistent read (resourceVersion `""`), because the watch cache answers
+    /// resourceVersion `0` with the whole shard whatever the limit. Only for
+    /// [`filtering`](Self::filtering) and the log: a failed probe changes nothing, as
+    /// filtering runs either way.
+    async fn probe<K>(&self)
+    where
+        K: MetaObject + Send + Sync + 'static,
+        L: ListerWatcher<K>,
+    {
+        if let Err(e) = self.list_page(&ListOptions::new("", Some(1))).await {
+            tracing::debug!(error = %e, "probing whether the API server applies the shard selector failed");
+        }
+    }
+
+    async fn list_page<K>(&self, options: &ListOptions) -> Result<ListPage<K>, Error>
+    where
+        K: MetaObject + Send + Sync + 'static,
+        L: ListerWatcher<K>,
+    {
+        let mut options = options.clone();
+        options.shard = Some(self.selector.clone());
+        let mut page = self.inner.list(&options).await?;
+        let before = page.items.len();
+        page.items.retain(|o| self.selector.matches(&**o));
+        let dropped = before - page.items.len();
+        match page.shard_selector.as_deref() {
+            Some(echo) if echo == &*self.wire && dropped == 0 => {
+                // Never back from Client: one page that said otherwise is enough to know.
+                let _ = self.state.compare_exchange(
+                    UNKNOWN,
+                    SERVER,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            Some(echo) if echo != &*self.wire => {
+                tracing::warn!(
+                    sent = &*self.wire,
+                    echoed = echo,
+                    "the API server echoed another shard selector than the one sent; filtering on the client"
+                );
+                server_ignored(&self.state, &self.wire, "another selector echoed");
+            }
+            Some(_) => server_ignored(&self.state, &self.wire, "objects outside the shard"),
+            None => server_ignored(&self.state, &self.wire, "no shardInfo in a list"),
+        }
+        Ok(page)
+    }
+}
+
 impl<K, L> ListerWatcher<K> for ShardedListerWatcher<L>
 where
     K: MetaObject + Send + Sync + 'static,
     L: ListerWatcher<K>,
 {
     fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
-        Box::pin(async move {
-            let mut options = options.clone();
-            options.shard = Some(self.selector.clone());
-            let mut page = self.inner.list(&options).await?;
-            let before = page.items.len();
-            page.items.retain(|o| self.selector.matches(&**o));
-            let dropped = before - page.items.len();
-            match page.shard_selector.as_deref() {
-                Some(echo) if echo == &*self.wire && dropped == 0 => {
-                    // Never back from Client: one page that says nothing is enough to know.
-                    let _ = self.state.compare_exchange(
-                        UNKNOWN,
-                        SERVER,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    );
-                }
-                Some(echo) if echo != &*self.wire => {
-                    tracing::warn!(
-                        sent = &*self.wire,
-                        echoed = echo,
-                        "the API server echoed another shard selector than the one sent; filtering on the client"
-                    );
-                    server_ignored(&self.state, &self.wire, "another selector echoed");
-                }
-                Some(_) => server_ignored(&self.state, &self.wire, "objects outside the shard"),
-                None => server_ignored(&self.state, &self.wire, "no shardInfo in a list"),
-            }
-            Ok(page)
-        })
+        Box::pin(self.list_page(options))
     }
 
     fn watch<'a>(
@@ -571,6 +597,9 @@ where
         Box::pin(async move {
             let mut options = options.clone();
             options.shard = Some(self.selector.clone());
+            if options.send_initial_events && self.state.load(Ordering::Relaxed) == UNKNOWN {
+                self.probe::<K>().await;
+            }
             let stream = self.inner.watch(&options).await?;
             let (selector, wire, state) = (
                 self.selector.clone(),
@@ -717,6 +746,47 @@ mod tests {
         assert!(matches!(&seen[3], Ok(WatchEvent::Deleted(o)) if *o == inside));
         assert_eq!(seen.len(), 4);
         assert_eq!(lw.filtering(), ShardFiltering::Client);
+    }
+
+    #[tokio::test]
+    async fn before_the_first_streaming_list_one_object_is_listed_to_learn_what_the_server_does() {
+        let shard = ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap();
+        let fake = FakeListerWatcher::new();
+        let wire = shard.to_string();
+        fake.on_list(move |_| Ok(ListPage::new(Vec::<Obj>::new(), "5").with_shard_info(&*wire)));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard.clone());
+        let mut streaming = WatchOptions::new("", Duration::from_secs(60));
+        streaming.send_initial_events = true;
+        for _ in 0..2 {
+            let (_tx, stream) = watch_channel::<Obj>();
+            fake.push_watch(Ok(stream));
+            drop(lw.watch(&streaming).await.unwrap());
+        }
+        // One probe, a consistent read of one object of the shard; none once known.
+        let probes = fake.list_calls();
+        assert_eq!(probes.len(), 1);
+        assert_eq!(probes[0].resource_version, "");
+        assert_eq!(probes[0].limit, Some(1));
+        assert_eq!(probes[0].shard.as_ref(), Some(&shard));
+        assert_eq!(lw.filtering(), ShardFiltering::Server);
+
+        // A plain watch (after a list) never probes; nor does a failed probe fail the watch.
+        let fake = FakeListerWatcher::<Obj>::new();
+        fake.on_list(|_| Err(Error::VeryShortWatch));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard);
+        let (_tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        drop(
+            lw.watch(&WatchOptions::new("5", Duration::from_secs(60)))
+                .await
+                .unwrap(),
+        );
+        assert!(fake.list_calls().is_empty());
+        let (_tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        drop(lw.watch(&streaming).await.unwrap());
+        assert_eq!(fake.list_calls().len(), 1);
+        assert_eq!(lw.filtering(), ShardFiltering::Unknown);
     }
 
     /// Hashes computed by k8s.io/apimachinery v0.36.3 `sharding.HashField`.
