@@ -159,6 +159,8 @@ pub mod metrics;
 pub mod predicates;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "kube")]
+pub mod sharding;
 
 /// Object keys, tombstones, `Delta` types and the `MetaObject` view: kinformer-core (with
 /// its `kube` feature, so every kube `Resource` is a `MetaObject`).

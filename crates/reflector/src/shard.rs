@@ -184,6 +184,14 @@ impl ShardSelector {
         })
     }
 
+    /// The objects in `range`: one range is always a valid selector.
+    pub fn range(key: ShardKey, range: ShardRange) -> Self {
+        Self {
+            key,
+            ranges: vec![range],
+        }
+    }
+
     /// The objects in any of `ranges` (at least one; they may overlap, as the API server
     /// allows).
     ///
