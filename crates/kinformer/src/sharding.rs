@@ -7,7 +7,7 @@
 //! namespace), and one Lease per shard, `<name>-shard-<i>`. Each replica holds about
 //! `ceil(N / live replicas)` of them and runs, per held shard, whatever the caller asks —
 //! usually a sharded informer (see
-//! [`ShardSelector`](kinformer_reflector::ShardSelector)) and a
+//! [`kinformer_reflector::ShardSelector`]) and a
 //! [`Controller`](crate::controller::Controller) through
 //! [`Controller::run_shard`](crate::controller::Controller::run_shard). The API server
 //! sends each informer only its shard's objects (Kubernetes 1.36 with the gate
@@ -40,7 +40,7 @@
 //!
 //! The shard count and the locks are the swap points: [`ShardManager::new`] takes the
 //! count in its config and a function from a Lease name to a
-//! [`Lock`](kinformer_leaderelection::Lock) (a
+//! [`kinformer_leaderelection::Lock`] (a
 //! [`LeaseLock`](kinformer_leaderelection::LeaseLock) in a cluster, a `MemoryLease` lock
 //! in tests). The count must be the same on every replica: changing it is a new
 //! deployment (new names), as two counts would cut the hash space differently.
