@@ -109,6 +109,10 @@ pub struct Undecodable {
     pub key: ObjectKey,
     /// Why it did not decode, without any value from the body.
     pub detail: String,
+    /// The object's `metadata.uid`, when its metadata has one: what a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) sharding by uid tells its
+    /// shard's objects by.
+    pub uid: Option<String>,
 }
 
 impl Undecodable {
@@ -117,7 +121,15 @@ impl Undecodable {
         Self {
             key,
             detail: detail.into(),
+            uid: None,
         }
+    }
+
+    /// This, with the object's uid.
+    #[must_use]
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = Some(uid.into());
+        self
     }
 }
 

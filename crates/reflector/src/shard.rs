@@ -18,7 +18,9 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use kinformer_core::MetaObject;
 
-use crate::{Error, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+use crate::{
+    Error, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions, WatchStream,
+};
 
 /// 2^64, the exclusive end of the whole hash space.
 const SPACE: u128 = 1 << 64;
@@ -245,6 +247,18 @@ impl ShardSelector {
     pub fn matches<K: MetaObject + ?Sized>(&self, obj: &K) -> bool {
         self.matches_value(self.key.value_of(obj))
     }
+
+    /// Whether an object that did not decode may be in the shard: by its namespace, or its
+    /// uid when its metadata had one; an object without a uid is kept (nothing tells).
+    pub fn may_match_undecodable(&self, object: &Undecodable) -> bool {
+        match self.key {
+            ShardKey::Uid => object
+                .uid
+                .as_deref()
+                .is_none_or(|uid| self.matches_value(uid)),
+            ShardKey::Namespace => self.matches_value(object.key.namespace().unwrap_or("")),
+        }
+    }
 }
 
 impl fmt::Display for ShardSelector {
@@ -419,6 +433,8 @@ pub enum ShardFiltering {
 /// with the same hash and bounds, and says so once in the log. Filtering always runs, so a
 /// shard's cache holds exactly its objects either way (for a server that applied the
 /// selector it drops nothing and costs one hash of the uid or namespace per object).
+/// Objects that do not decode ([`Undecodable`]) are filtered too, by their namespace or
+/// uid, so that each is reported by its own shard only.
 /// [`filtering`](Self::filtering) tells which case this is. A streaming list (watch list)
 /// has no `metadata`: before the first one, while it does not know yet, this lists one
 /// object (a consistent read with `limit=1`) to ask.
@@ -561,9 +577,12 @@ impl<L> ShardedListerWatcher<L> {
         let mut options = options.clone();
         options.shard = Some(self.selector.clone());
         let mut page = self.inner.list(&options).await?;
-        let before = page.items.len();
+        let before = page.items.len() + page.undecodable.len();
         page.items.retain(|o| self.selector.matches(&**o));
-        let dropped = before - page.items.len();
+        // Another shard's object that does not decode is that shard's to report.
+        page.undecodable
+            .retain(|u| self.selector.may_match_undecodable(u));
+        let dropped = before - page.items.len() - page.undecodable.len();
         match page.shard_selector.as_deref() {
             Some(echo) if echo == &*self.wire && dropped == 0 => {
                 // Never back from Client: one page that said otherwise is enough to know.
@@ -618,6 +637,9 @@ where
                 let keep = match item {
                     Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
                         selector.matches(o)
+                    }
+                    Err(Error::Undecodable { object, .. }) => {
+                        selector.may_match_undecodable(object)
                     }
                     Ok(WatchEvent::Bookmark(_)) | Err(_) => true,
                 };
@@ -795,6 +817,60 @@ mod tests {
         drop(lw.watch(&streaming).await.unwrap());
         assert_eq!(fake.list_calls().len(), 1);
         assert_eq!(lw.filtering(), ShardFiltering::Unknown);
+    }
+
+    #[tokio::test]
+    async fn another_shards_undecodable_objects_are_left_to_that_shard() {
+        let undecodable = |ns: &str, uid: Option<&str>| {
+            let u = crate::Undecodable::new(
+                kinformer_core::ObjectKey::new(Some(ns), "x").unwrap(),
+                "bad",
+            );
+            match uid {
+                Some(uid) => u.with_uid(uid),
+                None => u,
+            }
+        };
+        // By namespace: "ns-07" is in shard 0 of 2, "default" in shard 1.
+        let shard = ShardSelector::index_of(ShardKey::Namespace, 0, 2).unwrap();
+        let fake = FakeListerWatcher::<Obj>::new();
+        fake.on_list(move |_| {
+            let mut page = ListPage::new(Vec::new(), "5");
+            page.undecodable = vec![undecodable("ns-07", None), undecodable("default", None)];
+            Ok(page)
+        });
+        let lw = ShardedListerWatcher::new(fake.clone(), shard.clone());
+        let page = lw.list(&ListOptions::new("0", None)).await.unwrap();
+        assert_eq!(page.undecodable, [undecodable("ns-07", None)]);
+        assert_eq!(lw.filtering(), ShardFiltering::Client);
+
+        // By uid: by the uid when the metadata had one, kept when not.
+        let shard = ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap();
+        let (inside, outside) = ("ns-07", "default"); // hashes as above, as uids
+        let fake = FakeListerWatcher::<Obj>::new();
+        let (tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard);
+        let mut watch = lw
+            .watch(&WatchOptions::new("5", Duration::from_secs(60)))
+            .await
+            .unwrap();
+        for uid in [Some(outside), Some(inside), None] {
+            tx.send(Err(Error::Undecodable {
+                object: undecodable("a", uid),
+                deleted: false,
+            }));
+        }
+        drop(tx);
+        let mut seen = Vec::new();
+        while let Some(item) = watch.next().await {
+            match item {
+                Err(Error::Undecodable { object, .. }) => seen.push(object.uid),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(seen, [Some(inside.to_owned()), None]);
+        assert_eq!(lw.filtering(), ShardFiltering::Client);
     }
 
     /// Hashes computed by k8s.io/apimachinery v0.36.3 `sharding.HashField`.

@@ -233,10 +233,7 @@ fn decode_list_by_item<K: DeserializeOwned>(
 
 /// An object that failed to decode with `err`: skipped alone if its metadata gives its key.
 fn undecodable_item(raw: &RawValue, err: Error) -> Result<Undecodable, Error> {
-    let key = serde_json::from_str::<KeyOnly>(raw.get())
-        .ok()
-        .and_then(|k| k.key());
-    undecodable(err, key)
+    undecodable(err, serde_json::from_str::<KeyOnly>(raw.get()).ok())
 }
 
 /// Decodes one line of a watch stream.
@@ -469,7 +466,7 @@ mod tests {
     /// A pod whose `spec.containers` is a number: the pod type cannot read it.
     fn bad_pod(name: &str) -> String {
         format!(
-            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns"}},"spec":{{"containers":7}}}}"#
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns","uid":"u-{name}"}},"spec":{{"containers":7}}}}"#
         )
     }
 
@@ -489,6 +486,8 @@ mod tests {
         assert_eq!(page.resource_version, "10");
         assert_eq!(page.undecodable.len(), 1);
         assert_eq!(page.undecodable[0].key.as_str(), "ns/b");
+        // The uid too, for a sharded lister-watcher to tell its shard's objects by.
+        assert_eq!(page.undecodable[0].uid.as_deref(), Some("u-b"));
         assert!(
             page.undecodable[0].detail.contains("invalid type"),
             "{:?}",
@@ -500,6 +499,7 @@ mod tests {
             match decode_event::<Pod>(&line, &pods(), None).unwrap_err() {
                 Error::Undecodable { object, deleted: d } => {
                     assert_eq!((object.key.as_str(), d), ("ns/b", deleted), "{ty}");
+                    assert_eq!(object.uid.as_deref(), Some("u-b"));
                 }
                 other => panic!("{ty}: {other:?}"),
             }
