@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --example sharded_controller -- --kubeconfig K [-n default] [--shards=12]
 //!     [--identity=ID] [--lease-duration=15s] [--renew-deadline=10s] [--retry-period=2s]
-//!     [--max-moves=2] [--move-period=15s] [--reconcile-cost=0ms]
+//!     [--max-moves=2] [--move-period=15s] [--reconcile-cost=0ms] [--capacity=N]
 //! ```
 //!
 //! Start three against one cluster (`cargo xtask controlplane up` prints a kubeconfig), kill
@@ -22,6 +22,10 @@
 //!
 //! Each reconcile prints its shard and its interval (wall clock, microseconds), so that
 //! `tests/scale_out.rs` can check that no pod was reconciled by two processes at once.
+//! `--reconcile-cost` makes each reconcile wait that long (an I/O-bound reconcile), and
+//! `--capacity=N` lets at most N reconciles run at once in the process, whatever shards it
+//! holds (what one replica can do at once): `cargo xtask bench sharding` drains a backlog
+//! with 1, 2 and 3 processes this way.
 #![allow(clippy::print_stdout)]
 
 #[path = "common/mod.rs"]
@@ -37,6 +41,7 @@ use kinformer::prelude::*;
 use kinformer::reflector::ShardKey;
 use kinformer::sharding::{Shard, ShardManager, ShardingConfig};
 use kube::Api;
+use tokio::sync::Semaphore;
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
@@ -48,6 +53,10 @@ async fn main() -> Result<(), BoxError> {
         .value("--identity")
         .map_or_else(|| format!("sharded-{}", std::process::id()), str::to_owned);
     let cost = duration(&args, "--reconcile-cost")?.unwrap_or_default();
+    let capacity = args
+        .value("--capacity")
+        .map(|n| n.parse::<usize>().map(|n| Arc::new(Semaphore::new(n))))
+        .transpose()?;
 
     let client = cluster.client.clone();
     let (lease_ns, me) = (namespace.clone(), identity.clone());
@@ -88,9 +97,9 @@ async fn main() -> Result<(), BoxError> {
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), &namespace);
     manager
         .run(&shutdown, move |shard: Shard| {
-            let pods = pods.clone();
+            let (pods, capacity) = (pods.clone(), capacity.clone());
             async move {
-                if let Err(e) = run_shard(pods, &shard, cost).await {
+                if let Err(e) = run_shard(pods, &shard, cost, capacity).await {
                     println!("shard {}: {e}", shard.index());
                 }
             }
@@ -100,7 +109,12 @@ async fn main() -> Result<(), BoxError> {
 }
 
 /// One held shard: a sharded informer and a controller over it, until the shard is lost.
-async fn run_shard(pods: Api<Pod>, shard: &Shard, cost: Duration) -> Result<(), BoxError> {
+async fn run_shard(
+    pods: Api<Pod>,
+    shard: &Shard,
+    cost: Duration,
+    capacity: Option<Arc<Semaphore>>,
+) -> Result<(), BoxError> {
     println!("shard {} held", shard.index());
     let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
         .shard(shard.selector(ShardKey::Uid))
@@ -109,22 +123,41 @@ async fn run_shard(pods: Api<Pod>, shard: &Shard, cost: Duration) -> Result<(), 
         Controller::<ObjectKey>::new(format!("pods-shard-{}", shard.index())).workers(2);
     controller.watch(&informer)?;
     let running = informer.start()?;
-    let context = (shard.index(), cost);
+    let context = Cost {
+        shard: shard.index(),
+        cost,
+        capacity,
+    };
     controller.run_shard(shard, reconcile, context).await;
     running.stop().await?;
     println!("shard {} stopped", shard.index());
     Ok(())
 }
 
+/// What a reconcile needs: its shard, its cost, the process's capacity.
+struct Cost {
+    shard: u32,
+    cost: Duration,
+    capacity: Option<Arc<Semaphore>>,
+}
+
 /// Prints the pod's key, its shard and when the reconcile ran.
-async fn reconcile(key: ObjectKey, ctx: Context<(u32, Duration)>) -> Result<Action, BoxError> {
-    let (shard, cost) = *ctx.data().as_ref();
+async fn reconcile(key: ObjectKey, ctx: Context<Cost>) -> Result<Action, BoxError> {
+    let Cost {
+        shard,
+        cost,
+        capacity,
+    } = &*ctx;
+    let _permit = match capacity {
+        Some(c) => Some(c.acquire().await?),
+        None => None,
+    };
     if !ctx.is_leading() {
         return Ok(Action::Done); // the shard's next holder does it
     }
     let from = micros();
     if !cost.is_zero() {
-        tokio::time::sleep(cost).await;
+        tokio::time::sleep(*cost).await;
     }
     println!("reconciled {key} shard={shard} from={from} to={}", micros());
     Ok(Action::Done)

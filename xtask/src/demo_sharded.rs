@@ -2,6 +2,10 @@
 //! as N processes on a fresh local control plane with the gate `ShardedListAndWatch` on. They
 //! split twelve shards; one is killed and its shards move; a new one starts and gets its
 //! share; every pod is reconciled. Short lease timings (3 s / 2 s / 500 ms) keep it quick.
+//!
+//! `cargo xtask bench sharding`: the same controller with 1, 2, 3, 4 and 6 processes draining a
+//! backlog of pods, each reconcile waiting a fixed time and each process running a fixed
+//! number of reconciles at once; prints the time to drain.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -27,6 +31,17 @@ struct Process {
 
 impl Process {
     fn spawn(program: &Path, kubeconfig: &Path, namespace: &str, id: &str) -> anyhow::Result<Self> {
+        Self::spawn_with(program, kubeconfig, namespace, id, &[], true)
+    }
+
+    fn spawn_with(
+        program: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        id: &str,
+        extra: &[String],
+        echo: bool,
+    ) -> anyhow::Result<Self> {
         let mut child = Command::new(program)
             .arg("--kubeconfig")
             .arg(kubeconfig)
@@ -40,6 +55,7 @@ impl Process {
                 "--max-moves=1",
                 "--move-period=1s",
             ])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -59,7 +75,8 @@ impl Process {
                     }
                     continue;
                 }
-                if line.starts_with("holding [") || line.starts_with("sharded controller") {
+                if echo && (line.starts_with("holding [") || line.starts_with("sharded controller"))
+                {
                     println!("  [{who}] {line}");
                 }
                 sink.lock()
@@ -67,7 +84,9 @@ impl Process {
                     .push(line);
             }
         });
-        println!("started {id}");
+        if echo {
+            println!("started {id}");
+        }
         Ok(Self {
             id: id.to_owned(),
             child,
@@ -128,9 +147,8 @@ async fn until(
     Ok(start.elapsed())
 }
 
-/// Runs the demo with `replicas` processes.
-pub(crate) fn run(replicas: usize) -> anyhow::Result<()> {
-    anyhow::ensure!(replicas >= 1, "at least one replica");
+/// Builds the control plane and the example; the example's path.
+fn build() -> anyhow::Result<std::path::PathBuf> {
     crate::controlplane::build(false)?;
     println!("building the sharded pod controller (examples/sharded_controller.rs)");
     let status = crate::test::cargo(&[
@@ -143,14 +161,75 @@ pub(crate) fn run(replicas: usize) -> anyhow::Result<()> {
     .status()
     .context("running cargo")?;
     anyhow::ensure!(status.success(), "building the example failed ({status})");
-    let program = crate::test::target_dir()
+    Ok(crate::test::target_dir()
         .join("debug")
         .join("examples")
-        .join("sharded_controller");
+        .join("sharded_controller"))
+}
+
+/// Runs the demo with `replicas` processes.
+pub(crate) fn run(replicas: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(replicas >= 1, "at least one replica");
+    let program = build()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(demo(&program, replicas))
+}
+
+/// The bench's name: `cargo xtask bench sharding`.
+pub(crate) const BENCH: &str = "sharding";
+
+/// Pods in the backlog, each reconcile's wait, reconciles at once per process.
+const BACKLOG: usize = 1000;
+const COST_MS: u64 = 20;
+const CAPACITY: usize = 4;
+
+/// `cargo xtask bench sharding`: time to drain a backlog with 1 to 6 processes.
+pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.is_empty(),
+        "the sharding bench takes no options (got {args:?})"
+    );
+    let program = build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        println!("starting etcd and kube-apiserver with the feature gate ShardedListAndWatch");
+        let cp = ControlPlane::start_with(Options::default().sharded_list_and_watch(true)).await?;
+        println!(
+            "{BACKLOG} pods per run, {SHARDS} shards, each reconcile waits {COST_MS} ms, \
+             {CAPACITY} reconciles at once per process"
+        );
+        println!("| processes | time to drain | pods/s | ideal (backlog × cost ÷ (capacity × processes)) |");
+        println!("| --- | --- | --- | --- |");
+        for n in [1, 2, 3, 4, 6] {
+            let ns = cp.create_namespace("bench-sharding").await?;
+            let pods: kube::Api<Pod> = kube::Api::namespaced(cp.client()?, &ns);
+            create_pods(&pods, "p", BACKLOG).await?;
+            let extra = [
+                format!("--reconcile-cost={COST_MS}ms"),
+                format!("--capacity={CAPACITY}"),
+            ];
+            let procs = (0..n)
+                .map(|i| Process::spawn_with(&program, cp.kubeconfig(), &ns, &format!("b{n}-{i}"), &extra, false))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let took = until("the backlog drained", Duration::from_secs(120), || {
+                let done: BTreeSet<String> = procs.iter().flat_map(Process::reconciled).collect();
+                done.len() >= BACKLOG
+            })
+            .await?;
+            drop(procs);
+            let secs = took.as_secs_f64();
+            let ideal = (BACKLOG as f64) * (COST_MS as f64 / 1000.0) / ((CAPACITY * n) as f64);
+            println!(
+                "| {n} | {secs:.2} s | {:.0} | {ideal:.2} s |",
+                BACKLOG as f64 / secs
+            );
+        }
+        anyhow::Ok(())
+    })
 }
 
 async fn demo(program: &Path, replicas: usize) -> anyhow::Result<()> {
