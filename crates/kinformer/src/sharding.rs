@@ -455,13 +455,15 @@ impl<L: Lock> ShardManager<L> {
                 () = tokio::time::sleep_until(started + retry) => {}
             }
         }
-        // Stop all the work first, then release: nobody overlaps.
-        for slot in &mut shards {
-            self.give_up(slot, "shutdown").await;
-        }
-        for slot in &mut members {
-            self.give_up(slot, "shutdown").await;
-        }
+        // Each shard's work stopped first, then its Lease released: nobody overlaps. All at
+        // once, so that the grace is waited out once, not once per shard.
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.give_up(slot, "shutdown")),
+        )
+        .await;
         self.lock_status().held.clear();
         self.running.store(false, Ordering::Release);
         tracing::info!(identity = %self.identity, "shard manager stopped");
@@ -489,12 +491,13 @@ impl<L: Lock> ShardManager<L> {
                 .map(|slot| self.refresh(slot)),
         )
         .await;
-        for slot in shards.iter_mut() {
-            self.reap(slot).await;
-        }
-        for slot in members.iter_mut() {
-            self.reap(slot).await;
-        }
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.reap(slot)),
+        )
+        .await;
 
         // Rule 1: membership.
         if members.iter().all(|s| s.held.is_none()) {
@@ -529,17 +532,27 @@ impl<L: Lock> ShardManager<L> {
             let order: Vec<usize> = (0..shards.len())
                 .map(|i| (offset + i) % shards.len())
                 .collect();
-            let mut given = 0;
-            for &i in order.iter().rev() {
-                if given == extra {
-                    break;
-                }
-                if shards[i].held.is_some() {
-                    self.give_up(&mut shards[i], "re-balance").await;
-                    releases.push_back(Instant::now());
-                    self.moves.fetch_add(1, Ordering::Relaxed);
-                    given += 1;
-                }
+            let chosen: BTreeSet<usize> = order
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&i| shards[i].held.is_some())
+                .take(extra)
+                .collect();
+            // At once: the shards kept are renewed again only after the given up ones'
+            // work has stopped, which may take up to the grace, and only once.
+            futures::future::join_all(
+                shards
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(i, _)| chosen.contains(i))
+                    .map(|(_, slot)| self.give_up(slot, "re-balance")),
+            )
+            .await;
+            let now = Instant::now();
+            for _ in &chosen {
+                releases.push_back(now);
+                self.moves.fetch_add(1, Ordering::Relaxed);
             }
         } else if held < target && !first {
             // Rule 3: take free shards; rule 4: not in the first period.
@@ -842,6 +855,10 @@ mod tests {
     struct Owners {
         now: Arc<Mutex<HashMap<u32, String>>>,
         overlaps: Arc<Mutex<Vec<String>>>,
+        /// Every (shard, replica) whose work ended.
+        stopped: Arc<Mutex<Vec<(u32, String)>>>,
+        /// How long a shard's work takes to stop once its token is cancelled.
+        stop_delay: Duration,
     }
 
     struct Replica {
@@ -882,7 +899,9 @@ mod tests {
                         ));
                     }
                     shard.token().cancelled().await;
+                    tokio::time::sleep(owners.stop_delay).await;
                     owners.now.lock().unwrap().remove(&shard.index());
+                    owners.stopped.lock().unwrap().push((shard.index(), id));
                 }
             })
             .await
@@ -1002,6 +1021,41 @@ mod tests {
         c.run.await.unwrap().unwrap();
         within(Duration::from_secs(20), || balanced(&[&a, &b], 12, &[6, 6])).await;
         assert_eq!(a.manager.moves() + b.manager.moves(), 4);
+        assert!(
+            owners.overlaps.lock().unwrap().is_empty(),
+            "{:?}",
+            owners.overlaps
+        );
+        for x in [a, b] {
+            x.stop.cancel();
+            x.run.await.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shards_given_up_together_wait_out_their_work_together_and_the_rest_stay_held() {
+        // Work takes 4 s to stop (within the 5 s grace); a gives up 6 shards in one retry.
+        // One after the other that would be 24 s without renewing the 6 it keeps, past their
+        // 10 s renew deadline.
+        let leases = Leases::default();
+        let owners = Owners {
+            stop_delay: Duration::from_secs(4),
+            ..Owners::default()
+        };
+        let mut config = config(12);
+        config.max_moves = 6;
+        let a = start(&leases, &owners, "a", config.clone());
+        within(Duration::from_secs(10), || a.manager.held().len() == 12).await;
+        let b = start(&leases, &owners, "b", config);
+        within(Duration::from_secs(20), || balanced(&[&a, &b], 12, &[6, 6])).await;
+        let kept = a.manager.held();
+        let stopped = owners.stopped.lock().unwrap().clone();
+        assert_eq!(stopped.len(), 6, "{stopped:?}");
+        assert!(
+            stopped.iter().all(|(i, id)| id == "a" && !kept.contains(i)),
+            "only the shards given up stopped: {stopped:?}, kept {kept:?}"
+        );
+        assert_eq!(a.manager.moves(), 6);
         assert!(
             owners.overlaps.lock().unwrap().is_empty(),
             "{:?}",
