@@ -104,65 +104,38 @@ pub(crate) fn quiet_deliberate_panics() {
     }));
 }
 
-/// Panics on every 7th event it gets; the informer must catch it and go on.
-pub(crate) struct Panicky {
-    counts: Arc<Counts>,
-}
+/// Runs the same work for every notification, whatever its kind.
+pub(crate) struct EveryEvent<F>(F);
 
-impl Panicky {
-    pub(crate) fn new(counts: Arc<Counts>) -> Self {
-        Self { counts }
-    }
-
-    fn handle(&self) {
-        let n = self.counts.panicky.fetch_add(1, Ordering::Relaxed) + 1;
-        if n.is_multiple_of(PANIC_EVERY) {
-            self.counts.panics.fetch_add(1, Ordering::Relaxed);
-            std::panic::panic_any(DeliberatePanic);
-        }
-    }
-}
-
-impl ResourceEventHandler<Pod> for Panicky {
+impl<F: Fn()> ResourceEventHandler<Pod> for EveryEvent<F> {
     fn on_add(&self, _obj: &Arc<Pod>, _is_in_initial_list: bool) {
-        self.handle();
+        (self.0)();
     }
 
     fn on_update(&self, _old: &Arc<Pod>, _new: &Arc<Pod>) {
-        self.handle();
+        (self.0)();
     }
 
     fn on_delete(&self, _obj: &DeletedObject<Pod>) {
-        self.handle();
+        (self.0)();
     }
+}
+
+/// Panics on every 7th event it gets; the informer must catch it and go on.
+pub(crate) fn panicky(counts: Arc<Counts>) -> EveryEvent<impl Fn()> {
+    EveryEvent(move || {
+        let n = counts.panicky.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(PANIC_EVERY) {
+            counts.panics.fetch_add(1, Ordering::Relaxed);
+            std::panic::panic_any(DeliberatePanic);
+        }
+    })
 }
 
 /// Sleeps 50 ms per event: a handler doing slow work on its listener's thread.
-pub(crate) struct Slow {
-    counts: Arc<Counts>,
-}
-
-impl Slow {
-    pub(crate) fn new(counts: Arc<Counts>) -> Self {
-        Self { counts }
-    }
-
-    fn handle(&self) {
+pub(crate) fn slow(counts: Arc<Counts>) -> EveryEvent<impl Fn()> {
+    EveryEvent(move || {
         std::thread::sleep(SLOW);
-        self.counts.slow.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-impl ResourceEventHandler<Pod> for Slow {
-    fn on_add(&self, _obj: &Arc<Pod>, _is_in_initial_list: bool) {
-        self.handle();
-    }
-
-    fn on_update(&self, _old: &Arc<Pod>, _new: &Arc<Pod>) {
-        self.handle();
-    }
-
-    fn on_delete(&self, _obj: &DeletedObject<Pod>) {
-        self.handle();
-    }
+        counts.slow.fetch_add(1, Ordering::Relaxed);
+    })
 }

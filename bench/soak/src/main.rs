@@ -48,7 +48,7 @@ use kinformer::informer::{SharedIndexInformer, SharedInformerFactory};
 use serde_json::json;
 
 use crate::args::Args;
-use crate::handlers::{Counts, Panicky, Recorder, Slow};
+use crate::handlers::{Counts, Recorder, panicky, slow};
 use crate::output::{Out, unix_nanos};
 
 /// How long the informer may take to sync at start.
@@ -94,8 +94,8 @@ async fn run(args: Args, out: Out) -> anyhow::Result<()> {
     let informer = factory.informer::<Pod>();
     let counts = Arc::new(Counts::default());
     informer.add_event_handler(Recorder::new(out.clone(), Arc::clone(&counts)))?;
-    informer.add_event_handler(Panicky::new(Arc::clone(&counts)))?;
-    informer.add_event_handler(Slow::new(Arc::clone(&counts)))?;
+    informer.add_event_handler(panicky(Arc::clone(&counts)))?;
+    informer.add_event_handler(slow(Arc::clone(&counts)))?;
     factory.start()?;
     let report = factory.wait_for_cache_sync(SYNC_TIMEOUT).await;
     if !report.all_synced() {
