@@ -401,6 +401,10 @@ impl<L: Lock> ShardManager<L> {
     /// A shard's work should run until its token is cancelled; if it returns earlier the
     /// shard stays held, idle, until it is given up.
     ///
+    /// Dropping the returned future instead of cancelling `shutdown` cancels every shard's
+    /// token at once (the tasks that renew them are gone) but releases nothing: the Leases
+    /// expire, and the other replicas take them after the lease duration.
+    ///
     /// # Errors
     /// [`Error::AlreadyRunning`].
     pub async fn run<'a, F, Fut>(
@@ -415,6 +419,7 @@ impl<L: Lock> ShardManager<L> {
         if self.running.swap(true, Ordering::AcqRel) {
             return Err(Error::AlreadyRunning);
         }
+        let _running = Running(self);
         let slots = |locks: &'a [(String, L)], ranges: &[ShardRange]| -> Vec<Slot<'a, L>> {
             locks
                 .iter()
@@ -464,8 +469,6 @@ impl<L: Lock> ShardManager<L> {
                 .map(|slot| self.give_up(slot, "shutdown")),
         )
         .await;
-        self.lock_status().held.clear();
-        self.running.store(false, Ordering::Release);
         tracing::info!(identity = %self.identity, "shard manager stopped");
         Ok(())
     }
@@ -793,6 +796,17 @@ impl<L: Lock> ShardManager<L> {
     }
 }
 
+/// Marks a [`ShardManager`] as holding nothing and not running when its run ends or is
+/// dropped.
+struct Running<'a, L>(&'a ShardManager<L>);
+
+impl<L> Drop for Running<'_, L> {
+    fn drop(&mut self) {
+        *self.0.lock_status() = Status::default();
+        self.0.running.store(false, Ordering::Release);
+    }
+}
+
 /// Cancels `term` the moment its deadline passes without being moved on.
 async fn watchdog(term: CancellationToken, mut deadline: watch::Receiver<Instant>) {
     loop {
@@ -1030,6 +1044,44 @@ mod tests {
             x.stop.cancel();
             x.run.await.unwrap().unwrap();
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_run_stops_every_shards_work_and_the_manager_can_run_again() {
+        let (leases, owners) = (Leases::default(), Owners::default());
+        let a = start(&leases, &owners, "a", config(4));
+        within(Duration::from_secs(10), || a.manager.held().len() == 4).await;
+        a.run.abort();
+        let _ = a.run.await;
+        within(Duration::from_secs(1), || {
+            owners.now.lock().unwrap().is_empty()
+        })
+        .await;
+        // Nothing released: the Leases still name a until they expire.
+        let held_by_a = leases
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(name, l)| {
+                name.contains("-shard-") && l.record().is_some_and(|r| r.holder_identity == "a")
+            })
+            .count();
+        assert_eq!(held_by_a, 4);
+        // The same manager runs again, and takes its own Leases back at once.
+        let (m, stop) = (Arc::clone(&a.manager), CancellationToken::new());
+        let again = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                m.run(&stop, |shard: Shard| async move {
+                    shard.token().cancelled().await
+                })
+                .await
+            }
+        });
+        within(Duration::from_secs(3), || a.manager.held().len() == 4).await;
+        stop.cancel();
+        again.await.unwrap().unwrap();
     }
 
     #[tokio::test(start_paused = true)]
