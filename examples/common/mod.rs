@@ -145,7 +145,7 @@ impl LeaderCallbacks for PrintTransitions {
 }
 
 /// `15s`, `500ms`, `1m` or a number of seconds.
-fn parse_duration(s: &str) -> Option<Duration> {
+pub fn parse_duration(s: &str) -> Option<Duration> {
     let (number, unit) = s
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .map_or((s, "s"), |i| s.split_at(i));

@@ -187,12 +187,16 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
     if suite == crate::bench_informer::SUITE {
         return crate::bench_informer::run(args);
     }
+    if suite == crate::demo_sharded::BENCH {
+        return crate::demo_sharded::bench(args);
+    }
     let Some(suite) = SUITES.iter().find(|s| s.name == suite) else {
         let names: Vec<_> = SUITES.iter().map(|s| s.name).collect();
         bail!(
-            "unknown bench suite {suite:?}; known: {}, {}",
+            "unknown bench suite {suite:?}; known: {}, {}, {}",
             names.join(", "),
-            crate::bench_informer::SUITE
+            crate::bench_informer::SUITE,
+            crate::demo_sharded::BENCH
         );
     };
     if !args.is_empty() {

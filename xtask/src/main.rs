@@ -4,7 +4,8 @@
 //!   module in `xtask/go` into `target/controlplane/bin` (only when missing or stale).
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
-//! - `cargo xtask demo` runs the demo.
+//! - `cargo xtask demo` runs the demo; `cargo xtask demo --replicas 3` the sharded controller
+//!   as three processes.
 //! - `cargo xtask release` runs the release checks (packaging, MSRV) that end `test`.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
 //! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak;
@@ -16,6 +17,7 @@ mod bench_informer;
 mod cargo_build;
 mod conformance;
 mod controlplane;
+mod demo_sharded;
 mod gen_proto;
 mod progress;
 mod release;
@@ -48,7 +50,12 @@ enum Command {
         args: Vec<String>,
     },
     /// Run the demo against the local control plane.
-    Demo,
+    Demo {
+        /// Run the sharded pod controller as this many processes instead (they split twelve
+        /// shards; one is killed, another started).
+        #[arg(long)]
+        replicas: Option<usize>,
+    },
     /// Replay operation traces on kinformer and on client-go and fail on any difference.
     Conformance,
     /// The release checks alone (the end of `test`): every crate packages and builds from its
@@ -115,7 +122,8 @@ fn main() -> anyhow::Result<()> {
             controlplane::up(!no_watch_cache)
         }
         Command::Test { args } => test::run(&args),
-        Command::Demo => demo(),
+        Command::Demo { replicas: None } => demo(),
+        Command::Demo { replicas: Some(n) } => demo_sharded::run(n),
         Command::Conformance => conformance::run(),
         Command::Release => release::package().and_then(|()| release::msrv()),
         Command::Bench { suite, args } => bench::run(&suite, &args),

@@ -35,6 +35,11 @@ pub trait MetaObject {
     fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
         None
     }
+    /// `metadata.uid`, which sharded lists and watches may hash. The default is none (an
+    /// object without a uid hashes as the empty string, as the API server reads it).
+    fn object_uid(&self) -> Option<&str> {
+        None
+    }
 }
 
 #[cfg(feature = "kube")]
@@ -50,5 +55,8 @@ impl<K: kube_core::Resource> MetaObject for K {
     }
     fn object_labels(&self) -> Option<&BTreeMap<String, String>> {
         self.meta().labels.as_ref()
+    }
+    fn object_uid(&self) -> Option<&str> {
+        self.meta().uid.as_deref()
     }
 }

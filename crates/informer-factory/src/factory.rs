@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{ErrorChain, MetaObject};
-use kinformer_reflector::{Backoff, KubeListerWatcher, WireFormat};
+use kinformer_reflector::{Backoff, KubeListerWatcher, ShardSelector, WireFormat};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::de::DeserializeOwned;
@@ -26,6 +26,9 @@ pub struct InformerOptions {
     pub label_selector: Option<String>,
     /// Only objects whose fields match (`spec.nodeName=node-1`).
     pub field_selector: Option<String>,
+    /// Only the objects of one shard (see
+    /// [`SharedIndexInformerBuilder::shard`](crate::SharedIndexInformerBuilder::shard)).
+    pub shard: Option<ShardSelector>,
 }
 
 impl InformerOptions {
@@ -52,6 +55,14 @@ impl InformerOptions {
     #[must_use]
     pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Only the objects of the shard `selector` selects (sent as `shardSelector`, and
+    /// filtered here when the server ignores it).
+    #[must_use]
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        self.shard = Some(selector);
         self
     }
 }
@@ -98,7 +109,8 @@ impl fmt::Display for InformerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.resource)?;
         let o = &self.options;
-        let parts: Vec<&str> = [&o.namespace, &o.label_selector, &o.field_selector]
+        let shard = o.shard.as_ref().map(ToString::to_string);
+        let parts: Vec<&str> = [&o.namespace, &o.label_selector, &o.field_selector, &shard]
             .into_iter()
             .flatten()
             .map(String::as_str)
@@ -190,6 +202,7 @@ struct State {
 }
 
 /// What the builder sets and the factory keeps.
+#[derive(Clone)]
 struct Config {
     client: kube::Client,
     options: InformerOptions,
@@ -217,7 +230,9 @@ impl Drop for FactoryInner {
     }
 }
 
-/// Builds a [`SharedInformerFactory`]; see [`SharedInformerFactory::builder`].
+/// Builds a [`SharedInformerFactory`]; see [`SharedInformerFactory::builder`]. Cloning it
+/// makes several factories alike (one per shard, say).
+#[derive(Clone)]
 pub struct SharedInformerFactoryBuilder {
     config: Config,
 }
@@ -245,6 +260,17 @@ impl SharedInformerFactoryBuilder {
     #[must_use]
     pub fn tweak_list_options(mut self, tweak: impl FnOnce(&mut InformerOptions)) -> Self {
         tweak(&mut self.config.options);
+        self
+    }
+
+    /// Only the objects of the shard `selector` selects, for every informer of the factory
+    /// (the same as [`InformerOptions::shard`] in
+    /// [`tweak_list_options`](Self::tweak_list_options)). An informer asked for with
+    /// [`SharedInformerFactory::informer_with`] and other options is not sharded unless they
+    /// say so.
+    #[must_use]
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        self.config.options.shard = Some(selector);
         self
     }
 
@@ -541,12 +567,15 @@ impl SharedInformerFactory {
             .get(&TypeId::of::<K>())
             .copied()
             .unwrap_or(config.default_resync);
-        SharedIndexInformer::builder(lw)
+        let mut builder = SharedIndexInformer::builder(lw)
             .name(id.to_string())
             .resync_period(resync)
             .fifo(config.fifo)
-            .backoff(config.backoff.clone())
-            .build()
+            .backoff(config.backoff.clone());
+        if let Some(shard) = &id.options.shard {
+            builder = builder.shard(shard.clone());
+        }
+        builder.build()
     }
 
     /// Starts every informer requested so far that is not started yet, each on a Tokio

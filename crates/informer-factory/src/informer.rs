@@ -15,8 +15,8 @@ use kinformer_indexer::{
     Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, namespace_indexers,
 };
 use kinformer_reflector::{
-    Backoff, ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, TaskHandle,
-    WatchErrorHandler,
+    Backoff, ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, ShardFiltering,
+    ShardFilteringHandle, ShardSelector, ShardedListerWatcher, TaskHandle, WatchErrorHandler,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -104,6 +104,8 @@ struct Inner<K> {
     deliver: Mutex<()>,
     fifo: OnceLock<Arc<dyn FifoQueue<K>>>,
     status: OnceLock<ReflectorStatus>,
+    /// For a sharded informer: whether the server filters by shard.
+    shard: Option<ShardFilteringHandle>,
 }
 
 /// How a handler is registered: its resync period and its buffer
@@ -179,6 +181,7 @@ pub struct SharedIndexInformerBuilder<K> {
     backoff: Backoff,
     indexers: Indexers<K>,
     store: Option<Arc<dyn IndexerWriter<K>>>,
+    shard: Option<ShardFilteringHandle>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
@@ -305,6 +308,33 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
+    /// Only the objects of one shard (Kubernetes 1.36's sharded list and watch): the
+    /// lister-watcher is wrapped in a
+    /// [`ShardedListerWatcher`](kinformer_reflector::ShardedListerWatcher), which sends
+    /// `shardSelector` with every list and watch and keeps only the shard's objects
+    /// whatever the server sends (a server without the feature gate `ShardedListAndWatch`
+    /// sends every object). [`SharedIndexInformer::shard_filtering`] says which happened.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::{ShardKey, ShardSelector, fake::FakeListerWatcher};
+    ///
+    /// let shard = ShardSelector::index_of(ShardKey::Uid, 2, 12)?;
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .shard(shard)
+    ///     .build();
+    /// # let _ = informer;
+    /// # Ok::<(), kinformer_reflector::Error>(())
+    /// ```
+    #[must_use]
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        let sharded = ShardedListerWatcher::new(Arc::clone(&self.lw), selector);
+        self.shard = Some(sharded.filtering_handle());
+        self.lw = Arc::new(sharded);
+        self
+    }
+
     /// The informer, not started.
     pub fn build(self) -> SharedIndexInformer<K> {
         let default_resync = normalize_resync(self.resync);
@@ -332,6 +362,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
                 deliver: Mutex::new(()),
                 fifo: OnceLock::new(),
                 status: OnceLock::new(),
+                shard: self.shard,
             }),
         }
     }
@@ -384,6 +415,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             backoff: Backoff::default(),
             indexers: namespace_indexers(),
             store: None,
+            shard: None,
         }
     }
 
@@ -614,6 +646,14 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
                 .unwrap_or_default(),
             reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
         }
+    }
+
+    /// For an informer of one shard ([`SharedIndexInformerBuilder::shard`]): whether the API
+    /// server filters by shard ([`ShardFiltering::Server`]) or ignores the selector and the
+    /// shard's objects are picked out here ([`ShardFiltering::Client`]), as far as seen;
+    /// `None` for an informer of every object.
+    pub fn shard_filtering(&self) -> Option<ShardFiltering> {
+        self.inner.shard.as_ref().map(ShardFilteringHandle::get)
     }
 
     /// Whether [`run`](Self::run) or [`start`](Self::start) was called.

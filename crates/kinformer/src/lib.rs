@@ -34,6 +34,7 @@
 //! | `finalizer` | this crate (feature `kube`, default) | cleanup before an object goes away |
 //! | `events` | kinformer-events (feature `kube`) | Kubernetes Events, deduplicated into series as client-go's `tools/events` |
 //! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
+//! | `sharding` | this crate (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), a sharded informer and `Controller::run_shard` per held shard |
 //! | `metrics` | this crate (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
 //! | `server` | this crate (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
 //!
@@ -145,8 +146,8 @@
 //! # Features
 //!
 //! - `kube` (default): the Kubernetes lister-watcher, the factory, [`owns`](controller::Controller::owns),
-//!   the metadata [`predicates`], `finalizer`, `events`, `leaderelection` and
-//!   `Controller::run_elected`.
+//!   the metadata [`predicates`], `finalizer`, `events`, `leaderelection`,
+//!   `Controller::run_elected`, `sharding` and `Controller::run_shard`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
 //! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz` endpoints.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -159,6 +160,8 @@ pub mod metrics;
 pub mod predicates;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "kube")]
+pub mod sharding;
 
 /// Object keys, tombstones, `Delta` types and the `MetaObject` view: kinformer-core (with
 /// its `kube` feature, so every kube `Resource` is a `MetaObject`).

@@ -21,6 +21,9 @@ pub struct ListMeta {
     pub continue_token: Option<String>,
     /// How many items remain after this page, when the server says (an estimate).
     pub remaining_item_count: Option<i64>,
+    /// `shardInfo.selector`: the shard selector the server filtered the list with
+    /// (Kubernetes 1.36, feature gate `ShardedListAndWatch`), `None` when it did not.
+    pub shard_selector: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -32,6 +35,14 @@ struct RawListMeta {
     continue_token: Option<String>,
     #[serde(default)]
     remaining_item_count: Option<i64>,
+    #[serde(default)]
+    shard_info: Option<RawShardInfo>,
+}
+
+#[derive(Deserialize)]
+struct RawShardInfo {
+    #[serde(default)]
+    selector: String,
 }
 
 /// A decoded list envelope: its [`ListMeta`], and its items, decoded one at a time by
@@ -117,6 +128,7 @@ impl<'a> Object<'a> {
                     resource_version: raw.resource_version.unwrap_or_default(),
                     continue_token: raw.continue_token.filter(|c| !c.is_empty()),
                     remaining_item_count: raw.remaining_item_count,
+                    shard_selector: raw.shard_info.map(|s| s.selector),
                 }
             }
         };

@@ -110,6 +110,12 @@ pub enum Error {
     /// Call it from inside one, or drive [`Reflector::run`](crate::Reflector::run) yourself.
     #[error("the reflector must be spawned inside a Tokio runtime")]
     NoRuntime,
+
+    /// A shard selector or range that the API server would refuse (see
+    /// [`ShardSelector::parse`](crate::ShardSelector::parse)); made only when one is built
+    /// or parsed, never by the reflector.
+    #[error("invalid shard selector: {0}")]
+    InvalidShard(String),
 }
 
 impl Error {

@@ -188,6 +188,7 @@ pub mod fake;
 mod kubernetes;
 mod lister_watcher;
 mod reflector;
+mod shard;
 mod task;
 
 pub use backoff::Backoff;
@@ -203,5 +204,9 @@ pub use lister_watcher::{
 pub use reflector::{
     DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorCounters, ReflectorHandle,
     ReflectorStatus, WatchErrorHandler,
+};
+pub use shard::{
+    ShardFiltering, ShardFilteringHandle, ShardKey, ShardRange, ShardSelector,
+    ShardedListerWatcher, fnv1a_64,
 };
 pub use task::TaskHandle;

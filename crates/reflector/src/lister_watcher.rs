@@ -6,7 +6,7 @@ use futures::stream::BoxStream;
 
 use kinformer_core::ObjectKey;
 
-use crate::Error;
+use crate::{Error, ShardSelector};
 
 /// What to list: one page of a (possibly paged) list call. The reflector fills it in;
 /// the [`ListerWatcher`] adds its own selectors.
@@ -21,6 +21,11 @@ pub struct ListOptions {
     pub limit: Option<u32>,
     /// `continue`: the token of the previous page.
     pub continue_token: Option<String>,
+    /// `shardSelector`: only the objects of this shard (Kubernetes 1.36, feature gate
+    /// `ShardedListAndWatch`). The reflector never sets it; a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) does, and filters what a
+    /// server without the gate sends anyway.
+    pub shard: Option<ShardSelector>,
 }
 
 impl ListOptions {
@@ -30,6 +35,7 @@ impl ListOptions {
             resource_version: resource_version.into(),
             limit,
             continue_token: None,
+            shard: None,
         }
     }
 }
@@ -45,6 +51,10 @@ pub struct ListPage<K> {
     pub resource_version: String,
     /// `metadata.continue`: present when more pages follow.
     pub continue_token: Option<String>,
+    /// `metadata.shardInfo.selector`: the shard selector the server applied, echoed back
+    /// (Kubernetes 1.36 with the gate `ShardedListAndWatch`); `None` from a server that
+    /// did not filter the list by shard.
+    pub shard_selector: Option<String>,
     /// Objects of the page that did not decode as `K` and were left out (see
     /// [`Undecodable`]).
     pub undecodable: Vec<Undecodable>,
@@ -57,6 +67,7 @@ impl<K> ListPage<K> {
             items: items.into_iter().map(Arc::new).collect(),
             resource_version: resource_version.into(),
             continue_token: None,
+            shard_selector: None,
             undecodable: Vec::new(),
         }
     }
@@ -72,6 +83,14 @@ impl<K> ListPage<K> {
     #[must_use]
     pub fn with_continue(mut self, token: impl Into<String>) -> Self {
         self.continue_token = Some(token.into());
+        self
+    }
+
+    /// Marks the page as filtered by the server with the shard selector `selector`
+    /// (`metadata.shardInfo`).
+    #[must_use]
+    pub fn with_shard_info(mut self, selector: impl Into<String>) -> Self {
+        self.shard_selector = Some(selector.into());
         self
     }
 }
@@ -90,6 +109,10 @@ pub struct Undecodable {
     pub key: ObjectKey,
     /// Why it did not decode, without any value from the body.
     pub detail: String,
+    /// The object's `metadata.uid`, when its metadata has one: what a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) sharding by uid tells its
+    /// shard's objects by.
+    pub uid: Option<String>,
 }
 
 impl Undecodable {
@@ -98,7 +121,15 @@ impl Undecodable {
         Self {
             key,
             detail: detail.into(),
+            uid: None,
         }
+    }
+
+    /// This, with the object's uid.
+    #[must_use]
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = Some(uid.into());
+        self
     }
 }
 
@@ -123,6 +154,8 @@ pub struct WatchOptions {
     /// the stream starts with an `ADDED` event per existing object and a bookmark
     /// annotated `k8s.io/initial-events-end`.
     pub send_initial_events: bool,
+    /// `shardSelector`: only the objects of this shard (see [`ListOptions::shard`]).
+    pub shard: Option<ShardSelector>,
 }
 
 impl WatchOptions {
@@ -133,6 +166,7 @@ impl WatchOptions {
             timeout,
             allow_bookmarks: true,
             send_initial_events: false,
+            shard: None,
         }
     }
 }

@@ -468,6 +468,7 @@ where
                     timeout,
                     allow_bookmarks: true,
                     send_initial_events: true,
+                    shard: None,
                 };
                 tracing::info!(resource_version = %rv, "streaming list");
                 let start = Instant::now();

@@ -105,6 +105,7 @@ fn args(dir: &Path, etcd_url: &str, addr: SocketAddr, options: &Options) -> Vec<
         "--disable-admission-plugins=ServiceAccount".into(),
         format!("{WATCH_CACHE_FLAG}{}", options.watch_cache),
     ];
+    args.extend(options.feature_gates_flag());
     args.extend(options.apiserver_args.iter().cloned());
     args
 }

@@ -52,8 +52,15 @@
 //! [`Options::watch_cache`]`(false)`: every watch then goes to etcd, and after
 //! [`ControlPlane::compact_etcd`] any resourceVersion older than the compaction is gone.
 //! (Such a control plane still serves streaming WatchList on 1.36; for a server that
-//! refuses it, add `--feature-gates=WatchList=false` with [`Options::apiserver_arg`]: it
+//! refuses it, set `Options::feature_gate("WatchList", false)`: it
 //! answers 422, handy for testing the fallback.)
+//!
+//! # Feature gates
+//!
+//! [`Options::feature_gate`] sets API server feature gates (one `--feature-gates` flag);
+//! [`Options::sharded_list_and_watch`]`(true)` turns on Kubernetes 1.36's alpha sharded list
+//! and watch (`shardSelector`), which a default control plane ignores, as a default 1.36
+//! cluster does.
 //!
 //! # Teardown
 //!
@@ -94,7 +101,7 @@ pub use control_plane::ControlPlane;
 pub use crd::create_crd;
 pub use error::Error;
 pub use fixtures::{create_pods, pod};
-pub use options::Options;
+pub use options::{Options, SHARDED_LIST_AND_WATCH};
 pub use programs::{example_binary, peer_binary};
 pub use proxy::TcpProxy;
 pub use recording::{ContentTypes, recording_client};

@@ -96,6 +96,8 @@ mod context;
 mod elected;
 mod handlers;
 mod observer;
+#[cfg(feature = "kube")]
+mod sharded;
 
 pub use action::Action;
 pub use context::Context;

@@ -69,6 +69,8 @@ struct KeyMeta {
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
 }
 
 impl KeyOnly {
@@ -79,11 +81,18 @@ impl KeyOnly {
     }
 }
 
-/// An object that failed with `err` but whose metadata gave `key`: skipped alone. A wrong
-/// kind, or an object without a readable key, stays `err`.
-pub(super) fn undecodable(err: Error, key: Option<ObjectKey>) -> Result<Undecodable, Error> {
+/// An object that failed with `err` but whose metadata (`meta`) gave its key: skipped
+/// alone. A wrong kind, or an object without a readable key, stays `err`.
+pub(super) fn undecodable(err: Error, meta: Option<KeyOnly>) -> Result<Undecodable, Error> {
+    let key = meta.as_ref().and_then(KeyOnly::key);
     match (err, key) {
-        (Error::Decode { detail, .. }, Some(key)) => Ok(Undecodable::new(key, detail)),
+        (Error::Decode { detail, .. }, Some(key)) => {
+            let skipped = Undecodable::new(key, detail);
+            Ok(match meta.and_then(|m| m.metadata.uid) {
+                Some(uid) => skipped.with_uid(uid),
+                None => skipped,
+            })
+        }
         (err, _) => Err(err),
     }
 }

@@ -88,6 +88,15 @@ struct ListMeta {
     resource_version: Option<String>,
     #[serde(rename = "continue", default)]
     continue_token: Option<String>,
+    #[serde(default)]
+    shard_info: Option<ShardInfo>,
+}
+
+/// `metadata.shardInfo` of a sharded list.
+#[derive(Deserialize)]
+struct ShardInfo {
+    #[serde(default)]
+    selector: String,
 }
 
 /// Decodes a list page. The fast path decodes it in one pass, modifying and wrapping
@@ -149,6 +158,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
             items,
             resource_version: meta.resource_version.unwrap_or_default(),
             continue_token: meta.continue_token.filter(|c| !c.is_empty()),
+            shard_selector: meta.shard_info.map(|s| s.selector),
             undecodable: Vec::new(),
         })
     }
@@ -216,16 +226,14 @@ fn decode_list_by_item<K: DeserializeOwned>(
         items,
         resource_version: raw.metadata.resource_version.unwrap_or_default(),
         continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
+        shard_selector: raw.metadata.shard_info.map(|s| s.selector),
         undecodable: skipped,
     })
 }
 
 /// An object that failed to decode with `err`: skipped alone if its metadata gives its key.
 fn undecodable_item(raw: &RawValue, err: Error) -> Result<Undecodable, Error> {
-    let key = serde_json::from_str::<KeyOnly>(raw.get())
-        .ok()
-        .and_then(|k| k.key());
-    undecodable(err, key)
+    undecodable(err, serde_json::from_str::<KeyOnly>(raw.get()).ok())
 }
 
 /// Decodes one line of a watch stream.
@@ -458,7 +466,7 @@ mod tests {
     /// A pod whose `spec.containers` is a number: the pod type cannot read it.
     fn bad_pod(name: &str) -> String {
         format!(
-            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns"}},"spec":{{"containers":7}}}}"#
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns","uid":"u-{name}"}},"spec":{{"containers":7}}}}"#
         )
     }
 
@@ -478,6 +486,8 @@ mod tests {
         assert_eq!(page.resource_version, "10");
         assert_eq!(page.undecodable.len(), 1);
         assert_eq!(page.undecodable[0].key.as_str(), "ns/b");
+        // The uid too, for a sharded lister-watcher to tell its shard's objects by.
+        assert_eq!(page.undecodable[0].uid.as_deref(), Some("u-b"));
         assert!(
             page.undecodable[0].detail.contains("invalid type"),
             "{:?}",
@@ -489,6 +499,7 @@ mod tests {
             match decode_event::<Pod>(&line, &pods(), None).unwrap_err() {
                 Error::Undecodable { object, deleted: d } => {
                     assert_eq!((object.key.as_str(), d), ("ns/b", deleted), "{ty}");
+                    assert_eq!(object.uid.as_deref(), Some("u-b"));
                 }
                 other => panic!("{ty}: {other:?}"),
             }

@@ -44,11 +44,7 @@ pub(super) fn decode_list<K: DeserializeOwned>(
             Ok(item) => items.push(finish(item, modify)),
             Err(e) => {
                 // Only the failing item is read again, for its key alone.
-                let key = list
-                    .items::<KeyOnly>()
-                    .nth(i)
-                    .and_then(Result::ok)
-                    .and_then(|k| k.key());
+                let key = list.items::<KeyOnly>().nth(i).and_then(Result::ok);
                 skipped.push(undecodable(
                     decode_error(format!("list item {i}"), &e),
                     key,
@@ -61,6 +57,7 @@ pub(super) fn decode_list<K: DeserializeOwned>(
         items,
         resource_version: meta.resource_version.clone(),
         continue_token: meta.continue_token.clone(),
+        shard_selector: meta.shard_selector.clone(),
         undecodable: skipped,
     })
 }
@@ -79,7 +76,7 @@ pub(super) fn decode_frame<K: DeserializeOwned>(
         expected.check(Some(object.api_version()), Some(object.kind()))?;
         let mut obj: K = object.deserialize().map_err(|e| {
             let err = decode_error(format!("{ty} object"), &e);
-            let key = object.deserialize::<KeyOnly>().ok().and_then(|k| k.key());
+            let key = object.deserialize::<KeyOnly>().ok();
             match undecodable(err, key) {
                 Ok(object) => Error::Undecodable {
                     object,

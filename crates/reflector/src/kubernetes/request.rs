@@ -1,7 +1,7 @@
 //! The list and watch requests, worded as client-go's reflector words them, and the wire
 //! format they ask for.
 
-use crate::{Error, ListOptions, WatchOptions};
+use crate::{Error, ListOptions, ShardSelector, WatchOptions};
 
 const JSON: &str = "application/json";
 /// client-go's typed clients since v0.32 (`gentype.PrefersProtobuf`,
@@ -84,12 +84,19 @@ impl Requests {
         }
     }
 
-    fn selectors(&self, qp: &mut form_urlencoded::Serializer<'_, String>) {
+    fn selectors(
+        &self,
+        qp: &mut form_urlencoded::Serializer<'_, String>,
+        shard: Option<&ShardSelector>,
+    ) {
         if let Some(l) = &self.label_selector {
             qp.append_pair("labelSelector", l);
         }
         if let Some(f) = &self.field_selector {
             qp.append_pair("fieldSelector", f);
+        }
+        if let Some(s) = shard {
+            qp.append_pair("shardSelector", &s.to_string());
         }
     }
 
@@ -97,7 +104,7 @@ impl Requests {
     /// drops the limit then; client-go's reflector does not).
     pub(super) fn list(&self, o: &ListOptions) -> Result<http::Request<Vec<u8>>, Error> {
         let mut qp = form_urlencoded::Serializer::new(String::new());
-        self.selectors(&mut qp);
+        self.selectors(&mut qp, o.shard.as_ref());
         if let Some(limit) = o.limit {
             qp.append_pair("limit", &limit.to_string());
         }
@@ -114,7 +121,7 @@ impl Requests {
     pub(super) fn watch(&self, o: &WatchOptions) -> Result<http::Request<Vec<u8>>, Error> {
         let mut qp = form_urlencoded::Serializer::new(String::new());
         qp.append_pair("watch", "true");
-        self.selectors(&mut qp);
+        self.selectors(&mut qp, o.shard.as_ref());
         if !o.resource_version.is_empty() {
             qp.append_pair("resourceVersion", &o.resource_version);
         }
@@ -183,6 +190,7 @@ mod tests {
             resource_version: String::new(),
             limit: Some(500),
             continue_token: Some("tok".into()),
+            shard: None,
         };
         let req = r.list(&next).unwrap();
         assert_eq!(
@@ -213,6 +221,27 @@ mod tests {
             .list(&ListOptions::new("0", None))
             .unwrap();
         assert_eq!(accept(&list), METADATA_LIST);
+    }
+
+    #[test]
+    fn the_shard_selector_is_sent_as_shard_selector_on_every_list_and_watch() {
+        let r = requests("/api/v1/pods", false);
+        let shard = crate::ShardSelector::index_of(crate::ShardKey::Uid, 1, 2).unwrap();
+        let mut list = ListOptions::new("0", Some(500));
+        list.shard = Some(shard.clone());
+        let query = "labelSelector=app%3Dweb&shardSelector=shardRange%28object.metadata.uid%2C+%270x8000000000000000%27%2C+%270x10000000000000000%27%29";
+        assert_eq!(
+            r.list(&list).unwrap().uri(),
+            &format!("/api/v1/pods?{query}&limit=500&resourceVersion=0")[..]
+        );
+        let mut watch = WatchOptions::new("7", std::time::Duration::from_secs(300));
+        watch.shard = Some(shard);
+        assert_eq!(
+            r.watch(&watch).unwrap().uri(),
+            &format!(
+                "/api/v1/pods?watch=true&{query}&resourceVersion=7&timeoutSeconds=300&allowWatchBookmarks=true"
+            )[..]
+        );
     }
 
     #[test]

@@ -1,0 +1,1165 @@
+//! One controller across many replicas: the objects split into shards, each shard held by
+//! one replica at a time through a Lease, each replica holding its fair share (feature
+//! `kube`).
+//!
+//! Leader election lets one replica do all the work. [`ShardManager`] splits it: `N`
+//! shards, shard `i` being range `i` of `N` of the 64-bit hash of each object's uid (or
+//! namespace), and one Lease per shard, `<name>-shard-<i>`. Each replica holds about
+//! `ceil(N / live replicas)` of them and runs, per held shard, whatever the caller asks —
+//! usually a sharded informer (see
+//! [`kinformer_reflector::ShardSelector`]) and a
+//! [`Controller`](crate::controller::Controller) through
+//! [`Controller::run_shard`](crate::controller::Controller::run_shard). The API server
+//! sends each informer only its shard's objects (Kubernetes 1.36 with the gate
+//! `ShardedListAndWatch`; without it the informer filters).
+//!
+//! # The rules
+//!
+//! Every retry period each replica, on its own:
+//!
+//! 1. **Says it is alive** by holding one of `N` membership Leases,
+//!    `<name>-member-<j>` (any free one), and reads the others: the live replicas are the
+//!    holders of membership Leases not yet expired. A replica beyond the `N`-th has nothing
+//!    to do and waits for a free one.
+//! 2. **Holds each shard Lease as a leader election holds its Lease** (the rules of
+//!    [`kinformer_leaderelection`]): takes only a free one (no record, released, or seen
+//!    unchanged for its lease duration on this replica's monotonic clock), writes over the
+//!    version it read, renews every retry period, and stops the shard's work the moment
+//!    its renew deadline passes without a renewal — before any other replica may take it.
+//! 3. **Aims at its fair share**, `ceil(N / live)`: takes free shards while it holds fewer,
+//!    and gives up shards while it holds more — at most
+//!    [`max_moves`](ShardingConfig::max_moves) per
+//!    [`move_period`](ShardingConfig::move_period), so that a replica joining, or one
+//!    whose membership flickers, cannot make the shards churn. Giving up a shard stops its
+//!    work first, waits for it to end, then releases the Lease, so that the next holder can
+//!    start at its next retry and never overlaps.
+//! 4. **Waits one retry period after starting** before it takes any shard, so that
+//!    replicas started together see each other's membership first instead of each taking
+//!    every shard and then handing them back.
+//! 5. On shutdown, stops every shard's work and releases every Lease it holds.
+//!
+//! The shard count and the locks are the swap points: [`ShardManager::new`] takes the
+//! count in its config and a function from a Lease name to a
+//! [`kinformer_leaderelection::Lock`] (a
+//! [`LeaseLock`](kinformer_leaderelection::LeaseLock) in a cluster, a `MemoryLease` lock
+//! in tests). The count must be the same on every replica: changing it is a new
+//! deployment (new names), as two counts would cut the hash space differently.
+//!
+//! What holds, as for leader election: no two replicas *believe* they hold a shard at the
+//! same time, given clocks that run at the same rate; a paused process is not fenced (see
+//! [`kinformer_leaderelection`]'s docs). [`Shard::is_held`] answers for the deadline, to
+//! check right before a write that must not happen twice.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer::controller::{Action, Context, Controller};
+//! use kinformer::informer::SharedIndexInformer;
+//! use kinformer::leaderelection::LeaseLock;
+//! use kinformer::prelude::*;
+//! use kinformer::reflector::ShardKey;
+//! use kinformer::sharding::{Shard, ShardManager, ShardingConfig};
+//!
+//! async fn reconcile(key: ObjectKey, ctx: Context<()>) -> Result<Action, kube::Error> {
+//!     if !ctx.is_leading() {
+//!         return Ok(Action::Done); // the shard's next holder does it
+//!     }
+//!     // ... act on `key`
+//!     Ok(Action::Done)
+//! }
+//!
+//! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let identity = std::env::var("POD_NAME")?;
+//! let config = ShardingConfig::new("my-controller", 12);
+//! let manager = ShardManager::new(config, |lease: &str| {
+//!     LeaseLock::new(client.clone(), "kube-system", lease, identity.clone())
+//! })?;
+//! let shutdown = CancellationToken::new();
+//! let pods = kube::Api::<Pod>::all(client.clone());
+//! manager
+//!     .run(&shutdown, move |shard: Shard| {
+//!         let pods = pods.clone();
+//!         async move {
+//!             // This shard's pods only, and a controller for them while the shard is held.
+//!             let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
+//!                 .shard(shard.selector(ShardKey::Uid))
+//!                 .build();
+//!             let controller = Controller::<ObjectKey>::new("my-controller");
+//!             let _ = controller.watch(&informer);
+//!             let Ok(running) = informer.start() else { return };
+//!             controller.run_shard(&shard, reconcile, ()).await;
+//!             let _ = running.stop().await;
+//!         }
+//!     })
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::{BTreeSet, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use kinformer_leaderelection::{LeaderElectionConfig, LeaderElectionRecord, Lock};
+use kinformer_reflector::{ShardKey, ShardRange, ShardSelector};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What [`ShardManager`] fails with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration breaks a rule, named here.
+    #[error("invalid sharding config: {0}")]
+    InvalidConfig(String),
+    /// The locks do not all have the same, non-empty identity.
+    #[error("every lock must have the same non-empty identity, got {0:?} and {1:?}")]
+    Identity(String, String),
+    /// [`ShardManager::run`] was called while a run of the same manager was going on.
+    #[error("this shard manager is already running")]
+    AlreadyRunning,
+}
+
+/// A [`ShardManager`]'s settings.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ShardingConfig {
+    /// The prefix of the Lease names: `<name>-shard-<i>` and `<name>-member-<j>`.
+    pub name: String,
+    /// How many shards (at least 1). The same on every replica.
+    pub shards: u32,
+    /// Lease duration, renew deadline and retry period, as for leader election (client-go's
+    /// 15 s, 10 s and 2 s by default), validated by the same rules. Its `name`,
+    /// `release_on_cancel` (always on here) and `request_timeout` are not used; every Lease
+    /// request is bounded by the retry period.
+    pub timing: LeaderElectionConfig,
+    /// How many shards a replica gives up to re-balance, at most, per
+    /// [`move_period`](Self::move_period) (at least 1). Shards of a replica that died are
+    /// not moves: they are taken as soon as they expire.
+    pub max_moves: u32,
+    /// The window of [`max_moves`](Self::max_moves).
+    pub move_period: Duration,
+}
+
+impl ShardingConfig {
+    /// `shards` shards under Leases named after `name`, client-go's leader-election timing,
+    /// and at most 2 shards given up per lease duration (15 s).
+    pub fn new(name: impl Into<String>, shards: u32) -> Self {
+        Self {
+            name: name.into(),
+            shards,
+            timing: LeaderElectionConfig::default(),
+            max_moves: 2,
+            move_period: Duration::from_secs(15),
+        }
+    }
+
+    /// Checks the rules: a Lease name prefix, at least one shard and one move per period,
+    /// and the leader-election timing rules.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] naming the broken rule.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.name.is_empty() {
+            return Err(Error::InvalidConfig("the name must not be empty".into()));
+        }
+        if self.shards == 0 {
+            return Err(Error::InvalidConfig("at least one shard".into()));
+        }
+        if self.max_moves == 0 || self.move_period.is_zero() {
+            return Err(Error::InvalidConfig(
+                "at least one move per non-zero move period".into(),
+            ));
+        }
+        self.timing
+            .validate()
+            .map_err(|e| Error::InvalidConfig(e.to_string()))
+    }
+
+    /// The fair share of `live` replicas: `ceil(shards / live)` (all of them for none).
+    pub fn fair_share(&self, live: usize) -> usize {
+        let shards = self.shards as usize;
+        shards.div_ceil(live.max(1))
+    }
+
+    /// The grace reconciles in flight get when a shard is lost, as under leader election:
+    /// the lease duration minus the renew deadline, the time until another replica may
+    /// take the shard.
+    pub fn grace(&self) -> Duration {
+        self.timing
+            .lease_duration
+            .saturating_sub(self.timing.renew_deadline)
+    }
+}
+
+/// One shard this replica holds, handed to the work [`ShardManager::run`] starts for it.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Shard {
+    index: u32,
+    count: u32,
+    range: ShardRange,
+    lease: Arc<str>,
+    token: CancellationToken,
+    deadline: watch::Receiver<Instant>,
+    grace: Duration,
+}
+
+impl fmt::Debug for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shard")
+            .field("index", &self.index)
+            .field("count", &self.count)
+            .field("lease", &self.lease)
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shard {
+    /// The shard's index, below [`count`](Self::count).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The shard count.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The name of the shard's Lease.
+    pub fn lease(&self) -> &str {
+        &self.lease
+    }
+
+    /// The shard's range of the hash space: range `index` of `count`.
+    pub fn range(&self) -> ShardRange {
+        self.range
+    }
+
+    /// The selector of this shard's objects by `key` (the uid or the namespace).
+    pub fn selector(&self, key: ShardKey) -> ShardSelector {
+        ShardSelector::range(key, self.range)
+    }
+
+    /// Cancelled the moment this replica stops holding the shard (lost, given up, or
+    /// shutdown). The shard's work must stop then.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// Whether this replica still holds the shard: false once the token is cancelled, and
+    /// as soon as the renew deadline has passed, even before the task that cancels the token
+    /// has run.
+    pub fn is_held(&self) -> bool {
+        !self.token.is_cancelled() && Instant::now() < *self.deadline.borrow()
+    }
+
+    /// How long reconciles in flight get to return once the shard is lost (see
+    /// [`ShardingConfig::grace`]).
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+}
+
+/// What a running [`ShardManager`] shows.
+#[derive(Default)]
+struct Status {
+    held: BTreeSet<u32>,
+    live: usize,
+}
+
+/// Holds this replica's fair share of `N` shard Leases and runs work for each held shard:
+/// see the [module docs](self).
+pub struct ShardManager<L> {
+    config: ShardingConfig,
+    identity: String,
+    shard_locks: Vec<(String, L)>,
+    member_locks: Vec<(String, L)>,
+    ranges: Vec<ShardRange>,
+    status: Mutex<Status>,
+    moves: AtomicU64,
+    running: AtomicBool,
+}
+
+impl<L> fmt::Debug for ShardManager<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardManager")
+            .field("config", &self.config)
+            .field("identity", &self.identity)
+            .field("held", &self.held())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One Lease as this replica sees it.
+struct Slot<'a, L> {
+    index: u32,
+    range: Option<ShardRange>,
+    name: &'a str,
+    lock: &'a L,
+    /// The record last read or written, and when this replica first saw it so.
+    seen: Option<(Option<LeaderElectionRecord>, Instant)>,
+    held: Option<Held>,
+}
+
+/// A Lease this replica holds.
+struct Held {
+    /// The record it last wrote.
+    record: LeaderElectionRecord,
+    deadline: watch::Sender<Instant>,
+    term: CancellationToken,
+    /// The shard's work (none for a membership Lease).
+    work: Option<JoinHandle<()>>,
+}
+
+impl<L> ShardManager<L> {
+    /// The identity of this replica (its locks').
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The config.
+    pub fn config(&self) -> &ShardingConfig {
+        &self.config
+    }
+
+    /// The shards this replica holds now.
+    pub fn held(&self) -> Vec<u32> {
+        self.lock_status().held.iter().copied().collect()
+    }
+
+    /// The live replicas seen at the last retry (this one included once it is a member).
+    pub fn live_replicas(&self) -> usize {
+        self.lock_status().live
+    }
+
+    /// How many shards this replica gave up to re-balance so far.
+    pub fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Relaxed)
+    }
+
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<L: Lock> ShardManager<L> {
+    /// A manager for `config.shards` shards, with `lock(name)` the lock of the Lease
+    /// `name` for this replica (every lock with the same identity).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`], or [`Error::Identity`] when the locks' identities differ
+    /// or are empty.
+    pub fn new(config: ShardingConfig, lock: impl Fn(&str) -> L) -> Result<Self, Error> {
+        config.validate()?;
+        let make = |kind: &str| -> Vec<(String, L)> {
+            (0..config.shards)
+                .map(|i| {
+                    let name = format!("{}-{kind}-{i}", config.name);
+                    let l = lock(&name);
+                    (name, l)
+                })
+                .collect()
+        };
+        let ranges = (0..config.shards)
+            .map(|i| ShardRange::index_of(i, config.shards))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let shard_locks = make("shard");
+        let member_locks = make("member");
+        let identity = shard_locks
+            .first()
+            .map(|(_, l)| l.identity().to_owned())
+            .unwrap_or_default();
+        for (_, l) in shard_locks.iter().chain(&member_locks) {
+            if identity.is_empty() || l.identity() != identity {
+                return Err(Error::Identity(identity, l.identity().to_owned()));
+            }
+        }
+        Ok(Self {
+            config,
+            identity,
+            shard_locks,
+            member_locks,
+            ranges,
+            status: Mutex::new(Status::default()),
+            moves: AtomicU64::new(0),
+            running: AtomicBool::new(false),
+        })
+    }
+
+    /// Holds this replica's fair share of the shards until `shutdown` is cancelled, and
+    /// runs `work` for each shard it takes, with the [`Shard`] whose token is cancelled
+    /// when the shard is lost or given up. Then stops every shard's work, waits for it
+    /// (up to the grace, then aborts it), and releases every Lease.
+    ///
+    /// A shard's work should run until its token is cancelled; if it returns earlier the
+    /// shard stays held, idle, until it is given up.
+    ///
+    /// Dropping the returned future instead of cancelling `shutdown` cancels every shard's
+    /// token at once (the tasks that renew them are gone) but releases nothing: the Leases
+    /// expire, and the other replicas take them after the lease duration.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyRunning`].
+    pub async fn run<'a, F, Fut>(
+        &'a self,
+        shutdown: &CancellationToken,
+        work: F,
+    ) -> Result<(), Error>
+    where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if self.running.swap(true, Ordering::AcqRel) {
+            return Err(Error::AlreadyRunning);
+        }
+        let _running = Running(self);
+        let slots = |locks: &'a [(String, L)], ranges: &[ShardRange]| -> Vec<Slot<'a, L>> {
+            locks
+                .iter()
+                .zip(0..)
+                .map(|((name, lock), index)| Slot {
+                    index,
+                    range: ranges.get(index as usize).copied(),
+                    name,
+                    lock,
+                    seen: None,
+                    held: None,
+                })
+                .collect()
+        };
+        let mut shards = slots(&self.shard_locks, &self.ranges);
+        let mut members = slots(&self.member_locks, &[]);
+        let mut releases: VecDeque<Instant> = VecDeque::new();
+        let retry = self.config.timing.retry_period;
+        // Where this replica starts looking for free Leases: spread over the replicas.
+        let offset = (kinformer_reflector::fnv1a_64(self.identity.as_bytes())
+            % u64::from(self.config.shards)) as usize;
+        let mut first = true;
+        tracing::info!(identity = %self.identity, shards = self.config.shards, name = %self.config.name, "shard manager started");
+        loop {
+            let started = Instant::now();
+            self.tick(
+                &mut shards,
+                &mut members,
+                &mut releases,
+                offset,
+                first,
+                &work,
+            )
+            .await;
+            first = false;
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep_until(started + retry) => {}
+            }
+        }
+        // Each shard's work stopped first, then its Lease released: nobody overlaps. All at
+        // once, so that the grace is waited out once, not once per shard.
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.give_up(slot, "shutdown")),
+        )
+        .await;
+        tracing::info!(identity = %self.identity, "shard manager stopped");
+        Ok(())
+    }
+
+    /// One retry period's work: rules 1 to 4 of the module docs.
+    async fn tick<'s, F, Fut>(
+        &self,
+        shards: &mut [Slot<'s, L>],
+        members: &mut [Slot<'s, L>],
+        releases: &mut VecDeque<Instant>,
+        offset: usize,
+        first: bool,
+        work: &F,
+    ) where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        // Renew what is held, read the rest: every Lease at once, each on its own lock.
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.refresh(slot)),
+        )
+        .await;
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.reap(slot)),
+        )
+        .await;
+
+        // Rule 1: membership.
+        if members.iter().all(|s| s.held.is_none()) {
+            for i in 0..members.len() {
+                let slot = &mut members[(offset + i) % members.len()];
+                if self.is_free(slot) && self.acquire(slot, None::<&F>).await {
+                    break;
+                }
+            }
+        }
+        let live = members
+            .iter()
+            .filter(|s| s.held.is_some() || self.is_live(s))
+            .count()
+            .max(1);
+        let target = self.config.fair_share(live);
+        let held = shards.iter().filter(|s| s.held.is_some()).count();
+        tracing::debug!(identity = %self.identity, live, target, held, "shard manager retry");
+
+        // Rule 3: give up extras, within the move limit.
+        if held > target {
+            let now = Instant::now();
+            while releases
+                .front()
+                .is_some_and(|t| now.duration_since(*t) >= self.config.move_period)
+            {
+                releases.pop_front();
+            }
+            let budget = (self.config.max_moves as usize).saturating_sub(releases.len());
+            let extra = (held - target).min(budget);
+            // The last held ones, from the end of this replica's preferred order.
+            let order: Vec<usize> = (0..shards.len())
+                .map(|i| (offset + i) % shards.len())
+                .collect();
+            let chosen: BTreeSet<usize> = order
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&i| shards[i].held.is_some())
+                .take(extra)
+                .collect();
+            // At once: the shards kept are renewed again only after the given up ones'
+            // work has stopped, which may take up to the grace, and only once.
+            futures::future::join_all(
+                shards
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(i, _)| chosen.contains(i))
+                    .map(|(_, slot)| self.give_up(slot, "re-balance")),
+            )
+            .await;
+            let now = Instant::now();
+            for _ in &chosen {
+                releases.push_back(now);
+                self.moves.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if held < target && !first {
+            // Rule 3: take free shards; rule 4: not in the first period.
+            let mut wanted = target - held;
+            for i in 0..shards.len() {
+                if wanted == 0 {
+                    break;
+                }
+                let slot = &mut shards[(offset + i) % shards.len()];
+                if slot.held.is_none() && self.is_free(slot) && self.acquire(slot, Some(work)).await
+                {
+                    wanted -= 1;
+                }
+            }
+        }
+        let mut status = self.lock_status();
+        status.live = live;
+        status.held = shards
+            .iter()
+            .filter(|s| s.held.is_some())
+            .map(|s| s.index)
+            .collect();
+    }
+
+    /// Renews a held Lease, or reads one that is not.
+    async fn refresh(&self, slot: &mut Slot<'_, L>) {
+        let timeout = self.config.timing.retry_period;
+        if let Some(held) = &mut slot.held {
+            if held.term.is_cancelled() {
+                return;
+            }
+            let mut record = held.record.clone();
+            let sent = Instant::now();
+            record.renew_time = Some(SystemTime::now());
+            match tokio::time::timeout(timeout, slot.lock.update(&record)).await {
+                Ok(Ok(())) => {
+                    held.record = record.clone();
+                    held.deadline
+                        .send_replace(sent + self.config.timing.renew_deadline);
+                    slot.seen = Some((Some(record), sent));
+                    return;
+                }
+                Ok(Err(kinformer_leaderelection::Error::Conflict)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(lease = slot.name, error = %e, "renewing a shard Lease failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(lease = slot.name, "renewing a shard Lease timed out");
+                    return;
+                }
+            }
+        }
+        // Not held, or the renewal conflicted: read it.
+        match tokio::time::timeout(timeout, slot.lock.get()).await {
+            Ok(Ok(record)) => {
+                let now = Instant::now();
+                let changed = slot.seen.as_ref().is_none_or(|(r, _)| *r != record);
+                if let Some(held) = &slot.held
+                    && record
+                        .as_ref()
+                        .is_none_or(|r| r.holder_identity != self.identity)
+                {
+                    tracing::warn!(
+                        lease = slot.name,
+                        "a held Lease was taken by another replica"
+                    );
+                    held.term.cancel();
+                }
+                if changed {
+                    slot.seen = Some((record, now));
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(lease = slot.name, error = %e, "reading a Lease failed"),
+            Err(_) => tracing::debug!(lease = slot.name, "reading a Lease timed out"),
+        }
+    }
+
+    /// A held Lease whose term ended (deadline passed, or taken): its work is waited for
+    /// and it counts as not held.
+    async fn reap(&self, slot: &mut Slot<'_, L>) {
+        let ended = slot.held.as_ref().is_some_and(|h| h.term.is_cancelled());
+        if !ended {
+            return;
+        }
+        if let Some(held) = slot.held.take() {
+            tracing::warn!(lease = slot.name, identity = %self.identity, "Lease lost: its work stopped");
+            self.join(slot.name, held.work).await;
+        }
+    }
+
+    /// Waits for a shard's work, up to the grace, then aborts it.
+    async fn join(&self, lease: &str, work: Option<JoinHandle<()>>) {
+        let Some(mut work) = work else { return };
+        if tokio::time::timeout(self.config.grace(), &mut work)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                lease,
+                "a shard's work did not stop within the grace: aborted"
+            );
+            work.abort();
+            let _ = work.await;
+        }
+    }
+
+    /// Whether this replica sees the Lease free for the taking.
+    fn is_free(&self, slot: &Slot<'_, L>) -> bool {
+        match &slot.seen {
+            // Never read successfully: unknown, not free.
+            None => false,
+            Some((None, _)) => true,
+            Some((Some(r), since)) => {
+                !r.is_held()
+                    || r.holder_identity == self.identity
+                    || since.elapsed() >= seconds(r.lease_duration_seconds)
+            }
+        }
+    }
+
+    /// Whether a Lease this replica does not hold has a live holder.
+    fn is_live(&self, slot: &Slot<'_, L>) -> bool {
+        match &slot.seen {
+            Some((Some(r), since)) => {
+                r.is_held()
+                    && r.holder_identity != self.identity
+                    && since.elapsed() < seconds(r.lease_duration_seconds)
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes a Lease seen free, writing over the version read; for a shard, starts its
+    /// work. Whether it was taken.
+    async fn acquire<F, Fut>(&self, slot: &mut Slot<'_, L>, work: Option<&F>) -> bool
+    where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let Some((seen, _)) = &slot.seen else {
+            return false;
+        };
+        let now = SystemTime::now();
+        let transitions = seen.as_ref().map_or(0, |r| {
+            if r.holder_identity == self.identity {
+                r.leader_transitions
+            } else {
+                r.leader_transitions.saturating_add(1)
+            }
+        });
+        let record = LeaderElectionRecord {
+            holder_identity: self.identity.clone(),
+            lease_duration_seconds: whole_seconds(self.config.timing.lease_duration),
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            leader_transitions: transitions,
+        };
+        let sent = Instant::now();
+        let timeout = self.config.timing.retry_period;
+        let written = match seen {
+            None => tokio::time::timeout(timeout, slot.lock.create(&record)).await,
+            Some(_) => tokio::time::timeout(timeout, slot.lock.update(&record)).await,
+        };
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(lease = slot.name, error = %e, "taking a Lease failed");
+                // Read it again next time.
+                slot.seen = None;
+                return false;
+            }
+            Err(_) => {
+                slot.seen = None;
+                return false;
+            }
+        }
+        let deadline_at = sent + self.config.timing.renew_deadline;
+        let (deadline, deadline_rx) = watch::channel(deadline_at);
+        let term = CancellationToken::new();
+        tokio::spawn(watchdog(term.clone(), deadline_rx.clone()));
+        let task = work.zip(slot.range).map(|(work, range)| {
+            let shard = Shard {
+                index: slot.index,
+                range,
+                count: self.config.shards,
+                lease: slot.name.into(),
+                token: term.clone(),
+                deadline: deadline_rx,
+                grace: self.config.grace(),
+            };
+            tracing::info!(lease = slot.name, identity = %self.identity, shard = slot.index, "shard taken: its work started");
+            tokio::spawn(work(shard))
+        });
+        slot.seen = Some((Some(record.clone()), sent));
+        slot.held = Some(Held {
+            record,
+            deadline,
+            term,
+            work: task,
+        });
+        true
+    }
+
+    /// Stops a held Lease's work, waits for it, then releases the Lease (an empty holder,
+    /// a 1 s lease, as client-go's release) so that another replica takes it at once.
+    async fn give_up(&self, slot: &mut Slot<'_, L>, why: &'static str) {
+        let Some(held) = slot.held.take() else { return };
+        held.term.cancel();
+        self.join(slot.name, held.work).await;
+        let now = SystemTime::now();
+        let record = LeaderElectionRecord {
+            holder_identity: String::new(),
+            lease_duration_seconds: 1,
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            leader_transitions: held.record.leader_transitions,
+        };
+        match tokio::time::timeout(self.config.timing.retry_period, slot.lock.update(&record)).await
+        {
+            Ok(Ok(())) => {
+                tracing::info!(lease = slot.name, identity = %self.identity, why, "Lease released");
+                slot.seen = Some((Some(record), Instant::now()));
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(lease = slot.name, error = %e, why, "releasing a Lease failed; it expires instead");
+                slot.seen = None;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    lease = slot.name,
+                    why,
+                    "releasing a Lease timed out; it expires instead"
+                );
+                slot.seen = None;
+            }
+        }
+    }
+}
+
+/// Marks a [`ShardManager`] as holding nothing and not running when its run ends or is
+/// dropped.
+struct Running<'a, L>(&'a ShardManager<L>);
+
+impl<L> Drop for Running<'_, L> {
+    fn drop(&mut self) {
+        *self.0.lock_status() = Status::default();
+        self.0.running.store(false, Ordering::Release);
+    }
+}
+
+/// Cancels `term` the moment its deadline passes without being moved on.
+async fn watchdog(term: CancellationToken, mut deadline: watch::Receiver<Instant>) {
+    loop {
+        let at = *deadline.borrow_and_update();
+        tokio::select! {
+            () = term.cancelled() => return,
+            () = tokio::time::sleep_until(at) => {
+                if *deadline.borrow() <= Instant::now() {
+                    term.cancel();
+                    return;
+                }
+            }
+            changed = deadline.changed() => {
+                if changed.is_err() {
+                    // The holder is gone: nothing will renew this term.
+                    term.cancel();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn seconds(s: i32) -> Duration {
+    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+}
+
+/// A lease duration in whole seconds (validated to fit by the timing rules).
+fn whole_seconds(d: Duration) -> i32 {
+    i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use kinformer_leaderelection::testing::{Fault, MemoryLease, MemoryLock};
+
+    use super::*;
+
+    /// The Leases of a test, by name, shared by every replica.
+    #[derive(Clone, Default)]
+    struct Leases(Arc<Mutex<HashMap<String, MemoryLease>>>);
+
+    impl Leases {
+        fn lock(&self, name: &str, identity: &str) -> MemoryLock {
+            let mut map = self.0.lock().unwrap();
+            map.entry(name.to_owned()).or_default().lock(identity)
+        }
+
+        fn set_fault_for(&self, identity: &str, fault: Fault) {
+            for lease in self.0.lock().unwrap().values() {
+                lease.set_fault_for(identity, fault);
+            }
+        }
+    }
+
+    /// Who runs each shard's work now, and every time two did at once.
+    #[derive(Clone, Default)]
+    struct Owners {
+        now: Arc<Mutex<HashMap<u32, String>>>,
+        overlaps: Arc<Mutex<Vec<String>>>,
+        /// Every (shard, replica) whose work ended.
+        stopped: Arc<Mutex<Vec<(u32, String)>>>,
+        /// How long a shard's work takes to stop once its token is cancelled.
+        stop_delay: Duration,
+    }
+
+    struct Replica {
+        manager: Arc<ShardManager<MemoryLock>>,
+        stop: CancellationToken,
+        run: JoinHandle<Result<(), Error>>,
+    }
+
+    fn config(shards: u32) -> ShardingConfig {
+        let mut config = ShardingConfig::new("ctl", shards);
+        config.max_moves = 1;
+        config.move_period = Duration::from_secs(4);
+        config
+    }
+
+    fn start(leases: &Leases, owners: &Owners, id: &str, config: ShardingConfig) -> Replica {
+        let leases = leases.clone();
+        let me = id.to_owned();
+        let manager =
+            Arc::new(ShardManager::new(config, move |name| leases.lock(name, &me)).unwrap());
+        let stop = CancellationToken::new();
+        let (m, s, owners, id) = (
+            Arc::clone(&manager),
+            stop.clone(),
+            owners.clone(),
+            id.to_owned(),
+        );
+        let run = tokio::spawn(async move {
+            m.run(&s, move |shard: Shard| {
+                let (owners, id) = (owners.clone(), id.clone());
+                async move {
+                    if let Some(other) =
+                        owners.now.lock().unwrap().insert(shard.index(), id.clone())
+                    {
+                        owners.overlaps.lock().unwrap().push(format!(
+                            "shard {} started by {id} while {other} ran it",
+                            shard.index()
+                        ));
+                    }
+                    shard.token().cancelled().await;
+                    tokio::time::sleep(owners.stop_delay).await;
+                    owners.now.lock().unwrap().remove(&shard.index());
+                    owners.stopped.lock().unwrap().push((shard.index(), id));
+                }
+            })
+            .await
+        });
+        Replica { manager, stop, run }
+    }
+
+    fn held(replicas: &[&Replica]) -> Vec<Vec<u32>> {
+        replicas.iter().map(|r| r.manager.held()).collect()
+    }
+
+    /// Every shard held by exactly one of `replicas`, `share` each.
+    fn balanced(replicas: &[&Replica], shards: u32, share: &[usize]) -> bool {
+        let held = held(replicas);
+        let mut all: Vec<u32> = held.iter().flatten().copied().collect();
+        all.sort_unstable();
+        let mut sizes: Vec<usize> = held.iter().map(Vec::len).collect();
+        sizes.sort_unstable();
+        all == (0..shards).collect::<Vec<_>>() && sizes == share
+    }
+
+    /// Advances the paused clock until `cond`, at most `limit`; how long it took.
+    async fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+        let start = Instant::now();
+        while !cond() {
+            assert!(start.elapsed() < limit, "not within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        start.elapsed()
+    }
+
+    #[test]
+    fn the_fair_share_is_the_ceiling_of_shards_over_live_replicas() {
+        let c = config(12);
+        assert_eq!(c.fair_share(0), 12);
+        assert_eq!(c.fair_share(1), 12);
+        assert_eq!(c.fair_share(3), 4);
+        assert_eq!(c.fair_share(5), 3);
+        assert_eq!(c.fair_share(13), 1);
+        assert!(ShardingConfig::new("x", 0).validate().is_err());
+        assert!(ShardingConfig::new("", 3).validate().is_err());
+        let mut bad = config(3);
+        bad.max_moves = 0;
+        assert!(bad.validate().is_err());
+        bad = config(3);
+        bad.timing.renew_deadline = bad.timing.lease_duration;
+        assert!(bad.validate().is_err());
+    }
+
+    #[tokio::test]
+    async fn locks_of_different_identities_are_refused() {
+        let leases = Leases::default();
+        let n = std::sync::atomic::AtomicU32::new(0);
+        let mixed = ShardManager::new(config(2), |name| {
+            let id = format!("r{}", n.fetch_add(1, Ordering::Relaxed));
+            leases.lock(name, &id)
+        });
+        assert!(matches!(mixed, Err(Error::Identity(..))));
+        let empty = ShardManager::new(config(2), |name| leases.lock(name, ""));
+        assert!(matches!(empty, Err(Error::Identity(..))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn replicas_started_together_split_the_shards_fairly_without_moves() {
+        let (leases, owners) = (Leases::default(), Owners::default());
+        let r: Vec<Replica> = ["a", "b", "c"]
+            .iter()
+            .map(|id| start(&leases, &owners, id, config(12)))
+            .collect();
+        let all: Vec<&Replica> = r.iter().collect();
+        within(Duration::from_secs(10), || balanced(&all, 12, &[4, 4, 4])).await;
+        // Stable: nothing moves afterwards.
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        assert!(balanced(&all, 12, &[4, 4, 4]), "{:?}", held(&all));
+        assert!(r.iter().all(|x| x.manager.live_replicas() == 3));
+        assert_eq!(r.iter().map(|x| x.manager.moves()).sum::<u64>(), 0);
+        assert_eq!(owners.now.lock().unwrap().len(), 12);
+        for x in r {
+            x.stop.cancel();
+            x.run.await.unwrap().unwrap();
+        }
+        assert!(
+            owners.now.lock().unwrap().is_empty(),
+            "work stopped on shutdown"
+        );
+        assert!(owners.overlaps.lock().unwrap().is_empty());
+        // Everything released.
+        for lease in leases.0.lock().unwrap().values() {
+            assert!(lease.record().is_none_or(|r| !r.is_held()));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_joining_replica_gets_its_share_within_the_move_limit_and_a_leaving_ones_is_taken() {
+        let (leases, owners) = (Leases::default(), Owners::default());
+        let a = start(&leases, &owners, "a", config(12));
+        let b = start(&leases, &owners, "b", config(12));
+        within(Duration::from_secs(10), || balanced(&[&a, &b], 12, &[6, 6])).await;
+
+        // c joins: a and b each give up 2, one per move period (4 s) at most.
+        let c = start(&leases, &owners, "c", config(12));
+        let took = within(Duration::from_secs(30), || {
+            balanced(&[&a, &b, &c], 12, &[4, 4, 4])
+        })
+        .await;
+        assert!(
+            took >= Duration::from_secs(4),
+            "two moves each need two periods: {took:?}"
+        );
+        assert_eq!(
+            (a.manager.moves(), b.manager.moves(), c.manager.moves()),
+            (2, 2, 0)
+        );
+
+        // c leaves (releasing): a and b take its shards at once, without moves.
+        c.stop.cancel();
+        c.run.await.unwrap().unwrap();
+        within(Duration::from_secs(20), || balanced(&[&a, &b], 12, &[6, 6])).await;
+        assert_eq!(a.manager.moves() + b.manager.moves(), 4);
+        assert!(
+            owners.overlaps.lock().unwrap().is_empty(),
+            "{:?}",
+            owners.overlaps
+        );
+        for x in [a, b] {
+            x.stop.cancel();
+            x.run.await.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_run_stops_every_shards_work_and_the_manager_can_run_again() {
+        let (leases, owners) = (Leases::default(), Owners::default());
+        let a = start(&leases, &owners, "a", config(4));
+        within(Duration::from_secs(10), || a.manager.held().len() == 4).await;
+        a.run.abort();
+        let _ = a.run.await;
+        within(Duration::from_secs(1), || {
+            owners.now.lock().unwrap().is_empty()
+        })
+        .await;
+        // Nothing released: the Leases still name a until they expire.
+        let held_by_a = leases
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(name, l)| {
+                name.contains("-shard-") && l.record().is_some_and(|r| r.holder_identity == "a")
+            })
+            .count();
+        assert_eq!(held_by_a, 4);
+        // The same manager runs again, and takes its own Leases back at once.
+        let (m, stop) = (Arc::clone(&a.manager), CancellationToken::new());
+        let again = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                m.run(&stop, |shard: Shard| async move {
+                    shard.token().cancelled().await
+                })
+                .await
+            }
+        });
+        within(Duration::from_secs(3), || a.manager.held().len() == 4).await;
+        stop.cancel();
+        again.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shards_given_up_together_wait_out_their_work_together_and_the_rest_stay_held() {
+        // Work takes 4 s to stop (within the 5 s grace); a gives up 6 shards in one retry.
+        // One after the other that would be 24 s without renewing the 6 it keeps, past their
+        // 10 s renew deadline.
+        let leases = Leases::default();
+        let owners = Owners {
+            stop_delay: Duration::from_secs(4),
+            ..Owners::default()
+        };
+        let mut config = config(12);
+        config.max_moves = 6;
+        let a = start(&leases, &owners, "a", config.clone());
+        within(Duration::from_secs(10), || a.manager.held().len() == 12).await;
+        let b = start(&leases, &owners, "b", config);
+        within(Duration::from_secs(20), || balanced(&[&a, &b], 12, &[6, 6])).await;
+        let kept = a.manager.held();
+        let stopped = owners.stopped.lock().unwrap().clone();
+        assert_eq!(stopped.len(), 6, "{stopped:?}");
+        assert!(
+            stopped.iter().all(|(i, id)| id == "a" && !kept.contains(i)),
+            "only the shards given up stopped: {stopped:?}, kept {kept:?}"
+        );
+        assert_eq!(a.manager.moves(), 6);
+        assert!(
+            owners.overlaps.lock().unwrap().is_empty(),
+            "{:?}",
+            owners.overlaps
+        );
+        for x in [a, b] {
+            x.stop.cancel();
+            x.run.await.unwrap().unwrap();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_off_replica_stops_its_work_at_the_renew_deadline_before_others_take_over() {
+        let (leases, owners) = (Leases::default(), Owners::default());
+        let a = start(&leases, &owners, "a", config(6));
+        let b = start(&leases, &owners, "b", config(6));
+        within(Duration::from_secs(10), || balanced(&[&a, &b], 6, &[3, 3])).await;
+        let b_shards = b.manager.held();
+
+        // b's requests hang: its terms end at the renew deadline (10 s); a takes the shards
+        // once it saw them unchanged for the lease duration (15 s), never before b stopped.
+        leases.set_fault_for("b", Fault::Hang);
+        let cut = Instant::now();
+        within(Duration::from_secs(12), || {
+            let now = owners.now.lock().unwrap();
+            b_shards.iter().all(|i| !now.contains_key(i))
+        })
+        .await;
+        assert!(
+            cut.elapsed() >= Duration::from_secs(8),
+            "{:?}",
+            cut.elapsed()
+        );
+        within(Duration::from_secs(25), || a.manager.held().len() == 6).await;
+        assert!(cut.elapsed() >= Duration::from_secs(15));
+        assert!(
+            owners.overlaps.lock().unwrap().is_empty(),
+            "{:?}",
+            owners.overlaps
+        );
+
+        // b comes back: it gets its share again, by moves from a.
+        leases.set_fault_for("b", Fault::None);
+        within(Duration::from_secs(30), || balanced(&[&a, &b], 6, &[3, 3])).await;
+        assert!(
+            owners.overlaps.lock().unwrap().is_empty(),
+            "{:?}",
+            owners.overlaps
+        );
+        for x in [a, b] {
+            x.stop.cancel();
+            x.run.await.unwrap().unwrap();
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! One pod controller across several processes: the pods split into shards by the hash of
+//! their uid, each shard held by one process at a time through a Lease
+//! (`kinformer::sharding`), each process holding its fair share and running one sharded
+//! informer and controller per held shard.
+//!
+//! ```text
+//! cargo run --example sharded_controller -- --kubeconfig K [-n default] [--shards=12]
+//!     [--identity=ID] [--lease-duration=15s] [--renew-deadline=10s] [--retry-period=2s]
+//!     [--max-moves=2] [--move-period=15s] [--reconcile-cost=0ms] [--capacity=N]
+//! ```
+//!
+//! Start three against one cluster (`cargo xtask controlplane up` prints a kubeconfig), kill
+//! one, start another: the shards move. Every line is one of:
+//!
+//! ```text
+//! sharded controller ID: 12 shards on Leases NS/pods-shard-<i>
+//! holding [0, 3, 7, 9] of 12; 3 live replicas; 0 moves
+//! shard 3 held
+//! reconciled NS/p-17 shard=3 from=<unix µs> to=<unix µs>
+//! shard 3 stopped
+//! ```
+//!
+//! Each reconcile prints its shard and its interval (wall clock, microseconds), so that
+//! `tests/scale_out.rs` can check that no pod was reconciled by two processes at once.
+//! `--reconcile-cost` makes each reconcile wait that long (an I/O-bound reconcile), and
+//! `--capacity=N` lets at most N reconciles run at once in the process, whatever shards it
+//! holds (what one replica can do at once): `cargo xtask bench sharding` drains a backlog
+//! with 1, 2 and 3 processes this way.
+#![allow(clippy::print_stdout)]
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::{Args, BoxError, parse_duration, start};
+use k8s_openapi::api::core::v1::Pod;
+use kinformer::leaderelection::LeaseLock;
+use kinformer::prelude::*;
+use kinformer::reflector::ShardKey;
+use kinformer::sharding::{Shard, ShardManager, ShardingConfig};
+use kube::Api;
+use tokio::sync::Semaphore;
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args = Args::parse()?;
+    let cluster = start(&args).await?;
+    let namespace = args.namespace.clone().unwrap_or_else(|| "default".into());
+    let config = config(&args)?;
+    let identity = args
+        .value("--identity")
+        .map_or_else(|| format!("sharded-{}", std::process::id()), str::to_owned);
+    let cost = duration(&args, "--reconcile-cost")?.unwrap_or_default();
+    let capacity = args
+        .value("--capacity")
+        .map(|n| n.parse::<usize>().map(|n| Arc::new(Semaphore::new(n))))
+        .transpose()?;
+
+    let client = cluster.client.clone();
+    let (lease_ns, me) = (namespace.clone(), identity.clone());
+    let manager = Arc::new(ShardManager::new(config.clone(), move |lease: &str| {
+        LeaseLock::new(client.clone(), &lease_ns, lease, &me)
+    })?);
+    println!(
+        "sharded controller {identity}: {} shards on Leases {namespace}/{}-shard-<i>",
+        config.shards, config.name
+    );
+
+    // What the process holds, printed when it changes.
+    let watched = Arc::clone(&manager);
+    tokio::spawn(async move {
+        let mut last = None;
+        loop {
+            let now = (watched.held(), watched.live_replicas(), watched.moves());
+            if last.as_ref() != Some(&now) {
+                println!(
+                    "holding {:?} of {}; {} live replicas; {} moves",
+                    now.0,
+                    watched.config().shards,
+                    now.1,
+                    now.2
+                );
+                last = Some(now);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+
+    let shutdown = CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    let pods = Api::<Pod>::namespaced(cluster.client.clone(), &namespace);
+    manager
+        .run(&shutdown, move |shard: Shard| {
+            let (pods, capacity) = (pods.clone(), capacity.clone());
+            async move {
+                if let Err(e) = run_shard(pods, &shard, cost, capacity).await {
+                    println!("shard {}: {e}", shard.index());
+                }
+            }
+        })
+        .await?;
+    Ok(())
+}
+
+/// One held shard: a sharded informer and a controller over it, until the shard is lost.
+async fn run_shard(
+    pods: Api<Pod>,
+    shard: &Shard,
+    cost: Duration,
+    capacity: Option<Arc<Semaphore>>,
+) -> Result<(), BoxError> {
+    println!("shard {} held", shard.index());
+    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
+        .shard(shard.selector(ShardKey::Uid))
+        .build();
+    let controller =
+        Controller::<ObjectKey>::new(format!("pods-shard-{}", shard.index())).workers(2);
+    controller.watch(&informer)?;
+    let running = informer.start()?;
+    let context = Cost {
+        shard: shard.index(),
+        cost,
+        capacity,
+    };
+    controller.run_shard(shard, reconcile, context).await;
+    running.stop().await?;
+    println!("shard {} stopped", shard.index());
+    Ok(())
+}
+
+/// What a reconcile needs: its shard, its cost, the process's capacity.
+struct Cost {
+    shard: u32,
+    cost: Duration,
+    capacity: Option<Arc<Semaphore>>,
+}
+
+/// Prints the pod's key, its shard and when the reconcile ran.
+async fn reconcile(key: ObjectKey, ctx: Context<Cost>) -> Result<Action, BoxError> {
+    let Cost {
+        shard,
+        cost,
+        capacity,
+    } = &*ctx;
+    let _permit = match capacity {
+        Some(c) => Some(c.acquire().await?),
+        None => None,
+    };
+    if !ctx.is_leading() {
+        return Ok(Action::Done); // the shard's next holder does it
+    }
+    let from = micros();
+    if !cost.is_zero() {
+        tokio::time::sleep(*cost).await;
+    }
+    println!("reconciled {key} shard={shard} from={from} to={}", micros());
+    Ok(Action::Done)
+}
+
+fn micros() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+fn duration(args: &Args, flag: &str) -> Result<Option<Duration>, BoxError> {
+    args.value(flag)
+        .map(|v| {
+            parse_duration(v)
+                .ok_or_else(|| format!("{flag}: {v:?} is not a duration like 15s or 500ms").into())
+        })
+        .transpose()
+}
+
+fn config(args: &Args) -> Result<ShardingConfig, BoxError> {
+    let shards = args.value("--shards").map_or(Ok(12), str::parse)?;
+    let mut config = ShardingConfig::new("pods", shards);
+    for (flag, field) in [
+        ("--lease-duration", &mut config.timing.lease_duration),
+        ("--renew-deadline", &mut config.timing.renew_deadline),
+        ("--retry-period", &mut config.timing.retry_period),
+        ("--move-period", &mut config.move_period),
+    ] {
+        if let Some(d) = duration(args, flag)? {
+            *field = d;
+        }
+    }
+    if let Some(n) = args.value("--max-moves") {
+        config.max_moves = n.parse()?;
+    }
+    config.validate()?;
+    Ok(config)
+}

@@ -1,0 +1,313 @@
+//! `cargo xtask demo --replicas N`: the sharded pod controller (`examples/sharded_controller.rs`)
+//! as N processes on a fresh local control plane with the gate `ShardedListAndWatch` on. They
+//! split twelve shards; one is killed and its shards move; a new one starts and gets its
+//! share; every pod is reconciled. Short lease timings (3 s / 2 s / 500 ms) keep it quick.
+//!
+//! `cargo xtask bench sharding`: the same controller with 1, 2, 3, 4 and 6 processes draining a
+//! backlog of pods, each reconcile waiting a fixed time and each process running a fixed
+//! number of reconciles at once; prints the time to drain.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::Pod;
+use kinformer_testenv::{ControlPlane, Options, create_pods};
+
+const SHARDS: u32 = 12;
+const PODS: usize = 60;
+
+/// One controller process: what it printed, its reconciles counted apart.
+struct Process {
+    id: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    reconciled: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl Process {
+    fn spawn(program: &Path, kubeconfig: &Path, namespace: &str, id: &str) -> anyhow::Result<Self> {
+        Self::spawn_with(program, kubeconfig, namespace, id, &[], true)
+    }
+
+    fn spawn_with(
+        program: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        id: &str,
+        extra: &[String],
+        echo: bool,
+    ) -> anyhow::Result<Self> {
+        let mut child = Command::new(program)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--namespace", namespace])
+            .arg(format!("--identity={id}"))
+            .arg(format!("--shards={SHARDS}"))
+            .args([
+                "--lease-duration=3s",
+                "--renew-deadline=2s",
+                "--retry-period=500ms",
+                "--max-moves=1",
+                "--move-period=1s",
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {}", program.display()))?;
+        let stdout = child.stdout.take().context("the child's stdout")?;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let reconciled = Arc::new(Mutex::new(BTreeSet::new()));
+        let (sink, done, who) = (Arc::clone(&lines), Arc::clone(&reconciled), id.to_owned());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("reconciled ") {
+                    if let Some(key) = rest.split(' ').next() {
+                        done.lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(key.to_owned());
+                    }
+                    continue;
+                }
+                if echo && (line.starts_with("holding [") || line.starts_with("sharded controller"))
+                {
+                    println!("  [{who}] {line}");
+                }
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(line);
+            }
+        });
+        if echo {
+            println!("started {id}");
+        }
+        Ok(Self {
+            id: id.to_owned(),
+            child,
+            lines,
+            reconciled,
+        })
+    }
+
+    /// The shards it holds, from its last `holding` line.
+    fn held(&self) -> Vec<u32> {
+        let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
+        lines
+            .iter()
+            .rev()
+            .find_map(|l| l.strip_prefix("holding ["))
+            .and_then(|rest| rest.split(']').next())
+            .map(|inside| inside.split(", ").filter_map(|s| s.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    fn reconciled(&self) -> BTreeSet<String> {
+        self.reconciled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every shard held by exactly one process, and shares that differ by one at most.
+fn balanced(processes: &[Process]) -> bool {
+    let held: Vec<Vec<u32>> = processes.iter().map(Process::held).collect();
+    let mut all: Vec<u32> = held.iter().flatten().copied().collect();
+    all.sort_unstable();
+    let sizes = held.iter().map(Vec::len);
+    let (min, max) = (sizes.clone().min(), sizes.max());
+    all == (0..SHARDS).collect::<Vec<_>>() && max.zip(min).is_some_and(|(a, b)| a - b <= 1)
+}
+
+async fn until(
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut() -> bool,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    while !done() {
+        if start.elapsed() > timeout {
+            anyhow::bail!("{what}: not within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(start.elapsed())
+}
+
+/// Builds the control plane and the example; the example's path.
+fn build() -> anyhow::Result<std::path::PathBuf> {
+    crate::controlplane::build(false)?;
+    println!("building the sharded pod controller (examples/sharded_controller.rs)");
+    let status = crate::test::cargo(&[
+        "build",
+        "--package",
+        "kinformer-examples",
+        "--example",
+        "sharded_controller",
+    ])
+    .status()
+    .context("running cargo")?;
+    anyhow::ensure!(status.success(), "building the example failed ({status})");
+    Ok(crate::test::target_dir()
+        .join("debug")
+        .join("examples")
+        .join("sharded_controller"))
+}
+
+/// Runs the demo with `replicas` processes.
+pub(crate) fn run(replicas: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(replicas >= 1, "at least one replica");
+    let program = build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(demo(&program, replicas))
+}
+
+/// The bench's name: `cargo xtask bench sharding`.
+pub(crate) const BENCH: &str = "sharding";
+
+/// Pods in the backlog, each reconcile's wait, reconciles at once per process.
+const BACKLOG: usize = 1000;
+const COST_MS: u64 = 20;
+const CAPACITY: usize = 4;
+
+/// `cargo xtask bench sharding`: time to drain a backlog with 1 to 6 processes.
+pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.is_empty(),
+        "the sharding bench takes no options (got {args:?})"
+    );
+    let program = build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        println!("starting etcd and kube-apiserver with the feature gate ShardedListAndWatch");
+        let cp = ControlPlane::start_with(Options::default().sharded_list_and_watch(true)).await?;
+        println!(
+            "{BACKLOG} pods per run, {SHARDS} shards, each reconcile waits {COST_MS} ms, \
+             {CAPACITY} reconciles at once per process"
+        );
+        println!("| processes | time to drain | pods/s | ideal (backlog × cost ÷ (capacity × processes)) |");
+        println!("| --- | --- | --- | --- |");
+        for n in [1, 2, 3, 4, 6] {
+            let ns = cp.create_namespace("bench-sharding").await?;
+            let pods: kube::Api<Pod> = kube::Api::namespaced(cp.client()?, &ns);
+            create_pods(&pods, "p", BACKLOG).await?;
+            let extra = [
+                format!("--reconcile-cost={COST_MS}ms"),
+                format!("--capacity={CAPACITY}"),
+            ];
+            let procs = (0..n)
+                .map(|i| Process::spawn_with(&program, cp.kubeconfig(), &ns, &format!("b{n}-{i}"), &extra, false))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let took = until("the backlog drained", Duration::from_secs(120), || {
+                let done: BTreeSet<String> = procs.iter().flat_map(Process::reconciled).collect();
+                done.len() >= BACKLOG
+            })
+            .await?;
+            drop(procs);
+            let secs = took.as_secs_f64();
+            let ideal = (BACKLOG as f64) * (COST_MS as f64 / 1000.0) / ((CAPACITY * n) as f64);
+            println!(
+                "| {n} | {secs:.2} s | {:.0} | {ideal:.2} s |",
+                BACKLOG as f64 / secs
+            );
+        }
+        anyhow::Ok(())
+    })
+}
+
+async fn demo(program: &Path, replicas: usize) -> anyhow::Result<()> {
+    println!("starting etcd and kube-apiserver with the feature gate ShardedListAndWatch");
+    let cp = ControlPlane::start_with(Options::default().sharded_list_and_watch(true)).await?;
+    let ns = cp.create_namespace("demo-sharding").await?;
+    let pods: kube::Api<Pod> = kube::Api::namespaced(cp.client()?, &ns);
+    create_pods(&pods, "a", PODS).await?;
+    println!(
+        "created {PODS} pods in {ns}; starting {replicas} controller processes over {SHARDS} shards"
+    );
+    let mut procs = Vec::new();
+    for i in 0..replicas {
+        procs.push(Process::spawn(
+            program,
+            cp.kubeconfig(),
+            &ns,
+            &format!("r{i}"),
+        )?);
+    }
+    let took = until("the shards split evenly", Duration::from_secs(60), || {
+        balanced(&procs)
+    })
+    .await?;
+    println!("the shards are split evenly ({:.1} s)", took.as_secs_f64());
+    create_pods(&pods, "b", PODS).await?;
+    println!("created {PODS} more pods");
+    let all_reconciled = |procs: &[Process], dead: &[Process]| {
+        let done: BTreeSet<String> = procs
+            .iter()
+            .chain(dead)
+            .flat_map(Process::reconciled)
+            .collect();
+        done.len() >= 2 * PODS
+    };
+    until("every pod reconciled", Duration::from_secs(30), || {
+        all_reconciled(&procs, &[])
+    })
+    .await?;
+    println!("every pod reconciled");
+
+    let mut dead = Vec::new();
+    if procs.len() >= 2 {
+        let mut killed = procs.remove(0);
+        killed.child.kill()?;
+        killed.child.wait()?;
+        println!(
+            "killed {} (SIGKILL: its Leases expire after 3 s, nothing is released)",
+            killed.id
+        );
+        dead.push(killed);
+        let took = until(
+            "the killed process's shards taken",
+            Duration::from_secs(30),
+            || balanced(&procs),
+        )
+        .await?;
+        println!("its shards were taken over in {:.1} s", took.as_secs_f64());
+    }
+    procs.push(Process::spawn(
+        program,
+        cp.kubeconfig(),
+        &ns,
+        &format!("r{replicas}"),
+    )?);
+    let took = until("the new process's share", Duration::from_secs(30), || {
+        balanced(&procs)
+    })
+    .await?;
+    println!(
+        "r{replicas} got its share in {:.1} s (at most one shard given up per process per second)",
+        took.as_secs_f64()
+    );
+    let summary: Vec<String> = procs
+        .iter()
+        .chain(&dead)
+        .map(|p| format!("{} {}", p.id, p.reconciled().len()))
+        .collect();
+    println!("pods reconciled per process: {}", summary.join(", "));
+    Ok(())
+}
