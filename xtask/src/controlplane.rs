@@ -14,7 +14,7 @@ use crate::progress::Step;
 
 /// The Kubernetes version the Go module builds; stamped into the binary like a release.
 const K8S_VERSION: &str = "v1.36.3";
-const BINARIES: [(&str, &str); 7] = [
+const BINARIES: [(&str, &str); 8] = [
     ("etcd", "./cmd/etcd"),
     ("kube-apiserver", "./cmd/kube-apiserver"),
     ("clientgo-peer", "./cmd/clientgo-peer"),
@@ -22,6 +22,8 @@ const BINARIES: [(&str, &str); 7] = [
     ("informer-peer", "./cmd/informer-peer"),
     // client-go's events recorder, checked against kinformer-events' (crates/events/tests).
     ("events-peer", "./cmd/events-peer"),
+    // client-go's subject in `cargo xtask soak`.
+    ("soak-peer", "./cmd/soak-peer"),
     // client-go's elector in the leader election interop and chaos tests.
     ("leader-peer", "./cmd/leader-peer"),
     // client-go's pod controller in the leader election failover test (examples/tests).

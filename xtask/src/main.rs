@@ -5,8 +5,10 @@
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo.
+//! - `cargo xtask release` runs the release checks (packaging, MSRV) that end `test`.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
-//! - `cargo xtask soak leader --minutes N` runs the leader election chaos test for N minutes.
+//! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak;
+//!   `cargo xtask soak leader --minutes N` the leader election chaos test.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
@@ -16,6 +18,7 @@ mod controlplane;
 mod gen_proto;
 mod progress;
 mod release;
+mod soak;
 mod soak_leader;
 mod test;
 
@@ -47,11 +50,22 @@ enum Command {
     Demo,
     /// Replay operation traces on kinformer and on client-go and fail on any difference.
     Conformance,
+    /// The release checks alone (the end of `test`): every crate packages and builds from its
+    /// package, and the MSRV holds.
+    Release,
     /// Regenerate kinformer-protobuf's schema table from the Go types (xtask/go/cmd/gen-proto).
     GenProto {
         /// Write nothing; fail if the checked-in table is stale.
         #[arg(long)]
         check: bool,
+    },
+    /// Chaos soak: kinformer's pod informer (each FIFO kind) and client-go's under random
+    /// churn and faults on the local control plane, then correctness checks and figures.
+    Soak {
+        #[command(subcommand)]
+        command: Option<SoakCommand>,
+        #[command(flatten)]
+        opts: soak::Opts,
     },
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
@@ -61,24 +75,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Long chaos runs.
-    Soak {
-        #[command(subcommand)]
-        command: SoakCommand,
-    },
 }
 
 #[derive(Subcommand)]
 enum SoakCommand {
-    /// Kinformer and client-go electors on one Lease under kills, pauses and partitions.
-    Leader {
-        /// How long to run the chaos.
-        #[arg(long, default_value_t = 10)]
-        minutes: u64,
-        /// Replay the schedule of an earlier run (its seed is printed).
-        #[arg(long)]
-        seed: Option<u64>,
-    },
+    /// The informer chaos soak (what `cargo xtask soak` runs without a subcommand).
+    Informer,
+    /// Kinformer and client-go electors on one Lease under kills, pauses and partitions
+    /// (`--minutes` whole minutes, `--seed` replays an earlier run's schedule).
+    Leader,
 }
 
 #[derive(Subcommand)]
@@ -111,11 +116,17 @@ fn main() -> anyhow::Result<()> {
         Command::Test { args } => test::run(&args),
         Command::Demo => demo(),
         Command::Conformance => conformance::run(),
+        Command::Release => release::package().and_then(|()| release::msrv()),
         Command::Bench { suite, args } => bench::run(&suite, &args),
         Command::GenProto { check } => gen_proto::run(check),
         Command::Soak {
-            command: SoakCommand::Leader { minutes, seed },
-        } => soak_leader::run(minutes, seed),
+            command: None | Some(SoakCommand::Informer),
+            opts,
+        } => soak::run(&opts),
+        Command::Soak {
+            command: Some(SoakCommand::Leader),
+            opts,
+        } => soak_leader::run(opts.minutes, opts.seed),
     }
 }
 

@@ -60,6 +60,7 @@ pub(crate) fn package() -> anyhow::Result<()> {
     // of ours is dropped first (the dependencies' builds are kept).
     let dir = crate::test::target_dir().join("package-verify");
     forget_our_builds(&dir, &names)?;
+    forget_unpacked_sources(&names)?;
     let status = cargo(&args)
         .env("K8S_OPENAPI_ENABLED_VERSION", "1.36")
         .env("CARGO_TARGET_DIR", &dir)
@@ -91,17 +92,64 @@ fn forget_our_builds(dir: &std::path::Path, names: &[String]) -> anyhow::Result<
                     .any(|prefix| file.starts_with(prefix.as_str()))
             });
             if ours {
-                let path = entry.path();
-                let removed = if path.is_dir() {
-                    std::fs::remove_dir_all(&path)
-                } else {
-                    std::fs::remove_file(&path)
-                };
-                removed.with_context(|| format!("removing {}", path.display()))?;
+                remove(&entry.path())?;
             }
         }
     }
     Ok(())
+}
+
+/// Deletes the sources cargo unpacked from our packages in earlier runs. Cargo serves the
+/// packages to each other from a registry of its own (named after a hash of its path, under
+/// `$CARGO_HOME/registry/src/-<hash>`) and never unpacks a name and version it finds there
+/// already: a crate would be verified against last run's sources of its dependencies.
+/// crates.io's sources (`index.crates.io-…`) are left alone.
+fn forget_unpacked_sources(names: &[String]) -> anyhow::Result<()> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")));
+    let Some(home) = home else {
+        return Ok(());
+    };
+    for kind in ["src", "cache"] {
+        let Ok(registries) = std::fs::read_dir(home.join("registry").join(kind)) else {
+            continue;
+        };
+        for registry in registries.flatten() {
+            if !registry.file_name().to_string_lossy().starts_with('-') {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(registry.path()) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let file = entry.file_name();
+                let file = file.to_string_lossy();
+                // `<name>-<version>` (a dir in src, a `.crate` in cache); a name of ours may be
+                // the prefix of another (`kinformer-` and `kinformer-core-`), so the rest must be
+                // a version.
+                let ours = names.iter().any(|name| {
+                    file.strip_prefix(name.as_str())
+                        .and_then(|rest| rest.strip_prefix('-'))
+                        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+                });
+                if ours {
+                    remove(&entry.path())?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes a file or a whole dir.
+fn remove(path: &std::path::Path) -> anyhow::Result<()> {
+    let removed = if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    removed.with_context(|| format!("removing {}", path.display()))
 }
 
 /// The MSRV the manifests name (`rust-version`), checked against the compiler that ran

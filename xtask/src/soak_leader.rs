@@ -9,12 +9,13 @@ use crate::{controlplane, test};
 /// The chaos test's name.
 const TEST: &str = "rust_and_go_electors_never_lead_at_once_under_kills_pauses_and_partitions";
 
-pub(crate) fn run(minutes: u64, seed: Option<u64>) -> anyhow::Result<()> {
-    if minutes == 0 {
-        bail!("--minutes must be at least 1");
+pub(crate) fn run(minutes: f64, seed: Option<u64>) -> anyhow::Result<()> {
+    if !(minutes.is_finite() && minutes >= 0.5) {
+        bail!("--minutes must be at least 0.5");
     }
     controlplane::build(false)?;
-    let secs = minutes.saturating_mul(60).to_string();
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let secs = ((minutes * 60.0).round() as u64).to_string();
     println!("leader election soak: {minutes} min of chaos (seed printed below)");
     let mut cmd = test::cargo(&[
         "test",

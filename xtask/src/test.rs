@@ -76,6 +76,8 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
         "cargo test (unit, integration, doc and end-to-end tests)",
         test,
     )?;
+    // After the tests, whose dev-profile build the soak's subject reuses.
+    crate::soak::run_ci()?;
     // The loom model check needs the crate built with `--cfg kinformer_loom`, in a target dir of
     // its own so that it does not invalidate the normal build.
     let mut loom = cargo(&[

@@ -568,6 +568,11 @@ async fn one_undecodable_object_is_reported_and_the_rest_of_the_cache_stays_live
             .await
             .unwrap();
         eventually("the delete", || replicas("bad").is_none()).await;
+        // Handlers run on their own thread, after the cache.
+        eventually("the delete notification", || {
+            !deletes.lock().unwrap().is_empty()
+        })
+        .await;
         assert_eq!(*deletes.lock().unwrap(), ["bad"], "{kind:?}");
         assert!(informer.stats().reflector.undecodable >= 3, "{kind:?}");
         assert!(

@@ -6,9 +6,8 @@ use kube::{Client, Config};
 
 use crate::ControlPlane;
 use crate::clients::Clients;
-use crate::error::{Error, io};
+use crate::error::Error;
 use crate::proxy::TcpProxy;
-use crate::workdir::write_private;
 
 /// A TCP proxy in front of the API server with clients that connect through it: the
 /// connection of the client under test, which a test can cut. Made by
@@ -26,34 +25,21 @@ impl ControlPlane {
     /// own clients without disturbing others.
     ///
     /// # Errors
-    /// When no loopback port can be bound.
+    /// When no loopback port can be bound, or its kubeconfig cannot be written.
     pub fn proxy(&self) -> Result<ApiProxy, Error> {
         let proxy = TcpProxy::start(self.api_addr())?;
         let url: http::Uri = format!("https://{}", proxy.addr())
             .parse()
             .map_err(|_| Error::State("the proxy address is not a valid URL"))?;
-        let kubeconfig = self.write_kubeconfig_via(&proxy)?;
+        let kubeconfig = self.write_kubeconfig(
+            &format!("kubeconfig-proxy-{}", proxy.addr().port()),
+            proxy.addr(),
+        )?;
         Ok(ApiProxy {
             proxy,
             clients: self.clients().via(url),
             kubeconfig,
         })
-    }
-
-    /// The control plane's kubeconfig with the proxy as its server, for processes that
-    /// connect through the proxy (same users, same CA: the proxy is on 127.0.0.1 too).
-    fn write_kubeconfig_via(&self, proxy: &TcpProxy) -> Result<PathBuf, Error> {
-        let direct = std::fs::read_to_string(self.kubeconfig())
-            .map_err(io(format!("reading {}", self.kubeconfig().display())))?;
-        let via = direct.replace(
-            &format!("server: https://{}", self.api_addr()),
-            &format!("server: https://{}", proxy.addr()),
-        );
-        let path = self
-            .dir()
-            .join(format!("kubeconfig-proxy-{}", proxy.addr().port()));
-        write_private(&path, &via)?;
-        Ok(path)
     }
 }
 
@@ -74,9 +60,10 @@ impl ApiProxy {
         self.clients.restricted()
     }
 
-    /// A kubeconfig like [`ControlPlane::kubeconfig`] whose server is this proxy: for a
-    /// process (a client-go program, another binary) whose connections the test cuts. It
-    /// lives in the control plane's temp dir.
+    /// A kubeconfig like [`ControlPlane::kubeconfig`]'s whose server is this proxy: for a
+    /// program under test run as its own process (contexts `admin`, the current one, and
+    /// `restricted`), whose connections the test cuts. It lives in the control plane's
+    /// temp dir.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }

@@ -67,6 +67,21 @@ pub(crate) async fn start(
     Err(last_err.unwrap_or(Error::State("the API server could not bind a port")))
 }
 
+/// `args` with the `--watch-cache` flag set to `on`.
+pub(crate) fn with_watch_cache(args: &[String], on: bool) -> Vec<String> {
+    args.iter()
+        .map(|a| {
+            if a.starts_with(WATCH_CACHE_FLAG) {
+                format!("{WATCH_CACHE_FLAG}{on}")
+            } else {
+                a.clone()
+            }
+        })
+        .collect()
+}
+
+const WATCH_CACHE_FLAG: &str = "--watch-cache=";
+
 fn args(dir: &Path, etcd_url: &str, addr: SocketAddr, options: &Options) -> Vec<String> {
     let mut args = vec![
         format!("--etcd-servers={etcd_url}"),
@@ -88,8 +103,29 @@ fn args(dir: &Path, etcd_url: &str, addr: SocketAddr, options: &Options) -> Vec<
         "--authorization-mode=RBAC".into(),
         format!("--token-auth-file={}", dir.join("tokens.csv").display()),
         "--disable-admission-plugins=ServiceAccount".into(),
-        format!("--watch-cache={}", options.watch_cache),
+        format!("{WATCH_CACHE_FLAG}{}", options.watch_cache),
     ];
     args.extend(options.apiserver_args.iter().cloned());
     args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_watch_cache_switches_only_that_flag() {
+        let base = args(
+            Path::new("/d"),
+            "http://127.0.0.1:1",
+            "127.0.0.1:2".parse().unwrap(),
+            &Options::default().apiserver_arg("--v=2"),
+        );
+        assert!(base.contains(&"--watch-cache=true".to_owned()));
+        let off = with_watch_cache(&base, false);
+        assert_eq!(off.len(), base.len());
+        assert!(off.contains(&"--watch-cache=false".to_owned()));
+        assert!(!off.contains(&"--watch-cache=true".to_owned()));
+        assert_eq!(with_watch_cache(&off, true), base);
+    }
 }

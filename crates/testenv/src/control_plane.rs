@@ -4,6 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -21,10 +22,14 @@ pub struct ControlPlane {
     _etcd: Process,
     apiserver_bin: PathBuf,
     apiserver_args: Vec<String>,
+    /// Whether the API server runs (or, stopped, will run) its watch cache.
+    watch_cache: AtomicBool,
     api_addr: SocketAddr,
     etcd_url: String,
     kubeconfig: PathBuf,
     clients: Clients,
+    /// Kept to write kubeconfigs for proxies; never printed.
+    tokens: Tokens,
     options: Options,
     dir: tempfile::TempDir,
 }
@@ -79,17 +84,25 @@ impl ControlPlane {
         let (etcd, etcd_url) = etcd::start(&etcd_bin, d).await?;
         let (apiserver, api_addr, apiserver_args) =
             apiserver::start(&apiserver_bin, d, &etcd_url, &options).await?;
-        let kubeconfig = kubeconfig::write(d, api_addr, &apiserver::serving_cert(d), &tokens)?;
+        let kubeconfig = kubeconfig::write(
+            d,
+            "kubeconfig",
+            api_addr,
+            &apiserver::serving_cert(d),
+            &tokens,
+        )?;
         let clients = Clients::load(&kubeconfig).await?;
         let cp = Self {
             apiserver: Mutex::new(Some(apiserver)),
             _etcd: etcd,
             apiserver_bin,
             apiserver_args,
+            watch_cache: AtomicBool::new(options.watch_cache),
             api_addr,
             etcd_url,
             kubeconfig,
             clients,
+            tokens,
             options,
             dir,
         };
@@ -129,6 +142,29 @@ impl ControlPlane {
         &self.options
     }
 
+    /// Whether the API server runs its watch cache now (or, while stopped, will when
+    /// started again): [`Options::watch_cache`] until
+    /// [`start_apiserver_with_watch_cache`](Self::start_apiserver_with_watch_cache) changes it.
+    pub fn watch_cache(&self) -> bool {
+        self.watch_cache.load(Ordering::SeqCst)
+    }
+
+    /// Writes a kubeconfig like [`kubeconfig`](Self::kubeconfig)'s for a server at `addr`
+    /// (a proxy in front of the API server), named `file_name` in the temp dir.
+    pub(crate) fn write_kubeconfig(
+        &self,
+        file_name: &str,
+        addr: SocketAddr,
+    ) -> Result<PathBuf, Error> {
+        kubeconfig::write(
+            self.dir.path(),
+            file_name,
+            addr,
+            &apiserver::serving_cert(self.dir.path()),
+            &self.tokens,
+        )
+    }
+
     /// The users' client configs, straight to the API server.
     pub(crate) fn clients(&self) -> &Clients {
         &self.clients
@@ -156,21 +192,35 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Starts the API server again on the same port and etcd, and waits until it is ready.
+    /// Starts the API server again on the same port and etcd, with the flags it last ran
+    /// with, and waits until it is ready.
     ///
     /// # Errors
     /// [`Error::State`] when it is running; [`Error::NotReady`] when it does not come up.
     pub async fn start_apiserver(&self) -> Result<(), Error> {
+        self.start_apiserver_with_watch_cache(self.watch_cache())
+            .await
+    }
+
+    /// As [`start_apiserver`](Self::start_apiserver), with the watch cache on or off: a
+    /// restart can switch it, so one control plane serves watches both from the cache and
+    /// from etcd. Later restarts keep the choice.
+    ///
+    /// # Errors
+    /// As [`start_apiserver`](Self::start_apiserver).
+    pub async fn start_apiserver_with_watch_cache(&self, on: bool) -> Result<(), Error> {
         {
             let mut slot = self.apiserver();
             if slot.is_some() {
                 return Err(Error::State("the API server is already running"));
             }
+            let args = apiserver::with_watch_cache(&self.apiserver_args, on);
             *slot = Some(apiserver::spawn(
                 &self.apiserver_bin,
-                &self.apiserver_args,
+                &args,
                 self.dir.path(),
             )?);
+            self.watch_cache.store(on, Ordering::SeqCst);
         }
         self.wait_apiserver_ready().await?;
         tracing::info!("API server restarted");

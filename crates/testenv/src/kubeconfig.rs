@@ -11,15 +11,16 @@ use crate::error::Error;
 use crate::users::{ADMIN_USER, RESTRICTED_USER, Tokens};
 use crate::workdir::write_private;
 
-/// Writes `dir/kubeconfig` for the API server at `addr` whose certificate is `ca`, and
-/// returns its path.
+/// Writes `dir/file_name`, a kubeconfig for the API server (or a proxy in front of it) at
+/// `addr` whose certificate is `ca`, and returns its path.
 pub(crate) fn write(
     dir: &Path,
+    file_name: &str,
     addr: SocketAddr,
     ca: &Path,
     tokens: &Tokens,
 ) -> Result<PathBuf, Error> {
-    let path = dir.join("kubeconfig");
+    let path = dir.join(file_name);
     write_private(
         &path,
         &kubeconfig_yaml(addr, ca, &tokens.admin, &tokens.restricted),

@@ -31,9 +31,12 @@
 //!   [`ControlPlane::restricted_client`], for RBAC failure tests.
 //!
 //! Faults a test can inject: [`ControlPlane::stop_apiserver`] /
-//! [`ControlPlane::start_apiserver`] (same etcd, same port); a [`ApiProxy`] in front of
-//! the API server whose connections [`ApiProxy::partition`] cuts while the test keeps
-//! writing through the direct client; [`ControlPlane::compact_etcd`], which makes old
+//! [`ControlPlane::start_apiserver`] (same etcd, same port; or
+//! [`ControlPlane::start_apiserver_with_watch_cache`] to switch the watch cache on or off
+//! across the restart); a [`ApiProxy`] in front of the API server whose connections
+//! [`ApiProxy::partition`] cuts while the test keeps writing through the direct client
+//! (a program under test in its own process connects through it with
+//! [`ApiProxy::kubeconfig`]); [`ControlPlane::compact_etcd`], which makes old
 //! resourceVersions answer `410 Gone`.
 //!
 //! One control plane can serve every test of a test binary ([`ControlPlane::shared`]);

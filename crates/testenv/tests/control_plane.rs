@@ -323,3 +323,68 @@ async fn with_the_watch_cache_on_a_compacted_rv_is_still_served_from_memory() {
     expect_event(&mut watch, ("ADDED", "b")).await;
     expect_event(&mut watch, ("ADDED", "c")).await;
 }
+
+#[tokio::test]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_proxys_kubeconfig_reaches_the_server_and_is_cut_by_a_partition() {
+    let cp = ControlPlane::shared().await.unwrap();
+    let ns = cp.create_namespace("proxy-kubeconfig").await.unwrap();
+    let proxy = cp.proxy().unwrap();
+    let kc = kube::config::Kubeconfig::read_from(proxy.kubeconfig()).unwrap();
+    let server = kc.clusters[0].cluster.as_ref().unwrap().server.clone();
+    assert_eq!(
+        server.as_deref(),
+        Some(format!("https://{}", proxy.tcp().addr()).as_str())
+    );
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let through: Api<Pod> = Api::namespaced(Client::try_from(config).unwrap(), &ns);
+    through.list(&ListParams::default()).await.unwrap();
+    proxy.partition();
+    assert!(
+        through.list(&ListParams::default()).await.is_err(),
+        "a request got through the partition"
+    );
+    proxy.heal();
+    through.list(&ListParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn a_restart_can_switch_the_watch_cache_off_and_on_again() {
+    let cp = ControlPlane::start().await.unwrap();
+    assert!(cp.watch_cache());
+    let ns = cp.create_namespace("switch").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cp.client().unwrap(), &ns);
+    let old_rv = create(&pods, "a").await.metadata.resource_version.unwrap();
+    create(&pods, "b").await;
+    create(&pods, "c").await;
+    cp.compact_etcd().await.unwrap();
+
+    // Without the cache the watch reaches etcd, which compacted the old RV away.
+    cp.stop_apiserver().unwrap();
+    cp.start_apiserver_with_watch_cache(false).await.unwrap();
+    assert!(!cp.watch_cache());
+    assert_eq!(watch_status(&pods, &old_rv).await, Some(410));
+    // A plain restart keeps the choice.
+    cp.stop_apiserver().unwrap();
+    cp.start_apiserver().await.unwrap();
+    assert!(!cp.watch_cache());
+    assert_eq!(watch_status(&pods, &old_rv).await, Some(410));
+
+    // With the cache back on, a watch from the current RV works as before.
+    cp.stop_apiserver().unwrap();
+    cp.start_apiserver_with_watch_cache(true).await.unwrap();
+    assert!(cp.watch_cache());
+    let now = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut watch = watch_from(&pods, &now, 60).await;
+    create(&pods, "d").await;
+    expect_event(&mut watch, ("ADDED", "d")).await;
+}

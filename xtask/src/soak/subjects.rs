@@ -1,0 +1,476 @@
+//! The subjects: building the Rust one, starting every subject process and reading what
+//! it prints (the protocol is in the crate docs of `bench/soak`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::progress::Step;
+
+/// One informer under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Subject {
+    /// kinformer with client-go's `DeltaFIFO`.
+    DeltaFifo,
+    /// kinformer with the in-order FIFO.
+    InOrder,
+    /// kinformer with the in-order FIFO in atomic mode (its default).
+    InOrderAtomic,
+    /// client-go (`xtask/go/cmd/soak-peer`).
+    ClientGo,
+}
+
+impl Subject {
+    pub(super) const ALL: [Self; 4] = [
+        Self::DeltaFifo,
+        Self::InOrder,
+        Self::InOrderAtomic,
+        Self::ClientGo,
+    ];
+
+    /// The name in tables, file names and messages.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Self::DeltaFifo => "kinformer DeltaFifo",
+            Self::InOrder => "kinformer InOrder",
+            Self::InOrderAtomic => "kinformer InOrderAtomic",
+            Self::ClientGo => "client-go",
+        }
+    }
+
+    /// A short name for file names.
+    pub(super) fn slug(self) -> &'static str {
+        match self {
+            Self::DeltaFifo => "kinformer-delta-fifo",
+            Self::InOrder => "kinformer-in-order",
+            Self::InOrderAtomic => "kinformer-in-order-atomic",
+            Self::ClientGo => "client-go",
+        }
+    }
+
+    /// Whether this is one of the project's own subjects (whose failures fail the soak).
+    pub(super) fn is_kinformer(self) -> bool {
+        self != Self::ClientGo
+    }
+
+    fn fifo_arg(self) -> Option<&'static str> {
+        match self {
+            Self::DeltaFifo => Some("delta-fifo"),
+            Self::InOrder => Some("in-order"),
+            Self::InOrderAtomic => Some("in-order-atomic"),
+            Self::ClientGo => None,
+        }
+    }
+}
+
+/// `cargo build -p kinformer-soak` (`--release` or not); returns the executable.
+pub(super) fn build_rust_subject(release: bool) -> anyhow::Result<PathBuf> {
+    let profile = if release {
+        "--release"
+    } else {
+        "--profile=dev"
+    };
+    let mut step = Step::start(format!("cargo build {profile} -p kinformer-soak"));
+    let mut child = crate::test::cargo(&[
+        "build",
+        profile,
+        "-p",
+        "kinformer-soak",
+        "--bins",
+        "--message-format=json-render-diagnostics",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .context("running cargo build")?;
+    let stderr = child.stderr.take().map(|pipe| {
+        std::thread::spawn(move || {
+            BufReader::new(pipe)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<_>>()
+        })
+    });
+    let mut exe = None;
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if let Some(target) = msg["target"]["name"].as_str() {
+                step.detail(target);
+                if target == "kinformer-soak"
+                    && let Some(path) = msg["executable"].as_str()
+                {
+                    exe = Some(PathBuf::from(path));
+                }
+            }
+        }
+    }
+    let status = child.wait().context("waiting for cargo build")?;
+    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    if !status.success() {
+        step.finish("FAILED");
+        bail!("cargo build failed ({status}):\n{}", stderr.join("\n"));
+    }
+    step.finish("done");
+    exe.context("cargo built no kinformer-soak executable")
+}
+
+/// One notification the recorder got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Event {
+    /// When the handler got it.
+    pub(super) unix_ns: u64,
+    pub(super) op: EventOp,
+    pub(super) name: String,
+    /// The object's resourceVersion (0 when it had none).
+    pub(super) rv: u64,
+    /// A delete for a deletion the informer missed (`DeletedFinalStateUnknown`).
+    pub(super) tombstone: bool,
+}
+
+/// The handler method called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum EventOp {
+    Add,
+    Update,
+    Delete,
+}
+
+/// One resource sample; a field the subject could not read is `None`.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Sample {
+    pub(super) unix_ns: u64,
+    pub(super) rss_kib: Option<u64>,
+    pub(super) fds: Option<u64>,
+    pub(super) threads: Option<u64>,
+    /// Tokio alive tasks, or goroutines.
+    pub(super) tasks: Option<u64>,
+    pub(super) recorded: u64,
+    pub(super) slow: u64,
+    pub(super) panics: u64,
+    /// Lists after the first (kinformer only).
+    pub(super) relists: Option<u64>,
+}
+
+/// What the subject said on a `dump`.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Dump {
+    pub(super) store: BTreeMap<String, u64>,
+    pub(super) last_sync_rv: String,
+    /// Lists after the first (kinformer only).
+    pub(super) relists: Option<u64>,
+    pub(super) lists_by_reason: BTreeMap<String, u64>,
+    pub(super) recorded: u64,
+    pub(super) panicky: u64,
+    pub(super) slow: u64,
+    pub(super) panics: u64,
+}
+
+/// Everything a subject printed, parsed, and the state rebuilt from its events.
+#[derive(Debug, Default)]
+pub(super) struct Log {
+    pub(super) synced_ns: Option<u64>,
+    pub(super) events: Vec<Event>,
+    pub(super) samples: Vec<Sample>,
+    pub(super) dumps: Vec<Dump>,
+    /// name → resourceVersion, from the events so far.
+    pub(super) state: HashMap<String, u64>,
+    /// Lines that were not what the protocol says.
+    pub(super) bad_lines: Vec<String>,
+    /// Set when stdout closed.
+    pub(super) closed: bool,
+}
+
+impl Log {
+    fn take_line(&mut self, line: &str) {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            self.bad_lines.push(line.to_owned());
+            return;
+        };
+        let ok = match v["type"].as_str() {
+            Some("event") => parse_event(&v).map(|e| {
+                match e.op {
+                    EventOp::Add | EventOp::Update => {
+                        self.state.insert(e.name.clone(), e.rv);
+                    }
+                    EventOp::Delete => {
+                        self.state.remove(&e.name);
+                    }
+                }
+                self.events.push(e);
+            }),
+            Some("sample") => v["unix_ns"].as_u64().map(|unix_ns| {
+                self.samples.push(Sample {
+                    unix_ns,
+                    rss_kib: v["rss_kib"].as_u64(),
+                    fds: v["fds"].as_u64(),
+                    threads: v["threads"].as_u64(),
+                    tasks: v["tasks"].as_u64(),
+                    recorded: v["recorded"].as_u64().unwrap_or_default(),
+                    slow: v["slow"].as_u64().unwrap_or_default(),
+                    panics: v["panics"].as_u64().unwrap_or_default(),
+                    relists: v["relists"].as_u64(),
+                });
+            }),
+            Some("dump") => parse_dump(&v).map(|d| self.dumps.push(d)),
+            Some("synced") => v["unix_ns"].as_u64().map(|t| self.synced_ns = Some(t)),
+            _ => None,
+        };
+        if ok.is_none() {
+            self.bad_lines.push(line.to_owned());
+        }
+    }
+}
+
+/// A resourceVersion as a number: etcd's revision. (Opaque to clients in general; the
+/// soak runs on etcd, whose revisions order every write.)
+pub(super) fn rv_number(rv: &str) -> u64 {
+    rv.parse().unwrap_or_default()
+}
+
+fn parse_event(v: &Value) -> Option<Event> {
+    Some(Event {
+        unix_ns: v["unix_ns"].as_u64()?,
+        op: match v["op"].as_str()? {
+            "add" => EventOp::Add,
+            "update" => EventOp::Update,
+            "delete" => EventOp::Delete,
+            _ => return None,
+        },
+        name: v["name"].as_str()?.to_owned(),
+        rv: rv_number(v["rv"].as_str()?),
+        tombstone: v["tombstone"].as_bool()?,
+    })
+}
+
+fn parse_dump(v: &Value) -> Option<Dump> {
+    let store = v["store"]
+        .as_object()?
+        .iter()
+        .map(|(k, rv)| (k.clone(), rv_number(rv.as_str().unwrap_or_default())))
+        .collect();
+    let lists_by_reason = v["lists_by_reason"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Dump {
+        store,
+        last_sync_rv: v["last_sync_rv"].as_str()?.to_owned(),
+        relists: v["relists"].as_u64(),
+        lists_by_reason,
+        recorded: v["recorded"].as_u64()?,
+        panicky: v["panicky"].as_u64()?,
+        slow: v["slow"].as_u64()?,
+        panics: v["panics"].as_u64()?,
+    })
+}
+
+/// A running subject.
+pub(super) struct Running {
+    pub(super) subject: Subject,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    log: Arc<Mutex<Log>>,
+    reader: Option<JoinHandle<()>>,
+    stderr_path: PathBuf,
+}
+
+/// Where the subjects connect and what they watch.
+pub(super) struct Target<'a> {
+    pub(super) kubeconfig: &'a Path,
+    pub(super) namespace: &'a str,
+    pub(super) sample: Duration,
+    /// Raw stdout and stderr of each subject go here.
+    pub(super) out_dir: &'a Path,
+}
+
+impl Running {
+    /// Starts `subject`; its stdout is parsed into its [`Log`] (and kept raw in
+    /// `<out_dir>/<slug>.jsonl`), its stderr goes to `<out_dir>/<slug>.log`.
+    pub(super) fn spawn(subject: Subject, exe: &Path, target: &Target<'_>) -> anyhow::Result<Self> {
+        let stderr_path = target.out_dir.join(format!("{}.log", subject.slug()));
+        let stderr = File::create(&stderr_path)
+            .with_context(|| format!("creating {}", stderr_path.display()))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("--kubeconfig")
+            .arg(target.kubeconfig)
+            .args(["--namespace", target.namespace])
+            .args(["--sample-ms", &target.sample.as_millis().to_string()]);
+        if let Some(fifo) = subject.fifo_arg() {
+            cmd.args(["--fifo", fifo]);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", exe.display()))?;
+        let log = Arc::new(Mutex::new(Log::default()));
+        let raw_path = target.out_dir.join(format!("{}.jsonl", subject.slug()));
+        let mut raw = BufWriter::new(
+            File::create(&raw_path).with_context(|| format!("creating {}", raw_path.display()))?,
+        );
+        let reader = child.stdout.take().map(|out| {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let _ = writeln!(raw, "{line}");
+                    lock(&log).take_line(&line);
+                }
+                let _ = raw.flush();
+                lock(&log).closed = true;
+            })
+        });
+        Ok(Self {
+            subject,
+            stdin: child.stdin.take(),
+            child,
+            log,
+            reader,
+            stderr_path,
+        })
+    }
+
+    /// The subject's log so far.
+    pub(super) fn log(&self) -> MutexGuard<'_, Log> {
+        lock(&self.log)
+    }
+
+    /// Fails when the process has exited, with the end of its stderr.
+    pub(super) fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!(
+                "{} exited ({status}); the end of its stderr ({}):\n{}",
+                self.subject.name(),
+                self.stderr_path.display(),
+                tail(&self.stderr_path, 30)
+            );
+        }
+        Ok(())
+    }
+
+    /// Asks for a dump and waits for it.
+    pub(super) fn dump(&mut self, timeout: Duration) -> anyhow::Result<Dump> {
+        let before = self.log().dumps.len();
+        let stdin = self.stdin.as_mut().context("stdin already closed")?;
+        writeln!(stdin, "dump")
+            .and_then(|()| stdin.flush())
+            .with_context(|| format!("asking {} for a dump", self.subject.name()))?;
+        let start = Instant::now();
+        loop {
+            if let Some(d) = self.log().dumps.get(before) {
+                return Ok(d.clone());
+            }
+            self.check_alive()?;
+            if start.elapsed() > timeout {
+                bail!("{} sent no dump within {timeout:?}", self.subject.name());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Closes stdin and waits for a clean exit (killing it after `timeout`); returns the
+    /// log and, unless it exited cleanly, what went wrong.
+    pub(super) fn finish(mut self, timeout: Duration) -> (Log, Option<String>) {
+        drop(self.stdin.take());
+        let start = Instant::now();
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if start.elapsed() <= timeout => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Ok(None) | Err(_) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break None;
+                }
+            }
+        };
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        let log = std::mem::take(&mut *self.log());
+        let problem = match status {
+            Some(s) if s.success() => None,
+            Some(s) => Some(format!(
+                "it exited with {s} when its stdin closed; the end of its stderr ({}):\n{}",
+                self.stderr_path.display(),
+                tail(&self.stderr_path, 30)
+            )),
+            None => Some(format!(
+                "it did not exit within {timeout:?} of its stdin closing"
+            )),
+        };
+        (log, problem)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Only when `finish` was not reached (an error elsewhere): leave no process behind.
+        if self.reader.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn lock(log: &Mutex<Log>) -> MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The last `n` lines of a file.
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_every_type_are_parsed_and_events_rebuild_the_state() {
+        let mut log = Log::default();
+        for line in [
+            r#"{"type":"synced","unix_ns":5}"#,
+            r#"{"type":"event","op":"add","name":"a","rv":"10","tombstone":false,"unix_ns":6}"#,
+            r#"{"type":"event","op":"add","name":"b","rv":"11","tombstone":false,"unix_ns":7}"#,
+            r#"{"type":"event","op":"update","name":"a","rv":"12","tombstone":false,"unix_ns":8}"#,
+            r#"{"type":"event","op":"delete","name":"b","rv":"11","tombstone":true,"unix_ns":9}"#,
+            r#"{"type":"sample","unix_ns":10,"rss_kib":100,"fds":9,"threads":4,"tasks":3,"recorded":4,"panicky":4,"slow":2,"panics":0,"lists":1,"relists":0,"watches":1}"#,
+            r#"{"type":"sample","unix_ns":11,"rss_kib":100,"fds":9,"threads":4,"tasks":30,"recorded":4,"panicky":4,"slow":2,"panics":0,"lists":null,"relists":null,"watches":null}"#,
+            r#"{"type":"dump","unix_ns":12,"store":{"a":"12"},"last_sync_rv":"12","relists":null,"lists_by_reason":null,"recorded":4,"panicky":4,"slow":4,"panics":0}"#,
+            "not json",
+            r#"{"type":"event","op":"poke","name":"a","rv":"1","tombstone":false,"unix_ns":1}"#,
+        ] {
+            log.take_line(line);
+        }
+        assert_eq!(log.synced_ns, Some(5));
+        assert_eq!(log.events.len(), 4);
+        assert!(log.events[3].tombstone);
+        assert_eq!(log.state, HashMap::from([("a".to_owned(), 12)]));
+        assert_eq!(log.samples.len(), 2);
+        assert_eq!(log.samples[0].relists, Some(0));
+        assert_eq!(log.samples[1].relists, None);
+        assert_eq!(log.dumps.len(), 1);
+        assert_eq!(log.dumps[0].store, BTreeMap::from([("a".to_owned(), 12)]));
+        assert_eq!(log.bad_lines.len(), 2);
+    }
+}
