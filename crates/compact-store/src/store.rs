@@ -68,8 +68,8 @@ impl<K> Clone for Registered<K> {
     }
 }
 
-/// A cache for an informer that keeps every object encoded and decodes it when it is read:
-/// a pod takes about a fifth of its decoded size. Plug it in where a
+/// A cache for an informer that keeps every object encoded and decodes it when it is read.
+/// Plug it in where a
 /// [`ThreadSafeStore`] goes (`SharedIndexInformer::builder(..).store(..)`); listers,
 /// indices and handlers work unchanged.
 ///
