@@ -105,6 +105,16 @@ pub(super) struct Binaries {
 }
 
 impl Binaries {
+    /// client-go's peer.
+    pub(super) fn client_go(&self) -> &Path {
+        &self.client_go
+    }
+
+    /// kinformer's contender.
+    pub(super) fn kinformer(&self) -> &Path {
+        &self.kinformer
+    }
+
     pub(super) fn path(&self, c: Contender) -> &Path {
         match c {
             Contender::ClientGo | Contender::ClientGoJson => &self.client_go,
@@ -211,17 +221,19 @@ impl Running {
         if latency > 0 {
             cmd.args(["--latency", &latency.to_string()]);
         }
-        cmd.stdin(if latency > 0 {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        Self::start(c.name(), cmd, latency > 0)
+    }
+
+    /// Starts `cmd` (a contender with its arguments) as `name`, with a pipe to its stdin
+    /// if `stdin`.
+    pub(super) fn start(name: &'static str, mut cmd: Command, stdin: bool) -> anyhow::Result<Self> {
+        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let spawned = Instant::now();
         let mut child = cmd
             .spawn()
-            .with_context(|| format!("starting {}", bins.path(c).display()))?;
+            .with_context(|| format!("starting {name} ({:?})", cmd.get_program()))?;
         let (tx, lines) = mpsc::channel();
         if let Some(out) = child.stdout.take() {
             std::thread::spawn(move || {
@@ -240,7 +252,7 @@ impl Running {
             })
         });
         Ok(Self {
-            name: c.name(),
+            name,
             stdin: child.stdin.take(),
             child,
             lines,
