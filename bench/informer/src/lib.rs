@@ -31,6 +31,10 @@
 //! the label [`RELIST_LABEL`], compacts etcd (on an API server without watch cache, so the
 //! re-watch gets `410 Gone`) and reconnects it; once its handler saw that update and a
 //! second passed, the contender prints `{"relist_hwm_kib", "after_rss_kib"}`.
+//!
+//! The allocator rows: `kinformer-contender-mimalloc` is kinformer's contender with
+//! mimalloc as the global allocator; `--trim` (kinformer's) calls glibc's `malloc_trim(0)`
+//! after the sync, before the result line.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::HashMap;
@@ -98,6 +102,9 @@ pub struct Args {
     pub project: bool,
     /// Measure a relist after the sync (see the crate docs).
     pub relist: bool,
+    /// kinformer only: glibc's `malloc_trim(0)` right after the sync, before the result
+    /// line (whose `rss_now_kib` then shows what it gave back).
+    pub trim: bool,
 }
 
 impl Args {
@@ -113,7 +120,7 @@ impl Args {
         let mut modify = false;
         let mut latency = 0;
         let mut wire = None;
-        let (mut compact, mut project, mut relist) = (false, false, false);
+        let (mut compact, mut project, mut relist, mut trim) = (false, false, false, false);
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -138,10 +145,11 @@ impl Args {
                 }
                 "--project" => project = true,
                 "--relist" => relist = true,
+                "--trim" => trim = true,
                 "--strip" => strip = true,
                 "--modify" => modify = true,
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|compact] [--project] [--relist]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|compact] [--project] [--relist] [--trim]"
                 ),
             }
         }
@@ -156,6 +164,7 @@ impl Args {
             compact,
             project,
             relist,
+            trim,
         })
     }
 }
@@ -255,6 +264,21 @@ pub async fn measure_relist(relisted: &AtomicBool) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// glibc's `malloc_trim(0)`: gives the heap's free pages back to the system (the top of
+/// each arena and whole free pages inside them).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn malloc_trim() {
+    // The bench's one unsafe call, for the allocator rows only: `malloc_trim` takes a plain
+    // integer, has no preconditions and is safe to call at any time from any thread.
+    #[allow(unsafe_code)]
+    // SAFETY: see above; the return value only says whether memory was released.
+    let _released = unsafe { libc::malloc_trim(0) };
+}
+
+/// Nothing to trim without glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn malloc_trim() {}
 
 /// Whether `obj` carries [`RELIST_LABEL`].
 pub fn has_relist_label<K: kinformer_core::MetaObject>(obj: &K) -> bool {

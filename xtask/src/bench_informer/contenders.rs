@@ -101,6 +101,7 @@ impl Contender {
 pub(super) struct Binaries {
     client_go: PathBuf,
     kinformer: PathBuf,
+    kinformer_mimalloc: PathBuf,
     kube_runtime: PathBuf,
 }
 
@@ -113,6 +114,11 @@ impl Binaries {
     /// kinformer's contender.
     pub(super) fn kinformer(&self) -> &Path {
         &self.kinformer
+    }
+
+    /// kinformer's contender with mimalloc as its allocator.
+    pub(super) fn kinformer_mimalloc(&self) -> &Path {
+        &self.kinformer_mimalloc
     }
 
     pub(super) fn path(&self, c: Contender) -> &Path {
@@ -178,6 +184,7 @@ pub(super) fn build() -> anyhow::Result<Binaries> {
     Ok(Binaries {
         client_go: kinformer_testenv::binary_dir().join("informer-peer"),
         kinformer: exe("kinformer-contender")?,
+        kinformer_mimalloc: exe("kinformer-contender-mimalloc")?,
         kube_runtime: exe("kube-runtime-contender")?,
     })
 }

@@ -51,6 +51,17 @@ impl Fields {
     }
 }
 
+/// kinformer's allocator.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(super) enum Alloc {
+    /// glibc's malloc, the default.
+    Glibc,
+    /// glibc, with `malloc_trim(0)` after the sync.
+    GlibcTrim,
+    /// mimalloc as the global allocator.
+    Mimalloc,
+}
+
 /// One way of caching pods.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(super) struct MemContender {
@@ -59,6 +70,7 @@ pub(super) struct MemContender {
     /// kinformer's `CompactStore`.
     compact: bool,
     fields: Fields,
+    alloc: Alloc,
 }
 
 impl MemContender {
@@ -67,11 +79,17 @@ impl MemContender {
             kinformer,
             compact,
             fields,
+            alloc: Alloc::Glibc,
         }
     }
 
-    /// Every contender of the memory rows, client-go first for each set of fields.
-    pub(super) const ALL: [Self; 9] = [
+    const fn with(self, alloc: Alloc) -> Self {
+        Self { alloc, ..self }
+    }
+
+    /// Every contender of the memory rows, client-go first for each set of fields, then
+    /// the allocator rows.
+    pub(super) const ALL: [Self; 13] = [
         Self::new(false, false, Fields::Kept),
         Self::new(true, false, Fields::Kept),
         Self::new(true, true, Fields::Kept),
@@ -81,6 +99,10 @@ impl MemContender {
         Self::new(false, false, Fields::Projected),
         Self::new(true, false, Fields::Projected),
         Self::new(true, true, Fields::Projected),
+        Self::new(true, false, Fields::Stripped).with(Alloc::GlibcTrim),
+        Self::new(true, false, Fields::Stripped).with(Alloc::Mimalloc),
+        Self::new(true, true, Fields::Stripped).with(Alloc::GlibcTrim),
+        Self::new(true, true, Fields::Stripped).with(Alloc::Mimalloc),
     ];
 
     /// The contenders of the relist runs.
@@ -90,11 +112,16 @@ impl MemContender {
         Self::new(true, true, Fields::Stripped),
     ];
 
-    fn name(self) -> &'static str {
-        match (self.kinformer, self.compact) {
+    fn name(self) -> String {
+        let base = match (self.kinformer, self.compact) {
             (false, _) => "client-go",
             (true, false) => "kinformer, default store",
             (true, true) => "kinformer, compact store",
+        };
+        match self.alloc {
+            Alloc::Glibc => base.into(),
+            Alloc::GlibcTrim => format!("{base}, glibc + malloc_trim(0) after sync"),
+            Alloc::Mimalloc => format!("{base}, mimalloc"),
         }
     }
 
@@ -108,10 +135,10 @@ impl MemContender {
     }
 
     fn command(self, bins: &Binaries, kubeconfig: &std::path::Path, ns: &str, n: usize) -> Command {
-        let mut cmd = Command::new(if self.kinformer {
-            bins.kinformer()
-        } else {
-            bins.client_go()
+        let mut cmd = Command::new(match (self.kinformer, self.alloc) {
+            (false, _) => bins.client_go(),
+            (true, Alloc::Mimalloc) => bins.kinformer_mimalloc(),
+            (true, _) => bins.kinformer(),
         });
         cmd.arg("--kubeconfig").arg(kubeconfig).args([
             "--namespace",
@@ -134,6 +161,9 @@ impl MemContender {
         }
         if self.compact {
             cmd.args(["--store", "compact"]);
+        }
+        if self.alloc == Alloc::GlibcTrim {
+            cmd.arg("--trim");
         }
         cmd
     }
@@ -335,7 +365,9 @@ impl Memory {
                  sync time from spawn to the synced line. kinformer strips while decoding \
                  (`KubeListerWatcher::modify`); client-go with its transform. Projection: metadata without \
                  managedFields, node name, containers' names and images, phase (kinformer: a `PodView` \
-                 struct as the informer's type; client-go: a transform that keeps only those fields).\n"
+                 struct as the informer's type; client-go: a transform that keeps only those fields). \
+                 The allocator rows: `malloc_trim(0)` runs after the sync, so it lowers the RSS \
+                 column, not the peak; mimalloc replaces glibc's malloc in the whole process.\n"
             );
             let _ = writeln!(
                 t,
@@ -348,6 +380,7 @@ impl Memory {
                 let sync = self.sync_median(n, c, |s| s.spawn_ms);
                 let peer_sync = self.sync_median(n, c.peer(), |s| s.spawn_ms);
                 let target = match (c.kinformer, c.compact, c.fields) {
+                    _ if c.alloc != Alloc::Glibc => "–".into(),
                     (true, false, Fields::Stripped) => verdict(per <= peer, "≤ 1.0x"),
                     (true, true, Fields::Kept | Fields::Stripped) => format!(
                         "{}; sync {}",

@@ -27,7 +27,8 @@ use serde::de::DeserializeOwned;
 /// Pods the transform could not strip in place (their `Arc` was shared).
 static CLONED: AtomicU64 = AtomicU64::new(0);
 
-fn main() -> anyhow::Result<()> {
+/// The contender (also `kinformer-contender-mimalloc`'s).
+pub(crate) fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let args = Args::parse()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -96,6 +97,9 @@ where
     ))?;
     let _handle = informer.start()?;
     wait_for(|| informer.has_synced()).await;
+    if args.trim {
+        kinformer_bench_informer::malloc_trim();
+    }
     let objects = informer.indexer().list_keys().len();
     let cloned = CLONED.load(Ordering::Relaxed);
     print_synced(
