@@ -33,8 +33,10 @@
 //! second passed, the contender prints `{"relist_hwm_kib", "after_rss_kib"}`.
 //!
 //! The allocator rows: `kinformer-contender-mimalloc` is kinformer's contender with
-//! mimalloc as the global allocator; `--trim` (kinformer's) calls glibc's `malloc_trim(0)`
-//! after the sync, before the result line.
+//! mimalloc as the global allocator. `--settle`: two seconds after the result line (the
+//! handlers have had the initial adds by then), the contender prints
+//! `{"settled_rss_kib"}` (`VmRSS`); with `--trim` (kinformer's) it calls glibc's
+//! `malloc_trim(0)` first.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::HashMap;
@@ -102,9 +104,10 @@ pub struct Args {
     pub project: bool,
     /// Measure a relist after the sync (see the crate docs).
     pub relist: bool,
-    /// kinformer only: glibc's `malloc_trim(0)` right after the sync, before the result
-    /// line (whose `rss_now_kib` then shows what it gave back).
+    /// kinformer only: glibc's `malloc_trim(0)` before the settled line.
     pub trim: bool,
+    /// Two seconds after the result line, print `{"settled_rss_kib"}` (`VmRSS`).
+    pub settle: bool,
 }
 
 impl Args {
@@ -120,7 +123,8 @@ impl Args {
         let mut modify = false;
         let mut latency = 0;
         let mut wire = None;
-        let (mut compact, mut project, mut relist, mut trim) = (false, false, false, false);
+        let (mut compact, mut project, mut relist, mut trim, mut settle) =
+            (false, false, false, false, false);
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -146,10 +150,11 @@ impl Args {
                 "--project" => project = true,
                 "--relist" => relist = true,
                 "--trim" => trim = true,
+                "--settle" => settle = true,
                 "--strip" => strip = true,
                 "--modify" => modify = true,
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|compact] [--project] [--relist] [--trim]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|compact] [--project] [--relist] [--trim] [--settle]"
                 ),
             }
         }
@@ -165,6 +170,7 @@ impl Args {
             project,
             relist,
             trim,
+            settle,
         })
     }
 }
@@ -279,6 +285,18 @@ pub fn malloc_trim() {
 /// Nothing to trim without glibc.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn malloc_trim() {}
+
+/// With `--settle`: waits two seconds, trims with `--trim`, prints `{"settled_rss_kib"}`.
+pub async fn settle(args: &Args) {
+    if !args.settle {
+        return;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    if args.trim {
+        malloc_trim();
+    }
+    emit(&serde_json::json!({ "settled_rss_kib": rss_now_kib() }).to_string());
+}
 
 /// Whether `obj` carries [`RELIST_LABEL`].
 pub fn has_relist_label<K: kinformer_core::MetaObject>(obj: &K) -> bool {

@@ -175,6 +175,8 @@ pub(super) struct MemSample {
     spawn_ms: f64,
     peak_kib: f64,
     now_kib: f64,
+    /// `VmRSS` two seconds after the sync.
+    settled_kib: f64,
 }
 
 /// One relist of one contender.
@@ -220,16 +222,17 @@ pub(super) fn syncs(
         for k in 0..all.len() {
             let c = all[(round + k) % all.len()];
             step.detail(&format!("{done}/{total}: {}", c.label()));
-            let mut run = Running::start(
-                "memory contender",
-                c.command(bins, kubeconfig, ns, n),
-                false,
-            )
-            .inspect_err(|_| step.detail("FAILED"))?;
+            let mut cmd = c.command(bins, kubeconfig, ns, n);
+            cmd.arg("--settle");
+            let mut run = Running::start("memory contender", cmd, false)
+                .inspect_err(|_| step.detail("FAILED"))?;
             let v = run
                 .next_json(RUN_TIMEOUT)
                 .with_context(|| format!("{} on {n} pods", c.label()))?;
             let spawn_ms = run.spawned.elapsed().as_secs_f64() * 1e3;
+            let settled = run
+                .next_json(Duration::from_secs(30))
+                .with_context(|| format!("{} on {n} pods: settled RSS", c.label()))?;
             run.finish()
                 .with_context(|| format!("{} on {n} pods", c.label()))?;
             let who = c.label();
@@ -237,6 +240,7 @@ pub(super) fn syncs(
                 spawn_ms,
                 peak_kib: kib(&v, "rss_kib", &who)?,
                 now_kib: kib(&v, "rss_now_kib", &who)?,
+                settled_kib: kib(&settled, "settled_rss_kib", &who)?,
             });
             done += 1;
             std::thread::sleep(Duration::from_millis(300));
@@ -348,10 +352,18 @@ impl Memory {
 
     /// Peak RSS per cached pod, bytes.
     fn per_pod(&self, n: usize, c: MemContender) -> f64 {
+        self.per_pod_of(n, c, |s| s.peak_kib)
+    }
+
+    /// Settled RSS per cached pod, bytes.
+    fn settled_per_pod(&self, n: usize, c: MemContender) -> f64 {
+        self.per_pod_of(n, c, |s| s.settled_kib)
+    }
+
+    fn per_pod_of(&self, n: usize, c: MemContender, f: fn(&MemSample) -> f64) -> f64 {
         #[allow(clippy::cast_precision_loss)]
         let pods = n as f64;
-        (self.sync_median(n, c, |s| s.peak_kib) - self.sync_median(0, c, |s| s.peak_kib)) * 1024.0
-            / pods
+        (self.sync_median(n, c, f) - self.sync_median(0, c, f)) * 1024.0 / pods
     }
 
     /// The memory tables, for the largest count `n`.
@@ -362,21 +374,24 @@ impl Memory {
                 t,
                 "Memory rows at {n} pods, protobuf: peak RSS (`VmHWM` right after the sync) and RSS \
                  (`VmRSS`, same moment), medians of {runs} runs; per cached pod = (peak at {n} − peak at 0) ÷ {n}; \
-                 sync time from spawn to the synced line. kinformer strips while decoding \
+                 sync time from spawn to the synced line; \
+                 \"2 s later\": `VmRSS` two seconds after the synced line (handlers have had the initial adds). kinformer strips while decoding \
                  (`KubeListerWatcher::modify`); client-go with its transform. Projection: metadata without \
                  managedFields, node name, containers' names and images, phase (kinformer: a `PodView` \
                  struct as the informer's type; client-go: a transform that keeps only those fields). \
-                 The allocator rows: `malloc_trim(0)` runs after the sync, so it lowers the RSS \
-                 column, not the peak; mimalloc replaces glibc's malloc in the whole process.\n"
+                 The allocator rows: `malloc_trim(0)` runs just before the \"2 s later\" reading, so it can \
+                 lower only that column; mimalloc replaces glibc's malloc in the whole process.\n"
             );
             let _ = writeln!(
                 t,
-                "| contender | peak MiB at 0 | peak MiB at {n} | RSS MiB at {n} | bytes per cached pod | ÷ client-go, same fields | sync ms | sync ÷ client-go | target |\n\
-                 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+                "| contender | peak MiB at 0 | peak MiB at {n} | RSS MiB at {n} | RSS MiB 2 s later | bytes per cached pod (peak) | ÷ client-go, same fields | bytes per cached pod (2 s later) | ÷ client-go | sync ms | sync ÷ client-go | target (peak, sync) |\n\
+                 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
             );
             for c in MemContender::ALL {
                 let per = self.per_pod(n, c);
                 let peer = self.per_pod(n, c.peer());
+                let settled = self.settled_per_pod(n, c);
+                let peer_settled = self.settled_per_pod(n, c.peer());
                 let sync = self.sync_median(n, c, |s| s.spawn_ms);
                 let peer_sync = self.sync_median(n, c.peer(), |s| s.spawn_ms);
                 let target = match (c.kinformer, c.compact, c.fields) {
@@ -391,14 +406,21 @@ impl Memory {
                 };
                 let _ = writeln!(
                     t,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {target} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {target} |",
                     c.label(),
                     cell(self.sync_median(0, c, |s| s.peak_kib) / 1024.0, 1),
                     cell(self.sync_median(n, c, |s| s.peak_kib) / 1024.0, 1),
                     cell(self.sync_median(n, c, |s| s.now_kib) / 1024.0, 1),
+                    cell(self.sync_median(n, c, |s| s.settled_kib) / 1024.0, 1),
                     cell(per, 0),
                     if c.kinformer {
                         ratio(per, peer)
+                    } else {
+                        "1.00x".into()
+                    },
+                    cell(settled, 0),
+                    if c.kinformer {
+                        ratio(settled, peer_settled)
                     } else {
                         "1.00x".into()
                     },

@@ -97,9 +97,6 @@ where
     ))?;
     let _handle = informer.start()?;
     wait_for(|| informer.has_synced()).await;
-    if args.trim {
-        kinformer_bench_informer::malloc_trim();
-    }
     let objects = informer.indexer().list_keys().len();
     let cloned = CLONED.load(Ordering::Relaxed);
     print_synced(
@@ -110,6 +107,7 @@ where
         &[("transform_clones", cloned.into())],
     );
     check_count(&args, objects)?;
+    kinformer_bench_informer::settle(&args).await;
     latency.wait_and_print().await;
     if args.relist {
         measure_relist(&relisted).await?;

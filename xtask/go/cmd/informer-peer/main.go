@@ -22,7 +22,8 @@
 // status.phase. --relist measures a relist as the Rust contenders do (see their crate docs):
 // a second after the sync it resets its peak RSS and prints {"steady_rss_kib"}, then waits
 // for an update carrying the label kinformer-bench/relist and a second more, and prints
-// {"relist_hwm_kib", "after_rss_kib"}.
+// {"relist_hwm_kib", "after_rss_kib"}. --settle prints {"settled_rss_kib"} (VmRSS) two
+// seconds after the sync.
 package main
 
 import (
@@ -63,15 +64,16 @@ func main() {
 	wire := flag.String("wire", "protobuf", "encoding to ask for: protobuf (client-go's default) or json")
 	project := flag.Bool("project", false, "keep only metadata, node name, containers' names and images, phase")
 	relist := flag.Bool("relist", false, "measure the peak RSS of a relist after the sync")
+	settle := flag.Bool("settle", false, "print the RSS two seconds after the sync")
 	flag.Parse()
-	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *strip, *latency, *project, *relist); err != nil {
+	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *strip, *latency, *project, *relist, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "informer-peer:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-func run(start time.Time, kubeconfig, namespace string, expect int, wire string, strip bool, want int, project, relist bool) error {
+func run(start time.Time, kubeconfig, namespace string, expect int, wire string, strip bool, want int, project, relist, settle bool) error {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -168,6 +170,14 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 	}
 	if objects != expect {
 		return fmt.Errorf("synced %d pods, expected %d in %s", objects, expect, namespace)
+	}
+	if settle {
+		time.Sleep(2 * time.Second)
+		line, _ := json.Marshal(map[string]any{"settled_rss_kib": statusKiB("VmRSS:")})
+		fmt.Fprintf(out, "%s\n", line)
+		if err := out.Flush(); err != nil {
+			return err
+		}
 	}
 	if relist {
 		return measureRelist(out, &relisted)
