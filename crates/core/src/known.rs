@@ -36,9 +36,9 @@ pub trait KnownObjects<K>: Send + Sync {
     fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
 
     /// The object stored under `key` if the store can hand out the very allocation it
-    /// keeps, without making one. A relist uses it to keep an unchanged object's cached
-    /// `Arc` instead of the copy it just decoded, so that it never holds two copies of the
-    /// cache. The default is [`get_by_key`](Self::get_by_key); a store that keeps objects
+    /// keeps, without making one: what a relist needs to keep an unchanged object's cached
+    /// `Arc` instead of the copy it just decoded, so as not to hold two copies of the cache
+    /// (the reflector does not do that yet). The default is [`get_by_key`](Self::get_by_key); a store that keeps objects
     /// in another form (encoded) returns what it can give without building a new object,
     /// or `None`.
     fn get_shared(&self, key: &str) -> Option<Arc<K>> {
