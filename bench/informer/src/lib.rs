@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]
+//!              [--store default|compact] [--project] [--relist]
 //! ```
 //!
 //! `--wire` is the encoding kinformer and client-go ask the API server for: `protobuf`
@@ -18,6 +19,24 @@
 //! new pod carries the label [`SEQ_LABEL`] `= i` (`i < M`), the wall-clock time its
 //! handler saw it, and prints `{"seen": [[i, unix_ns], ...]}` once it has seen all `M`
 //! or a few seconds after its stdin closed (the driver closes it after the last patch).
+//! The result line also has `rss_now_kib`, `VmRSS` at the same moment.
+//!
+//! The memory rows add three flags (kinformer's contender and the Go peer; the store is
+//! kinformer's only): `--store compact` caches in kinformer-compact-store's `CompactStore`;
+//! `--project` caches a projection of a pod ([`PodView`]: metadata without
+//! `managedFields`, node name, containers' names and images, phase; client-go: a transform
+//! that clears every other field); `--relist` measures a relist: a second after the sync
+//! the contender resets its peak RSS (`5` into `/proc/self/clear_refs`) and prints
+//! `{"steady_rss_kib"}` (`VmRSS`); the driver then cuts its connection, patches a pod with
+//! the label [`RELIST_LABEL`], compacts etcd (on an API server without watch cache, so the
+//! re-watch gets `410 Gone`) and reconnects it; once its handler saw that update and a
+//! second passed, the contender prints `{"relist_hwm_kib", "after_rss_kib"}`.
+//!
+//! The allocator rows: `kinformer-contender-mimalloc` is kinformer's contender with
+//! mimalloc as the global allocator. `--settle`: two seconds after the result line (the
+//! handlers have had the initial adds by then), the contender prints
+//! `{"settled_rss_kib"}` (`VmRSS`); with `--trim` (kinformer's) it calls glibc's
+//! `malloc_trim(0)` first.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::HashMap;
@@ -32,6 +51,12 @@ use k8s_openapi::api::core::v1::Pod;
 
 /// The label the driver's patch loop sets to the patch's sequence number.
 pub const SEQ_LABEL: &str = "kinformer-bench/seq";
+
+/// The label the driver sets on a pod while a `--relist` contender is cut off.
+pub const RELIST_LABEL: &str = "kinformer-bench/relist";
+
+/// How long a `--relist` contender waits for its relist.
+const RELIST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long a contender waits for missing updates after its stdin closed.
 const GRACE: Duration = Duration::from_secs(5);
@@ -73,6 +98,16 @@ pub struct Args {
     pub latency: usize,
     /// The encoding to ask for (`None`: the contender's default).
     pub wire: Option<Wire>,
+    /// kinformer only: cache in kinformer-compact-store's `CompactStore`.
+    pub compact: bool,
+    /// Cache a [`PodView`] (client-go: clear every field it does not have).
+    pub project: bool,
+    /// Measure a relist after the sync (see the crate docs).
+    pub relist: bool,
+    /// kinformer only: glibc's `malloc_trim(0)` before the settled line.
+    pub trim: bool,
+    /// Two seconds after the result line, print `{"settled_rss_kib"}` (`VmRSS`).
+    pub settle: bool,
 }
 
 impl Args {
@@ -88,6 +123,8 @@ impl Args {
         let mut modify = false;
         let mut latency = 0;
         let mut wire = None;
+        let (mut compact, mut project, mut relist, mut trim, mut settle) =
+            (false, false, false, false, false);
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -103,10 +140,21 @@ impl Args {
                         other => bail!("--wire {other:?}: want protobuf or json"),
                     });
                 }
+                "--store" => {
+                    compact = match value()?.as_str() {
+                        "default" => false,
+                        "compact" => true,
+                        other => bail!("--store {other:?}: want default or compact"),
+                    };
+                }
+                "--project" => project = true,
+                "--relist" => relist = true,
+                "--trim" => trim = true,
+                "--settle" => settle = true,
                 "--strip" => strip = true,
                 "--modify" => modify = true,
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|compact] [--project] [--relist] [--trim] [--settle]"
                 ),
             }
         }
@@ -118,6 +166,11 @@ impl Args {
             modify,
             latency,
             wire,
+            compact,
+            project,
+            relist,
+            trim,
+            settle,
         })
     }
 }
@@ -134,14 +187,121 @@ pub async fn kube_config(args: &Args) -> anyhow::Result<kube::Config> {
 
 /// The process's peak resident set (`VmHWM`) in KiB, if `/proc` has it.
 pub fn peak_rss_kib() -> Option<u64> {
+    status_kib("VmHWM:")
+}
+
+/// The process's resident set now (`VmRSS`) in KiB, if `/proc` has it.
+pub fn rss_now_kib() -> Option<u64> {
+    status_kib("VmRSS:")
+}
+
+fn status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .split_whitespace()
         .next()?
         .parse()
         .ok()
+}
+
+/// What a pod controller typically reads of a pod: the `--project` contenders' type. The
+/// fields it does not name are skipped while decoding, JSON or protobuf.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize, kube::Resource)]
+#[resource(inherit = Pod)]
+pub struct PodView {
+    /// Name, namespace, labels, owners, resource version (`managedFields` stripped).
+    pub metadata: kube::api::ObjectMeta,
+    /// Node and containers.
+    pub spec: Option<PodViewSpec>,
+    /// Phase.
+    pub status: Option<PodViewStatus>,
+}
+
+/// [`PodView`]'s spec.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodViewSpec {
+    /// `spec.nodeName`.
+    pub node_name: Option<String>,
+    /// Each container's name and image.
+    #[serde(default)]
+    pub containers: Vec<ContainerView>,
+}
+
+/// A container's name and image.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+pub struct ContainerView {
+    /// `name`.
+    pub name: String,
+    /// `image`.
+    pub image: Option<String>,
+}
+
+/// [`PodView`]'s status.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
+pub struct PodViewStatus {
+    /// `status.phase`.
+    pub phase: Option<String>,
+}
+
+/// The `--relist` measurement (see the crate docs): call after the sync line, with the
+/// flag the handler sets once it saw an update carrying [`RELIST_LABEL`].
+///
+/// # Errors
+/// When the relist does not show up within two minutes.
+pub async fn measure_relist(relisted: &AtomicBool) -> anyhow::Result<()> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Linux: resets VmHWM to the current RSS for this process.
+    std::fs::write("/proc/self/clear_refs", "5").context("resetting the peak RSS")?;
+    emit(&serde_json::json!({ "steady_rss_kib": rss_now_kib() }).to_string());
+    let start = Instant::now();
+    while !relisted.load(Ordering::SeqCst) {
+        if start.elapsed() > RELIST_TIMEOUT {
+            bail!("no update labelled {RELIST_LABEL} within {RELIST_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    emit(
+        &serde_json::json!({ "relist_hwm_kib": peak_rss_kib(), "after_rss_kib": rss_now_kib() })
+            .to_string(),
+    );
+    Ok(())
+}
+
+/// glibc's `malloc_trim(0)`: gives the heap's free pages back to the system (the top of
+/// each arena and whole free pages inside them).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn malloc_trim() {
+    // The bench's one unsafe call, for the allocator rows only: `malloc_trim` takes a plain
+    // integer, has no preconditions and is safe to call at any time from any thread.
+    #[allow(unsafe_code)]
+    // SAFETY: see above; the return value only says whether memory was released.
+    let _released = unsafe { libc::malloc_trim(0) };
+}
+
+/// Nothing to trim without glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn malloc_trim() {}
+
+/// With `--settle`: waits two seconds, trims with `--trim`, prints `{"settled_rss_kib"}`.
+pub async fn settle(args: &Args) {
+    if !args.settle {
+        return;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    if args.trim {
+        malloc_trim();
+    }
+    emit(&serde_json::json!({ "settled_rss_kib": rss_now_kib() }).to_string());
+}
+
+/// Whether `obj` carries [`RELIST_LABEL`].
+pub fn has_relist_label<K: kinformer_core::MetaObject>(obj: &K) -> bool {
+    obj.object_labels()
+        .is_some_and(|l| l.contains_key(RELIST_LABEL))
 }
 
 /// Nanoseconds since the Unix epoch: a clock every process on the machine shares.
@@ -165,6 +325,7 @@ pub fn print_synced(
         "transform": args.strip,
         "synced_ms": start.elapsed().as_secs_f64() * 1e3,
         "rss_kib": peak_rss_kib(),
+        "rss_now_kib": rss_now_kib(),
         "objects": objects,
     });
     for (k, v) in extra {
@@ -208,14 +369,12 @@ impl Latency {
 
     /// Records the time now if `pod` carries a sequence label not seen before. Call it
     /// from the handler.
-    pub fn saw(&self, pod: &Pod) {
+    pub fn saw<K: kinformer_core::MetaObject>(&self, obj: &K) {
         if self.want == 0 {
             return;
         }
-        let Some(seq) = pod
-            .metadata
-            .labels
-            .as_ref()
+        let Some(seq) = obj
+            .object_labels()
             .and_then(|l| l.get(SEQ_LABEL))
             .and_then(|s| s.parse::<u64>().ok())
         else {

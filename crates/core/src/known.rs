@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use crate::ObjectKey;
+use crate::{MetaObject, ObjectKey};
 
 /// A read-only view of what the informer's store holds, for the FIFOs: client-go's
 /// `KeyListerGetter`. A relist (`replace`) uses it to find keys that vanished while
@@ -34,6 +34,30 @@ pub trait KnownObjects<K>: Send + Sync {
     fn list_keys(&self) -> Vec<ObjectKey>;
     /// The object stored under `key`, if any.
     fn get_by_key(&self, key: &str) -> Option<Arc<K>>;
+
+    /// The object stored under `key` if the store can hand out the very allocation it
+    /// keeps, without making one: what a relist needs to keep an unchanged object's cached
+    /// `Arc` instead of the copy it just decoded, so as not to hold two copies of the cache
+    /// (the reflector does not do that yet). The default is [`get_by_key`](Self::get_by_key); a store that keeps objects
+    /// in another form (encoded) returns what it can give without building a new object,
+    /// or `None`.
+    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+        self.get_by_key(key)
+    }
+
+    /// Whether the object stored under `key` has this (non-empty) resource version: the
+    /// same version of the same object. The default reads it from
+    /// [`get_by_key`](Self::get_by_key); a store that would have to build the object to
+    /// answer overrides it.
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool
+    where
+        K: MetaObject,
+    {
+        !resource_version.is_empty()
+            && self
+                .get_by_key(key)
+                .is_some_and(|o| o.object_resource_version() == Some(resource_version))
+    }
 }
 
 macro_rules! forward {
@@ -44,6 +68,15 @@ macro_rules! forward {
             }
             fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
                 (**self).get_by_key(key)
+            }
+            fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+                (**self).get_shared(key)
+            }
+            fn contains_version(&self, key: &str, resource_version: &str) -> bool
+            where
+                K: MetaObject,
+            {
+                (**self).contains_version(key, resource_version)
             }
         }
     )*};

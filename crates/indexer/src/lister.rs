@@ -1,20 +1,14 @@
 //! Listers: typed, read-only queries over an indexer, by name and by label selector.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use kinformer_core::{ErrorChain, MetaObject};
-use kube_core::{Selector, SelectorExt};
+use kube_core::Selector;
 
+use crate::traits::selected;
 use crate::{Error, Indexer, NAMESPACE_INDEX};
-
-static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-
-fn matches<K: MetaObject>(selector: &Selector, obj: &K) -> bool {
-    selector.matches(obj.object_labels().unwrap_or(&NO_LABELS))
-}
 
 /// Typed reads from an [`Indexer`] (client-go's generated `PodLister` and friends, for any
 /// object type): list by label selector, get by name, and the same within one namespace
@@ -90,11 +84,7 @@ impl<K: MetaObject + 'static> Lister<K> {
     /// Every object, in every namespace, whose labels match `selector`.
     /// [`everything()`](crate::everything) skips matching.
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
-        let mut all = self.indexer.list();
-        if !selector.selects_all() {
-            all.retain(|obj| matches(selector, &**obj));
-        }
-        all
+        self.indexer.list_selected(selector)
     }
 
     /// The cluster-scoped object called `name` (its key is its name).
@@ -142,20 +132,15 @@ impl<K: MetaObject + 'static> NamespacedLister<'_, K> {
             return self.lister.list(selector);
         }
         let indexer = &self.lister.indexer;
-        match indexer.by_index(NAMESPACE_INDEX, self.namespace) {
-            Ok(mut objs) => {
-                if !selector.selects_all() {
-                    objs.retain(|obj| matches(selector, &**obj));
-                }
-                objs
-            }
+        match indexer.by_index_selected(NAMESPACE_INDEX, self.namespace, selector) {
+            Ok(objs) => objs,
             Err(err) => {
                 // client-go does the same: log, then find them the slow way.
                 tracing::warn!(error = %ErrorChain(&err), "cannot list through the namespace index; scanning every object");
                 let mut objs = indexer.list();
                 objs.retain(|obj| {
                     obj.object_namespace() == Some(self.namespace)
-                        && (selector.selects_all() || matches(selector, &**obj))
+                        && (selector.selects_all() || selected(selector, &**obj))
                 });
                 objs
             }

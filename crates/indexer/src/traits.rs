@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink};
+use kube_core::{Selector, SelectorExt as _};
 
 use crate::{Error, Indexers};
 
@@ -97,6 +98,50 @@ pub trait Indexer<K>: KnownObjects<K> {
         }
         Ok(out)
     }
+
+    /// The stored objects whose labels `selector` matches, in no particular order: what a
+    /// [`Lister`](crate::Lister) lists. The default lists every object and keeps the
+    /// matching ones; a store that can match before it hands objects out (one that keeps
+    /// them encoded, and would otherwise decode every object) overrides it.
+    fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>>
+    where
+        K: MetaObject,
+    {
+        let mut all = self.list();
+        if !selector.selects_all() {
+            all.retain(|obj| selected(selector, &**obj));
+        }
+        all
+    }
+
+    /// [`by_index`](Self::by_index), keeping the objects whose labels `selector` matches:
+    /// what a namespaced lister lists (through the namespace index). Overridden as
+    /// [`list_selected`](Self::list_selected).
+    ///
+    /// # Errors
+    /// [`Error::UnknownIndex`].
+    fn by_index_selected(
+        &self,
+        index_name: &str,
+        value: &str,
+        selector: &Selector,
+    ) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: MetaObject,
+    {
+        let mut objs = self.by_index(index_name, value)?;
+        if !selector.selects_all() {
+            objs.retain(|obj| selected(selector, &**obj));
+        }
+        Ok(objs)
+    }
+}
+
+static NO_LABELS: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+
+/// Whether `selector` matches the labels of `obj` (none count as empty).
+pub(crate) fn selected<K: MetaObject + ?Sized>(selector: &Selector, obj: &K) -> bool {
+    selector.matches(obj.object_labels().unwrap_or(&NO_LABELS))
 }
 
 /// The write side of a cache: what the informer holds and nobody else gets.
@@ -139,6 +184,8 @@ macro_rules! forward {
             fn len(&self) -> usize { (**self).len() }
             fn is_empty(&self) -> bool { (**self).is_empty() }
             fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> where K: MetaObject { (**self).index(index_name, obj) }
+            fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>> where K: MetaObject { (**self).list_selected(selector) }
+            fn by_index_selected(&self, index_name: &str, value: &str, selector: &Selector) -> Result<Vec<Arc<K>>, Error> where K: MetaObject { (**self).by_index_selected(index_name, value, selector) }
         }
     )*};
 }

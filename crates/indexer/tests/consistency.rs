@@ -6,7 +6,8 @@
 //! `replace`, and an index added by `add_indexers` is complete the moment it can be queried.
 //!
 //! The stress check runs one writer and three readers for a bounded time. It is run against
-//! `ThreadSafeStore` (no violation allowed) and against `TornIndexer`, a store that updates
+//! `ThreadSafeStore` and kinformer-compact-store's `CompactStore` (no violation allowed) and
+//! against `TornIndexer`, a store that updates
 //! its index and its items under separate locks, to show that the check does catch a store
 //! that breaks the guarantee.
 
@@ -181,11 +182,25 @@ fn stress(
 
 #[test]
 fn rule20_readers_beside_a_writer_see_whole_writes_only() {
-    let store = Arc::new(ThreadSafeStore::new({
-        let mut ix = namespace_indexers();
-        ix.insert("byNode".into(), by_node());
-        ix
-    }));
+    check_whole_writes_only(Arc::new(ThreadSafeStore::new(indexers())));
+}
+
+/// The same check on the compact store (objects kept encoded, decoded on read): its reads
+/// go through the default store it keeps its entries in, so the guarantee carries over.
+#[test]
+fn rule20_the_compact_store_sees_whole_writes_only() {
+    check_whole_writes_only(Arc::new(kinformer_compact_store::CompactStore::new(
+        indexers(),
+    )));
+}
+
+fn indexers() -> Indexers<TestObj> {
+    let mut ix = namespace_indexers();
+    ix.insert("byNode".into(), by_node());
+    ix
+}
+
+fn check_whole_writes_only(store: Arc<dyn IndexerWriter<TestObj>>) {
     let report = stress(store.clone(), Duration::from_millis(1500), false);
     eprintln!("{} reads beside {} writes", report.reads, report.writes);
     assert!(report.violations.is_empty(), "{:#?}", report.violations);

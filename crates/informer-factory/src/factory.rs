@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use kinformer_core::{ErrorChain, MetaObject};
+use kinformer_indexer::IndexerWriter;
 use kinformer_reflector::{Backoff, KubeListerWatcher, ShardSelector, WireFormat};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
@@ -186,6 +187,9 @@ impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<
 
 type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
 
+/// Makes the cache of one informer of type `K`; kept type-erased by `K`'s `TypeId`.
+type StoreMaker<K> = Arc<dyn Fn() -> Arc<dyn IndexerWriter<K>> + Send + Sync>;
+
 struct Entry {
     id: InformerId,
     informer: Box<dyn AnyInformer>,
@@ -208,6 +212,8 @@ struct Config {
     options: InformerOptions,
     default_resync: Duration,
     custom_resync: HashMap<TypeId, Duration>,
+    /// A `StoreMaker<K>` by `TypeId` of `K`.
+    stores: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     transform: Option<MetaTransform>,
     fifo: FifoKind,
     backoff: Backoff,
@@ -287,6 +293,51 @@ impl SharedInformerFactoryBuilder {
     #[must_use]
     pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
         self.config.custom_resync.insert(TypeId::of::<K>(), period);
+        self
+    }
+
+    /// The cache of the informers of type `K` (client-go has no such option: its store is
+    /// fixed): `make` is called once per informer of `K` (one per distinct
+    /// [`InformerOptions`]) and its store replaces the default
+    /// [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore), as
+    /// [`SharedIndexInformerBuilder::store`](crate::SharedIndexInformerBuilder::store) does
+    /// for one informer. Give the store the namespace index
+    /// ([`namespace_indexers`](kinformer_indexer::namespace_indexers)): listers need it. For
+    /// [`dynamic_informer`](SharedInformerFactory::dynamic_informer)s, `K` is
+    /// [`DynamicObject`], for all of them.
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_indexer::{namespace_indexers, ThreadSafeStore};
+    /// use kinformer_informer_factory::SharedInformerFactory;
+    ///
+    /// # async fn run(client: kube::Client) {
+    /// // Here the default store with an index by node besides the namespace index; a
+    /// // store of another kind (kinformer-compact-store's) goes in the same way.
+    /// let factory = SharedInformerFactory::builder(client)
+    ///     .store_for::<Pod, _>(|| {
+    ///         let mut indexers = namespace_indexers();
+    ///         indexers.insert(
+    ///             "byNode".into(),
+    ///             kinformer_indexer::IndexFunc::new(|p: &Pod| {
+    ///                 p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+    ///             }),
+    ///         );
+    ///         ThreadSafeStore::new(indexers)
+    ///     })
+    ///     .build();
+    /// let pods = factory.informer::<Pod>();
+    /// # let _ = pods;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn store_for<K, S>(mut self, make: impl Fn() -> S + Send + Sync + 'static) -> Self
+    where
+        K: MetaObject + Send + Sync + 'static,
+        S: IndexerWriter<K> + 'static,
+    {
+        let make: StoreMaker<K> = Arc::new(move || Arc::new(make()) as Arc<dyn IndexerWriter<K>>);
+        self.config.stores.insert(TypeId::of::<K>(), Arc::new(make));
         self
     }
 
@@ -448,6 +499,7 @@ impl SharedInformerFactory {
                 options: InformerOptions::default(),
                 default_resync: Duration::ZERO,
                 custom_resync: HashMap::new(),
+                stores: HashMap::new(),
                 transform: None,
                 fifo: FifoKind::default(),
                 backoff: Backoff::default(),
@@ -574,6 +626,13 @@ impl SharedInformerFactory {
             .backoff(config.backoff.clone());
         if let Some(shard) = &id.options.shard {
             builder = builder.shard(shard.clone());
+        }
+        if let Some(make) = config
+            .stores
+            .get(&TypeId::of::<K>())
+            .and_then(|m| m.downcast_ref::<StoreMaker<K>>())
+        {
+            builder = builder.store_arc(make());
         }
         builder.build()
     }

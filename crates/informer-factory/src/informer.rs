@@ -303,8 +303,14 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     /// namespace index ([`namespace_indexers`]). The index functions given to
     /// [`indexers`](Self::indexers) are ignored then: give them to your store.
     #[must_use]
-    pub fn store(mut self, store: impl IndexerWriter<K> + 'static) -> Self {
-        self.store = Some(Arc::new(store));
+    pub fn store(self, store: impl IndexerWriter<K> + 'static) -> Self {
+        self.store_arc(Arc::new(store))
+    }
+
+    /// [`store`](Self::store) for a cache already behind an `Arc`.
+    #[must_use]
+    pub fn store_arc(mut self, store: Arc<dyn IndexerWriter<K>>) -> Self {
+        self.store = Some(store);
         self
     }
 

@@ -26,6 +26,7 @@
 //! | [`core`] | kinformer-core | object keys (`namespace/name`), tombstones, `Delta` types, the `MetaObject` view of an object |
 //! | [`workqueue`] | kinformer-workqueue | the work queue, the delaying and the rate-limited queue, rate limiters, metrics hooks |
 //! | [`indexer`] | kinformer-indexer | the cache's read side (`Indexer`) and write side (`IndexerWriter`), the thread-safe store, index functions, listers |
+//! | [`compact_store`] | kinformer-compact-store | a cache that keeps objects encoded and decodes them on read: less memory per cached object, a decode per read |
 //! | [`deltafifo`] | kinformer-deltafifo | the in-order FIFO and the DeltaFIFO between the reflector and the cache |
 //! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
 //! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
@@ -143,6 +144,87 @@
 //! # }).unwrap();
 //! ```
 //!
+//! # Memory: the compact store and projections
+//!
+//! An informer's cache holds every object it watches, decoded; a controller that watches
+//! every pod of a large cluster is sized by it. Three levers, which combine:
+//!
+//! - **Strip what nobody reads** before it is cached: `managedFields` with the factory's
+//!   [`transform_meta`](informer::SharedInformerFactoryBuilder::transform_meta) (client-go's
+//!   `WithTransform`).
+//! - **Keep the objects encoded**: [`compact_store::CompactStore`] in place of the default
+//!   store, for every informer of a type with
+//!   [`store_for`](informer::SharedInformerFactoryBuilder::store_for) (for one informer:
+//!   `SharedIndexInformer::builder(..).store(..)`). Listers, indices and handlers are
+//!   unchanged; each read decodes what it returns. The initial sync still holds the whole
+//!   list decoded: the steady state drops to the encoded entries once the program gives
+//!   the freed pages back (see the compact store's docs on glibc's `malloc_trim`).
+//! - **Cache a projection**: any serde struct that matches part of the Kubernetes JSON of a
+//!   resource works as the informer's type; fields it does not name are skipped while
+//!   decoding (JSON or protobuf), so they never reach memory. kube's
+//!   `#[derive(Resource)]` with `#[resource(inherit = Pod)]` makes it a pod for the API
+//!   (kube's `derive` feature), and the informer, its listers and handlers are typed by
+//!   it.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//! use kinformer::compact_store::CompactStore;
+//! use kinformer::indexer::namespace_indexers;
+//! use kinformer::prelude::*;
+//! use serde::{Deserialize, Serialize};
+//!
+//! /// What a pod controller reads: metadata, node, containers' names and images, phase.
+//! #[derive(Clone, Debug, Deserialize, Serialize, kube::Resource)]
+//! #[resource(inherit = Pod)]
+//! struct PodView {
+//!     metadata: ObjectMeta,
+//!     spec: Option<PodViewSpec>,
+//!     status: Option<PodViewStatus>,
+//! }
+//!
+//! #[derive(Clone, Debug, Deserialize, Serialize)]
+//! #[serde(rename_all = "camelCase")]
+//! struct PodViewSpec {
+//!     node_name: Option<String>,
+//!     #[serde(default)]
+//!     containers: Vec<ContainerView>,
+//! }
+//!
+//! #[derive(Clone, Debug, Deserialize, Serialize)]
+//! struct ContainerView {
+//!     name: String,
+//!     image: Option<String>,
+//! }
+//!
+//! #[derive(Clone, Debug, Deserialize, Serialize)]
+//! struct PodViewStatus {
+//!     phase: Option<String>,
+//! }
+//!
+//! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let factory = SharedInformerFactory::builder(client)
+//!     .transform_meta(|meta| meta.managed_fields = None)
+//!     // Optional: the projection kept encoded too.
+//!     .store_for::<PodView, _>(|| CompactStore::new(namespace_indexers()))
+//!     .build();
+//! let pods = factory.informer::<PodView>();
+//! let lister: Lister<PodView> = pods.lister();
+//! factory.start()?;
+//! factory.wait_for_cache_sync(std::time::Duration::from_secs(60)).await;
+//! for pod in lister.list(&kinformer::indexer::everything()) {
+//!     let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+//!     tracing::info!(name = ?pod.metadata.name, ?node, "pod");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A projection has to keep `metadata` (keys, labels, resource versions come from it).
+//! Writing it back to the API server is not what it is for: it lacks the fields it skipped.
+//! BENCHMARKS.md in the repository has the bytes per cached pod of each lever against
+//! client-go's.
+//!
 //! # Features
 //!
 //! - `kube` (default): the Kubernetes lister-watcher, the factory, [`owns`](controller::Controller::owns),
@@ -172,6 +254,10 @@ pub use kinformer_workqueue as workqueue;
 
 /// Stores, indexers, index functions and listers: kinformer-indexer.
 pub use kinformer_indexer as indexer;
+
+/// A cache that keeps every object encoded, decoded on read, behind the same `Indexer`
+/// traits: kinformer-compact-store. See [Memory](crate#memory-the-compact-store-and-projections).
+pub use kinformer_compact_store as compact_store;
 
 /// The DeltaFIFO and the in-order FIFO: kinformer-deltafifo.
 pub use kinformer_deltafifo as deltafifo;

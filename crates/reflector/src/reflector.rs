@@ -172,8 +172,11 @@ where
         }
     }
 
-    /// A read-only view of what the sink's consumer has cached (the informer's store), for
-    /// objects that do not decode ([`Error::Undecodable`]): with it, such an object keeps
+    /// A read-only view of what the sink's consumer has cached (the informer's store). A
+    /// relist hands the sink the cached object, not the copy it just decoded, for every
+    /// object whose resource version is unchanged (when the cache can give out the object it
+    /// holds: [`KnownObjects::get_shared`]), so that it does not hold two copies of the
+    /// cache. For objects that do not decode ([`Error::Undecodable`]): with it, such an object keeps
     /// its last cached version — a relist hands that version to the sink again instead of
     /// leaving it out, which would delete it — and a deletion of it still deletes it, with
     /// that version as its final state. Without it, a relist leaves such an object out and
@@ -182,6 +185,36 @@ where
     pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
         self.known = Some(known);
         self
+    }
+
+    /// `obj` as listed, or the very allocation the cache holds for it when that is the same
+    /// version (same key, same non-empty resource version: the same object version on the
+    /// server) and the cache can hand it out without making one
+    /// ([`KnownObjects::get_shared`]). A relist then holds each unchanged object once, in
+    /// the cache, rather than a decoded copy beside it until the sink replaces the cache:
+    /// the decoded copy is dropped as soon as it is compared. Called on listed objects only,
+    /// after the transform, so the cached object (transformed when it was cached) stands
+    /// for a transformed one.
+    fn shared_if_unchanged(&self, obj: Arc<K>) -> Arc<K> {
+        let Some(known) = &self.known else {
+            return obj;
+        };
+        let Some(rv) = obj.object_resource_version().filter(|rv| !rv.is_empty()) else {
+            return obj;
+        };
+        let Ok(key) = meta_namespace_key(&*obj) else {
+            return obj;
+        };
+        match known.get_shared(key.as_str()) {
+            Some(cached)
+                if cached.object_resource_version() == Some(rv)
+                    && cached.object_name() == obj.object_name()
+                    && cached.object_namespace() == obj.object_namespace() =>
+            {
+                cached
+            }
+            _ => obj,
+        }
     }
 
     /// Reports an object that did not decode, and counts it.
@@ -412,7 +445,7 @@ where
                     listed.items = full
                         .items
                         .into_iter()
-                        .map(|o| self.transformed(o))
+                        .map(|o| self.transformed(o).map(|o| self.shared_if_unchanged(o)))
                         .collect::<Result<_, _>>()?;
                     listed.undecodable = self.undecodable_keys(full.undecodable);
                     listed.resource_version = full.resource_version;
@@ -426,7 +459,9 @@ where
             }
             listed.pages += 1;
             for obj in page.items {
-                listed.items.push(self.transformed(obj)?);
+                listed
+                    .items
+                    .push(self.shared_if_unchanged(self.transformed(obj)?));
             }
             let skipped = self.undecodable_keys(page.undecodable);
             listed.undecodable.extend(skipped);
@@ -525,7 +560,7 @@ where
                     match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             let o = match self.transformed(Arc::new(o)) {
-                                Ok(o) => o,
+                                Ok(o) => self.shared_if_unchanged(o),
                                 Err(e) => break Some(e),
                             };
                             if let Err(e) = temp.put(o) {

@@ -101,10 +101,26 @@ impl Contender {
 pub(super) struct Binaries {
     client_go: PathBuf,
     kinformer: PathBuf,
+    kinformer_mimalloc: PathBuf,
     kube_runtime: PathBuf,
 }
 
 impl Binaries {
+    /// client-go's peer.
+    pub(super) fn client_go(&self) -> &Path {
+        &self.client_go
+    }
+
+    /// kinformer's contender.
+    pub(super) fn kinformer(&self) -> &Path {
+        &self.kinformer
+    }
+
+    /// kinformer's contender with mimalloc as its allocator.
+    pub(super) fn kinformer_mimalloc(&self) -> &Path {
+        &self.kinformer_mimalloc
+    }
+
     pub(super) fn path(&self, c: Contender) -> &Path {
         match c {
             Contender::ClientGo | Contender::ClientGoJson => &self.client_go,
@@ -168,6 +184,7 @@ pub(super) fn build() -> anyhow::Result<Binaries> {
     Ok(Binaries {
         client_go: kinformer_testenv::binary_dir().join("informer-peer"),
         kinformer: exe("kinformer-contender")?,
+        kinformer_mimalloc: exe("kinformer-contender-mimalloc")?,
         kube_runtime: exe("kube-runtime-contender")?,
     })
 }
@@ -211,17 +228,19 @@ impl Running {
         if latency > 0 {
             cmd.args(["--latency", &latency.to_string()]);
         }
-        cmd.stdin(if latency > 0 {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        Self::start(c.name(), cmd, latency > 0)
+    }
+
+    /// Starts `cmd` (a contender with its arguments) as `name`, with a pipe to its stdin
+    /// if `stdin`.
+    pub(super) fn start(name: &'static str, mut cmd: Command, stdin: bool) -> anyhow::Result<Self> {
+        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let spawned = Instant::now();
         let mut child = cmd
             .spawn()
-            .with_context(|| format!("starting {}", bins.path(c).display()))?;
+            .with_context(|| format!("starting {name} ({:?})", cmd.get_program()))?;
         let (tx, lines) = mpsc::channel();
         if let Some(out) = child.stdout.take() {
             std::thread::spawn(move || {
@@ -240,7 +259,7 @@ impl Running {
             })
         });
         Ok(Self {
-            name: c.name(),
+            name,
             stdin: child.stdin.take(),
             child,
             lines,

@@ -26,6 +26,13 @@
 //!    each of `--churn-rates` for `--churn-secs` (at most 64 patches in flight) and
 //!    reports the rate it reached, the updates per second the handler saw and their p99.
 //!
+//! 4. Memory rows ([`memory`]), at 0 pods and the largest count: bytes per cached pod of
+//!    kinformer's default store (whole pods, managedFields stripped), its compact store
+//!    and a projection, each against client-go caching the same fields, with sync times;
+//!    then, on a control plane of their own without watch cache, the peak RSS of a
+//!    relist forced by `410 Gone` against the steady state. `--memory-only` runs just
+//!    these and records just their section.
+//!
 //! Medians, ratios to client-go, the exact command and three SVG charts
 //! (`bench/informer/charts/`) go to BENCHMARKS.md.
 //!
@@ -36,6 +43,7 @@
 mod charts;
 mod contenders;
 mod measure;
+mod memory;
 mod report;
 
 use std::collections::BTreeMap;
@@ -80,6 +88,15 @@ struct Opts {
     /// Churn: seconds per step (0 skips the churn runs).
     #[arg(long, default_value_t = 3)]
     churn_secs: usize,
+    /// Memory rows: runs per contender at 0 pods and at the largest count (0 skips them).
+    #[arg(long, default_value_t = 3)]
+    memory_runs: usize,
+    /// Relist runs per contender at the largest count (0 skips them).
+    #[arg(long, default_value_t = 3)]
+    relist_runs: usize,
+    /// Only the memory rows and the relist runs (recorded in their own section).
+    #[arg(long)]
+    memory_only: bool,
     /// Print the results without writing BENCHMARKS.md and the charts.
     #[arg(long)]
     no_record: bool,
@@ -120,7 +137,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut latency: BTreeMap<Contender, Latencies> = BTreeMap::new();
     let mut churn: BTreeMap<Contender, Vec<ChurnStep>> = BTreeMap::new();
     let mut wire: BTreeMap<usize, WireBytes> = BTreeMap::new();
+    let mut mem = memory::Memory::default();
+    let max_pods = pods.last().copied().unwrap_or_default();
     for &n in &pods {
+        let memory_count = n == 0 || n == max_pods;
+        if opts.memory_only && !memory_count {
+            continue;
+        }
         let ns = rt.block_on(cp.create_namespace(&format!("bench-{n}")))?;
         let api = Api::<Pod>::namespaced(client.clone(), &ns);
         let names = create_pods(&rt, &api, n)?;
@@ -133,6 +156,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             names: &names,
             opts: &opts,
         };
+
+        if opts.memory_runs > 0 && memory_count {
+            memory::syncs(&mut mem, &bins, cp.kubeconfig(), &ns, n, opts.memory_runs)?;
+        }
+        if opts.memory_only {
+            continue;
+        }
 
         if n > 0 {
             wire.insert(n, measure::wire_bytes(&setup)?);
@@ -182,8 +212,32 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         }
     }
     drop(cp);
+    if opts.relist_runs > 0 && max_pods > 0 {
+        memory::relists(&mut mem, &rt, &bins, max_pods, opts.relist_runs)?;
+    }
     let load_after = load_average();
     let elapsed = began.elapsed();
+    let memory_tables = mem.tables(max_pods, opts.memory_runs);
+    if !memory_tables.is_empty() {
+        println!("\n{memory_tables}");
+    }
+    if opts.memory_only {
+        eprintln!(
+            "the memory rows took {:.1} min (load average {load_before} before, {load_after} after)",
+            elapsed.as_secs_f64() / 60.0
+        );
+        if !opts.no_record {
+            report::record_memory(
+                &root,
+                &command,
+                &load_before,
+                &load_after,
+                elapsed,
+                &memory_tables,
+            )?;
+        }
+        return Ok(());
+    }
 
     let mut tables = report::tables(
         &pods,
@@ -217,6 +271,17 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         elapsed,
         &tables,
         !latency.is_empty(),
+    )?;
+    if memory_tables.is_empty() {
+        return Ok(());
+    }
+    report::record_memory(
+        &root,
+        &command,
+        &load_before,
+        &load_after,
+        elapsed,
+        &memory_tables,
     )
 }
 

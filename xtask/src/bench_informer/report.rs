@@ -281,6 +281,31 @@ pub(super) fn wire_table(t: &mut String, wire: &BTreeMap<usize, WireBytes>) {
 
 /// Writes the informer's section of BENCHMARKS.md: how it was measured, `tables`, and the
 /// charts (the latency chart only when there are latencies).
+/// Writes the memory rows' section of BENCHMARKS.md.
+pub(super) fn record_memory(
+    root: &Path,
+    command: &str,
+    load_before: &str,
+    load_after: &str,
+    elapsed: Duration,
+    tables: &str,
+) -> anyhow::Result<()> {
+    let body = format!(
+        "Measured by `{command}` on a {cores}-core machine shared with other work: load average \
+         {load_before} before the run and {load_after} after it; the run took {min:.1} min. The commit \
+         that changed this section dates it. Both sides ran in this one run.\n\n{tables}",
+        cores = std::thread::available_parallelism().map_or(0, usize::from),
+        min = elapsed.as_secs_f64() / 60.0,
+    );
+    record_section(
+        &root.join("BENCHMARKS.md"),
+        &format!("{SUITE}-memory"),
+        &body,
+    )?;
+    eprintln!("recorded in BENCHMARKS.md");
+    Ok(())
+}
+
 pub(super) fn record(
     root: &Path,
     command: &str,

@@ -1,11 +1,15 @@
 //! Store traces: the generator, and the replayer on kinformer-indexer's `ThreadSafeStore`
 //! and `Lister`, over k8s-openapi pods (the peer uses client-go's `NewIndexer` over
-//! `*corev1.Pod`).
+//! `*corev1.Pod`). Every trace is replayed on kinformer-compact-store's `CompactStore` too,
+//! through the same traits; where it observes something else than the default store, the
+//! trace's observations end with an error saying where, so it differs from client-go's.
 
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use kinformer_compact_store::CompactStore;
+use kinformer_core::meta_namespace_key;
 use kinformer_indexer::{
     IndexFunc, Indexer, IndexerWriter, Indexers, KnownObjects, Lister, Sink, ThreadSafeStore,
     parse_selector,
@@ -103,10 +107,29 @@ fn sorted(mut v: Vec<String>) -> Value {
     json!(v)
 }
 
-/// Replays a store trace on kinformer-indexer.
+/// Replays a store trace on kinformer-indexer's store, and on the compact store.
 pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observations> {
-    let store = Arc::new(ThreadSafeStore::new(indexers(&header["indexers"])?));
-    let lister = Lister::new(Arc::clone(&store));
+    let default: Arc<dyn IndexerWriter<Pod>> =
+        Arc::new(ThreadSafeStore::new(indexers(&header["indexers"])?));
+    let mut out = replay_on(&default, ops)?;
+    let compact: Arc<dyn IndexerWriter<Pod>> =
+        Arc::new(CompactStore::new(indexers(&header["indexers"])?));
+    let other = replay_on(&compact, ops)?;
+    if let Some(i) = (0..out.len().max(other.len())).find(|&i| out.get(i) != other.get(i)) {
+        out.push(super::observation([(
+            "error",
+            json!(format!(
+                "CompactStore differs from ThreadSafeStore at observation {}: {}",
+                i + 1,
+                other.get(i).map_or("(none)", String::as_str)
+            )),
+        )]));
+    }
+    Ok(out)
+}
+
+fn replay_on(store: &Arc<dyn IndexerWriter<Pod>>, ops: &[Value]) -> anyhow::Result<Observations> {
+    let lister = Lister::from_dyn(Arc::clone(store) as Arc<dyn Indexer<Pod>>);
     let mut out = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let name = op["op"].as_str().unwrap_or_default();
@@ -142,16 +165,19 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
                 obs.push(("rv", json!(store.last_sync_resource_version())));
             }
             "bookmark" => {
-                Sink::bookmark(&*store, s("rv"))?;
+                Sink::bookmark(&**store, s("rv"))?;
                 obs.push(("rv", json!(store.last_sync_resource_version())));
             }
             "last_sync_resource_version" => {
                 obs.push(("rv", json!(store.last_sync_resource_version())));
             }
-            "get" => match store.get(&pod(&op["obj"])) {
-                Ok(got) => found(&mut obs, got),
-                Err(_) => obs.push(("error", json!(true))),
-            },
+            // ThreadSafeStore::get: the key from the object, then the lookup.
+            "get" => {
+                match meta_namespace_key(&pod(&op["obj"])).map(|k| store.get_by_key(k.as_str())) {
+                    Ok(got) => found(&mut obs, got),
+                    Err(_) => obs.push(("error", json!(true))),
+                }
+            }
             "get_by_key" => found(&mut obs, store.get_by_key(s("key"))),
             "list_keys" => {
                 let keys = store.list_keys().iter().map(|k| k.to_string()).collect();

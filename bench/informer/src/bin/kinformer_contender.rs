@@ -1,73 +1,117 @@
 //! kinformer's contender: a `SharedIndexInformer` of the namespace's pods, in protobuf
 //! (`WireFormat::Auto`, the default) or with `--wire json` in JSON; with `--strip` it
 //! strips `managedFields` with the informer's transform, or with `--strip --modify` while
-//! decoding (`KubeListerWatcher::modify`) (see the crate docs for the protocol).
+//! decoding (`KubeListerWatcher::modify`); `--store compact` caches in a `CompactStore`,
+//! `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
+//! (see the crate docs for the protocol).
 
+use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_bench_informer::{
-    Args, Latency, Wire, check_count, kube_config, print_synced, wait_for,
+    Args, Latency, PodView, Wire, check_count, has_relist_label, kube_config, measure_relist,
+    print_synced, wait_for,
 };
+use kinformer_compact_store::CompactStore;
 use kinformer_core::KnownObjects as _;
+use kinformer_indexer::namespace_indexers;
 use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
-use kube::Api;
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 /// Pods the transform could not strip in place (their `Arc` was shared).
 static CLONED: AtomicU64 = AtomicU64::new(0);
 
-fn main() -> anyhow::Result<()> {
+/// The contender (also `kinformer-contender-mimalloc`'s).
+pub(crate) fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let args = Args::parse()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let client = reflector_client(kube_config(&args).await?)?;
-        let mut pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace))
-            .wire_format(match args.wire {
-                None => WireFormat::Auto,
-                Some(Wire::Protobuf) => WireFormat::Protobuf,
-                Some(Wire::Json) => WireFormat::Json,
-            });
-        if args.strip && args.modify {
-            // Stripped as each pod is decoded, before the rest of its list.
-            pods = pods.modify(|pod: &mut Pod| pod.metadata.managed_fields = None);
+        if args.project {
+            run::<PodView>(start, args).await
+        } else {
+            run::<Pod>(start, args).await
         }
-        let informer = SharedIndexInformer::builder(pods).name("pods").build();
-        if args.strip && !args.modify {
-            // The Arc should be the transform's alone here, so that make_mut strips in
-            // place; the result line counts the pods it had to clone instead.
-            informer.set_transform(|mut pod: Arc<Pod>| {
-                if Arc::get_mut(&mut pod).is_none() {
-                    CLONED.fetch_add(1, Ordering::Relaxed);
-                }
-                Arc::make_mut(&mut pod).metadata.managed_fields = None;
-                Ok(pod)
-            })?;
-        }
-        let latency = Latency::new(args.latency);
-        let seen = Arc::clone(&latency);
-        informer.add_event_handler(
-            ResourceEventHandlerFuncs::new().update_func(move |_old, new: &Arc<Pod>| seen.saw(new)),
-        )?;
-        let _handle = informer.start()?;
-        wait_for(|| informer.has_synced()).await;
-        let objects = informer.indexer().list_keys().len();
-        let cloned = CLONED.load(Ordering::Relaxed);
-        print_synced(
-            "kinformer",
-            &args,
-            start,
-            objects,
-            &[("transform_clones", cloned.into())],
-        );
-        check_count(&args, objects)?;
-        latency.wait_and_print().await;
-        // Exit without tearing the informer down: the driver only waits for the process.
-        std::process::exit(0)
     })
+}
+
+async fn run<K>(start: Instant, args: Args) -> anyhow::Result<()>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+        + Send
+        + Sync
+        + 'static,
+{
+    let client = reflector_client(kube_config(&args).await?)?;
+    let mut pods = KubeListerWatcher::new(Api::<K>::namespaced(client, &args.namespace))
+        .wire_format(match args.wire {
+            None => WireFormat::Auto,
+            Some(Wire::Protobuf) => WireFormat::Protobuf,
+            Some(Wire::Json) => WireFormat::Json,
+        });
+    // A projection is always stripped: client-go's projecting transform clears
+    // managedFields too.
+    if (args.strip && args.modify) || args.project {
+        // Stripped as each pod is decoded, before the rest of its list.
+        pods = pods.modify(|obj: &mut K| obj.meta_mut().managed_fields = None);
+    }
+    let mut builder = SharedIndexInformer::builder(pods).name("pods");
+    if args.compact {
+        builder = builder.store(CompactStore::<K>::new(namespace_indexers()));
+    }
+    let informer = builder.build();
+    if args.strip && !args.modify && !args.project {
+        // The Arc should be the transform's alone here, so that make_mut strips in
+        // place; the result line counts the pods it had to clone instead.
+        informer.set_transform(|mut obj: Arc<K>| {
+            if Arc::get_mut(&mut obj).is_none() {
+                CLONED.fetch_add(1, Ordering::Relaxed);
+            }
+            Arc::make_mut(&mut obj).meta_mut().managed_fields = None;
+            Ok(obj)
+        })?;
+    }
+    let latency = Latency::new(args.latency);
+    let seen = Arc::clone(&latency);
+    let relisted = Arc::new(AtomicBool::new(false));
+    let relist_seen = Arc::clone(&relisted);
+    informer.add_event_handler(ResourceEventHandlerFuncs::new().update_func(
+        move |_old, new: &Arc<K>| {
+            seen.saw(&**new);
+            if has_relist_label(&**new) {
+                relist_seen.store(true, Ordering::SeqCst);
+            }
+        },
+    ))?;
+    let _handle = informer.start()?;
+    wait_for(|| informer.has_synced()).await;
+    let objects = informer.indexer().list_keys().len();
+    let cloned = CLONED.load(Ordering::Relaxed);
+    print_synced(
+        "kinformer",
+        &args,
+        start,
+        objects,
+        &[("transform_clones", cloned.into())],
+    );
+    check_count(&args, objects)?;
+    kinformer_bench_informer::settle(&args).await;
+    latency.wait_and_print().await;
+    if args.relist {
+        measure_relist(&relisted).await?;
+    }
+    // Exit without tearing the informer down: the driver only waits for the process.
+    std::process::exit(0)
 }

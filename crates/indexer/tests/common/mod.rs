@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink, meta_namespace_key};
 use kinformer_indexer::{Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore};
 
-/// Not a Kubernetes type: the store works for anything with a name.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Not a Kubernetes type: the store works for anything with a name. Serde, for the compact
+/// store, which keeps it encoded.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TestObj {
     pub namespace: Option<String>,
     pub name: Option<String>,
@@ -82,13 +83,17 @@ pub fn test_indexers() -> Indexers<TestObj> {
     ix
 }
 
-/// Each implementation under test, by name: the default store and the naive one.
+/// Each implementation under test, by name: the default store, the naive one and the
+/// compact store (kinformer-compact-store: objects kept encoded, decoded on read).
 pub type MakeIndexer = fn(Indexers<TestObj>) -> Arc<dyn IndexerWriter<TestObj>>;
 
 pub fn implementations() -> Vec<(&'static str, MakeIndexer)> {
     vec![
         ("ThreadSafeStore", |ix| Arc::new(ThreadSafeStore::new(ix))),
         ("NaiveIndexer", |ix| Arc::new(NaiveIndexer::new(ix))),
+        ("CompactStore", |ix| {
+            Arc::new(kinformer_compact_store::CompactStore::new(ix))
+        }),
     ]
 }
 

@@ -59,6 +59,8 @@ fn status(code: u16, reason: &str) -> Error {
 #[derive(Default)]
 struct Rec {
     calls: Mutex<Vec<String>>,
+    /// The objects of the last `replace`.
+    replaced: Mutex<Vec<Arc<Obj>>>,
     refuse: Mutex<Option<String>>,
     closed: AtomicBool,
     resyncs: Mutex<Vec<Instant>>,
@@ -98,6 +100,7 @@ impl Sink<Obj> for Rec {
         self.push(format!("delete {}@{}", o.name, o.rv))
     }
     fn replace(&self, list: Vec<Arc<Obj>>, rv: &str) -> Result<(), SinkError> {
+        self.replaced.lock().unwrap().clone_from(&list);
         let names: Vec<_> = list.iter().map(|o| o.name.as_str()).collect();
         if names.len() > 10 {
             self.push(format!("replace {} items @{rv}", names.len()))
@@ -1333,6 +1336,70 @@ impl KnownObjects<Obj> for Cached {
             .find(|o| format!("ns/{}", o.name) == key)
             .cloned()
             .map(Arc::new)
+    }
+}
+
+/// A cache that hands out the allocations it holds, as the thread-safe store does.
+struct Held(Vec<Arc<Obj>>);
+
+impl KnownObjects<Obj> for Held {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0
+            .iter()
+            .map(|o| ObjectKey::new(Some("ns"), &o.name).unwrap())
+            .collect()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
+        self.0
+            .iter()
+            .find(|o| format!("ns/{}", o.name) == key)
+            .cloned()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_hands_over_the_cached_object_for_every_unchanged_version() {
+    for watch_list in [false, true] {
+        let s = Setup::new();
+        let held = vec![Arc::new(obj("a", 3)), Arc::new(obj("b", 3))];
+        let tx = open_watch(&s.fake);
+        if watch_list {
+            s.fake.serve_watch_list(true);
+        } else {
+            // a unchanged, b changed, c new.
+            s.fake
+                .on_list(|_| Ok(ListPage::new([obj("a", 3), obj("b", 7), obj("c", 8)], "10")));
+        }
+        let h = spawn(
+            s.reflector()
+                .watch_list(watch_list)
+                .known_objects(Arc::new(Held(held.clone()))),
+        );
+        if watch_list {
+            until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
+            for ev in [added("a", 3), added("b", 7), added("c", 8)] {
+                tx.send(ev);
+            }
+            tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("10", true))));
+        }
+        until("the replace", || !s.sink.calls().is_empty()).await;
+        assert_eq!(
+            s.sink.calls(),
+            ["replace [a,b,c] @10"],
+            "watch list: {watch_list}"
+        );
+        let replaced = s.sink.replaced.lock().unwrap().clone();
+        let by_name = |n: &str| replaced.iter().find(|o| o.name == n).unwrap().clone();
+        assert!(
+            Arc::ptr_eq(&by_name("a"), &held[0]),
+            "a unchanged: the cached Arc"
+        );
+        assert!(
+            !Arc::ptr_eq(&by_name("b"), &held[1]),
+            "b changed: the listed one"
+        );
+        assert_eq!(by_name("b").rv, "7");
+        drop(h);
     }
 }
 

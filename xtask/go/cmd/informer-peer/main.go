@@ -1,7 +1,7 @@
 // Command informer-peer is client-go's contender in `cargo xtask bench informer`: a
 // SharedInformerFactory's pod informer over one namespace, run as a separate process.
 //
-//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M]
+//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M] [--project] [--relist]
 //
 // --wire picks the encoding client-go asks the API server for. protobuf is client-go's
 // default for built-in types since v0.32 (typed clients are built with
@@ -15,6 +15,15 @@
 // pod carries the label kinformer-bench/seq=i (i < M), the wall-clock time its handler
 // saw it, and prints {"seen": [[i, unix_ns], ...]} once it has seen all M or a few
 // seconds after its stdin closed. The Rust contenders (bench/informer) do the same.
+// The result line also has rss_now_kib (VmRSS).
+//
+// --project keeps, with a transform, only what kinformer's PodView projection keeps:
+// metadata (managedFields cleared), spec.nodeName, each container's name and image,
+// status.phase. --relist measures a relist as the Rust contenders do (see their crate docs):
+// a second after the sync it resets its peak RSS and prints {"steady_rss_kib"}, then waits
+// for an update carrying the label kinformer-bench/relist and a second more, and prints
+// {"relist_hwm_kib", "after_rss_kib"}. --settle prints {"settled_rss_kib"} (VmRSS) two
+// seconds after the sync.
 package main
 
 import (
@@ -40,6 +49,8 @@ import (
 
 const seqLabel = "kinformer-bench/seq"
 
+const relistLabel = "kinformer-bench/relist"
+
 // grace is how long to wait for missing updates after stdin closed.
 const grace = 5 * time.Second
 
@@ -51,15 +62,18 @@ func main() {
 	strip := flag.Bool("strip", false, "strip managedFields with a transform")
 	latency := flag.Int("latency", 0, "labelled updates to wait for after the sync")
 	wire := flag.String("wire", "protobuf", "encoding to ask for: protobuf (client-go's default) or json")
+	project := flag.Bool("project", false, "keep only metadata, node name, containers' names and images, phase")
+	relist := flag.Bool("relist", false, "measure the peak RSS of a relist after the sync")
+	settle := flag.Bool("settle", false, "print the RSS two seconds after the sync")
 	flag.Parse()
-	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *strip, *latency); err != nil {
+	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *strip, *latency, *project, *relist, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "informer-peer:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-func run(start time.Time, kubeconfig, namespace string, expect int, wire string, strip bool, want int) error {
+func run(start time.Time, kubeconfig, namespace string, expect int, wire string, strip bool, want int, project, relist, settle bool) error {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -77,7 +91,22 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 		return err
 	}
 	opts := []informers.SharedInformerOption{informers.WithNamespace(namespace)}
-	if strip {
+	if project {
+		opts = append(opts, informers.WithTransform(func(obj any) (any, error) {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok {
+				return obj, nil
+			}
+			kept := &corev1.Pod{ObjectMeta: pod.ObjectMeta}
+			kept.ManagedFields = nil
+			kept.Spec.NodeName = pod.Spec.NodeName
+			for _, c := range pod.Spec.Containers {
+				kept.Spec.Containers = append(kept.Spec.Containers, corev1.Container{Name: c.Name, Image: c.Image})
+			}
+			kept.Status.Phase = pod.Status.Phase
+			return kept, nil
+		}))
+	} else if strip {
 		opts = append(opts, informers.WithTransform(func(obj any) (any, error) {
 			if pod, ok := obj.(*corev1.Pod); ok {
 				pod.ManagedFields = nil
@@ -90,13 +119,17 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 
 	var mu sync.Mutex
 	seen := make(map[int]int64, want)
+	var relisted atomic.Bool
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, newObj any) {
-			if want == 0 {
-				return
-			}
 			pod, ok := newObj.(*corev1.Pod)
 			if !ok {
+				return
+			}
+			if _, ok := pod.Labels[relistLabel]; ok {
+				relisted.Store(true)
+			}
+			if want == 0 {
 				return
 			}
 			seq, err := strconv.Atoi(pod.Labels[seqLabel])
@@ -123,12 +156,13 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 	objects := len(informer.GetStore().ListKeys())
 	out := bufio.NewWriter(os.Stdout)
 	line, _ := json.Marshal(map[string]any{
-		"contender": "client-go",
-		"wire":      wire,
-		"transform": strip,
-		"synced_ms": float64(time.Since(start).Nanoseconds()) / 1e6,
-		"rss_kib":   peakRSSKiB(),
-		"objects":   objects,
+		"contender":   "client-go",
+		"wire":        wire,
+		"transform":   strip,
+		"synced_ms":   float64(time.Since(start).Nanoseconds()) / 1e6,
+		"rss_kib":     peakRSSKiB(),
+		"rss_now_kib": statusKiB("VmRSS:"),
+		"objects":     objects,
 	})
 	fmt.Fprintf(out, "%s\n", line)
 	if err := out.Flush(); err != nil {
@@ -136,6 +170,17 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 	}
 	if objects != expect {
 		return fmt.Errorf("synced %d pods, expected %d in %s", objects, expect, namespace)
+	}
+	if settle {
+		time.Sleep(2 * time.Second)
+		line, _ := json.Marshal(map[string]any{"settled_rss_kib": statusKiB("VmRSS:")})
+		fmt.Fprintf(out, "%s\n", line)
+		if err := out.Flush(); err != nil {
+			return err
+		}
+	}
+	if relist {
+		return measureRelist(out, &relisted)
 	}
 	if want == 0 {
 		return nil
@@ -174,14 +219,45 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 	return out.Flush()
 }
 
+// measureRelist resets the peak RSS a second after the sync, prints the steady RSS, waits
+// for the relist's update and prints the peak since the reset.
+func measureRelist(out *bufio.Writer, relisted *atomic.Bool) error {
+	time.Sleep(time.Second)
+	// Linux: resets VmHWM to the current RSS for this process.
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return err
+	}
+	line, _ := json.Marshal(map[string]any{"steady_rss_kib": statusKiB("VmRSS:")})
+	fmt.Fprintf(out, "%s\n", line)
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for !relisted.Load() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no update labelled %s within 2m", relistLabel)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	line, _ = json.Marshal(map[string]any{"relist_hwm_kib": peakRSSKiB(), "after_rss_kib": statusKiB("VmRSS:")})
+	fmt.Fprintf(out, "%s\n", line)
+	return out.Flush()
+}
+
 // peakRSSKiB is VmHWM from /proc/self/status, or -1.
 func peakRSSKiB() int64 {
+	return statusKiB("VmHWM:")
+}
+
+// statusKiB is the field (e.g. "VmRSS:") of /proc/self/status in KiB, or -1.
+func statusKiB(field string) int64 {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return -1
 	}
 	for _, l := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(l, field); ok {
 			fields := strings.Fields(rest)
 			if len(fields) > 0 {
 				if v, err := strconv.ParseInt(fields[0], 10, 64); err == nil {

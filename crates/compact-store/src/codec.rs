@@ -1,0 +1,964 @@
+//! The encoding the store keeps objects in: a small self-describing binary form of serde's
+//! data model, shaped like the JSON of the same value.
+//!
+//! Why a format of our own rather than the protobuf the API server sent, JSON, or an
+//! existing binary format: see the crate docs ("The encoding"). In short: it encodes any
+//! `Serialize` type (built-in types, custom resources, `DynamicObject`, projections) after
+//! the transform ran, it is as small as the protobuf on the pods measured, and struct field
+//! names — most of the bytes of an object's JSON — take one byte each, because serde hands
+//! them over as `&'static str` and a process-wide table numbers them.
+//!
+//! The bytes never leave the process (the numbering is this process's), so the format has
+//! no version and no compatibility promise.
+//!
+//! # Layout
+//!
+//! One tag byte per value, then its payload:
+//!
+//! | tag | value |
+//! | --- | --- |
+//! | `0x00` | end of a sequence or map |
+//! | `0x01` | null (`None`, `()`) |
+//! | `0x02` / `0x03` | `false` / `true` |
+//! | `0x04` | unsigned integer, LEB128 varint |
+//! | `0x05` | negative integer `-1 - n`, `n` a varint |
+//! | `0x06` | `f64`, 8 bytes little-endian |
+//! | `0x07` | string: varint length, UTF-8 bytes |
+//! | `0x08` | bytes: varint length, bytes |
+//! | `0x09` | sequence: values, then `0x00` |
+//! | `0x0a` | map: key, value, key, value, …, then `0x00` |
+//! | `0x0b` | struct: (varint field id, value) pairs, then a varint `0`; id `1` is followed by the field name as a string |
+//! | `0x40`–`0x7f` | string of 0–63 bytes, the length in the tag |
+//! | `0x80`–`0xff` | unsigned integer 0–127 in the tag |
+//!
+//! Enums are written as JSON writes them (a unit variant is its name; any other variant a
+//! one-entry map from its name to its content), and `Some(x)` as `x`, so any type whose
+//! serde implementation round-trips through JSON round-trips through this format with the
+//! same result.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{PoisonError, RwLock};
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
+use serde::ser::{self, Serialize};
+
+const END: u8 = 0x00;
+const NULL: u8 = 0x01;
+const FALSE: u8 = 0x02;
+const TRUE: u8 = 0x03;
+const UINT: u8 = 0x04;
+const NEG: u8 = 0x05;
+const F64: u8 = 0x06;
+const STR: u8 = 0x07;
+const BYTES: u8 = 0x08;
+const SEQ: u8 = 0x09;
+const MAP: u8 = 0x0a;
+const STRUCT: u8 = 0x0b;
+const SHORT_STR: u8 = 0x40;
+const SHORT_STR_MAX: usize = 0x3f;
+const SMALL_UINT: u8 = 0x80;
+const SMALL_UINT_MAX: u64 = 0x7f;
+
+/// Field id `0` ends a struct; id `1` says the name follows inline.
+const END_OF_STRUCT: u32 = 0;
+const INLINE_NAME: u32 = 1;
+const FIRST_ID: u32 = 2;
+
+/// At most this many distinct field names are numbered; past it names are written out.
+/// Names come from `Serialize` impls, so a program has a fixed set of them; the cap only
+/// guards against a type that leaks fresh names at run time.
+const MAX_NAMES: usize = 1 << 16;
+
+/// Decoding refuses values nested deeper than this.
+const MAX_DEPTH: usize = 512;
+
+/// Why an object could not be encoded or decoded. Messages never quote a value of the
+/// object (it may be a Secret).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CodecError {
+    /// The type serialized something the format cannot hold (a 128-bit integer), or its
+    /// `Serialize` impl failed.
+    #[error("cannot encode the object: {0}")]
+    Encode(String),
+    /// The bytes end early or hold an unknown tag: a bug in this crate, never expected.
+    #[error("corrupt encoding: {0}")]
+    Corrupt(&'static str),
+    /// The type's `Deserialize` refused what its `Serialize` wrote: the two do not
+    /// round-trip (as through JSON). The value is not reported.
+    #[error("the type does not decode what it encoded: {0}")]
+    Rejected(String),
+}
+
+impl ser::Error for CodecError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Self::Encode(msg.to_string())
+    }
+}
+
+impl de::Error for CodecError {
+    fn custom<T: fmt::Display>(_msg: T) -> Self {
+        // A type's own message may quote the value; keep only that it refused.
+        Self::Rejected("a custom error of the type".to_owned())
+    }
+    fn invalid_type(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        Self::Rejected(format!("invalid type: {}, expected {exp}", kind(&unexp)))
+    }
+    fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        Self::Rejected(format!(
+            "invalid value of type {}, expected {exp}",
+            kind(&unexp)
+        ))
+    }
+    fn invalid_length(len: usize, exp: &dyn de::Expected) -> Self {
+        Self::Rejected(format!("invalid length {len}, expected {exp}"))
+    }
+    fn unknown_variant(_variant: &str, expected: &'static [&'static str]) -> Self {
+        Self::Rejected(format!("unknown variant, expected one of {expected:?}"))
+    }
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        Self::Rejected(format!(
+            "unknown field {field:?}, expected one of {expected:?}"
+        ))
+    }
+    fn missing_field(field: &'static str) -> Self {
+        Self::Rejected(format!("missing field {field:?}"))
+    }
+    fn duplicate_field(field: &'static str) -> Self {
+        Self::Rejected(format!("duplicate field {field:?}"))
+    }
+}
+
+/// What kind of value was unexpected, without the value.
+fn kind(unexp: &de::Unexpected<'_>) -> &'static str {
+    use de::Unexpected as U;
+    match unexp {
+        U::Bool(_) => "boolean",
+        U::Unsigned(_) | U::Signed(_) => "integer",
+        U::Float(_) => "float",
+        U::Char(_) | U::Str(_) => "string",
+        U::Bytes(_) => "bytes",
+        U::Unit => "null",
+        U::Option => "option",
+        U::NewtypeStruct => "newtype struct",
+        U::Seq => "sequence",
+        U::Map => "map",
+        U::Enum => "enum",
+        U::UnitVariant | U::NewtypeVariant | U::TupleVariant | U::StructVariant => "variant",
+        U::Other(_) => "other",
+    }
+}
+
+/// The process-wide numbering of field names.
+#[derive(Default)]
+struct Names {
+    ids: HashMap<&'static str, u32, foldhash::fast::RandomState>,
+    /// `names[id - FIRST_ID]`.
+    names: Vec<&'static str>,
+}
+
+static NAMES: RwLock<Option<Names>> = RwLock::new(None);
+
+/// How an encoder numbers a field name: looking it up only (under the read lock), or
+/// adding it (under the write lock).
+trait NameIds {
+    /// The name's id; `None` when it has none yet and this table cannot add it.
+    fn id(&mut self, name: &'static str) -> Option<u32>;
+}
+
+/// Looks names up; a miss stops the encode so that it can be redone with [`Adding`].
+struct Lookup<'a>(Option<&'a Names>);
+
+impl NameIds for Lookup<'_> {
+    fn id(&mut self, name: &'static str) -> Option<u32> {
+        self.0?.ids.get(name).copied()
+    }
+}
+
+struct Adding<'a>(&'a mut Names);
+
+impl NameIds for Adding<'_> {
+    fn id(&mut self, name: &'static str) -> Option<u32> {
+        if let Some(&id) = self.0.ids.get(name) {
+            return Some(id);
+        }
+        if self.0.names.len() >= MAX_NAMES {
+            return Some(INLINE_NAME);
+        }
+        let id = u32::try_from(self.0.names.len()).ok()? + FIRST_ID;
+        self.0.names.push(name);
+        self.0.ids.insert(name, id);
+        Some(id)
+    }
+}
+
+/// Appends the encoding of `value` to `out`.
+///
+/// # Errors
+/// [`CodecError::Encode`] when the value cannot be encoded; `out` is then left with
+/// whatever was written before the failure.
+pub(crate) fn encode<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+) -> Result<(), CodecError> {
+    let start = out.len();
+    {
+        let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
+        let mut ids = Lookup(guard.as_ref());
+        match value.serialize(&mut Encoder { out, ids: &mut ids }) {
+            Ok(()) => return Ok(()),
+            Err(Stop::Failed(e)) => return Err(e),
+            Err(Stop::NewName) => out.truncate(start),
+        }
+    }
+    // A name seen for the first time: encode again, numbering new names as they come.
+    let mut guard = NAMES.write().unwrap_or_else(PoisonError::into_inner);
+    let names = guard.get_or_insert_with(Names::default);
+    let mut ids = Adding(names);
+    match value.serialize(&mut Encoder { out, ids: &mut ids }) {
+        Ok(()) => Ok(()),
+        Err(Stop::Failed(e)) => Err(e),
+        Err(Stop::NewName) => Err(CodecError::Encode(
+            "a field name could not be numbered".into(),
+        )),
+    }
+}
+
+/// Decodes a `T` from `bytes`, which [`encode`] wrote.
+///
+/// # Errors
+/// [`CodecError::Rejected`] when `T` refuses the value, [`CodecError::Corrupt`] when the
+/// bytes are not this format.
+pub(crate) fn decode<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
+    let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
+    let names = guard.as_ref().map_or(&[][..], |n| &n.names[..]);
+    let mut d = Decoder {
+        input: bytes,
+        names,
+        depth: 0,
+    };
+    let value = T::deserialize(&mut d)?;
+    if !d.input.is_empty() {
+        return Err(CodecError::Corrupt("bytes after the value"));
+    }
+    Ok(value)
+}
+
+// ---------------------------------------------------------------------------------------
+// Encoding
+
+/// Why an encode stopped: a failure, or a name the lookup table does not have yet.
+#[derive(Debug)]
+enum Stop {
+    Failed(CodecError),
+    NewName,
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Failed(e) => e.fmt(f),
+            Self::NewName => f.write_str("a new field name"),
+        }
+    }
+}
+
+impl std::error::Error for Stop {}
+
+impl ser::Error for Stop {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        Self::Failed(CodecError::Encode(msg.to_string()))
+    }
+}
+
+struct Encoder<'a, N> {
+    out: &'a mut Vec<u8>,
+    ids: &'a mut N,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    if s.len() <= SHORT_STR_MAX {
+        out.push(SHORT_STR | s.len() as u8);
+    } else {
+        out.push(STR);
+        put_varint(out, s.len() as u64);
+    }
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_uint(out: &mut Vec<u8>, v: u64) {
+    if v <= SMALL_UINT_MAX {
+        out.push(SMALL_UINT | v as u8);
+    } else {
+        out.push(UINT);
+        put_varint(out, v);
+    }
+}
+
+impl<N: NameIds> Encoder<'_, N> {
+    fn field_name(&mut self, name: &'static str) -> Result<(), Stop> {
+        match self.ids.id(name) {
+            None => Err(Stop::NewName),
+            Some(INLINE_NAME) => {
+                put_varint(self.out, u64::from(INLINE_NAME));
+                put_str(self.out, name);
+                Ok(())
+            }
+            Some(id) => {
+                put_varint(self.out, u64::from(id));
+                Ok(())
+            }
+        }
+    }
+}
+
+impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    type SerializeSeq = Compound<'a, N>;
+    type SerializeTuple = Compound<'a, N>;
+    type SerializeTupleStruct = Compound<'a, N>;
+    type SerializeTupleVariant = Compound<'a, N>;
+    type SerializeMap = Compound<'a, N>;
+    type SerializeStruct = Compound<'a, N>;
+    type SerializeStructVariant = Compound<'a, N>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Stop> {
+        self.out.push(if v { TRUE } else { FALSE });
+        Ok(())
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Stop> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Stop> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Stop> {
+        self.serialize_i64(v.into())
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Stop> {
+        if v >= 0 {
+            put_uint(self.out, v.unsigned_abs());
+        } else {
+            self.out.push(NEG);
+            // -1 - v, without overflow for i64::MIN.
+            put_varint(self.out, (v + 1).unsigned_abs());
+        }
+        Ok(())
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Stop> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Stop> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Stop> {
+        self.serialize_u64(v.into())
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Stop> {
+        put_uint(self.out, v);
+        Ok(())
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Stop> {
+        self.serialize_f64(v.into())
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Stop> {
+        self.out.push(F64);
+        self.out.extend_from_slice(&v.to_le_bytes());
+        Ok(())
+    }
+    fn serialize_char(self, v: char) -> Result<(), Stop> {
+        put_str(self.out, v.encode_utf8(&mut [0; 4]));
+        Ok(())
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Stop> {
+        put_str(self.out, v);
+        Ok(())
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Stop> {
+        self.out.push(BYTES);
+        put_varint(self.out, v.len() as u64);
+        self.out.extend_from_slice(v);
+        Ok(())
+    }
+    fn serialize_none(self) -> Result<(), Stop> {
+        self.out.push(NULL);
+        Ok(())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Stop> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Stop> {
+        self.out.push(NULL);
+        Ok(())
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Stop> {
+        self.serialize_unit()
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<(), Stop> {
+        put_str(self.out, variant);
+        Ok(())
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), Stop> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), Stop> {
+        self.out.push(MAP);
+        put_str(self.out, variant);
+        value.serialize(&mut *self)?;
+        self.out.push(END);
+        Ok(())
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'a, N>, Stop> {
+        self.out.push(SEQ);
+        Ok(Compound {
+            enc: Encoder {
+                out: &mut *self.out,
+                ids: &mut *self.ids,
+            },
+            close: &[END],
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, N>, Stop> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, N>, Stop> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Compound<'a, N>, Stop> {
+        self.out.push(MAP);
+        put_str(self.out, variant);
+        self.out.push(SEQ);
+        Ok(Compound {
+            enc: Encoder {
+                out: &mut *self.out,
+                ids: &mut *self.ids,
+            },
+            close: &[END, END],
+        })
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'a, N>, Stop> {
+        self.out.push(MAP);
+        Ok(Compound {
+            enc: Encoder {
+                out: &mut *self.out,
+                ids: &mut *self.ids,
+            },
+            close: &[END],
+        })
+    }
+    fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Compound<'a, N>, Stop> {
+        self.out.push(STRUCT);
+        Ok(Compound {
+            enc: Encoder {
+                out: &mut *self.out,
+                ids: &mut *self.ids,
+            },
+            // A varint 0 is the byte 0.
+            close: &[END],
+        })
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Compound<'a, N>, Stop> {
+        self.out.push(MAP);
+        put_str(self.out, variant);
+        self.out.push(STRUCT);
+        Ok(Compound {
+            enc: Encoder {
+                out: &mut *self.out,
+                ids: &mut *self.ids,
+            },
+            close: &[END, END],
+        })
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Stop> {
+        match i64::try_from(v) {
+            Ok(v) => self.serialize_i64(v),
+            Err(_) => Err(Stop::Failed(CodecError::Encode(
+                "an integer out of the 64-bit range".into(),
+            ))),
+        }
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Stop> {
+        match u64::try_from(v) {
+            Ok(v) => self.serialize_u64(v),
+            Err(_) => Err(Stop::Failed(CodecError::Encode(
+                "an integer out of the 64-bit range".into(),
+            ))),
+        }
+    }
+}
+
+/// A sequence, map or struct being written; `close` is written at its end.
+struct Compound<'a, N> {
+    enc: Encoder<'a, N>,
+    close: &'static [u8],
+}
+
+impl<N> Compound<'_, N> {
+    fn end(self) -> Result<(), Stop> {
+        self.enc.out.extend_from_slice(self.close);
+        Ok(())
+    }
+}
+
+impl<N: NameIds> ser::SerializeSeq for Compound<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+        value.serialize(&mut self.enc)
+    }
+    fn end(self) -> Result<(), Stop> {
+        Compound::end(self)
+    }
+}
+
+impl<N: NameIds> ser::SerializeTuple for Compound<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+        value.serialize(&mut self.enc)
+    }
+    fn end(self) -> Result<(), Stop> {
+        Compound::end(self)
+    }
+}
+
+impl<N: NameIds> ser::SerializeTupleStruct for Compound<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+        value.serialize(&mut self.enc)
+    }
+    fn end(self) -> Result<(), Stop> {
+        Compound::end(self)
+    }
+}
+
+impl<N: NameIds> ser::SerializeTupleVariant for Compound<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+        value.serialize(&mut self.enc)
+    }
+    fn end(self) -> Result<(), Stop> {
+        Compound::end(self)
+    }
+}
+
+impl<N: NameIds> ser::SerializeMap for Compound<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Stop> {
+        key.serialize(&mut self.enc)
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+        value.serialize(&mut self.enc)
+    }
+    fn end(self) -> Result<(), Stop> {
+        Compound::end(self)
+    }
+}
+
+impl<N: NameIds> ser::SerializeStruct for Compound<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Stop> {
+        self.enc.field_name(key)?;
+        value.serialize(&mut self.enc)
+    }
+    fn end(self) -> Result<(), Stop> {
+        Compound::end(self)
+    }
+}
+
+impl<N: NameIds> ser::SerializeStructVariant for Compound<'_, N> {
+    type Ok = ();
+    type Error = Stop;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Stop> {
+        self.enc.field_name(key)?;
+        value.serialize(&mut self.enc)
+    }
+    fn end(self) -> Result<(), Stop> {
+        Compound::end(self)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoding
+
+struct Decoder<'de, 'n> {
+    input: &'de [u8],
+    names: &'n [&'static str],
+    depth: usize,
+}
+
+impl<'de> Decoder<'de, '_> {
+    fn byte(&mut self) -> Result<u8, CodecError> {
+        let (&b, rest) = self
+            .input
+            .split_first()
+            .ok_or(CodecError::Corrupt("truncated"))?;
+        self.input = rest;
+        Ok(b)
+    }
+
+    fn peek(&self) -> Result<u8, CodecError> {
+        self.input
+            .first()
+            .copied()
+            .ok_or(CodecError::Corrupt("truncated"))
+    }
+
+    fn varint(&mut self) -> Result<u64, CodecError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(CodecError::Corrupt("varint too long"))
+    }
+
+    fn take(&mut self, len: u64) -> Result<&'de [u8], CodecError> {
+        let len = usize::try_from(len).map_err(|_| CodecError::Corrupt("length"))?;
+        if len > self.input.len() {
+            return Err(CodecError::Corrupt("truncated"));
+        }
+        let (head, rest) = self.input.split_at(len);
+        self.input = rest;
+        Ok(head)
+    }
+
+    fn str_of(&mut self, len: u64) -> Result<&'de str, CodecError> {
+        std::str::from_utf8(self.take(len)?).map_err(|_| CodecError::Corrupt("invalid UTF-8"))
+    }
+
+    /// A string value, for map keys and enum variants.
+    fn string(&mut self) -> Result<&'de str, CodecError> {
+        match self.byte()? {
+            t @ SHORT_STR..=0x7f => self.str_of(u64::from(t - SHORT_STR)),
+            STR => {
+                let len = self.varint()?;
+                self.str_of(len)
+            }
+            _ => Err(CodecError::Corrupt("expected a string")),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), CodecError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(CodecError::Corrupt("nested too deep"));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
+    type Error = CodecError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, CodecError> {
+        match self.byte()? {
+            NULL => visitor.visit_unit(),
+            FALSE => visitor.visit_bool(false),
+            TRUE => visitor.visit_bool(true),
+            UINT => visitor.visit_u64(self.varint()?),
+            NEG => {
+                let n = self.varint()?;
+                let n = i64::try_from(n).map_err(|_| CodecError::Corrupt("integer"))?;
+                visitor.visit_i64(-1 - n)
+            }
+            F64 => {
+                let b = self.take(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                visitor.visit_f64(f64::from_le_bytes(a))
+            }
+            t @ SHORT_STR..=0x7f => {
+                visitor.visit_borrowed_str(self.str_of(u64::from(t - SHORT_STR))?)
+            }
+            STR => {
+                let len = self.varint()?;
+                visitor.visit_borrowed_str(self.str_of(len)?)
+            }
+            BYTES => {
+                let len = self.varint()?;
+                visitor.visit_borrowed_bytes(self.take(len)?)
+            }
+            SEQ => {
+                self.enter()?;
+                let v = visitor.visit_seq(Seq { d: &mut *self })?;
+                self.depth -= 1;
+                match self.byte()? {
+                    END => Ok(v),
+                    _ => Err(CodecError::Rejected(
+                        "a sequence longer than the type takes".into(),
+                    )),
+                }
+            }
+            MAP => {
+                self.enter()?;
+                let v = visitor.visit_map(Map { d: &mut *self })?;
+                self.depth -= 1;
+                match self.byte()? {
+                    END => Ok(v),
+                    _ => Err(CodecError::Rejected(
+                        "a map the type did not read to its end".into(),
+                    )),
+                }
+            }
+            STRUCT => {
+                self.enter()?;
+                let mut s = Struct {
+                    d: &mut *self,
+                    done: false,
+                };
+                let v = visitor.visit_map(&mut s)?;
+                let done = s.done;
+                self.depth -= 1;
+                if done || self.varint()? == u64::from(END_OF_STRUCT) {
+                    Ok(v)
+                } else {
+                    Err(CodecError::Rejected(
+                        "a struct the type did not read to its end".into(),
+                    ))
+                }
+            }
+            t if t >= SMALL_UINT => visitor.visit_u64(u64::from(t - SMALL_UINT)),
+            _ => Err(CodecError::Corrupt("unknown tag")),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, CodecError> {
+        if self.peek()? == NULL {
+            self.input = &self.input[1..];
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        if self.peek()? == MAP {
+            self.input = &self.input[1..];
+            self.enter()?;
+            let v = visitor.visit_enum(Enum { d: &mut *self })?;
+            self.depth -= 1;
+            match self.byte()? {
+                END => Ok(v),
+                _ => Err(CodecError::Rejected(
+                    "an enum map with more than one entry".into(),
+                )),
+            }
+        } else {
+            let variant = self.string()?;
+            visitor.visit_enum(variant.into_deserializer())
+        }
+    }
+
+    fn is_human_readable(&self) -> bool {
+        // The values are those of the JSON form (times and quantities as strings).
+        true
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+struct Seq<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+}
+
+impl<'de> de::SeqAccess<'de> for Seq<'_, 'de, '_> {
+    type Error = CodecError;
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, CodecError> {
+        if self.d.peek()? == END {
+            return Ok(None);
+        }
+        seed.deserialize(&mut *self.d).map(Some)
+    }
+}
+
+struct Map<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+}
+
+impl<'de> de::MapAccess<'de> for Map<'_, 'de, '_> {
+    type Error = CodecError;
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, CodecError> {
+        if self.d.peek()? == END {
+            return Ok(None);
+        }
+        seed.deserialize(&mut *self.d).map(Some)
+    }
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, CodecError> {
+        seed.deserialize(&mut *self.d)
+    }
+}
+
+/// A struct's fields: keys are the numbered names (or inline ones), handed to the type as
+/// strings, exactly as a JSON object's keys.
+struct Struct<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+    /// Whether the end of the struct was read.
+    done: bool,
+}
+
+impl<'de> de::MapAccess<'de> for &mut Struct<'_, 'de, '_> {
+    type Error = CodecError;
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, CodecError> {
+        if self.done {
+            return Ok(None);
+        }
+        let id = self.d.varint()?;
+        let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
+        let key: &'de str = match id {
+            END_OF_STRUCT => {
+                self.done = true;
+                return Ok(None);
+            }
+            INLINE_NAME => self.d.string()?,
+            id => {
+                let i =
+                    usize::try_from(id - FIRST_ID).map_err(|_| CodecError::Corrupt("field id"))?;
+                self.d
+                    .names
+                    .get(i)
+                    .copied()
+                    .ok_or(CodecError::Corrupt("unknown field id"))?
+            }
+        };
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
+            .map(Some)
+    }
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, CodecError> {
+        seed.deserialize(&mut *self.d)
+    }
+}
+
+struct Enum<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+}
+
+impl<'de> de::EnumAccess<'de> for Enum<'_, 'de, '_> {
+    type Error = CodecError;
+    type Variant = Self;
+    fn variant_seed<V: DeserializeSeed<'de>>(
+        self,
+        seed: V,
+    ) -> Result<(V::Value, Self), CodecError> {
+        let name = self.d.string()?;
+        let v = seed.deserialize(de::value::BorrowedStrDeserializer::<CodecError>::new(name))?;
+        Ok((v, self))
+    }
+}
+
+impl<'de> de::VariantAccess<'de> for Enum<'_, 'de, '_> {
+    type Error = CodecError;
+    fn unit_variant(self) -> Result<(), CodecError> {
+        de::Deserialize::deserialize(&mut *self.d)
+    }
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, CodecError> {
+        seed.deserialize(&mut *self.d)
+    }
+    fn tuple_variant<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        de::Deserializer::deserialize_any(&mut *self.d, visitor)
+    }
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        de::Deserializer::deserialize_any(&mut *self.d, visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::*;
+
+fn round_trip<T: Serialize + serde::de::DeserializeOwned>(v: &T) -> T {
+    let mut buf = Vec::new();
+    encode(v, &mut buf).unwrap();
+    decode(&buf).unwrap()
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+enum Shape {
+    Unit,
+    Newtype(i32),
+    Tuple(u8, String),
+    Struct { a: Option<bool>, b: Vec<u16> },
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Everything {
+    small: u8,
+    big: u64,
+    negative: i64,
+    min: i64,
+    float: f64,
+    text: String,
+    long_text: String,
+    #[serde(with = "serde_bytes_as_seq")]
+    bytes: Vec<u8>,
+    none: Option<String>,
+    some: Option<String>,
+    unit: (),
+    shapes: Vec<Shape>,
+    map: BTreeMap<String, i32>,
+    tuple: (char, bool),
+    #[serde(flatten)]
+    rest: BTreeMap<String, Value>,
+}
+
+/// Bytes through `serialize_bytes`, read back from the borrowed bytes.
+mod serde_bytes_as_seq {
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+#[test]
+fn every_kind_of_value_round_trips() {
+    let v = Everything {
+        small: 7,
+        big: u64::MAX,
+        negative: -300,
+        min: i64::MIN,
+        float: -1.5e300,
+        text: "héllo".into(),
+        long_text: "x".repeat(1000),
+        bytes: vec![0, 1, 255],
+        none: None,
+        some: Some(String::new()),
+        unit: (),
+        shapes: vec![
+            Shape::Unit,
+            Shape::Newtype(-1),
+            Shape::Tuple(9, "t".into()),
+            Shape::Struct {
+                a: Some(false),
+                b: vec![1, 600],
+            },
+        ],
+        map: [("k".to_string(), 1), (String::new(), -2)].into(),
+        tuple: ('é', true),
+        rest: [("extra".to_string(), json!({"a": [1, null, "s"]}))].into(),
+    };
+    assert_eq!(round_trip(&v), v);
+}
+
+#[test]
+fn a_pod_decodes_as_from_its_json() {
+    use k8s_openapi::api::core::v1::Pod;
+    let json = include_str!("../../../protobuf/tests/data/pod.json");
+    let pod: Pod = serde_json::from_str(json).unwrap();
+    let back = round_trip(&pod);
+    assert_eq!(back, pod);
+    // And the encoding is smaller than the JSON (field names are a byte each).
+    let mut buf = Vec::new();
+    encode(&pod, &mut buf).unwrap();
+    let json_len = serde_json::to_vec(&pod).unwrap().len();
+    assert!(buf.len() * 10 < json_len * 8, "{} vs {json_len}", buf.len());
+}
+
+#[test]
+fn a_type_that_refuses_its_own_encoding_is_a_typed_error_without_the_value() {
+    #[derive(Serialize)]
+    struct Out {
+        secret: String,
+    }
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)]
+    struct In {
+        secret: u32,
+    }
+    let mut buf = Vec::new();
+    encode(
+        &Out {
+            secret: "hunter2".into(),
+        },
+        &mut buf,
+    )
+    .unwrap();
+    let e = decode::<In>(&buf).unwrap_err();
+    assert!(matches!(e, CodecError::Rejected(_)));
+    assert!(!e.to_string().contains("hunter2"), "{e}");
+}
+
+#[test]
+fn corrupt_bytes_are_errors_not_panics() {
+    let mut buf = Vec::new();
+    encode(&json!({"a": [1, 2, {"b": "c"}]}), &mut buf).unwrap();
+    for cut in 0..buf.len() {
+        assert!(decode::<Value>(&buf[..cut]).is_err());
+    }
+    assert!(decode::<Value>(&[0x20]).is_err());
+    let mut deep = vec![SEQ; MAX_DEPTH + 1];
+    deep.extend(vec![END; MAX_DEPTH + 1]);
+    assert!(matches!(
+        decode::<Value>(&deep),
+        Err(CodecError::Corrupt("nested too deep"))
+    ));
+    let mut trailing = buf.clone();
+    trailing.push(NULL);
+    assert!(decode::<Value>(&trailing).is_err());
+}
+
+#[test]
+fn out_of_range_integers_are_encode_errors() {
+    let mut buf = Vec::new();
+    assert!(matches!(
+        encode(&u128::MAX, &mut buf),
+        Err(CodecError::Encode(_))
+    ));
+    assert_eq!(round_trip(&-5i128), -5);
+}
+
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-1e9f64..1e9).prop_map(Value::from),
+        ".{0,80}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 64, 8, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            prop::collection::btree_map(".{0,12}", inner, 0..8)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn any_json_value_round_trips(v in arb_json()) {
+        prop_assert_eq!(round_trip(&v), v);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let _ = decode::<Value>(&bytes);
+    }
+}

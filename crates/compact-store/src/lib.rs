@@ -1,0 +1,128 @@
+//! A cache for informers that keeps every object encoded and decodes it when it is read.
+//!
+//! [`CompactStore`] goes where kinformer-indexer's
+//! [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore) goes: behind an informer
+//! (`SharedIndexInformer::builder(..).store(..)`, or `SharedInformerFactory::builder(..)
+//! .store_for::<K, _>(..)` for every informer of a type). Listers, indices, handlers and
+//! the FIFO's view of known objects work unchanged; only the memory and the cost of a read
+//! change.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//! use kinformer_compact_store::CompactStore;
+//! use kinformer_core::Sink;
+//! use kinformer_indexer::{IndexFunc, Indexer, Lister, namespace_indexers, parse_selector};
+//!
+//! let mut indexers = namespace_indexers();
+//! indexers.insert(
+//!     "byNode".into(),
+//!     IndexFunc::new(|p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()),
+//! );
+//! let store = Arc::new(CompactStore::<Pod>::new(indexers));
+//!
+//! // The informer writes through `Sink`; here by hand.
+//! let pod = Pod {
+//!     metadata: ObjectMeta {
+//!         name: Some("web-0".into()),
+//!         namespace: Some("default".into()),
+//!         labels: Some([("app".to_string(), "web".to_string())].into()),
+//!         ..Default::default()
+//!     },
+//!     spec: Some(PodSpec {
+//!         node_name: Some("node-1".into()),
+//!         containers: vec![Container { name: "c".into(), image: Some("nginx".into()), ..Default::default() }],
+//!         ..Default::default()
+//!     }),
+//!     ..Default::default()
+//! };
+//! store.add(Arc::new(pod.clone()))?;
+//!
+//! // Reads decode: equal objects, not the same allocation.
+//! let lister = Lister::new(Arc::clone(&store));
+//! assert_eq!(*lister.namespaced("default").get("web-0")?, pod);
+//! assert_eq!(lister.list(&parse_selector("app=web")?).len(), 1);
+//! assert_eq!(store.by_index("byNode", "node-1")?.len(), 1);
+//! assert_eq!(store.stats().objects, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What it keeps
+//!
+//! Per object, one allocation: namespace, name, resource version (and the key, with a key
+//! function of your own), then the object in a compact binary encoding of serde's data
+//! model; beside it the object's labels, shared with every other object that has the same
+//! ones (the pods of one ReplicaSet), and the values of the index functions other than the
+//! namespace index, computed when the object is written. The entries sit in a
+//! `ThreadSafeStore`, so keys, the namespace index, the consistency of reads with writes
+//! and every rule of the default store carry over; the rule and consistency tests of
+//! kinformer-indexer run on this store too.
+//!
+//! A k8s-openapi `Pod` is large in memory where most of it is `None` (every optional nested
+//! struct is inline: a `Container` is ~2 KiB with no probe, no security context, no
+//! resources), and its labels and annotations are B-tree maps; encoded, only what is set
+//! takes bytes. How much that saves, against the default store and client-go, is measured
+//! by `cargo xtask bench informer` (BENCHMARKS.md in the repository).
+//!
+//! # What to expect from it
+//!
+//! Measured at 10,000 pods with `managedFields` stripped (BENCHMARKS.md): a pod's entry
+//! takes 1.0–1.2 KB where the decoded pod takes ~7 KB (client-go's ~4.8 KB). But an
+//! informer's initial sync (and a relist) holds the whole list decoded before the store
+//! encodes it, so the process's peak is the default store's, and glibc's malloc keeps
+//! those pages after they are freed. The steady state comes down to the entries only when
+//! the program gives the free pages back: glibc's `malloc_trim(0)` once the caches synced
+//! (and the handlers had the initial adds) took a process from 86 MiB to 21 MiB (about
+//! 1 KB per pod, 0.21x client-go). The libraries do not call it (it is `unsafe`); a binary
+//! can, through the `libc` crate. Without it, this store saves memory only as the cache
+//! turns over, not at once.
+//!
+//! # The encoding
+//!
+//! The store's own: a tagged binary form shaped like the JSON of the value, in which each
+//! struct field name is a number of one or two bytes (serde hands field names over as
+//! `&'static str`, and a process-wide table numbers them). Not the protobuf the API server
+//! sent: the store would need a protobuf encoder for every type, custom resources and
+//! `DynamicObject` have none, and the transform (stripping `managedFields`) runs on the
+//! decoded object. Not JSON: field names would be most of the bytes. The bytes never leave
+//! the process, so the format has no version.
+//!
+//! `K` must decode what it encodes with the same result, as through JSON: every k8s-openapi
+//! type, `DynamicObject`, `#[derive(CustomResource)]` types and projection structs do. The
+//! first write of a store checks it and refuses a type that does not (an error, not a
+//! panic); a stored object that later fails to decode is read as missing, logged, and
+//! counted in [`Stats::decode_failures`].
+//!
+//! # What a read costs
+//!
+//! Every read that returns objects decodes them (a few microseconds per pod; measured in
+//! the crate's criterion bench `cargo bench -p kinformer-compact-store`), and hands out a
+//! new `Arc`: two reads of one object give equal objects, not one allocation, unlike the
+//! default store. A small cache ([`DEFAULT_CACHE`] slots, [`CompactStore::with_cache`])
+//! keeps recently written and read objects, so the informer's next event on an object and
+//! a reconcile that reads one object several times decode it once. Label selectors
+//! ([`Indexer::list_selected`](kinformer_indexer::Indexer::list_selected), which listers
+//! use) and index lookups are answered before decoding: a lister decodes only what it
+//! returns. Keys, `len`, `index_keys`, resource-version checks need no decoding at all.
+//!
+//! Choose it for large caches read by key or by a narrow index (the usual controller,
+//! which reconciles one key at a time); keep the default store where handlers or reconciles
+//! list most of the cache on every pass, or where the identity of the cached `Arc` matters.
+//!
+//! # Differences from client-go
+//!
+//! client-go's store holds decoded objects only; there is no encoded store to compare with
+//! (an upstream experiment keeps objects as bytes outside the Go heap). Reads here return
+//! copies, where client-go returns the cached pointer (which callers must not mutate
+//! either).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod cache;
+mod codec;
+mod entry;
+mod labels;
+mod store;
+
+pub use codec::CodecError;
+pub use store::{CompactStore, DEFAULT_CACHE, Stats};

@@ -1,0 +1,600 @@
+//! The compact store: entries in a `ThreadSafeStore`, objects encoded, decoded on read.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use kinformer_core::{KeyFunc, KnownObjects, MetaObject, ObjectKey, Sink, meta_namespace_key};
+use kinformer_indexer::{
+    Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore, everything,
+};
+use kube_core::Selector;
+use kube_core::SelectorExt as _;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::cache::DecodeCache;
+use crate::codec;
+use crate::entry::{Entry, Head};
+use crate::labels::LabelSets;
+
+/// How many decoded objects a store keeps by default (see [`CompactStore::with_cache`]).
+pub const DEFAULT_CACHE: usize = 64;
+
+/// What a [`CompactStore`] holds, for sizing it: see [`CompactStore::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Objects stored.
+    pub objects: usize,
+    /// Heap bytes of the stored entries: encodings, names, resource versions and computed
+    /// index values (not the maps around them, nor the shared label sets).
+    pub entry_bytes: usize,
+    /// Distinct label sets the objects share.
+    pub label_sets: usize,
+    /// Objects decoded since the store was made (reads the decode cache did not answer).
+    pub decodes: u64,
+    /// Reads the decode cache answered.
+    pub cache_hits: u64,
+    /// Stored objects that failed to decode (and were read as missing); anything but 0 is a
+    /// type whose `Serialize` and `Deserialize` disagree.
+    pub decode_failures: u64,
+}
+
+/// How the store answers one of its indices.
+#[derive(Clone, Copy)]
+enum Computed {
+    /// The inner store's namespace index, from the entry's namespace.
+    Namespace,
+    /// Values computed from the object when it was written, kept in the entry at this
+    /// position.
+    At(usize),
+}
+
+struct Registered<K> {
+    name: String,
+    func: IndexFunc<K>,
+    how: Computed,
+}
+
+impl<K> Clone for Registered<K> {
+    fn clone(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            func: self.func.clone(),
+            how: self.how,
+        }
+    }
+}
+
+/// A cache for an informer that keeps every object encoded and decodes it when it is read.
+/// Plug it in where a
+/// [`ThreadSafeStore`] goes (`SharedIndexInformer::builder(..).store(..)`); listers,
+/// indices and handlers work unchanged.
+///
+/// Each read decodes what it returns (a few microseconds per pod), except what the small
+/// cache of recently read and written objects still holds, and hands out a new `Arc`
+/// (objects are not shared between readers as the default store shares them). Label
+/// selectors and index lookups are answered before decoding, so a lister decodes only
+/// what it returns. See the [crate docs](crate) for the measurements and the trade.
+///
+/// `K` must encode and decode through serde with the same result as through JSON (every
+/// k8s-openapi type, `DynamicObject`, a `#[derive(CustomResource)]` type, a projection
+/// struct do); the first write checks it.
+pub struct CompactStore<K> {
+    inner: ThreadSafeStore<Entry>,
+    /// The caller's index functions, with how each is answered. Behind a lock because
+    /// `add_indexers` may add to them while readers run `index`.
+    indexers: RwLock<Arc<[Registered<K>]>>,
+    key_func: Option<KeyFunc<K>>,
+    /// Serializes writes, so that the index functions and the entries written with them
+    /// stay in step while `add_indexers` runs.
+    writer: Mutex<LabelSets>,
+    cache: DecodeCache<K>,
+    /// Whether an object of `K` has been seen to decode back (the first write checks it).
+    round_trip_checked: AtomicBool,
+    decodes: AtomicU64,
+    cache_hits: AtomicU64,
+    decode_failures: AtomicU64,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K> fmt::Debug for CompactStore<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompactStore")
+            .field("inner", &self.inner)
+            .field("cache_slots", &self.cache.size())
+            .finish_non_exhaustive()
+    }
+}
+
+type Values = Box<[Box<[Box<str>]>]>;
+
+impl<K> CompactStore<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// An empty store keyed by `namespace/name`, with these index functions (pass
+    /// [`namespace_indexers()`](kinformer_indexer::namespace_indexers) for what an
+    /// informer's store usually has) and a cache of [`DEFAULT_CACHE`] decoded objects.
+    pub fn new(indexers: Indexers<K>) -> Self {
+        Self::build(None, indexers, DEFAULT_CACHE)
+    }
+
+    /// An empty store that keys objects with `key_func`.
+    pub fn with_key_func(key_func: KeyFunc<K>, indexers: Indexers<K>) -> Self {
+        Self::build(Some(key_func), indexers, DEFAULT_CACHE)
+    }
+
+    /// The same store with a decode cache of `slots` objects (0: none). Each slot may keep
+    /// one decoded object alive; a reconcile that reads the same object several times
+    /// decodes it once as long as its slot was not taken meanwhile.
+    #[must_use]
+    pub fn with_cache(self, slots: usize) -> Self {
+        Self {
+            cache: DecodeCache::new(slots),
+            ..self
+        }
+    }
+
+    fn build(key_func: Option<KeyFunc<K>>, indexers: Indexers<K>, cache: usize) -> Self {
+        let inner = match &key_func {
+            None => ThreadSafeStore::new(Indexers::new()),
+            // The key the caller's function made for the object, kept in its entry.
+            Some(_) => ThreadSafeStore::with_key_func(
+                Arc::new(|e: &Entry| ObjectKey::parse(e.custom_key())),
+                Indexers::new(),
+            ),
+        };
+        let store = Self {
+            inner,
+            indexers: RwLock::new(Arc::from(Vec::new())),
+            key_func,
+            writer: Mutex::new(LabelSets::default()),
+            cache: DecodeCache::new(cache),
+            round_trip_checked: AtomicBool::new(false),
+            decodes: AtomicU64::new(0),
+            cache_hits: AtomicU64::new(0),
+            decode_failures: AtomicU64::new(0),
+            _k: PhantomData,
+        };
+        // Registering into an empty store cannot fail but for a duplicate name, which a
+        // map of indexers cannot hold.
+        let (all, inner) = store.plan(&[], indexers);
+        if let Err(e) = store.install(all, inner) {
+            tracing::error!(error = %e, "registering the index functions of an empty store");
+        }
+        store
+    }
+
+    /// What the store holds and how its reads went.
+    pub fn stats(&self) -> Stats {
+        let entries = self.inner.list();
+        Stats {
+            objects: entries.len(),
+            entry_bytes: entries.iter().map(|e| e.heap_bytes()).sum(),
+            label_sets: self.lock_writer().len(),
+            decodes: self.decodes.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            decode_failures: self.decode_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    fn lock_writer(&self) -> MutexGuard<'_, LabelSets> {
+        self.writer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn registered(&self) -> Arc<[Registered<K>]> {
+        Arc::clone(&self.indexers.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn key_of(&self, obj: &K) -> Result<ObjectKey, Error> {
+        match &self.key_func {
+            None => meta_namespace_key(obj).map_err(Error::Key),
+            Some(f) => f(obj).map_err(Error::Key),
+        }
+    }
+
+    /// The values of every computed index for `obj`, by position.
+    fn values(
+        registered: &[Registered<K>],
+        obj: &K,
+        key: Option<&ObjectKey>,
+    ) -> Result<Values, Error> {
+        let mut out = Vec::new();
+        for r in registered {
+            if let Computed::At(pos) = r.how {
+                let mut vs = r.func.values(obj).map_err(|source| Error::IndexFunc {
+                    index: r.name.clone(),
+                    key: key.cloned(),
+                    source,
+                })?;
+                vs.sort_unstable();
+                vs.dedup();
+                if out.len() <= pos {
+                    out.resize_with(pos + 1, Box::default);
+                }
+                if let Some(slot) = out.get_mut(pos) {
+                    *slot = vs.into_iter().map(String::into_boxed_str).collect();
+                }
+            }
+        }
+        Ok(out.into_boxed_slice())
+    }
+
+    /// The entry for `obj`: encoded, its labels shared, its index values computed.
+    fn entry(
+        &self,
+        registered: &[Registered<K>],
+        labels: &mut LabelSets,
+        obj: &K,
+        buf: &mut Vec<u8>,
+    ) -> Result<Entry, Error> {
+        let key = self.key_of(obj)?;
+        let values = Self::values(registered, obj, Some(&key))?;
+        buf.clear();
+        codec::encode(obj, buf).map_err(|e| Error::Other(Box::new(e)))?;
+        if !self.round_trip_checked.load(Ordering::Relaxed) {
+            // Once per store: a type that cannot decode what it encodes is refused at its
+            // first write rather than read as missing later.
+            codec::decode::<K>(buf).map_err(|e| Error::Other(Box::new(e)))?;
+            self.round_trip_checked.store(true, Ordering::Relaxed);
+        }
+        let head = Head {
+            namespace: obj.object_namespace(),
+            name: obj.object_name(),
+            resource_version: obj.object_resource_version(),
+            custom_key: self.key_func.as_ref().map(|_| &key),
+        };
+        Ok(Entry::new(
+            &head,
+            buf,
+            labels.intern(obj.object_labels()),
+            values,
+        ))
+    }
+
+    /// An entry with the key and resource version of `obj` only: what a delete or a query
+    /// needs.
+    fn bare_entry(&self, obj: &K, values: Values) -> Result<Entry, Error> {
+        let key = match &self.key_func {
+            None => None,
+            Some(_) => Some(self.key_of(obj)?),
+        };
+        let head = Head {
+            namespace: obj.object_namespace(),
+            name: obj.object_name(),
+            resource_version: obj.object_resource_version(),
+            custom_key: key.as_ref(),
+        };
+        Ok(Entry::new(&head, &[], None, values))
+    }
+
+    fn put(&self, obj: Arc<K>) -> Result<(), Error> {
+        let mut labels = self.lock_writer();
+        let registered = self.registered();
+        let mut buf = Vec::new();
+        let entry = Arc::new(self.entry(&registered, &mut labels, &obj, &mut buf)?);
+        self.inner.add(Arc::clone(&entry))?;
+        drop(labels);
+        // The object just written is the likeliest to be read next (the informer reads
+        // the old version of an object on its next event).
+        self.cache.put(entry, obj);
+        Ok(())
+    }
+
+    fn remove(&self, obj: &K) -> Result<(), Error> {
+        // The key is checked as for any write.
+        self.key_of(obj)?;
+        let entry = Arc::new(self.bare_entry(obj, Box::new([]))?);
+        let _labels = self.lock_writer();
+        self.inner.delete(entry)
+    }
+
+    fn replace_all(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
+        let mut labels = self.lock_writer();
+        let registered = self.registered();
+        let mut buf = Vec::new();
+        let mut entries = Vec::with_capacity(list.len());
+        for obj in list {
+            entries.push(Arc::new(self.entry(
+                &registered,
+                &mut labels,
+                &obj,
+                &mut buf,
+            )?));
+            // Each object is dropped here: only its encoding stays.
+        }
+        self.inner.replace(entries, resource_version)
+    }
+
+    /// The object `entry` encodes: from the decode cache, or decoded. `None` (logged and
+    /// counted) when it does not decode.
+    fn materialize(&self, entry: &Arc<Entry>, remember: bool) -> Option<Arc<K>> {
+        if let Some(obj) = self.cache.get(entry) {
+            self.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Some(obj);
+        }
+        self.decodes.fetch_add(1, Ordering::Relaxed);
+        match codec::decode::<K>(entry.encoded()) {
+            Ok(obj) => {
+                let obj = Arc::new(obj);
+                if remember {
+                    self.cache.put(Arc::clone(entry), Arc::clone(&obj));
+                }
+                Some(obj)
+            }
+            Err(e) => {
+                self.decode_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    error = %e,
+                    namespace = entry.object_namespace().unwrap_or(""),
+                    name = entry.object_name().unwrap_or(""),
+                    "a stored object does not decode: read as missing"
+                );
+                None
+            }
+        }
+    }
+
+    fn materialize_all(&self, entries: Vec<Arc<Entry>>) -> Vec<Arc<K>> {
+        let mut out = Vec::with_capacity(entries.len());
+        out.extend(entries.iter().filter_map(|e| self.materialize(e, false)));
+        out
+    }
+
+    /// The registrations after adding `indexers` (names checked by the caller) to
+    /// `current`, and the inner store's functions for the new ones.
+    fn plan(
+        &self,
+        current: &[Registered<K>],
+        indexers: Indexers<K>,
+    ) -> (Vec<Registered<K>>, Indexers<Entry>) {
+        let mut all = current.to_vec();
+        let mut next = all
+            .iter()
+            .filter_map(|r| match r.how {
+                Computed::At(p) => Some(p + 1),
+                Computed::Namespace => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let mut inner = Indexers::new();
+        for (name, func) in indexers {
+            let how = if func.is_namespace() && self.key_func.is_none() {
+                inner.insert(name.clone(), IndexFunc::namespace());
+                Computed::Namespace
+            } else {
+                let pos = next;
+                next += 1;
+                inner.insert(
+                    name.clone(),
+                    IndexFunc::new(move |e: &Entry| {
+                        e.values(pos).iter().map(|v| v.to_string()).collect()
+                    }),
+                );
+                Computed::At(pos)
+            };
+            all.push(Registered { name, func, how });
+        }
+        (all, inner)
+    }
+
+    /// Makes `all` the registrations and adds `inner` to the inner store.
+    fn install(&self, all: Vec<Registered<K>>, inner: Indexers<Entry>) -> Result<(), Error> {
+        if !inner.is_empty() {
+            self.inner.add_indexers(inner)?;
+        }
+        *self
+            .indexers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = all.into();
+        Ok(())
+    }
+}
+
+/// Writes, as the informer makes them through kinformer-core's [`Sink`]. Errors other than
+/// a bad key arrive boxed in [`kinformer_core::Error::Other`] and downcast back to
+/// [`kinformer_indexer::Error`].
+impl<K> Sink<K> for CompactStore<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.put(obj)?)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.put(obj)?)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.remove(&obj)?)
+    }
+    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
+        Ok(self.replace_all(list, rv)?)
+    }
+    /// Nothing to do for a cache.
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        Ok(())
+    }
+    fn bookmark(&self, rv: &str) -> Result<(), kinformer_core::Error> {
+        Sink::bookmark(&self.inner, rv)
+    }
+}
+
+impl<K> KnownObjects<K> for CompactStore<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.inner.list_keys()
+    }
+
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        let entry = self.inner.get_by_key(key)?;
+        self.materialize(&entry, true)
+    }
+
+    /// Only what the decode cache holds: anything else would be decoded, a new copy, which
+    /// is what a caller asking for the shared object wants to avoid.
+    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+        let entry = self.inner.get_by_key(key)?;
+        self.cache.get(&entry)
+    }
+
+    /// Answered from the entry, without decoding.
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool
+    where
+        K: MetaObject,
+    {
+        !resource_version.is_empty()
+            && self
+                .inner
+                .get_by_key(key)
+                .is_some_and(|e| e.object_resource_version() == Some(resource_version))
+    }
+}
+
+impl<K> Indexer<K> for CompactStore<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    fn list(&self) -> Vec<Arc<K>> {
+        self.materialize_all(self.inner.list())
+    }
+
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
+        Ok(self.materialize_all(self.inner.by_index(index_name, value)?))
+    }
+
+    fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, Error> {
+        self.inner.index_keys(index_name, value)
+    }
+
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.inner.list_index_func_values(index_name)
+    }
+
+    fn get_indexers(&self) -> Indexers<K> {
+        self.registered()
+            .iter()
+            .map(|r| (r.name.clone(), r.func.clone()))
+            .collect()
+    }
+
+    fn last_sync_resource_version(&self) -> String {
+        self.inner.last_sync_resource_version()
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// One snapshot, as the default store: the query's values are computed with the index
+    /// function, then looked up in the inner store's index at once.
+    fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: MetaObject,
+    {
+        let registered = self.registered();
+        let r = registered
+            .iter()
+            .find(|r| r.name == index_name)
+            .ok_or_else(|| Error::UnknownIndex(index_name.to_owned()))?;
+        let values = match r.how {
+            Computed::Namespace => Box::new([]) as Values,
+            Computed::At(_) => Self::values(&registered, obj, self.key_of(obj).ok().as_ref())?,
+        };
+        let query = self.bare_entry_for_query(obj, values);
+        Ok(self.materialize_all(self.inner.index(index_name, &query)?))
+    }
+
+    /// Matches the labels kept beside each encoding, and decodes only the matches.
+    fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>>
+    where
+        K: MetaObject,
+    {
+        let mut entries = self.inner.list();
+        retain_selected(&mut entries, selector);
+        self.materialize_all(entries)
+    }
+
+    /// Matches the labels kept beside each encoding, and decodes only the matches.
+    fn by_index_selected(
+        &self,
+        index_name: &str,
+        value: &str,
+        selector: &Selector,
+    ) -> Result<Vec<Arc<K>>, Error>
+    where
+        K: MetaObject,
+    {
+        let mut entries = self.inner.by_index(index_name, value)?;
+        retain_selected(&mut entries, selector);
+        Ok(self.materialize_all(entries))
+    }
+}
+
+impl<K> CompactStore<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// The entry a query object stands for: its namespace (and key, if it has one) and the
+    /// values computed from it. A query object need not have a valid key.
+    fn bare_entry_for_query(&self, obj: &K, values: Values) -> Entry {
+        let key = self.key_func.as_ref().and_then(|_| self.key_of(obj).ok());
+        let head = Head {
+            namespace: obj.object_namespace(),
+            name: obj.object_name(),
+            resource_version: None,
+            custom_key: key.as_ref(),
+        };
+        Entry::new(&head, &[], None, values)
+    }
+}
+
+fn retain_selected(entries: &mut Vec<Arc<Entry>>, selector: &Selector) {
+    static NO_LABELS: std::collections::BTreeMap<String, String> =
+        std::collections::BTreeMap::new();
+    if selector.selects_all() || *selector == everything() {
+        return;
+    }
+    entries.retain(|e| selector.matches(e.object_labels().unwrap_or(&NO_LABELS)));
+}
+
+impl<K> IndexerWriter<K> for CompactStore<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// Decodes every stored object once to compute the new functions' values, stores the
+    /// entries again with them, and only then registers the functions, so that a new index
+    /// is complete from the moment it can be queried.
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
+        let mut labels = self.lock_writer();
+        let registered = self.registered();
+        let conflicts: Vec<String> = indexers
+            .keys()
+            .filter(|n| registered.iter().any(|r| &r.name == *n))
+            .cloned()
+            .collect();
+        if !conflicts.is_empty() {
+            return Err(Error::IndexerConflict(conflicts));
+        }
+        let (all, inner) = self.plan(&registered, indexers);
+        let entries = self.inner.list();
+        if !entries.is_empty() {
+            // Every stored object must index with the new functions before anything
+            // changes: the entries are built first, any error returned before the swap.
+            let mut buf = Vec::new();
+            let mut fresh = Vec::with_capacity(entries.len());
+            for entry in &entries {
+                let obj: K =
+                    codec::decode(entry.encoded()).map_err(|e| Error::Other(Box::new(e)))?;
+                fresh.push(Arc::new(self.entry(&all, &mut labels, &obj, &mut buf)?));
+            }
+            let rv = self.inner.last_sync_resource_version();
+            self.inner.replace(fresh, &rv)?;
+        }
+        self.install(all, inner)
+    }
+}
