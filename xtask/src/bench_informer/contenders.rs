@@ -1,7 +1,6 @@
 //! The contenders: building the Rust ones, and starting and reading one process of any
 //! of them (the protocol is in the crate docs of `bench/informer`).
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -11,8 +10,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
-
-use crate::progress::Step;
 
 /// How long one process may take to sync before it is killed.
 pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -134,49 +131,7 @@ impl Binaries {
 
 /// `cargo build --release -p kinformer-bench-informer`, and the Go peer's path.
 pub(super) fn build() -> anyhow::Result<Binaries> {
-    let mut step = Step::start("cargo build --release -p kinformer-bench-informer");
-    let mut child = crate::test::cargo(&[
-        "build",
-        "--release",
-        "-p",
-        "kinformer-bench-informer",
-        "--bins",
-        "--message-format=json-render-diagnostics",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .context("running cargo build")?;
-    let stderr = child.stderr.take().map(|pipe| {
-        std::thread::spawn(move || {
-            let mut lines = Vec::new();
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                lines.push(line);
-            }
-            lines
-        })
-    });
-    let mut exes = BTreeMap::new();
-    if let Some(stdout) = child.stdout.take() {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            if let Some(target) = msg["target"]["name"].as_str() {
-                step.detail(target);
-                if let Some(exe) = msg["executable"].as_str() {
-                    exes.insert(target.to_owned(), PathBuf::from(exe));
-                }
-            }
-        }
-    }
-    let status = child.wait().context("waiting for cargo build")?;
-    let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
-    if !status.success() {
-        step.finish("FAILED");
-        bail!("cargo build failed ({status}):\n{}", stderr.join("\n"));
-    }
-    step.finish("done");
+    let mut exes = crate::cargo_build::bins("kinformer-bench-informer", "release")?;
     let mut exe = |name: &str| {
         exes.remove(name)
             .with_context(|| format!("cargo built no {name} executable"))
