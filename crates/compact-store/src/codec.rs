@@ -541,49 +541,28 @@ impl<N> Compound<'_, N> {
     }
 }
 
-impl<N: NameIds> ser::SerializeSeq for Compound<'_, N> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
-        value.serialize(&mut self.enc)
-    }
-    fn end(self) -> Result<(), Stop> {
-        Compound::end(self)
-    }
+/// The sequence-like compounds write each element in turn, as they come.
+macro_rules! elements_in_turn {
+    ($($trait:ident :: $method:ident),* $(,)?) => {$(
+        impl<N: NameIds> ser::$trait for Compound<'_, N> {
+            type Ok = ();
+            type Error = Stop;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+                value.serialize(&mut self.enc)
+            }
+            fn end(self) -> Result<(), Stop> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl<N: NameIds> ser::SerializeTuple for Compound<'_, N> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
-        value.serialize(&mut self.enc)
-    }
-    fn end(self) -> Result<(), Stop> {
-        Compound::end(self)
-    }
-}
-
-impl<N: NameIds> ser::SerializeTupleStruct for Compound<'_, N> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
-        value.serialize(&mut self.enc)
-    }
-    fn end(self) -> Result<(), Stop> {
-        Compound::end(self)
-    }
-}
-
-impl<N: NameIds> ser::SerializeTupleVariant for Compound<'_, N> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
-        value.serialize(&mut self.enc)
-    }
-    fn end(self) -> Result<(), Stop> {
-        Compound::end(self)
-    }
-}
+elements_in_turn!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
 
 impl<N: NameIds> ser::SerializeMap for Compound<'_, N> {
     type Ok = ();
