@@ -22,6 +22,11 @@
 //!   decode as the informer's type).
 //!   client-go has no informer metrics today (its reflector metrics were removed from
 //!   Kubernetes' components), so these names are kinformer's.
+//! - **shard managers** you register
+//!   ([`register_shard_manager`](Metrics::register_shard_manager), feature `kube`), read at
+//!   each scrape, labelled `manager` and `identity`: `kinformer_shards_held`,
+//!   `kinformer_shards_live_replicas`, `kinformer_shard_moves_total` (shards given up to
+//!   re-balance).
 //!
 //! [`encode`](Metrics::encode) renders them all (the `server` feature serves them on
 //! `/metrics`); [`registry`](Metrics::registry) takes your own metrics too.
@@ -89,7 +94,19 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     controllers: ControllerFamilies,
     informers: Arc<Mutex<Vec<StatsSource>>>,
+    shard_managers: Arc<Mutex<Vec<ShardSource>>>,
 }
+
+/// A registered shard manager's state, read at a scrape.
+struct ShardStats {
+    manager: String,
+    identity: String,
+    held: usize,
+    live: usize,
+    moves: u64,
+}
+
+type ShardSource = Box<dyn Fn() -> ShardStats + Send + Sync>;
 
 static INSTALLED: OnceLock<Metrics> = OnceLock::new();
 
@@ -167,10 +184,13 @@ impl Metrics {
             );
             let informers: Arc<Mutex<Vec<StatsSource>>> = Arc::default();
             registry.register_collector(Box::new(InformerCollector(Arc::clone(&informers))));
+            let shard_managers: Arc<Mutex<Vec<ShardSource>>> = Arc::default();
+            registry.register_collector(Box::new(ShardCollector(Arc::clone(&shard_managers))));
             Metrics {
                 registry: Mutex::new(registry),
                 controllers,
                 informers,
+                shard_managers,
             }
         })
     }
@@ -218,6 +238,26 @@ impl Metrics {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Box::new(source));
+    }
+
+    /// Reports on `manager` at each scrape (kept alive by the metrics from now on): the
+    /// shards it holds, the live replicas it saw last, the shards it gave up to re-balance.
+    #[cfg(feature = "kube")]
+    pub fn register_shard_manager<L>(&self, manager: &Arc<crate::sharding::ShardManager<L>>)
+    where
+        L: Send + Sync + 'static,
+    {
+        let manager = Arc::clone(manager);
+        self.shard_managers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Box::new(move || ShardStats {
+                manager: manager.config().name.clone(),
+                identity: manager.identity().to_owned(),
+                held: manager.held().len(),
+                live: manager.live_replicas(),
+                moves: manager.moves(),
+            }));
     }
 
     /// The metrics of controller `name`, which runs `workers` workers.
@@ -268,6 +308,62 @@ impl ControllerMetrics {
 
     pub(crate) fn worker_ended(&self) {
         self.families.active.get_or_create(&self.labels).dec();
+    }
+}
+
+/// Reads the registered shard managers' state at each scrape.
+struct ShardCollector(Arc<Mutex<Vec<ShardSource>>>);
+
+impl std::fmt::Debug for ShardCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardCollector").finish_non_exhaustive()
+    }
+}
+
+impl Collector for ShardCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats: Vec<ShardStats> = {
+            let sources = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            sources.iter().map(|source| source()).collect()
+        };
+        if stats.is_empty() {
+            return Ok(());
+        }
+        let labels = |s: &ShardStats| {
+            vec![
+                ("manager", s.manager.clone()),
+                ("identity", s.identity.clone()),
+            ]
+        };
+        let gauge = |n: usize| ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX));
+        let mut family = encoder.encode_descriptor(
+            "kinformer_shards_held",
+            "How many shard Leases this replica holds",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &stats {
+            gauge(s.held).encode(family.encode_family(&labels(s))?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "kinformer_shards_live_replicas",
+            "The live replicas the shard manager saw at its last retry",
+            None,
+            MetricType::Gauge,
+        )?;
+        for s in &stats {
+            gauge(s.live).encode(family.encode_family(&labels(s))?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "kinformer_shard_moves",
+            "Shards given up to re-balance",
+            None,
+            MetricType::Counter,
+        )?;
+        for s in &stats {
+            ConstCounter::new(s.moves).encode(family.encode_family(&labels(s))?)?;
+        }
+        Ok(())
     }
 }
 

@@ -1046,6 +1046,52 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "prometheus")]
+    #[tokio::test(start_paused = true)]
+    async fn a_registered_manager_reports_its_shards_replicas_and_moves_at_each_scrape() {
+        let (leases, owners) = (Leases::default(), Owners::default());
+        let mut config = config(4);
+        config.name = "metrics-ctl".to_owned();
+        let a = start(&leases, &owners, "a", config.clone());
+        within(Duration::from_secs(10), || a.manager.held().len() == 4).await;
+        let metrics = crate::metrics::Metrics::install();
+        metrics.register_shard_manager(&a.manager);
+        let labels = r#"{manager="metrics-ctl",identity="a"}"#;
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains(&format!("kinformer_shards_held{labels} 4")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("kinformer_shards_live_replicas{labels} 1")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("kinformer_shard_moves_total{labels} 0")),
+            "{text}"
+        );
+        // b joins: a gives up two shards, and the next scrape says so.
+        let b = start(&leases, &owners, "b", config);
+        within(Duration::from_secs(20), || balanced(&[&a, &b], 4, &[2, 2])).await;
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains(&format!("kinformer_shards_held{labels} 2")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("kinformer_shards_live_replicas{labels} 2")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("kinformer_shard_moves_total{labels} 2")),
+            "{text}"
+        );
+        for x in [a, b] {
+            x.stop.cancel();
+            x.run.await.unwrap().unwrap();
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_dropped_run_stops_every_shards_work_and_the_manager_can_run_again() {
         let (leases, owners) = (Leases::default(), Owners::default());
