@@ -578,37 +578,28 @@ impl<N: NameIds> ser::SerializeMap for Compound<'_, N> {
     }
 }
 
-impl<N: NameIds> ser::SerializeStruct for Compound<'_, N> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Stop> {
-        self.enc.field_name(key)?;
-        value.serialize(&mut self.enc)
-    }
-    fn end(self) -> Result<(), Stop> {
-        Compound::end(self)
-    }
+/// The struct-like compounds write each field's name (as its number), then its value.
+macro_rules! fields_by_name {
+    ($($trait:ident),* $(,)?) => {$(
+        impl<N: NameIds> ser::$trait for Compound<'_, N> {
+            type Ok = ();
+            type Error = Stop;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Stop> {
+                self.enc.field_name(key)?;
+                value.serialize(&mut self.enc)
+            }
+            fn end(self) -> Result<(), Stop> {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl<N: NameIds> ser::SerializeStructVariant for Compound<'_, N> {
-    type Ok = ();
-    type Error = Stop;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Stop> {
-        self.enc.field_name(key)?;
-        value.serialize(&mut self.enc)
-    }
-    fn end(self) -> Result<(), Stop> {
-        Compound::end(self)
-    }
-}
+fields_by_name!(SerializeStruct, SerializeStructVariant);
 
 // ---------------------------------------------------------------------------------------
 // Decoding
