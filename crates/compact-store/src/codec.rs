@@ -578,7 +578,8 @@ impl<N: NameIds> ser::SerializeMap for Compound<'_, N> {
     }
 }
 
-/// The struct-like compounds write each field's name (as its number), then its value.
+/// The struct-like compounds write each field's name (its number, or the name when it has
+/// none), then its value.
 macro_rules! fields_by_name {
     ($($trait:ident),* $(,)?) => {$(
         impl<N: NameIds> ser::$trait for Compound<'_, N> {
