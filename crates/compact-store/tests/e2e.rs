@@ -107,7 +107,9 @@ async fn a_factory_informer_over_the_compact_store_syncs_serves_listers_and_indi
     assert_eq!(made.lock().unwrap().len(), 1, "one store for one informer");
     let store = Arc::clone(&made.lock().unwrap()[0]);
 
-    // Synced: every pod added, once, and in the cache.
+    // Synced: every pod added, once, and in the cache. The cache is synced when the informer
+    // has applied the list; the handler gets its adds from its own listener, soon after.
+    eventually("the handler got the initial adds", || log.get().len() >= 20).await;
     let mut adds = log.get();
     adds.sort();
     let mut want: Vec<String> = (0..20).map(|i| format!("add before-{i}")).collect();
