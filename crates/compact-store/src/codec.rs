@@ -305,6 +305,28 @@ fn put_uint(out: &mut Vec<u8>, v: u64) {
 }
 
 impl<N: NameIds> Encoder<'_, N> {
+    /// Opens a compound: its tag, after `{variant: ` for an enum variant (closed by a
+    /// second `END`).
+    fn open(&mut self, variant: Option<&str>, tag: u8) -> Compound<'_, N> {
+        if let Some(variant) = variant {
+            self.out.push(MAP);
+            put_str(self.out, variant);
+        }
+        self.out.push(tag);
+        Compound {
+            enc: Encoder {
+                out: &mut *self.out,
+                ids: &mut *self.ids,
+            },
+            // A varint 0 (a struct's end) is the byte 0.
+            close: if variant.is_some() {
+                &[END, END]
+            } else {
+                &[END]
+            },
+        }
+    }
+
     fn field_name(&mut self, name: &'static str) -> Result<(), Stop> {
         match self.ids.id(name) {
             None => Err(Stop::NewName),
@@ -434,14 +456,7 @@ impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
         Ok(())
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'a, N>, Stop> {
-        self.out.push(SEQ);
-        Ok(Compound {
-            enc: Encoder {
-                out: &mut *self.out,
-                ids: &mut *self.ids,
-            },
-            close: &[END],
-        })
+        Ok(self.open(None, SEQ))
     }
     fn serialize_tuple(self, len: usize) -> Result<Compound<'a, N>, Stop> {
         self.serialize_seq(Some(len))
@@ -460,37 +475,13 @@ impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Compound<'a, N>, Stop> {
-        self.out.push(MAP);
-        put_str(self.out, variant);
-        self.out.push(SEQ);
-        Ok(Compound {
-            enc: Encoder {
-                out: &mut *self.out,
-                ids: &mut *self.ids,
-            },
-            close: &[END, END],
-        })
+        Ok(self.open(Some(variant), SEQ))
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'a, N>, Stop> {
-        self.out.push(MAP);
-        Ok(Compound {
-            enc: Encoder {
-                out: &mut *self.out,
-                ids: &mut *self.ids,
-            },
-            close: &[END],
-        })
+        Ok(self.open(None, MAP))
     }
     fn serialize_struct(self, _name: &'static str, _len: usize) -> Result<Compound<'a, N>, Stop> {
-        self.out.push(STRUCT);
-        Ok(Compound {
-            enc: Encoder {
-                out: &mut *self.out,
-                ids: &mut *self.ids,
-            },
-            // A varint 0 is the byte 0.
-            close: &[END],
-        })
+        Ok(self.open(None, STRUCT))
     }
     fn serialize_struct_variant(
         self,
@@ -499,16 +490,7 @@ impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Compound<'a, N>, Stop> {
-        self.out.push(MAP);
-        put_str(self.out, variant);
-        self.out.push(STRUCT);
-        Ok(Compound {
-            enc: Encoder {
-                out: &mut *self.out,
-                ids: &mut *self.ids,
-            },
-            close: &[END, END],
-        })
+        Ok(self.open(Some(variant), STRUCT))
     }
     fn serialize_i128(self, v: i128) -> Result<(), Stop> {
         match i64::try_from(v) {
