@@ -58,6 +58,38 @@ pub trait Sink<K>: Send + Sync {
     /// When an object has no valid key or the sink is closed.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error>;
 
+    /// Whether the sink takes the list about to come in parts, and if so starts taking it:
+    /// the reflector then hands over the list a part at a time ([`replace_part`]) as it
+    /// arrives, and ends it with [`replace`] for the rest, which tells the sink the list's
+    /// resource version and that objects missing from every part and the rest were deleted.
+    /// A call while parts of an earlier list are pending drops that list's end: the
+    /// parts already handed over stay, and only the objects of the new list count as
+    /// listed when it ends.
+    ///
+    /// A sink answers `true` when it can apply parts before the list ends without anyone
+    /// relying on seeing the list whole: the FIFOs do for the first list, before anything
+    /// has synced, so that an informer caches (and a compact store encodes) objects while
+    /// the rest still arrives, instead of holding the whole decoded list at once. The
+    /// default is `false`: the list comes whole to [`replace`].
+    ///
+    /// [`replace_part`]: Sink::replace_part
+    /// [`replace`]: Sink::replace
+    fn begin_list_in_parts(&self) -> bool {
+        false
+    }
+
+    /// A part of the list begun by [`begin_list_in_parts`](Sink::begin_list_in_parts).
+    ///
+    /// # Errors
+    /// When an object has no valid key or the sink is closed; the default, for sinks that
+    /// never take a list in parts, refuses the part.
+    fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
+        let _ = part;
+        Err(Error::Other(
+            "this sink takes lists whole: replace_part without begin_list_in_parts".into(),
+        ))
+    }
+
     /// The periodic resync: re-deliver what is known.
     ///
     /// # Errors
@@ -87,6 +119,12 @@ impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
         (**self).replace(list, resource_version)
+    }
+    fn begin_list_in_parts(&self) -> bool {
+        (**self).begin_list_in_parts()
+    }
+    fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
+        (**self).replace_part(part)
     }
     fn resync(&self) -> Result<(), Error> {
         (**self).resync()
@@ -135,6 +173,12 @@ mod tests {
         fn replace(&self, list: Vec<Arc<u32>>, rv: &str) -> Result<(), Error> {
             self.push(format!("replace {} @{rv}", list.len()))
         }
+        fn begin_list_in_parts(&self) -> bool {
+            self.push("begin".into()).is_ok()
+        }
+        fn replace_part(&self, part: Vec<Arc<u32>>) -> Result<(), Error> {
+            self.push(format!("part {}", part.len()))
+        }
         fn resync(&self) -> Result<(), Error> {
             self.push("resync".into())
         }
@@ -148,6 +192,8 @@ mod tests {
         let rec = Arc::new(Recorder::default());
         let sink: Arc<dyn Sink<u32>> = rec.clone();
         let via_arc: Arc<Arc<dyn Sink<u32>>> = Arc::new(sink);
+        assert!(via_arc.begin_list_in_parts());
+        via_arc.replace_part(vec![Arc::new(1)]).unwrap();
         via_arc
             .replace(vec![Arc::new(1), Arc::new(2)], "5")
             .unwrap();
@@ -160,6 +206,8 @@ mod tests {
         assert_eq!(
             got,
             [
+                "begin",
+                "part 1",
                 "replace 2 @5",
                 "add 3",
                 "update 3",
@@ -168,5 +216,35 @@ mod tests {
                 "resync"
             ]
         );
+    }
+
+    /// A sink that keeps the defaults takes every list whole: it answers `false` and
+    /// refuses a part, so a reflector that asked first never sends one.
+    #[test]
+    fn a_sink_takes_lists_whole_unless_it_says_otherwise() {
+        struct Whole;
+        impl Sink<u32> for Whole {
+            fn add(&self, _: Arc<u32>) -> Result<(), Error> {
+                Ok(())
+            }
+            fn update(&self, _: Arc<u32>) -> Result<(), Error> {
+                Ok(())
+            }
+            fn delete(&self, _: Arc<u32>) -> Result<(), Error> {
+                Ok(())
+            }
+            fn replace(&self, _: Vec<Arc<u32>>, _: &str) -> Result<(), Error> {
+                Ok(())
+            }
+            fn resync(&self) -> Result<(), Error> {
+                Ok(())
+            }
+        }
+        let sink: Arc<dyn Sink<u32>> = Arc::new(Whole);
+        assert!(!sink.begin_list_in_parts());
+        assert!(matches!(
+            sink.replace_part(vec![Arc::new(1)]),
+            Err(Error::Other(_))
+        ));
     }
 }

@@ -156,6 +156,9 @@ pub(crate) struct Progress {
     populated: bool,
     unpopped: usize,
     unfinished: usize,
+    /// Entries popped before the first replace ended (parts of a list taken in parts) and
+    /// not yet processed: the first replace counts them as unfinished.
+    early: usize,
     synced: bool,
 }
 
@@ -171,9 +174,14 @@ impl Progress {
         if !self.populated {
             self.populated = true;
             self.unpopped = count;
-            self.unfinished = count;
+            self.unfinished = count + std::mem::take(&mut self.early);
             self.check();
         }
+    }
+
+    /// Whether the first list (or a first add, update or delete) has come.
+    pub(crate) fn is_populated(&self) -> bool {
+        self.populated
     }
 
     pub(crate) fn has_synced(&self) -> bool {
@@ -189,15 +197,24 @@ impl Progress {
     /// A pop of `n` entries: returns `(is_in_initial_list, token)`, the token being how
     /// many of them count towards the initial list, to give back to [`Progress::done`].
     pub(crate) fn popped(&mut self, n: usize) -> (bool, usize) {
-        let in_initial = !(self.populated && self.unpopped == 0);
+        if !self.populated {
+            // Part of a list still arriving: processed before `has_synced` can turn true.
+            self.early += n;
+            return (true, n);
+        }
+        let in_initial = self.unpopped > 0;
         let counted = n.min(self.unpopped);
         self.unpopped -= counted;
         (in_initial, counted)
     }
 
     pub(crate) fn done(&mut self, counted: usize) {
-        self.unfinished = self.unfinished.saturating_sub(counted);
-        self.check();
+        if self.populated {
+            self.unfinished = self.unfinished.saturating_sub(counted);
+            self.check();
+        } else {
+            self.early = self.early.saturating_sub(counted);
+        }
     }
 
     fn check(&mut self) {
@@ -293,10 +310,10 @@ impl<K> InFlight<K> {
 }
 
 /// The trait glue both FIFOs share: `PopDone`, `FifoQueue` and `Sink` over their inherent
-/// methods. Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
+/// methods (`fifo_traits!(Fifo, replace_part)` for a FIFO that takes lists in parts). Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
 /// `closed`, `waiters`) and a `take` that pops the next item under the lock.
 macro_rules! fifo_traits {
-    ($fifo:ident) => {
+    ($fifo:ident $(, $parts:ident)?) => {
         impl<K: Send + Sync + 'static> $crate::PopDone<K> for $fifo<K> {
             fn pop_done(&self, item: &$crate::Item<K>, token: usize) {
                 let mut st = self.state.lock();
@@ -358,6 +375,14 @@ macro_rules! fifo_traits {
             ) -> Result<(), kinformer_core::Error> {
                 Ok($fifo::replace(self, list, resource_version)?)
             }
+            $(
+                fn begin_list_in_parts(&self) -> bool {
+                    $fifo::begin_list_in_parts(self)
+                }
+                fn $parts(&self, part: Vec<std::sync::Arc<K>>) -> Result<(), kinformer_core::Error> {
+                    Ok($fifo::replace_part(self, part)?)
+                }
+            )?
             fn resync(&self) -> Result<(), kinformer_core::Error> {
                 Ok($fifo::resync(self)?)
             }
@@ -377,7 +402,7 @@ mod tests {
     fn progress_without_a_list_is_synced_at_the_first_write() {
         let mut p = Progress::default();
         assert!(!p.has_synced());
-        assert_eq!(p.popped(1), (true, 0), "popped before any write: initial");
+        assert_eq!(p.popped(1), (true, 1), "popped before any write: initial");
         p.mark_populated();
         assert!(p.has_synced());
         assert_eq!(p.popped(3), (false, 0));
@@ -396,6 +421,25 @@ mod tests {
         assert!(p.has_synced());
         p.first_replace(10);
         assert!(p.has_synced(), "only the first replace counts");
+    }
+
+    /// Parts of a list taken in parts are popped before the list ends: the sync waits for
+    /// them too, even when they are still being processed as the list ends.
+    #[test]
+    fn progress_waits_for_what_was_popped_before_the_list_ended() {
+        let mut p = Progress::default();
+        assert_eq!(p.popped(2), (true, 2));
+        assert_eq!(p.popped(1), (true, 1));
+        p.done(1);
+        p.first_replace(3);
+        assert_eq!(p.popped(3), (true, 3));
+        p.done(3);
+        assert!(
+            !p.has_synced(),
+            "two entries popped before the end are unfinished"
+        );
+        p.done(2);
+        assert!(p.has_synced());
     }
 
     #[test]

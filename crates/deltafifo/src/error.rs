@@ -20,6 +20,12 @@ pub enum Error {
     /// A builder was given options that do not go together (see the message).
     #[error("invalid FIFO configuration: {0}")]
     Config(&'static str),
+
+    /// A part of a list came while no list in parts was under way (`replace_part` without
+    /// `begin_list_in_parts` answering `true`, or after the list's end). Nothing was
+    /// queued.
+    #[error("a part of a list without a list in parts under way")]
+    NotInParts,
 }
 
 /// What the reflector sees through [`kinformer_core::Sink`]: key errors stay core key errors,
@@ -30,7 +36,9 @@ impl From<Error> for kinformer_core::Error {
             Error::Key(inner) => inner,
             Error::Closed => kinformer_core::Error::Closed,
             Error::Transform(inner) => kinformer_core::Error::Other(inner),
-            other @ Error::Config(_) => kinformer_core::Error::Other(Box::new(other)),
+            other @ (Error::Config(_) | Error::NotInParts) => {
+                kinformer_core::Error::Other(Box::new(other))
+            }
         }
     }
 }

@@ -88,8 +88,22 @@ struct State<K> {
     /// Tracked only with a known-objects view: without one, nothing consults the store.
     in_flight: InFlight<K>,
     progress: Progress,
+    parts: Parts,
     closed: bool,
     waiters: Waiters,
+}
+
+/// Where the first list taken in parts stands (see [`InOrderFifo::begin_list_in_parts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Parts {
+    /// No list in parts under way.
+    #[default]
+    None,
+    /// A list in parts begun; `queued`: some of its parts are queued (or applied).
+    Open { queued: bool },
+    /// A list in parts that queued parts was dropped for another: the next list comes
+    /// whole, so that its replace reconciles against everything those parts left.
+    Spoiled,
 }
 
 /// The options only an [`InOrderFifo`] has.
@@ -172,6 +186,7 @@ impl<K> FifoBuilder<K, InOrderFifoOptions> {
                 entries: VecDeque::new(),
                 in_flight: InFlight::default(),
                 progress: Progress::default(),
+                parts: Parts::None,
                 closed: false,
                 waiters: Waiters::default(),
             }),
@@ -267,7 +282,16 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         let list = self.config.prepare_list(list)?;
         let mut st = self.state.lock();
         st.check_open()?;
-        if self.atomic {
+        let parts = std::mem::take(&mut st.parts);
+        if parts == (Parts::Open { queued: true }) {
+            // The end of a first list taken in parts: its parts are all the queue and the
+            // store hold (nothing had synced, no other list left parts), so there is
+            // nothing to tombstone; the rest follows its parts.
+            for (key, obj) in list {
+                st.entries
+                    .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
+            }
+        } else if self.atomic {
             st.entries
                 .push_back(Entry::ReplacedAll(list, resource_version.to_owned()));
         } else {
@@ -275,6 +299,63 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         }
         let count = st.entries.len();
         st.progress.first_replace(count);
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
+    /// Whether this FIFO takes the list about to come in parts, and starts it (see
+    /// [`Sink::begin_list_in_parts`](kinformer_core::Sink::begin_list_in_parts)): yes for
+    /// the first list, until it has ended, in both modes. Its parts are queued as `Replaced`
+    /// events as they come, so an informer caches the objects while the rest of the list
+    /// still arrives, and the list's end ([`replace`](Self::replace)) queues the rest the
+    /// same way and starts the count for [`has_synced`](Self::has_synced), which waits for
+    /// every part. Unlike a whole first list in atomic mode, the cache fills over several
+    /// store writes, before `has_synced` (as in per-object mode).
+    ///
+    /// A list begun again after one of its parts was queued (the reflector lost the list
+    /// midway) is refused: it comes whole, so that its replace reconciles against what
+    /// the lost one's parts left.
+    pub fn begin_list_in_parts(&self) -> bool {
+        let mut st = self.state.lock();
+        if st.closed || st.progress.is_populated() {
+            return false;
+        }
+        match st.parts {
+            Parts::Open { queued: true } | Parts::Spoiled => {
+                st.parts = Parts::Spoiled;
+                false
+            }
+            Parts::None | Parts::Open { queued: false } => {
+                st.parts = Parts::Open { queued: false };
+                true
+            }
+        }
+    }
+
+    /// Queues a part of the list begun by [`begin_list_in_parts`](Self::begin_list_in_parts):
+    /// a `Replaced` event per object, transformed as any listed object.
+    ///
+    /// # Errors
+    /// [`Error::Key`] or [`Error::Transform`] for any object, and nothing is queued;
+    /// [`Error::NotInParts`] when no list in parts was begun (or it has ended);
+    /// [`Error::Closed`] after [`close`](Self::close).
+    pub fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
+        let part = self.config.prepare_list(part)?;
+        let mut st = self.state.lock();
+        st.check_open()?;
+        if !matches!(st.parts, Parts::Open { .. }) {
+            return Err(Error::NotInParts);
+        }
+        if part.is_empty() {
+            return Ok(());
+        }
+        st.parts = Parts::Open { queued: true };
+        for (key, obj) in part {
+            st.entries
+                .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
+        }
         let wakers = st.waiters.take();
         drop(st);
         wake_all(wakers);
@@ -548,7 +629,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     }
 }
 
-crate::common::fifo_traits!(InOrderFifo);
+crate::common::fifo_traits!(InOrderFifo, replace_part);
 
 impl<K> fmt::Debug for InOrderFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

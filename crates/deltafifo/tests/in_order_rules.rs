@@ -727,3 +727,116 @@ fn pop_with_reports_the_initial_list_flag() {
         .unwrap();
     assert_eq!(second, (s(&["Added b=1"]), false));
 }
+
+// ---- Rule 52: the first list in parts ----
+
+/// Both modes queue the parts of a first list as they come and sync at its end, once every
+/// part has been processed too — including a part still being processed when the list
+/// ends.
+#[test]
+fn rule52_the_first_list_in_parts_is_queued_as_it_comes_and_syncs_once_all_is_processed() {
+    for f in [InOrderFifo::new(Some(known(&[]))), atomic(true)] {
+        assert!(f.begin_list_in_parts());
+        f.replace_part(vec![obj("a", 1), obj("b", 1)]).unwrap();
+        let first = f.try_pop().unwrap().expect("the first part");
+        assert_eq!(
+            show_item(first.item()),
+            s(&["Replaced a=1", "Replaced b=1"])
+        );
+        assert!(first.is_in_initial_list());
+        f.replace_part(vec![obj("c", 1)]).unwrap();
+        f.replace(vec![obj("d", 1)], "10").unwrap();
+        let rest = f.try_pop().unwrap().expect("the rest");
+        assert_eq!(show_item(rest.item()), s(&["Replaced c=1", "Replaced d=1"]));
+        assert!(rest.is_in_initial_list());
+        drop(rest);
+        assert!(!f.has_synced(), "the first part is still being processed");
+        drop(first);
+        assert!(f.has_synced());
+        assert!(!f.begin_list_in_parts(), "a relist comes whole");
+        f.update(obj("a", 2)).unwrap();
+        assert_eq!(pop_in_order(&f), (s(&["Updated a=2"]), false));
+    }
+}
+
+/// A list that ends without any part queued (one page) is a plain first replace: in
+/// atomic mode one `ReplacedAll`, as client-go queues it.
+#[test]
+fn rule52_a_list_in_parts_that_queued_no_part_ends_as_a_plain_replace() {
+    let f = atomic(true);
+    assert!(f.begin_list_in_parts());
+    f.replace_part(vec![]).unwrap();
+    f.replace(vec![obj("a", 1)], "5").unwrap();
+    assert_eq!(pop_in_order(&f), (s(&["ReplacedAll@5 [a=1]"]), true));
+    assert!(f.has_synced());
+}
+
+/// A list begun again after a part of the one before was queued (the reflector lost it
+/// midway) comes whole, so that its replace tombstones what the lost list's parts left and
+/// the new list does not have.
+#[test]
+fn rule52_a_list_begun_again_after_a_queued_part_comes_whole() {
+    let f = in_order(Some(known(&[])));
+    assert!(f.begin_list_in_parts());
+    f.replace_part(vec![obj("gone", 1), obj("kept", 1)])
+        .unwrap();
+    assert!(!f.begin_list_in_parts());
+    assert!(matches!(
+        f.replace_part(vec![obj("x", 1)]),
+        Err(Error::NotInParts)
+    ));
+    assert!(
+        !f.begin_list_in_parts(),
+        "and stays refused until a list ends"
+    );
+    f.replace(vec![obj("kept", 2)], "20").unwrap();
+    assert_eq!(
+        flat(drain_in_order(&f)),
+        s(&[
+            "Replaced gone=1",
+            "Replaced kept=1",
+            "Deleted ~gone=1",
+            "Replaced kept=2"
+        ])
+    );
+    assert!(f.has_synced());
+
+    let f = atomic(true);
+    assert!(f.begin_list_in_parts());
+    f.replace_part(vec![obj("gone", 1)]).unwrap();
+    assert!(!f.begin_list_in_parts());
+    f.replace(vec![obj("kept", 2)], "20").unwrap();
+    assert_eq!(
+        drain_in_order(&f),
+        [s(&["Replaced gone=1"]), s(&["ReplacedAll@20 [kept=2]"])]
+    );
+}
+
+#[test]
+fn rule52_a_part_needs_a_list_in_parts_and_checks_every_key_first() {
+    let f = atomic(true);
+    assert!(matches!(
+        f.replace_part(vec![obj("a", 1)]),
+        Err(Error::NotInParts)
+    ));
+    assert!(f.begin_list_in_parts());
+    assert!(is_key_error(f.replace_part(vec![obj("a", 1), nameless()])));
+    assert!(f.is_empty(), "nothing of a refused part is queued");
+    f.close();
+    assert!(!f.begin_list_in_parts());
+    assert!(matches!(
+        f.replace_part(vec![obj("a", 1)]),
+        Err(Error::Closed)
+    ));
+}
+
+#[test]
+fn rule52_the_sink_trait_reaches_the_parts() {
+    let f: Arc<dyn Sink<Obj>> = Arc::new(atomic(false));
+    assert!(f.begin_list_in_parts());
+    f.replace_part(vec![obj("a", 1)]).unwrap();
+    assert!(matches!(
+        delta_fifo(Some(known(&[])), true).replace_part(vec![obj("a", 1)]),
+        Err(_)
+    ));
+}
