@@ -38,7 +38,8 @@ pub trait KnownObjects<K>: Send + Sync {
     /// The object stored under `key` if the store can hand out the very allocation it
     /// keeps, without making one: what a relist needs to keep an unchanged object's cached
     /// `Arc` instead of the copy it just decoded, so as not to hold two copies of the cache
-    /// (the reflector does not do that yet). The default is [`get_by_key`](Self::get_by_key); a store that keeps objects
+    /// (the reflector does that), and what the informer passes as an update's old version.
+    /// The default is [`get_by_key`](Self::get_by_key); a store that keeps objects
     /// in another form (encoded) returns what it can give without building a new object,
     /// or `None`.
     fn get_shared(&self, key: &str) -> Option<Arc<K>> {

@@ -888,7 +888,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             return;
         }
         // Sync, Replaced, Added, Updated: update if present, else add.
-        match self.store.get_by_key(key.as_str()) {
+        match self.stored_version(key, obj) {
             Some(old) => {
                 if let Err(err) = self.store.update(Arc::clone(obj)) {
                     tracing::warn!(%key, error = %ErrorChain(&err), "cannot update the cache");
@@ -907,6 +907,27 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
                 };
                 self.processor.distribute(&n, false);
             }
+        }
+    }
+
+    /// What the store holds under `key`, the old version of `obj`: the stored object when
+    /// the store can hand it out as it is ([`KnownObjects::get_shared`]); else `obj` itself
+    /// when the store holds the same version (same non-empty resource version), which a
+    /// store that keeps objects encoded answers without decoding, so that a relist or a
+    /// resync does not decode a second copy of everything unchanged; else the stored object
+    /// decoded.
+    fn stored_version(&self, key: &ObjectKey, obj: &Arc<K>) -> Option<Arc<K>> {
+        let key = key.as_str();
+        if let Some(stored) = self.store.get_shared(key) {
+            return Some(stored);
+        }
+        let same_version = obj
+            .object_resource_version()
+            .is_some_and(|rv| self.store.contains_version(key, rv));
+        if same_version {
+            Some(Arc::clone(obj))
+        } else {
+            self.store.get_by_key(key)
         }
     }
 
@@ -934,7 +955,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             .collect();
         let replacements: Vec<(Option<Arc<K>>, Arc<K>)> = objects
             .iter()
-            .map(|(k, o)| (self.store.get_by_key(k.as_str()), Arc::clone(o)))
+            .map(|(k, o)| (self.stored_version(k, o), Arc::clone(o)))
             .collect();
         let list = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
         if let Err(err) = self.store.replace(list, rv) {

@@ -549,3 +549,63 @@ async fn handlers_behind_box_and_arc() {
     eventually("delete", SECS5, || deletes.load(Ordering::SeqCst) == 1).await;
     eventually("adds", SECS5, || count.load(Ordering::SeqCst) == 2).await;
 }
+
+/// Rule 52: the in-order FIFOs take the first list in parts, so the cache holds the first
+/// pages while the last one is still being fetched; `has_synced` waits for the end and
+/// every add of the list is in the initial list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule52_the_cache_fills_while_the_first_list_still_arrives() {
+    for kind in [FifoKind::InOrder, FifoKind::InOrderAtomic] {
+        let fake = kinformer_reflector::fake::FakeListerWatcher::new();
+        let cache: Arc<std::sync::OnceLock<SharedIndexInformer<Obj>>> = Arc::default();
+        let seen_at_last_page = Arc::new(AtomicUsize::new(usize::MAX));
+        let (c, seen) = (Arc::clone(&cache), Arc::clone(&seen_at_last_page));
+        fake.on_list(move |o| {
+            let page =
+                |p: &str| -> Vec<Obj> { (0..500).map(|i| obj(&format!("{p}{i}"), "1")).collect() };
+            Ok(match o.continue_token.as_deref() {
+                None => ListPage::new(page("a"), "7").with_continue("c1"),
+                Some("c1") => ListPage::new(page("b"), "7").with_continue("c2"),
+                Some(_) => {
+                    // The reflector waits for this page: give the informer up to 5 s to
+                    // cache the two before it (a whole list would cache none yet).
+                    let informer = c.get().expect("built");
+                    let start = Instant::now();
+                    // Off the runtime's worker, so that the informer's task runs meanwhile.
+                    tokio::task::block_in_place(|| {
+                        while informer.indexer().list_keys().len() < 1000 && start.elapsed() < SECS5
+                        {
+                            std::thread::sleep(Duration::from_millis(2));
+                        }
+                    });
+                    seen.store(informer.indexer().list_keys().len(), Ordering::SeqCst);
+                    assert!(!informer.has_synced());
+                    ListPage::new(page("c"), "7")
+                }
+            })
+        });
+        let (tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        let informer = SharedIndexInformer::builder(fake)
+            .fifo(kind)
+            .watch_list(false)
+            .build();
+        let _ = cache.set(informer.clone());
+        let rec = Recorder::new();
+        let reg = informer.add_event_handler(rec.clone()).unwrap();
+        let handle = informer.start().unwrap();
+        eventually("sync", 2 * SECS5, || reg.has_synced()).await;
+        assert_eq!(seen_at_last_page.load(Ordering::SeqCst), 1000, "{kind:?}");
+        assert_eq!(informer.indexer().list_keys().len(), 1500);
+        let events = rec.events();
+        assert_eq!(events.len(), 1500);
+        assert!(
+            events.iter().all(|e| matches!(e, Ev::Add(_, _, true))),
+            "{kind:?}"
+        );
+        tx.send(Ok(WatchEvent::Added(obj("late", "8"))));
+        eventually("the watch", SECS5, || rec.len() == 1501).await;
+        assert_eq!(rec.events()[1500], add("late", "8", false));
+        handle.stop().await.unwrap();
+    }
+}

@@ -162,6 +162,17 @@ impl Error {
         matches!(self, Self::Sink(kinformer_core::Error::Closed))
     }
 
+    /// A streaming list sent a second event for an object it had already listed and the
+    /// reflector had handed on in a part of the list: the API server sends each object once
+    /// before the end bookmark. The round falls back to List+Watch.
+    pub(crate) fn handed_twice() -> Self {
+        Self::Decode {
+            what: "streaming list".to_owned(),
+            detail: "a second event for an object before the initial-events-end bookmark"
+                .to_owned(),
+        }
+    }
+
     /// A watch that failed to start with this error is retried after a backoff without a
     /// relist (client-go's `isWatchErrorRetriable`, widened from "connection refused" to
     /// every failure to reach the server: its last resourceVersion is still good).

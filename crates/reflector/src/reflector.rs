@@ -1,5 +1,5 @@
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +22,10 @@ use crate::{
 
 /// client-go's page size for lists.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
+
+/// How many objects of a streaming list the reflector hands to a sink that takes the list
+/// in parts ([`Sink::begin_list_in_parts`]) at a time: a page's worth.
+const STREAMED_PART: usize = DEFAULT_PAGE_SIZE as usize;
 /// The shortest watch timeout; each watch picks one at random in `[min, 2 * min]`.
 pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 /// A watch that ends sooner than this without any event is a [`Error::VeryShortWatch`].
@@ -407,7 +411,7 @@ where
             st.rv_unavailable = false;
             let span = tracing::Span::current();
             span.record("pages", listed.pages);
-            span.record("items", listed.items.len());
+            span.record("items", listed.count);
             let mut items = listed.items;
             items.extend(self.still_cached(&listed.undecodable));
             self.sink
@@ -423,11 +427,15 @@ where
     }
 
     /// client-go's pager: pages with continue tokens; a continue token that expired
-    /// falls back to one unpaged list at the same RV.
+    /// falls back to one unpaged list at the same RV. Every page but the last goes to a sink
+    /// that takes the list in parts as soon as it is decoded; the rest is in what it
+    /// returns.
     async fn paged_list(&self, rv: &str, page_size: Option<u32>) -> Result<Listed<K>, Error> {
         let mut opts = ListOptions::new(rv, page_size);
+        let in_parts = self.sink.begin_list_in_parts();
         let mut listed = Listed {
             items: Vec::new(),
+            count: 0,
             undecodable: Vec::new(),
             resource_version: String::new(),
             paginated: false,
@@ -442,6 +450,10 @@ where
                         "continue token expired: full list instead"
                     );
                     let full = self.lw.list(&ListOptions::new(rv, None)).await?;
+                    // Starts the list over: parts already handed over make the sink take
+                    // this one whole.
+                    self.sink.begin_list_in_parts();
+                    listed.count = full.items.len();
                     listed.items = full
                         .items
                         .into_iter()
@@ -458,6 +470,7 @@ where
                 listed.resource_version = page.resource_version;
             }
             listed.pages += 1;
+            listed.count += page.items.len();
             for obj in page.items {
                 listed
                     .items
@@ -467,6 +480,11 @@ where
             listed.undecodable.extend(skipped);
             match page.continue_token {
                 Some(token) => {
+                    if in_parts {
+                        self.sink
+                            .replace_part(std::mem::take(&mut listed.items))
+                            .map_err(Error::Sink)?;
+                    }
                     opts.continue_token = Some(token);
                     // The server refuses an RV together with a continue token.
                     opts.resource_version.clear();
@@ -519,6 +537,7 @@ where
                     },
                 };
                 let mut temp = TempStore::default();
+                let in_parts = self.sink.begin_list_in_parts();
                 // Objects of the list that did not decode: kept at their cached version.
                 let mut undecodable: Vec<ObjectKey> = Vec::new();
                 let mut events = 0u64;
@@ -538,6 +557,9 @@ where
                     let ev = match item {
                         None => break None,
                         Some(Err(Error::Undecodable { object, deleted })) => {
+                            if temp.was_handed(&object.key) {
+                                break Some(Error::handed_twice());
+                            }
                             if deleted {
                                 undecodable.retain(|k| *k != object.key);
                                 temp.remove_key(&object.key);
@@ -563,13 +585,26 @@ where
                                 Ok(o) => self.shared_if_unchanged(o),
                                 Err(e) => break Some(e),
                             };
-                            if let Err(e) = temp.put(o) {
-                                let e = Error::InvalidObject(e);
-                                tracing::warn!(error = %ErrorChain(&e), "skipping an object of the streaming list");
-                                self.report(&e);
+                            match temp.put(o) {
+                                Ok(true) => {}
+                                Ok(false) => break Some(Error::handed_twice()),
+                                Err(e) => {
+                                    let e = Error::InvalidObject(e);
+                                    tracing::warn!(error = %ErrorChain(&e), "skipping an object of the streaming list");
+                                    self.report(&e);
+                                }
+                            }
+                            if in_parts && temp.len() >= STREAMED_PART {
+                                self.sink
+                                    .replace_part(temp.take_part())
+                                    .map_err(Error::Sink)?;
                             }
                         }
-                        WatchEvent::Deleted(o) => temp.remove(&o),
+                        WatchEvent::Deleted(o) => {
+                            if !temp.remove(&o) {
+                                break Some(Error::handed_twice());
+                            }
+                        }
                         WatchEvent::Bookmark(b) if b.initial_events_end => {
                             let mut items = temp.into_items();
                             items.extend(self.still_cached(&undecodable));
@@ -857,6 +892,8 @@ fn default_error_handler(e: &Error) {
 struct Listed<K> {
     items: Vec<Arc<K>>,
     /// Keys of the objects that did not decode.
+    /// How many objects the list had, including those handed to the sink in parts.
+    count: usize,
     undecodable: Vec<ObjectKey>,
     resource_version: String,
     paginated: bool,
@@ -908,11 +945,14 @@ impl<K> WatchEvent<K> {
     }
 }
 
-/// The objects of a streaming list until its end bookmark, in arrival order.
+/// The objects of a streaming list until its end bookmark, in arrival order, less those
+/// already handed to a sink that takes the list in parts.
 struct TempStore<K> {
     /// foldhash, seeded per map, as the FIFOs' and the store's maps of the same keys.
     index: HashMap<ObjectKey, usize, foldhash::fast::RandomState>,
     items: Vec<Option<Arc<K>>>,
+    /// Keys of the objects handed over in parts ([`TempStore::take_part`]).
+    handed: HashSet<ObjectKey, foldhash::fast::RandomState>,
 }
 
 impl<K> Default for TempStore<K> {
@@ -920,13 +960,19 @@ impl<K> Default for TempStore<K> {
         Self {
             index: HashMap::default(),
             items: Vec::new(),
+            handed: HashSet::default(),
         }
     }
 }
 
 impl<K: MetaObject> TempStore<K> {
-    fn put(&mut self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+    /// Keeps `obj`, over an earlier version of it; `false` (and nothing kept) when a part
+    /// handed it over already.
+    fn put(&mut self, obj: Arc<K>) -> Result<bool, kinformer_core::Error> {
         let key = meta_namespace_key(&*obj)?;
+        if self.handed.contains(&key) {
+            return Ok(false);
+        }
         match self.index.entry(key) {
             Entry::Occupied(e) => {
                 if let Some(slot) = self.items.get_mut(*e.get()) {
@@ -938,12 +984,18 @@ impl<K: MetaObject> TempStore<K> {
                 self.items.push(Some(obj));
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    fn remove(&mut self, obj: &K) {
-        if let Ok(key) = meta_namespace_key(obj) {
-            self.remove_key(&key);
+    /// Forgets `obj`; `false` when a part handed it over already.
+    fn remove(&mut self, obj: &K) -> bool {
+        match meta_namespace_key(obj) {
+            Ok(key) if self.handed.contains(&key) => false,
+            Ok(key) => {
+                self.remove_key(&key);
+                true
+            }
+            Err(_) => true,
         }
     }
 
@@ -953,6 +1005,24 @@ impl<K: MetaObject> TempStore<K> {
         {
             *slot = None;
         }
+    }
+
+    fn was_handed(&self, key: &ObjectKey) -> bool {
+        self.handed.contains(key)
+    }
+
+    /// How many objects it holds.
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Everything it holds, to hand over as a part of the list; their keys are remembered.
+    fn take_part(&mut self) -> Vec<Arc<K>> {
+        self.handed.extend(self.index.drain().map(|(k, _)| k));
+        std::mem::take(&mut self.items)
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     fn into_items(self) -> Vec<Arc<K>> {

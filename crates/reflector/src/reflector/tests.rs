@@ -63,6 +63,8 @@ struct Rec {
     replaced: Mutex<Vec<Arc<Obj>>>,
     refuse: Mutex<Option<String>>,
     closed: AtomicBool,
+    /// Whether it takes lists in parts (`begin_list_in_parts`).
+    parts: AtomicBool,
     resyncs: Mutex<Vec<Instant>>,
 }
 
@@ -107,6 +109,12 @@ impl Sink<Obj> for Rec {
         } else {
             self.push(format!("replace [{}] @{rv}", names.join(",")))
         }
+    }
+    fn begin_list_in_parts(&self) -> bool {
+        self.parts.load(Ordering::SeqCst) && self.push("begin".into()).is_ok()
+    }
+    fn replace_part(&self, part: Vec<Arc<Obj>>) -> Result<(), SinkError> {
+        self.push(format!("part {} items", part.len()))
     }
     fn resync(&self) -> Result<(), SinkError> {
         self.resyncs.lock().unwrap().push(Instant::now());
@@ -267,6 +275,62 @@ async fn first_list_is_at_rv_0_in_pages_of_500_with_continue_tokens_then_watches
     assert_eq!(h.status().last_sync_resource_version(), "100");
     assert!(h.status().has_synced());
     assert_eq!(h.status().syncs(), 1);
+}
+
+/// Rule 52: a sink that takes the list in parts gets every page but the last as soon as
+/// it is decoded, and the last page ends the list.
+#[tokio::test(start_paused = true)]
+async fn rule52_a_paged_list_reaches_a_sink_taking_parts_page_by_page() {
+    let s = Setup::new();
+    s.sink.parts.store(true, Ordering::SeqCst);
+    s.fake.on_list(|o| {
+        Ok(match o.continue_token.as_deref() {
+            None => ListPage::new(objs("a", 500), "100").with_continue("c1"),
+            Some("c1") => ListPage::new(objs("b", 500), "999").with_continue("c2"),
+            Some(_) => ListPage::new(objs("c", 200), "999"),
+        })
+    });
+    let _tx = open_watch(&s.fake);
+    let h = spawn(s.reflector());
+    until("the watch", || !s.fake.watch_calls().is_empty()).await;
+    assert_eq!(
+        s.sink.calls(),
+        [
+            "begin",
+            "part 500 items",
+            "part 500 items",
+            "replace 200 items @100"
+        ]
+    );
+    assert_eq!(s.fake.watch_calls()[0].resource_version, "100");
+    assert!(h.status().has_synced());
+}
+
+/// Rule 52: the full list after an expired continue token starts the list over, so a sink
+/// that had parts takes it whole.
+#[tokio::test(start_paused = true)]
+async fn rule52_an_expired_continue_token_starts_a_list_in_parts_over() {
+    let s = Setup::new();
+    s.sink.parts.store(true, Ordering::SeqCst);
+    s.fake
+        .on_list(|o| match (o.continue_token.as_deref(), o.limit) {
+            (None, Some(500)) => Ok(ListPage::new(objs("a", 2), "10").with_continue("c1")),
+            (Some("c1"), _) => Err(status(410, "Expired")),
+            (None, None) => Ok(ListPage::new(objs("full", 3), "12")),
+            other => panic!("unexpected list {other:?}"),
+        });
+    let _tx = open_watch(&s.fake);
+    let _h = spawn(s.reflector());
+    until("the watch", || !s.fake.watch_calls().is_empty()).await;
+    assert_eq!(
+        s.sink.calls(),
+        [
+            "begin",
+            "part 2 items",
+            "begin",
+            "replace [full0,full1,full2] @12"
+        ]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -886,6 +950,60 @@ async fn a_streaming_list_syncs_only_at_the_initial_events_end_bookmark_and_the_
     assert_eq!(h.status().last_sync_resource_version(), "9");
     assert_eq!(s.fake.watch_calls().len(), 1);
     assert!(s.fake.list_calls().is_empty(), "no list in streaming mode");
+}
+
+/// Rule 52: a streaming list reaches a sink that takes it in parts 500 objects at a time,
+/// before its end bookmark; the bookmark ends it with the rest.
+#[tokio::test(start_paused = true)]
+async fn rule52_a_streaming_list_reaches_a_sink_taking_parts_500_objects_at_a_time() {
+    let s = Setup::new();
+    s.sink.parts.store(true, Ordering::SeqCst);
+    let tx = open_watch(&s.fake);
+    s.fake.serve_watch_list(true);
+    let h = spawn(s.reflector());
+    until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
+    for i in 0..1200 {
+        tx.send(added(&format!("p{i}"), 5));
+    }
+    // An object still held may change before the end; only what was handed on may not.
+    tx.send(added("p1100", 6));
+    until("two parts", || s.sink.calls().len() == 3).await;
+    assert_eq!(
+        s.sink.calls(),
+        ["begin", "part 500 items", "part 500 items"]
+    );
+    assert!(!h.status().has_synced());
+    tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("8", true))));
+    until("the end", || s.sink.calls().len() == 4).await;
+    assert_eq!(s.sink.calls()[3], "replace 200 items @8");
+    assert!(h.status().has_synced());
+    assert!(s.errors.kinds().is_empty());
+}
+
+/// Rule 52: a second event for an object already handed on in a part (which an API server
+/// does not send before the end bookmark) fails the streaming list, and the round falls
+/// back to List+Watch, whose list starts over.
+#[tokio::test(start_paused = true)]
+async fn rule52_a_second_event_for_an_object_handed_on_falls_back_to_list_and_watch() {
+    let s = Setup::new();
+    s.sink.parts.store(true, Ordering::SeqCst);
+    s.fake
+        .on_list(|_| Ok(ListPage::new(vec![obj("a", 3)], "10")));
+    let tx = open_watch(&s.fake);
+    let _after = open_watch(&s.fake);
+    s.fake.serve_watch_list(true);
+    let _h = spawn(s.reflector());
+    until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
+    for i in 0..500 {
+        tx.send(added(&format!("p{i}"), 5));
+    }
+    tx.send(Ok(WatchEvent::Deleted(obj("p7", 6))));
+    until("the list", || !s.fake.list_calls().is_empty()).await;
+    until("the replace", || s.sink.has("replace [a] @10")).await;
+    assert_eq!(
+        s.sink.calls(),
+        ["begin", "part 500 items", "begin", "replace [a] @10"]
+    );
 }
 
 #[tokio::test(start_paused = true)]
