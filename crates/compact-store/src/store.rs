@@ -292,11 +292,24 @@ where
         self.inner.delete(entry)
     }
 
-    fn replace_all(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
+    /// Replaces everything with `list` and the entries held under `keep` (left as they
+    /// are: not decoded, not encoded again), in one write of the inner store.
+    fn replace_all(
+        &self,
+        list: Vec<Arc<K>>,
+        keep: &[ObjectKey],
+        resource_version: &str,
+    ) -> Result<(), Error> {
         let mut labels = self.lock_writer();
         let registered = self.registered();
         let mut buf = Vec::new();
-        let mut entries = Vec::with_capacity(list.len());
+        let mut entries = Vec::with_capacity(list.len() + keep.len());
+        // Read under the writer's lock: no write can come between these reads and the
+        // replace.
+        entries.extend(
+            keep.iter()
+                .filter_map(|k| self.inner.get_by_key(k.as_str())),
+        );
         for obj in list {
             entries.push(Arc::new(self.entry(
                 &registered,
@@ -411,7 +424,20 @@ where
         Ok(self.remove(&obj)?)
     }
     fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
-        Ok(self.replace_all(list, rv)?)
+        Ok(self.replace_all(list, &[], rv)?)
+    }
+    /// Yes: an unchanged object keeps its entry as it is, so a relist neither decodes
+    /// nor encodes it.
+    fn keeps_unchanged(&self) -> bool {
+        true
+    }
+    fn replace_keeping(
+        &self,
+        list: Vec<Arc<K>>,
+        unchanged: Vec<ObjectKey>,
+        rv: &str,
+    ) -> Result<(), kinformer_core::Error> {
+        Ok(self.replace_all(list, &unchanged, rv)?)
     }
     /// Nothing to do for a cache.
     fn resync(&self) -> Result<(), kinformer_core::Error> {

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use crate::Error;
+use crate::{Error, ObjectKey};
 
 /// What the reflector writes through: client-go's `ReflectorStore` plus bookmarks.
 ///
@@ -90,6 +90,35 @@ pub trait Sink<K>: Send + Sync {
         ))
     }
 
+    /// Whether the sink takes a relist's unchanged objects as keys
+    /// ([`replace_keeping`](Sink::replace_keeping)) instead of objects. The default is
+    /// `false`.
+    fn keeps_unchanged(&self) -> bool {
+        false
+    }
+
+    /// A full list, as [`replace`](Sink::replace), of which the objects under the keys in
+    /// `unchanged` are the very versions the sink's consumer already holds: the caller
+    /// checked their resource versions against it and drops its decoded copies, so that a
+    /// relist over a cache that keeps objects encoded does not hold a second, decoded copy
+    /// of everything unchanged. Keys in `unchanged` count as listed and keep what is held
+    /// (a key no longer held by then is left out, as an object deleted meanwhile).
+    ///
+    /// # Errors
+    /// As [`replace`](Sink::replace); the default, for sinks that do not
+    /// [keep unchanged objects](Sink::keeps_unchanged), refuses the list.
+    fn replace_keeping(
+        &self,
+        list: Vec<Arc<K>>,
+        unchanged: Vec<ObjectKey>,
+        resource_version: &str,
+    ) -> Result<(), Error> {
+        let _ = (list, unchanged, resource_version);
+        Err(Error::Other(
+            "this sink takes every listed object: replace_keeping without keeps_unchanged".into(),
+        ))
+    }
+
     /// The periodic resync: re-deliver what is known.
     ///
     /// # Errors
@@ -125,6 +154,17 @@ impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
     }
     fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
         (**self).replace_part(part)
+    }
+    fn keeps_unchanged(&self) -> bool {
+        (**self).keeps_unchanged()
+    }
+    fn replace_keeping(
+        &self,
+        list: Vec<Arc<K>>,
+        unchanged: Vec<ObjectKey>,
+        resource_version: &str,
+    ) -> Result<(), Error> {
+        (**self).replace_keeping(list, unchanged, resource_version)
     }
     fn resync(&self) -> Result<(), Error> {
         (**self).resync()
@@ -179,6 +219,21 @@ mod tests {
         fn replace_part(&self, part: Vec<Arc<u32>>) -> Result<(), Error> {
             self.push(format!("part {}", part.len()))
         }
+        fn keeps_unchanged(&self) -> bool {
+            true
+        }
+        fn replace_keeping(
+            &self,
+            list: Vec<Arc<u32>>,
+            unchanged: Vec<ObjectKey>,
+            rv: &str,
+        ) -> Result<(), Error> {
+            self.push(format!(
+                "replace {} + {} @{rv}",
+                list.len(),
+                unchanged.len()
+            ))
+        }
         fn resync(&self) -> Result<(), Error> {
             self.push("resync".into())
         }
@@ -197,6 +252,10 @@ mod tests {
         via_arc
             .replace(vec![Arc::new(1), Arc::new(2)], "5")
             .unwrap();
+        assert!(via_arc.keeps_unchanged());
+        via_arc
+            .replace_keeping(vec![Arc::new(1)], vec![ObjectKey::parse("a").unwrap()], "6")
+            .unwrap();
         via_arc.add(Arc::new(3)).unwrap();
         via_arc.update(Arc::new(3)).unwrap();
         via_arc.delete(Arc::new(3)).unwrap();
@@ -209,6 +268,7 @@ mod tests {
                 "begin",
                 "part 1",
                 "replace 2 @5",
+                "replace 1 + 1 @6",
                 "add 3",
                 "update 3",
                 "delete 3",
@@ -244,6 +304,11 @@ mod tests {
         assert!(!sink.begin_list_in_parts());
         assert!(matches!(
             sink.replace_part(vec![Arc::new(1)]),
+            Err(Error::Other(_))
+        ));
+        assert!(!sink.keeps_unchanged());
+        assert!(matches!(
+            sink.replace_keeping(vec![], vec![], "1"),
             Err(Error::Other(_))
         ));
     }

@@ -310,10 +310,11 @@ impl<K> InFlight<K> {
 }
 
 /// The trait glue both FIFOs share: `PopDone`, `FifoQueue` and `Sink` over their inherent
-/// methods (`fifo_traits!(Fifo, replace_part)` for a FIFO that takes lists in parts). Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
+/// methods (`fifo_traits!(Fifo, replace_part, replace_keeping)` for a FIFO that takes lists in parts
+/// and unchanged objects as keys). Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
 /// `closed`, `waiters`) and a `take` that pops the next item under the lock.
 macro_rules! fifo_traits {
-    ($fifo:ident $(, $parts:ident)?) => {
+    ($fifo:ident $(, $parts:ident, $keeping:ident)?) => {
         impl<K: Send + Sync + 'static> $crate::PopDone<K> for $fifo<K> {
             fn pop_done(&self, item: &$crate::Item<K>, token: usize) {
                 let mut st = self.state.lock();
@@ -381,6 +382,17 @@ macro_rules! fifo_traits {
                 }
                 fn $parts(&self, part: Vec<std::sync::Arc<K>>) -> Result<(), kinformer_core::Error> {
                     Ok($fifo::replace_part(self, part)?)
+                }
+                fn keeps_unchanged(&self) -> bool {
+                    $fifo::keeps_unchanged(self)
+                }
+                fn $keeping(
+                    &self,
+                    list: Vec<std::sync::Arc<K>>,
+                    unchanged: Vec<kinformer_core::ObjectKey>,
+                    resource_version: &str,
+                ) -> Result<(), kinformer_core::Error> {
+                    Ok($fifo::replace_keeping(self, list, unchanged, resource_version)?)
                 }
             )?
             fn resync(&self) -> Result<(), kinformer_core::Error> {

@@ -21,11 +21,12 @@ pub enum Error {
     #[error("invalid FIFO configuration: {0}")]
     Config(&'static str),
 
-    /// A part of a list came while no list in parts was under way (`replace_part` without
-    /// `begin_list_in_parts` answering `true`, or after the list's end). Nothing was
-    /// queued.
-    #[error("a part of a list without a list in parts under way")]
-    NotInParts,
+    /// A call out of the sink's protocol (see the message): a part of a list while no list
+    /// in parts is under way (`replace_part` without `begin_list_in_parts` answering `true`,
+    /// or after the list's end), or unchanged objects as keys where every object is needed
+    /// (`replace_keeping` without `keeps_unchanged` answering `true`). Nothing was queued.
+    #[error("out of the sink protocol: {0}")]
+    Protocol(&'static str),
 }
 
 /// What the reflector sees through [`kinformer_core::Sink`]: key errors stay core key errors,
@@ -36,7 +37,7 @@ impl From<Error> for kinformer_core::Error {
             Error::Key(inner) => inner,
             Error::Closed => kinformer_core::Error::Closed,
             Error::Transform(inner) => kinformer_core::Error::Other(inner),
-            other @ (Error::Config(_) | Error::NotInParts) => {
+            other @ (Error::Config(_) | Error::Protocol(_)) => {
                 kinformer_core::Error::Other(Box::new(other))
             }
         }

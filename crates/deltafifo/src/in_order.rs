@@ -46,7 +46,7 @@ pub const DEFAULT_BATCH_SIZE: usize = 1000;
 /// fifo.update(Arc::new(Obj("a")))?;
 ///
 /// let first = fifo.pop()?;
-/// let Item::ReplacedAll { objects, resource_version } = first.item() else { unreachable!() };
+/// let Item::ReplacedAll { objects, resource_version, .. } = first.item() else { unreachable!() };
 /// assert_eq!((objects.len(), resource_version.as_str()), (2, "10"));
 /// assert!(first.is_in_initial_list());
 /// drop(first);
@@ -66,7 +66,11 @@ pub struct InOrderFifo<K> {
 
 enum Entry<K> {
     Event(ObjectKey, Delta<K>),
-    ReplacedAll(Vec<(ObjectKey, Arc<K>)>, String),
+    ReplacedAll {
+        objects: Vec<(ObjectKey, Arc<K>)>,
+        unchanged: Vec<ObjectKey>,
+        resource_version: String,
+    },
     SyncAll,
     Bookmark(String),
 }
@@ -279,11 +283,42 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     /// [`Error::Key`] or [`Error::Transform`] for any listed object, and the queue is
     /// unchanged; [`Error::Closed`] after [`close`](Self::close).
     pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
+        self.replace_keeping(list, Vec::new(), resource_version)
+    }
+
+    /// Whether [`replace_keeping`](Self::replace_keeping) takes unchanged objects as keys:
+    /// in atomic mode, where the informer reconciles the list against the store.
+    pub fn keeps_unchanged(&self) -> bool {
+        self.atomic
+    }
+
+    /// A [`replace`](Self::replace) whose objects under the keys in `unchanged` are the
+    /// versions the store holds (see
+    /// [`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)): queued with them
+    /// in the one [`Item::ReplacedAll`]. Those keys are not transformed again (the store holds
+    /// them transformed).
+    ///
+    /// # Errors
+    /// As [`replace`](Self::replace); [`Error::Protocol`] for unchanged keys in per-object
+    /// mode or at the end of a list in parts (both need every object), and nothing is
+    /// queued.
+    pub fn replace_keeping(
+        &self,
+        list: Vec<Arc<K>>,
+        unchanged: Vec<ObjectKey>,
+        resource_version: &str,
+    ) -> Result<(), Error> {
         let list = self.config.prepare_list(list)?;
         let mut st = self.state.lock();
         st.check_open()?;
-        let parts = std::mem::take(&mut st.parts);
-        if parts == (Parts::Open { queued: true }) {
+        let end_of_parts = st.parts == (Parts::Open { queued: true });
+        if !unchanged.is_empty() && (end_of_parts || !self.atomic) {
+            return Err(Error::Protocol(
+                "unchanged objects as keys need the atomic mode and a list that came whole",
+            ));
+        }
+        st.parts = Parts::None;
+        if end_of_parts {
             // The end of a first list taken in parts: its parts are all the queue and the
             // store hold (nothing had synced, no other list left parts), so there is
             // nothing to tombstone; the rest follows its parts.
@@ -292,8 +327,11 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
                     .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
             }
         } else if self.atomic {
-            st.entries
-                .push_back(Entry::ReplacedAll(list, resource_version.to_owned()));
+            st.entries.push_back(Entry::ReplacedAll {
+                objects: list,
+                unchanged,
+                resource_version: resource_version.to_owned(),
+            });
         } else {
             self.reconcile_locked(&mut st, list);
         }
@@ -339,14 +377,16 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     ///
     /// # Errors
     /// [`Error::Key`] or [`Error::Transform`] for any object, and nothing is queued;
-    /// [`Error::NotInParts`] when no list in parts was begun (or it has ended);
+    /// [`Error::Protocol`] when no list in parts was begun (or it has ended);
     /// [`Error::Closed`] after [`close`](Self::close).
     pub fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
         let part = self.config.prepare_list(part)?;
         let mut st = self.state.lock();
         st.check_open()?;
         if !matches!(st.parts, Parts::Open { .. }) {
-            return Err(Error::NotInParts);
+            return Err(Error::Protocol(
+                "a part of a list without a list in parts under way",
+            ));
         }
         if part.is_empty() {
             return Ok(());
@@ -549,8 +589,13 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
                         deltas: vec![delta],
                     }
                 }
-                Entry::ReplacedAll(objects, resource_version) => Item::ReplacedAll {
+                Entry::ReplacedAll {
                     objects,
+                    unchanged,
+                    resource_version,
+                } => Item::ReplacedAll {
+                    objects,
+                    unchanged,
                     resource_version,
                 },
                 Entry::SyncAll => Item::SyncAll,
@@ -629,7 +674,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     }
 }
 
-crate::common::fifo_traits!(InOrderFifo, replace_part);
+crate::common::fifo_traits!(InOrderFifo, replace_part, replace_keeping);
 
 impl<K> fmt::Debug for InOrderFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -35,10 +35,16 @@ pub enum Item<K> {
     /// Distinct keys make the batch safe to apply as one store transaction.
     Batch(Vec<(ObjectKey, Delta<K>)>),
     /// Atomic mode: a full relist at `resource_version`. The objects are already
-    /// transformed and keyed; store keys absent from them were deleted while nobody watched.
+    /// transformed and keyed; store keys absent from them and from `unchanged` were deleted
+    /// while nobody watched.
     ReplacedAll {
         /// The listed objects with their keys, in list order.
         objects: Vec<(ObjectKey, Arc<K>)>,
+        /// Listed objects the store holds at the listed version already, by key, given
+        /// instead of the objects ([`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)):
+        /// the store keeps what it has. Empty but for relists over a store that cannot hand
+        /// out what it holds without decoding it.
+        unchanged: Vec<ObjectKey>,
         /// The resource version of the list.
         resource_version: String,
     },
@@ -242,6 +248,7 @@ mod tests {
         assert!(!batch.is_empty());
         let all: Item<u32> = Item::ReplacedAll {
             objects: vec![],
+            unchanged: vec![],
             resource_version: "1".into(),
         };
         assert_eq!(all.keys().count(), 0);

@@ -140,6 +140,11 @@
 //! - `has_synced` turns true when the last initial item has been processed, not popped.
 //! - After `close`, writes fail with [`Error::Closed`] (kinformer-core's `Sink` contract;
 //!   client-go accepts them), so that the reflector of a stopped informer stops.
+//! - The [`InOrderFifo`] takes the first list in parts as it arrives
+//!   ([`InOrderFifo::begin_list_in_parts`], rule 52), in atomic mode too, so the informer
+//!   caches the first pages while the last ones are fetched and never holds the whole
+//!   decoded list at once; client-go queues the whole list at its end, in atomic mode as one
+//!   store transaction. `has_synced` still waits for the list's end. Relists come whole.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;

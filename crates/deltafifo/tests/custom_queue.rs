@@ -56,6 +56,7 @@ impl Sink<Obj> for LogQueue {
             .collect::<Result<_, kinformer_core::Error>>()?;
         self.push(Item::ReplacedAll {
             objects,
+            unchanged: Vec::new(),
             resource_version: rv.to_string(),
         });
         Ok(())

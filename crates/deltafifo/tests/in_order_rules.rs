@@ -783,7 +783,7 @@ fn rule52_a_list_begun_again_after_a_queued_part_comes_whole() {
     assert!(!f.begin_list_in_parts());
     assert!(matches!(
         f.replace_part(vec![obj("x", 1)]),
-        Err(Error::NotInParts)
+        Err(Error::Protocol(_))
     ));
     assert!(
         !f.begin_list_in_parts(),
@@ -817,7 +817,7 @@ fn rule52_a_part_needs_a_list_in_parts_and_checks_every_key_first() {
     let f = atomic(true);
     assert!(matches!(
         f.replace_part(vec![obj("a", 1)]),
-        Err(Error::NotInParts)
+        Err(Error::Protocol(_))
     ));
     assert!(f.begin_list_in_parts());
     assert!(is_key_error(f.replace_part(vec![obj("a", 1), nameless()])));
@@ -840,5 +840,70 @@ fn rule52_the_sink_trait_reaches_the_parts() {
             .replace_part(vec![obj("a", 1)])
             .is_err(),
         "the DeltaFIFO takes lists whole"
+    );
+}
+
+// ---- Rule 53: unchanged objects as keys ----
+
+#[test]
+fn rule53_the_atomic_fifo_queues_unchanged_objects_as_keys_in_its_one_replaced_all() {
+    let f = atomic(false);
+    assert!(f.keeps_unchanged());
+    f.replace_keeping(
+        vec![obj("b", 2)],
+        vec![ObjectKey::parse("a").unwrap()],
+        "10",
+    )
+    .unwrap();
+    let p = f.try_pop().unwrap().expect("the relist");
+    let Item::ReplacedAll {
+        objects,
+        unchanged,
+        resource_version,
+    } = p.item()
+    else {
+        panic!("{:?}", p.item().kind())
+    };
+    assert_eq!(objects.len(), 1);
+    assert_eq!(objects[0].0.as_str(), "b");
+    assert_eq!(
+        unchanged.iter().map(ObjectKey::as_str).collect::<Vec<_>>(),
+        ["a"]
+    );
+    assert_eq!(resource_version, "10");
+    drop(p);
+    assert!(f.has_synced());
+}
+
+/// Per-object mode and the end of a list in parts queue an event per object, so they need
+/// every object: unchanged keys are refused there and nothing is queued.
+#[test]
+fn rule53_unchanged_keys_are_refused_where_every_object_is_needed() {
+    let key = || vec![ObjectKey::parse("a").unwrap()];
+    let f = InOrderFifo::new(Some(known(&[("a", 1)])));
+    assert!(!f.keeps_unchanged());
+    assert!(matches!(
+        f.replace_keeping(vec![obj("b", 2)], key(), "10"),
+        Err(Error::Protocol(_))
+    ));
+    assert!(f.is_empty() && !f.has_synced());
+    f.replace_keeping(vec![obj("b", 2)], vec![], "10").unwrap();
+    assert_eq!(
+        flat(drain_in_order(&f)),
+        s(&["Deleted ~a=1", "Replaced b=2"])
+    );
+
+    let f = atomic(false);
+    assert!(f.begin_list_in_parts());
+    f.replace_part(vec![obj("a", 1)]).unwrap();
+    assert!(matches!(
+        f.replace_keeping(vec![obj("b", 2)], key(), "10"),
+        Err(Error::Protocol(_))
+    ));
+    assert_eq!(f.len(), 1, "only the part is queued");
+    f.replace(vec![obj("b", 2)], "10").unwrap();
+    assert_eq!(
+        flat(drain_in_order(&f)),
+        s(&["Replaced a=1", "Replaced b=2"])
     );
 }

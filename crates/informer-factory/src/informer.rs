@@ -856,8 +856,9 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             }
             Item::ReplacedAll {
                 objects,
+                unchanged,
                 resource_version,
-            } => self.replace_all(objects, resource_version, initial),
+            } => self.replace_all(objects, unchanged, resource_version, initial),
             Item::SyncAll => {
                 for obj in self.store.list() {
                     let n = Notification::Update {
@@ -940,9 +941,22 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
     }
 
     /// client-go's `processReplacedAllInfo`: one `replace` of the store, then deletes
-    /// (tombstones) for the keys that vanished, then adds / updates in list order.
-    fn replace_all(&self, objects: &[(ObjectKey, Arc<K>)], rv: &str, initial: bool) {
-        let listed: HashSet<&str> = objects.iter().map(|(k, _)| k.as_str()).collect();
+    /// (tombstones) for the keys that vanished, then adds / updates in list order. Objects
+    /// listed as `unchanged` keys (the store holds that version) stay as the store holds
+    /// them and are resync updates, so they reach only listeners whose resync is due, after
+    /// the others.
+    fn replace_all(
+        &self,
+        objects: &[(ObjectKey, Arc<K>)],
+        unchanged: &[ObjectKey],
+        rv: &str,
+        initial: bool,
+    ) {
+        let listed: HashSet<&str> = objects
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .chain(unchanged.iter().map(ObjectKey::as_str))
+            .collect();
         let deletions: Vec<DeletedFinalStateUnknown<K>> = self
             .store
             .list_keys()
@@ -957,8 +971,21 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             .iter()
             .map(|(k, o)| (self.stored_version(k, o), Arc::clone(o)))
             .collect();
-        let list = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
-        if let Err(err) = self.store.replace(list, rv) {
+        let mut list: Vec<Arc<K>> = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
+        let replaced = if unchanged.is_empty() {
+            self.store.replace(list, rv)
+        } else if self.store.keeps_unchanged() {
+            self.store.replace_keeping(list, unchanged.to_vec(), rv)
+        } else {
+            // A store that takes only objects gets what it holds back.
+            list.extend(
+                unchanged
+                    .iter()
+                    .filter_map(|k| self.store.get_by_key(k.as_str())),
+            );
+            self.store.replace(list, rv)
+        };
+        if let Err(err) = replaced {
             tracing::warn!(error = %ErrorChain(&err), resource_version = rv, "cannot replace the cache");
             return;
         }
@@ -972,6 +999,17 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
                 None => self
                     .processor
                     .distribute(&Notification::Add { obj: new, initial }, false),
+            }
+        }
+        if self.processor.any_syncing() {
+            for key in unchanged {
+                if let Some(obj) = self.store.get_by_key(key.as_str()) {
+                    let n = Notification::Update {
+                        old: Arc::clone(&obj),
+                        new: obj,
+                    };
+                    self.processor.distribute(&n, true);
+                }
             }
         }
     }

@@ -390,6 +390,12 @@ impl<K: Send + Sync + 'static> Processor<K> {
         }
     }
 
+    /// Whether a listener's resync is due (as [`should_resync`](Self::should_resync) last
+    /// marked them): whether a resync update would reach anyone.
+    pub(crate) fn any_syncing(&self) -> bool {
+        self.lock().iter().any(|e| e.syncing)
+    }
+
     /// client-go's `shouldResync`: marks the listeners whose resync period has elapsed as
     /// syncing (and schedules their next one), the others as not; true if any is due.
     pub(crate) fn should_resync(&self, now: Instant) -> bool {

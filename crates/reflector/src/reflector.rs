@@ -191,23 +191,24 @@ where
         self
     }
 
-    /// `obj` as listed, or the very allocation the cache holds for it when that is the same
-    /// version (same key, same non-empty resource version: the same object version on the
-    /// server) and the cache can hand it out without making one
-    /// ([`KnownObjects::get_shared`]). A relist then holds each unchanged object once, in
-    /// the cache, rather than a decoded copy beside it until the sink replaces the cache:
-    /// the decoded copy is dropped as soon as it is compared. Called on listed objects only,
-    /// after the transform, so the cached object (transformed when it was cached) stands
-    /// for a transformed one.
-    fn shared_if_unchanged(&self, obj: Arc<K>) -> Arc<K> {
+    /// `obj` as listed; or, when the cache holds the same version (same key, same non-empty
+    /// resource version: the same object version on the server), the very allocation the
+    /// cache holds if it can hand it out without making one ([`KnownObjects::get_shared`]),
+    /// else only the key if `keys_for_unchanged` (the sink
+    /// [keeps unchanged objects](Sink::keeps_unchanged)). A relist then holds each
+    /// unchanged object once, in the cache, rather than a decoded copy beside it until the
+    /// sink replaces the cache: the decoded copy is dropped as soon as it is compared.
+    /// Called on listed objects only, after the transform, so the cached object
+    /// (transformed when it was cached) stands for a transformed one.
+    fn list_item(&self, obj: Arc<K>, keys_for_unchanged: bool) -> ListItem<K> {
         let Some(known) = &self.known else {
-            return obj;
+            return ListItem::Object(obj);
         };
         let Some(rv) = obj.object_resource_version().filter(|rv| !rv.is_empty()) else {
-            return obj;
+            return ListItem::Object(obj);
         };
         let Ok(key) = meta_namespace_key(&*obj) else {
-            return obj;
+            return ListItem::Object(obj);
         };
         match known.get_shared(key.as_str()) {
             Some(cached)
@@ -215,10 +216,25 @@ where
                     && cached.object_name() == obj.object_name()
                     && cached.object_namespace() == obj.object_namespace() =>
             {
-                cached
+                ListItem::Object(cached)
             }
-            _ => obj,
+            None if keys_for_unchanged && known.contains_version(key.as_str(), rv) => {
+                ListItem::Unchanged(key)
+            }
+            _ => ListItem::Object(obj),
         }
+    }
+
+    /// Hands a whole list (or the rest of one taken in parts) to the sink.
+    fn hand_over(&self, items: ListItems<K>, resource_version: &str) -> Result<(), Error> {
+        let ListItems { objects, unchanged } = items;
+        if unchanged.is_empty() {
+            self.sink.replace(objects, resource_version)
+        } else {
+            self.sink
+                .replace_keeping(objects, unchanged, resource_version)
+        }
+        .map_err(Error::Sink)
     }
 
     /// Reports an object that did not decode, and counts it.
@@ -413,10 +429,8 @@ where
             span.record("pages", listed.pages);
             span.record("items", listed.count);
             let mut items = listed.items;
-            items.extend(self.still_cached(&listed.undecodable));
-            self.sink
-                .replace(items, &listed.resource_version)
-                .map_err(Error::Sink)?;
+            items.objects.extend(self.still_cached(&listed.undecodable));
+            self.hand_over(items, &listed.resource_version)?;
             tracing::info!(resource_version = %listed.resource_version, "listed");
             st.set_last_sync(&self.shared, listed.resource_version);
             self.shared.synced_once();
@@ -433,8 +447,9 @@ where
     async fn paged_list(&self, rv: &str, page_size: Option<u32>) -> Result<Listed<K>, Error> {
         let mut opts = ListOptions::new(rv, page_size);
         let in_parts = self.sink.begin_list_in_parts();
+        let keys_for_unchanged = !in_parts && self.sink.keeps_unchanged();
         let mut listed = Listed {
-            items: Vec::new(),
+            items: ListItems::default(),
             count: 0,
             undecodable: Vec::new(),
             resource_version: String::new(),
@@ -452,13 +467,14 @@ where
                     let full = self.lw.list(&ListOptions::new(rv, None)).await?;
                     // Starts the list over: parts already handed over make the sink take
                     // this one whole.
-                    self.sink.begin_list_in_parts();
+                    let in_parts = self.sink.begin_list_in_parts();
+                    let keys_for_unchanged = !in_parts && self.sink.keeps_unchanged();
                     listed.count = full.items.len();
-                    listed.items = full
-                        .items
-                        .into_iter()
-                        .map(|o| self.transformed(o).map(|o| self.shared_if_unchanged(o)))
-                        .collect::<Result<_, _>>()?;
+                    listed.items = ListItems::default();
+                    for obj in full.items {
+                        let item = self.list_item(self.transformed(obj)?, keys_for_unchanged);
+                        listed.items.push(item);
+                    }
                     listed.undecodable = self.undecodable_keys(full.undecodable);
                     listed.resource_version = full.resource_version;
                     listed.pages += 1;
@@ -472,9 +488,8 @@ where
             listed.pages += 1;
             listed.count += page.items.len();
             for obj in page.items {
-                listed
-                    .items
-                    .push(self.shared_if_unchanged(self.transformed(obj)?));
+                let item = self.list_item(self.transformed(obj)?, keys_for_unchanged);
+                listed.items.push(item);
             }
             let skipped = self.undecodable_keys(page.undecodable);
             listed.undecodable.extend(skipped);
@@ -482,7 +497,7 @@ where
                 Some(token) => {
                     if in_parts {
                         self.sink
-                            .replace_part(std::mem::take(&mut listed.items))
+                            .replace_part(std::mem::take(&mut listed.items.objects))
                             .map_err(Error::Sink)?;
                     }
                     opts.continue_token = Some(token);
@@ -538,6 +553,7 @@ where
                 };
                 let mut temp = TempStore::default();
                 let in_parts = self.sink.begin_list_in_parts();
+                let keys_for_unchanged = !in_parts && self.sink.keeps_unchanged();
                 // Objects of the list that did not decode: kept at their cached version.
                 let mut undecodable: Vec<ObjectKey> = Vec::new();
                 let mut events = 0u64;
@@ -582,7 +598,7 @@ where
                     match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             let o = match self.transformed(Arc::new(o)) {
-                                Ok(o) => self.shared_if_unchanged(o),
+                                Ok(o) => self.list_item(o, keys_for_unchanged),
                                 Err(e) => break Some(e),
                             };
                             match temp.put(o) {
@@ -607,11 +623,9 @@ where
                         }
                         WatchEvent::Bookmark(b) if b.initial_events_end => {
                             let mut items = temp.into_items();
-                            items.extend(self.still_cached(&undecodable));
-                            let count = items.len();
-                            self.sink
-                                .replace(items, &b.resource_version)
-                                .map_err(Error::Sink)?;
+                            items.objects.extend(self.still_cached(&undecodable));
+                            let count = items.objects.len() + items.unchanged.len();
+                            self.hand_over(items, &b.resource_version)?;
                             tracing::info!(items = count, resource_version = %b.resource_version, "streaming list synced");
                             st.rv_unavailable = false;
                             st.set_last_sync(&self.shared, b.resource_version);
@@ -890,7 +904,7 @@ fn default_error_handler(e: &Error) {
 
 /// What a list collected.
 struct Listed<K> {
-    items: Vec<Arc<K>>,
+    items: ListItems<K>,
     /// Keys of the objects that did not decode.
     /// How many objects the list had, including those handed to the sink in parts.
     count: usize,
@@ -950,7 +964,7 @@ impl<K> WatchEvent<K> {
 struct TempStore<K> {
     /// foldhash, seeded per map, as the FIFOs' and the store's maps of the same keys.
     index: HashMap<ObjectKey, usize, foldhash::fast::RandomState>,
-    items: Vec<Option<Arc<K>>>,
+    items: Vec<Option<ListItem<K>>>,
     /// Keys of the objects handed over in parts ([`TempStore::take_part`]).
     handed: HashSet<ObjectKey, foldhash::fast::RandomState>,
 }
@@ -968,8 +982,11 @@ impl<K> Default for TempStore<K> {
 impl<K: MetaObject> TempStore<K> {
     /// Keeps `obj`, over an earlier version of it; `false` (and nothing kept) when a part
     /// handed it over already.
-    fn put(&mut self, obj: Arc<K>) -> Result<bool, kinformer_core::Error> {
-        let key = meta_namespace_key(&*obj)?;
+    fn put(&mut self, obj: ListItem<K>) -> Result<bool, kinformer_core::Error> {
+        let key = match &obj {
+            ListItem::Object(o) => meta_namespace_key(&**o)?,
+            ListItem::Unchanged(key) => key.clone(),
+        };
         if self.handed.contains(&key) {
             return Ok(false);
         }
@@ -1017,16 +1034,56 @@ impl<K: MetaObject> TempStore<K> {
     }
 
     /// Everything it holds, to hand over as a part of the list; their keys are remembered.
+    /// (A list in parts has no unchanged objects given as keys: the cache is empty.)
     fn take_part(&mut self) -> Vec<Arc<K>> {
         self.handed.extend(self.index.drain().map(|(k, _)| k));
         std::mem::take(&mut self.items)
             .into_iter()
             .flatten()
+            .filter_map(|item| match item {
+                ListItem::Object(o) => Some(o),
+                ListItem::Unchanged(_) => None,
+            })
             .collect()
     }
 
-    fn into_items(self) -> Vec<Arc<K>> {
-        self.items.into_iter().flatten().collect()
+    fn into_items(self) -> ListItems<K> {
+        let mut out = ListItems::default();
+        for item in self.items.into_iter().flatten() {
+            out.push(item);
+        }
+        out
+    }
+}
+
+/// A listed object as the reflector hands it on: the object, or only its key when the
+/// cache holds that version and the sink [keeps unchanged objects](Sink::keeps_unchanged).
+enum ListItem<K> {
+    Object(Arc<K>),
+    Unchanged(ObjectKey),
+}
+
+/// A list (or its rest) as the reflector hands it on.
+struct ListItems<K> {
+    objects: Vec<Arc<K>>,
+    unchanged: Vec<ObjectKey>,
+}
+
+impl<K> Default for ListItems<K> {
+    fn default() -> Self {
+        Self {
+            objects: Vec::new(),
+            unchanged: Vec::new(),
+        }
+    }
+}
+
+impl<K> ListItems<K> {
+    fn push(&mut self, item: ListItem<K>) {
+        match item {
+            ListItem::Object(o) => self.objects.push(o),
+            ListItem::Unchanged(key) => self.unchanged.push(key),
+        }
     }
 }
 

@@ -88,8 +88,13 @@ fn apply(store: &ThreadSafeStore<Pod>, item: &Item<Pod>) -> anyhow::Result<()> {
         }
         Item::ReplacedAll {
             objects,
+            unchanged,
             resource_version,
         } => {
+            // Traces replace with every object; only an informer's reflector keeps some.
+            if !unchanged.is_empty() {
+                bail!("a ReplacedAll with unchanged keys in a trace");
+            }
             let list = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
             store.replace(list, resource_version)?;
         }
@@ -118,6 +123,7 @@ fn item_json(item: &Item<Pod>) -> anyhow::Result<(Vec<Value>, bool)> {
         Item::ReplacedAll {
             objects,
             resource_version,
+            ..
         } => {
             let objects: Vec<String> = objects
                 .iter()

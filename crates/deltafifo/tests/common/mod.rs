@@ -142,6 +142,7 @@ pub fn show_item(item: &Item<Obj>) -> Vec<String> {
         Item::ReplacedAll {
             objects,
             resource_version,
+            ..
         } => {
             let objs: Vec<_> = objects
                 .iter()

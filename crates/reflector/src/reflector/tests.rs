@@ -65,6 +65,8 @@ struct Rec {
     closed: AtomicBool,
     /// Whether it takes lists in parts (`begin_list_in_parts`).
     parts: AtomicBool,
+    /// Whether it takes unchanged objects as keys (`keeps_unchanged`).
+    keeps: AtomicBool,
     resyncs: Mutex<Vec<Instant>>,
 }
 
@@ -115,6 +117,23 @@ impl Sink<Obj> for Rec {
     }
     fn replace_part(&self, part: Vec<Arc<Obj>>) -> Result<(), SinkError> {
         self.push(format!("part {} items", part.len()))
+    }
+    fn keeps_unchanged(&self) -> bool {
+        self.keeps.load(Ordering::SeqCst)
+    }
+    fn replace_keeping(
+        &self,
+        list: Vec<Arc<Obj>>,
+        unchanged: Vec<ObjectKey>,
+        rv: &str,
+    ) -> Result<(), SinkError> {
+        let names: Vec<_> = list.iter().map(|o| o.name.as_str()).collect();
+        let keys: Vec<_> = unchanged.iter().map(ObjectKey::as_str).collect();
+        self.push(format!(
+            "replace [{}] + unchanged [{}] @{rv}",
+            names.join(","),
+            keys.join(",")
+        ))
     }
     fn resync(&self) -> Result<(), SinkError> {
         self.resyncs.lock().unwrap().push(Instant::now());
@@ -1518,6 +1537,66 @@ async fn a_relist_hands_over_the_cached_object_for_every_unchanged_version() {
         );
         assert_eq!(by_name("b").rv, "7");
         drop(h);
+    }
+}
+
+/// A cache that keeps objects encoded, as the compact store does: it cannot hand out
+/// what it holds without decoding a copy.
+struct Encoded(Vec<Obj>);
+
+impl KnownObjects<Obj> for Encoded {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0
+            .iter()
+            .map(|o| ObjectKey::new(Some("ns"), &o.name).unwrap())
+            .collect()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
+        self.0
+            .iter()
+            .find(|o| format!("ns/{}", o.name) == key)
+            .cloned()
+            .map(Arc::new)
+    }
+    fn get_shared(&self, _: &str) -> Option<Arc<Obj>> {
+        None
+    }
+}
+
+/// Over a cache that keeps objects encoded, a relist hands a sink that keeps unchanged
+/// objects only the keys of those at the cached version (and a sink that does not, every
+/// object), in both list modes.
+#[tokio::test(start_paused = true)]
+async fn a_relist_hands_a_sink_keeping_unchanged_objects_only_their_keys() {
+    for (watch_list, keeps) in [(false, true), (true, true), (false, false)] {
+        let s = Setup::new();
+        s.sink.keeps.store(keeps, Ordering::SeqCst);
+        let tx = open_watch(&s.fake);
+        if watch_list {
+            s.fake.serve_watch_list(true);
+        } else {
+            s.fake
+                .on_list(|_| Ok(ListPage::new([obj("a", 3), obj("b", 7), obj("c", 8)], "10")));
+        }
+        let _h = spawn(
+            s.reflector()
+                .watch_list(watch_list)
+                .known_objects(Arc::new(Encoded(vec![obj("a", 3), obj("b", 3)]))),
+        );
+        if watch_list {
+            until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
+            for ev in [added("a", 3), added("b", 7), added("c", 8)] {
+                tx.send(ev);
+            }
+            tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("10", true))));
+        }
+        until("the replace", || !s.sink.calls().is_empty()).await;
+        let want = if keeps {
+            "replace [b,c] + unchanged [ns/a] @10"
+        } else {
+            "replace [a,b,c] @10"
+        };
+        assert_eq!(s.sink.calls(), [want], "watch list: {watch_list}");
     }
 }
 
