@@ -434,10 +434,10 @@ where
     fn replace_keeping(
         &self,
         list: Vec<Arc<K>>,
-        unchanged: Vec<ObjectKey>,
+        unchanged: &[ObjectKey],
         rv: &str,
     ) -> Result<(), kinformer_core::Error> {
-        Ok(self.replace_all(list, &unchanged, rv)?)
+        Ok(self.replace_all(list, unchanged, rv)?)
     }
     /// Nothing to do for a cache.
     fn resync(&self) -> Result<(), kinformer_core::Error> {

@@ -110,7 +110,7 @@ pub trait Sink<K>: Send + Sync {
     fn replace_keeping(
         &self,
         list: Vec<Arc<K>>,
-        unchanged: Vec<ObjectKey>,
+        unchanged: &[ObjectKey],
         resource_version: &str,
     ) -> Result<(), Error> {
         let _ = (list, unchanged, resource_version);
@@ -161,7 +161,7 @@ impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
     fn replace_keeping(
         &self,
         list: Vec<Arc<K>>,
-        unchanged: Vec<ObjectKey>,
+        unchanged: &[ObjectKey],
         resource_version: &str,
     ) -> Result<(), Error> {
         (**self).replace_keeping(list, unchanged, resource_version)
@@ -225,7 +225,7 @@ mod tests {
         fn replace_keeping(
             &self,
             list: Vec<Arc<u32>>,
-            unchanged: Vec<ObjectKey>,
+            unchanged: &[ObjectKey],
             rv: &str,
         ) -> Result<(), Error> {
             self.push(format!(
@@ -254,7 +254,7 @@ mod tests {
             .unwrap();
         assert!(via_arc.keeps_unchanged());
         via_arc
-            .replace_keeping(vec![Arc::new(1)], vec![ObjectKey::parse("a").unwrap()], "6")
+            .replace_keeping(vec![Arc::new(1)], &[ObjectKey::parse("a").unwrap()], "6")
             .unwrap();
         via_arc.add(Arc::new(3)).unwrap();
         via_arc.update(Arc::new(3)).unwrap();
@@ -308,7 +308,7 @@ mod tests {
         ));
         assert!(!sink.keeps_unchanged());
         assert!(matches!(
-            sink.replace_keeping(vec![], vec![], "1"),
+            sink.replace_keeping(vec![], &[], "1"),
             Err(Error::Other(_))
         ));
     }

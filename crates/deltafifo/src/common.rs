@@ -389,7 +389,7 @@ macro_rules! fifo_traits {
                 fn $keeping(
                     &self,
                     list: Vec<std::sync::Arc<K>>,
-                    unchanged: Vec<kinformer_core::ObjectKey>,
+                    unchanged: &[kinformer_core::ObjectKey],
                     resource_version: &str,
                 ) -> Result<(), kinformer_core::Error> {
                     Ok($fifo::replace_keeping(self, list, unchanged, resource_version)?)

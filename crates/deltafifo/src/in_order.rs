@@ -283,7 +283,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     /// [`Error::Key`] or [`Error::Transform`] for any listed object, and the queue is
     /// unchanged; [`Error::Closed`] after [`close`](Self::close).
     pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
-        self.replace_keeping(list, Vec::new(), resource_version)
+        self.replace_keeping(list, &[], resource_version)
     }
 
     /// Whether [`replace_keeping`](Self::replace_keeping) takes unchanged objects as keys:
@@ -305,7 +305,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     pub fn replace_keeping(
         &self,
         list: Vec<Arc<K>>,
-        unchanged: Vec<ObjectKey>,
+        unchanged: &[ObjectKey],
         resource_version: &str,
     ) -> Result<(), Error> {
         let list = self.config.prepare_list(list)?;
@@ -329,7 +329,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         } else if self.atomic {
             st.entries.push_back(Entry::ReplacedAll {
                 objects: list,
-                unchanged,
+                unchanged: unchanged.to_vec(),
                 resource_version: resource_version.to_owned(),
             });
         } else {

@@ -849,12 +849,8 @@ fn rule52_the_sink_trait_reaches_the_parts() {
 fn rule53_the_atomic_fifo_queues_unchanged_objects_as_keys_in_its_one_replaced_all() {
     let f = atomic(false);
     assert!(f.keeps_unchanged());
-    f.replace_keeping(
-        vec![obj("b", 2)],
-        vec![ObjectKey::parse("a").unwrap()],
-        "10",
-    )
-    .unwrap();
+    f.replace_keeping(vec![obj("b", 2)], &[ObjectKey::parse("a").unwrap()], "10")
+        .unwrap();
     let p = f.try_pop().unwrap().expect("the relist");
     let Item::ReplacedAll {
         objects,
@@ -883,11 +879,11 @@ fn rule53_unchanged_keys_are_refused_where_every_object_is_needed() {
     let f = InOrderFifo::new(Some(known(&[("a", 1)])));
     assert!(!f.keeps_unchanged());
     assert!(matches!(
-        f.replace_keeping(vec![obj("b", 2)], key(), "10"),
+        f.replace_keeping(vec![obj("b", 2)], &key(), "10"),
         Err(Error::Protocol(_))
     ));
     assert!(f.is_empty() && !f.has_synced());
-    f.replace_keeping(vec![obj("b", 2)], vec![], "10").unwrap();
+    f.replace_keeping(vec![obj("b", 2)], &[], "10").unwrap();
     assert_eq!(
         flat(drain_in_order(&f)),
         s(&["Deleted ~a=1", "Replaced b=2"])
@@ -897,7 +893,7 @@ fn rule53_unchanged_keys_are_refused_where_every_object_is_needed() {
     assert!(f.begin_list_in_parts());
     f.replace_part(vec![obj("a", 1)]).unwrap();
     assert!(matches!(
-        f.replace_keeping(vec![obj("b", 2)], key(), "10"),
+        f.replace_keeping(vec![obj("b", 2)], &key(), "10"),
         Err(Error::Protocol(_))
     ));
     assert_eq!(f.len(), 1, "only the part is queued");

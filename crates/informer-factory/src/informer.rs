@@ -967,6 +967,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
                 Some(DeletedFinalStateUnknown { key, obj })
             })
             .collect();
+        drop(listed);
         let replacements: Vec<(Option<Arc<K>>, Arc<K>)> = objects
             .iter()
             .map(|(k, o)| (self.stored_version(k, o), Arc::clone(o)))
@@ -975,7 +976,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
         let replaced = if unchanged.is_empty() {
             self.store.replace(list, rv)
         } else if self.store.keeps_unchanged() {
-            self.store.replace_keeping(list, unchanged.to_vec(), rv)
+            self.store.replace_keeping(list, unchanged, rv)
         } else {
             // A store that takes only objects gets what it holds back.
             list.extend(

@@ -232,7 +232,7 @@ where
             self.sink.replace(objects, resource_version)
         } else {
             self.sink
-                .replace_keeping(objects, unchanged, resource_version)
+                .replace_keeping(objects, &unchanged, resource_version)
         }
         .map_err(Error::Sink)
     }

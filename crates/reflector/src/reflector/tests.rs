@@ -124,7 +124,7 @@ impl Sink<Obj> for Rec {
     fn replace_keeping(
         &self,
         list: Vec<Arc<Obj>>,
-        unchanged: Vec<ObjectKey>,
+        unchanged: &[ObjectKey],
         rv: &str,
     ) -> Result<(), SinkError> {
         let names: Vec<_> = list.iter().map(|o| o.name.as_str()).collect();
