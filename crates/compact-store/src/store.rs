@@ -293,7 +293,7 @@ where
     }
 
     /// Replaces everything with `list` and the entries held under `keep` (left as they
-    /// are: not decoded, not encoded again), in one write of the inner store.
+    /// are: not decoded, not encoded again, not moved), in one write of the inner store.
     fn replace_all(
         &self,
         list: Vec<Arc<K>>,
@@ -303,13 +303,7 @@ where
         let mut labels = self.lock_writer();
         let registered = self.registered();
         let mut buf = Vec::new();
-        let mut entries = Vec::with_capacity(list.len() + keep.len());
-        // Read under the writer's lock: no write can come between these reads and the
-        // replace.
-        entries.extend(
-            keep.iter()
-                .filter_map(|k| self.inner.get_by_key(k.as_str())),
-        );
+        let mut entries = Vec::with_capacity(list.len());
         for obj in list {
             entries.push(Arc::new(self.entry(
                 &registered,
@@ -319,7 +313,12 @@ where
             )?));
             // Each object is dropped here: only its encoding stays.
         }
-        self.inner.replace(entries, resource_version)
+        if keep.is_empty() {
+            self.inner.replace(entries, resource_version)
+        } else {
+            // The kept entries stay where they are: no second copy of the maps.
+            self.inner.replace_keeping(entries, keep, resource_version)
+        }
     }
 
     /// The object `entry` encodes: from the decode cache, or decoded. `None` (logged and

@@ -282,6 +282,21 @@ impl<K: MetaObject> State<K> {
     /// Stores `obj` under `key`; returns the object it replaced. Computes every index
     /// value before changing anything, so an index function error (or panic) leaves `self`
     /// as it was.
+    /// Runs every index function on `obj` as [`put`](Self::put) would, changing nothing:
+    /// whether a put of it would fail.
+    fn check(&self, key: &ObjectKey, obj: &K) -> Result<(), Error> {
+        for ix in self.indexers.iter() {
+            ix.func
+                .store_values(obj)
+                .map_err(|source| Error::IndexFunc {
+                    index: ix.name.clone(),
+                    key: Some(key.clone()),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
     fn put(&mut self, key: LookupKey, obj: &Arc<K>) -> Result<Option<Arc<K>>, Error> {
         let n = self.indexers.len();
         let mut inline = [const { IndexValues::None }; INLINE_INDICES];
@@ -620,6 +635,57 @@ impl<K: MetaObject + Send + Sync + 'static> ThreadSafeStore<K> {
         Ok(())
     }
 
+    /// Replaces everything, as [`replace`](Self::replace), with `list` and the objects
+    /// stored under the keys in `keep`, which stay as they are (the same allocations, filed
+    /// where they were), in place: no second copy of the store's maps is built beside the
+    /// first, which is what a relist that changes little needs (a relist over
+    /// kinformer-compact-store hands its unchanged objects over as keys). An object in
+    /// `list` wins over a kept one with its key; a key in `keep` that is not stored is left
+    /// out. It is one write: readers see the store before or after it, and wait meanwhile
+    /// (client-go's `Replace` holds its lock the same way).
+    ///
+    /// # Errors
+    /// As [`add`](Self::add), for any object of `list`; the store is then unchanged.
+    pub fn replace_keeping(
+        &self,
+        list: Vec<Arc<K>>,
+        keep: &[ObjectKey],
+        resource_version: &str,
+    ) -> Result<(), Error> {
+        let mut items = Vec::with_capacity(list.len());
+        for obj in list {
+            items.push((self.key_of(&obj)?, obj));
+        }
+        let listed: HashSet<&str> = items
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .chain(keep.iter().map(ObjectKey::as_str))
+            .collect();
+        let mut state = self.write();
+        // Every index function on every new object first, so that a failure changes nothing.
+        for (key, obj) in &items {
+            state.check(key, obj)?;
+        }
+        let gone: Vec<String> = state
+            .keys
+            .keys()
+            .filter_map(|k| {
+                let k = std::str::from_utf8(k.as_bytes()).ok()?;
+                (!listed.contains(k)).then(|| k.to_owned())
+            })
+            .collect();
+        // Freed outside the lock: these may be the last references.
+        let mut freed = Vec::with_capacity(gone.len() + items.len());
+        freed.extend(gone.iter().filter_map(|k| state.remove(k)));
+        for (key, obj) in &items {
+            freed.extend(state.put(LookupKey::Owned(key.clone()), obj)?);
+        }
+        resource_version.clone_into(&mut state.rv);
+        drop(state);
+        drop(freed);
+        Ok(())
+    }
+
     /// The stored object with `obj`'s key.
     ///
     /// # Errors
@@ -644,6 +710,17 @@ impl<K: MetaObject + Send + Sync + 'static> Sink<K> for ThreadSafeStore<K> {
     }
     fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
         Ok(ThreadSafeStore::replace(self, list, rv)?)
+    }
+    fn keeps_unchanged(&self) -> bool {
+        true
+    }
+    fn replace_keeping(
+        &self,
+        list: Vec<Arc<K>>,
+        unchanged: &[ObjectKey],
+        rv: &str,
+    ) -> Result<(), kinformer_core::Error> {
+        Ok(ThreadSafeStore::replace_keeping(self, list, unchanged, rv)?)
     }
     /// Nothing to do for a cache (client-go's `Resync` of a plain store is a no-op too).
     fn resync(&self) -> Result<(), kinformer_core::Error> {

@@ -93,6 +93,20 @@ fn stress(
                         })
                         .collect();
                     store.replace(list, &rv).expect("valid objects");
+                } else if round.is_multiple_of(89) && store.keeps_unchanged() {
+                    // A relist that keeps the odd objects as they are (rule 53).
+                    let (mut list, mut keep) = (Vec::new(), Vec::new());
+                    for j in 0..OBJECTS {
+                        let (ns, name) = (format!("ns{}", j % 4), format!("o{j}"));
+                        if j % 2 == 0 {
+                            list.push(obj(&ns, &name).on(&node(j + round)).rv(&rv).arc());
+                        } else {
+                            keep.push(ObjectKey::new(Some(&ns), &name).expect("a valid key"));
+                        }
+                    }
+                    store
+                        .replace_keeping(list, &keep, &rv)
+                        .expect("valid objects");
                 } else if round.is_multiple_of(251) {
                     let mut extra = Indexers::new();
                     extra.insert(format!("byNode{round}"), by_node());

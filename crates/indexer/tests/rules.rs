@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{TestObj, by_node, implementations, keys, names, obj, test_indexers, w};
-use kinformer_core::MetaObject;
+use kinformer_core::{MetaObject, ObjectKey};
 use kinformer_indexer::{
     Error, IndexFunc, Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, everything,
 };
@@ -209,7 +209,7 @@ fn index_function_error_is_returned_and_changes_nothing() {
         let s = make(ix);
         s.add(obj("ns", "a").on("n1").rv("1").arc()).unwrap();
 
-        for result in [
+        let mut results = vec![
             w(s.add(obj("ns", "b").on("bad").rv("2").arc())),
             w(s.update(obj("ns", "a").on("bad").rv("2").arc())),
             w(s.replace(
@@ -219,7 +219,21 @@ fn index_function_error_is_returned_and_changes_nothing() {
                 ],
                 "9",
             )),
-        ] {
+        ];
+        if s.keeps_unchanged() {
+            results.push(w(s.replace_keeping(
+                vec![obj("ns", "d").on("bad").arc()],
+                &[ObjectKey::parse("ns/a").unwrap()],
+                "9",
+            )));
+            // Nothing kept, nothing listed but a bad object: nothing may be removed either.
+            results.push(w(s.replace_keeping(
+                vec![obj("ns", "d").on("bad").arc()],
+                &[],
+                "9",
+            )));
+        }
+        for result in results {
             match result {
                 Err(Error::IndexFunc { index, key, source }) => {
                     assert_eq!(index, "strict");
@@ -294,6 +308,45 @@ fn replace_rebuilds_indices_and_a_later_duplicate_wins() {
         s.replace(Vec::new(), "8").unwrap();
         assert!(s.list().is_empty());
         assert!(s.list_index_func_values("namespace").is_empty());
+    });
+}
+
+/// Rule 53: a store that keeps unchanged objects replaces with the listed objects and keeps
+/// what it holds under the kept keys, indices included; a kept key it does not hold is left
+/// out.
+#[test]
+fn rule53_replace_keeping_keeps_what_is_held_under_the_kept_keys() {
+    each(|s| {
+        if !s.keeps_unchanged() {
+            return;
+        }
+        for name in ["kept", "changed", "gone"] {
+            let node = if name == "gone" { "n2" } else { "n1" };
+            s.add(obj("ns", name).on(node).rv("1").arc()).unwrap();
+        }
+        let kept = s.get_by_key("ns/kept").unwrap();
+        w(s.replace_keeping(
+            vec![
+                obj("ns", "changed").on("n3").rv("2").arc(),
+                obj("ns", "new").on("n3").rv("2").arc(),
+            ],
+            &[
+                ObjectKey::parse("ns/kept").unwrap(),
+                ObjectKey::parse("ns/absent").unwrap(),
+            ],
+            "9",
+        ))
+        .unwrap();
+        assert_eq!(names(&s.list()), ["changed", "kept", "new"]);
+        assert_eq!(
+            names(&s.by_index("byNode", "n3").unwrap()),
+            ["changed", "new"]
+        );
+        assert_eq!(names(&s.by_index("byNode", "n1").unwrap()), ["kept"]);
+        assert!(s.by_index("byNode", "n2").unwrap().is_empty());
+        assert_eq!(s.list_index_func_values("byNode"), ["n1", "n3"]);
+        assert_eq!(*s.get_by_key("ns/kept").unwrap(), *kept);
+        assert_eq!(s.last_sync_resource_version(), "9");
     });
 }
 
