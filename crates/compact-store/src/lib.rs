@@ -69,15 +69,15 @@
 //!
 //! Measured at 10,000 pods with `managedFields` stripped (BENCHMARKS.md): a pod's entry
 //! takes 1.0–1.2 KB where the decoded pod takes ~7 KB (client-go's ~4.8 KB); the whole
-//! process peaked at 1.8 KB per cached pod, 0.37x client-go, and synced in 0.77x its time.
+//! process peaked at 1.8 KB per cached pod, 0.38x client-go, and synced in 0.89x its time.
 //! That holds because the informer never has the whole list decoded at once: the first
 //! list reaches the store in parts as it arrives (the in-order FIFO's
 //! `begin_list_in_parts`), and a relist hands the store only the keys of unchanged objects,
-//! whose entries it keeps as they are ([`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)),
-//! so a relist peaked at 1.10x the steady state. That is with the informer's default FIFO,
+//! whose entries it keeps in place ([`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)),
+//! so a relist peaked at 1.05x the steady state. That is with the informer's default FIFO,
 //! the in-order FIFO in atomic mode; in per-object mode relists hold the whole list
 //! decoded, and with the DeltaFIFO the first list too. Keep `managedFields` out: they are a JSON tree that
-//! the store encodes key by key (whole pods took 4.0 KB each, 0.77x client-go).
+//! the store encodes key by key (whole pods took 4.0–6.3 KB each, 0.77–1.20x client-go).
 //!
 //! # The encoding
 //!

@@ -158,7 +158,7 @@
 //!   `SharedIndexInformer::builder(..).store(..)`). Listers, indices and handlers are
 //!   unchanged; each read decodes what it returns. The first list reaches it in parts and
 //!   a relist keeps unchanged entries as they are, so the peak is the encoded entries
-//!   plus a part of the list (about 1.8 KB per stripped pod at 10,000 pods, 0.37x
+//!   plus a part of the list (about 1.8 KB per stripped pod at 10,000 pods, 0.38x
 //!   client-go: see the compact store's docs).
 //! - **Cache a projection**: any serde struct that matches part of the Kubernetes JSON of a
 //!   resource works as the informer's type; fields it does not name are skipped while
