@@ -41,7 +41,8 @@ pub enum FifoKind {
     InOrder,
     /// The default, as in client-go v1.36 (`InOrderInformers` GA, `AtomicFIFO` beta and
     /// on): the in-order FIFO in atomic mode, where a relist is one `ReplacedAll` applied
-    /// to the store as one `replace`, and bookmarks travel in line.
+    /// to the store as one `replace`, and bookmarks travel in line. Unlike client-go, the
+    /// first list reaches the store in parts as it arrives (rule 52 in ARCHITECTURE.md).
     #[default]
     InOrderAtomic,
 }

@@ -1540,23 +1540,16 @@ async fn a_relist_hands_over_the_cached_object_for_every_unchanged_version() {
     }
 }
 
-/// A cache that keeps objects encoded, as the compact store does: it cannot hand out
-/// what it holds without decoding a copy.
-struct Encoded(Vec<Obj>);
+/// A cache that keeps objects encoded, as the compact store does: every read is a new
+/// copy, and it cannot hand out what it holds without making one.
+struct Encoded(Held);
 
 impl KnownObjects<Obj> for Encoded {
     fn list_keys(&self) -> Vec<ObjectKey> {
-        self.0
-            .iter()
-            .map(|o| ObjectKey::new(Some("ns"), &o.name).unwrap())
-            .collect()
+        self.0.list_keys()
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
-        self.0
-            .iter()
-            .find(|o| format!("ns/{}", o.name) == key)
-            .cloned()
-            .map(Arc::new)
+        self.0.get_by_key(key).map(|o| Arc::new((*o).clone()))
     }
     fn get_shared(&self, _: &str) -> Option<Arc<Obj>> {
         None
@@ -1581,7 +1574,10 @@ async fn a_relist_hands_a_sink_keeping_unchanged_objects_only_their_keys() {
         let _h = spawn(
             s.reflector()
                 .watch_list(watch_list)
-                .known_objects(Arc::new(Encoded(vec![obj("a", 3), obj("b", 3)]))),
+                .known_objects(Arc::new(Encoded(Held(vec![
+                    Arc::new(obj("a", 3)),
+                    Arc::new(obj("b", 3)),
+                ])))),
         );
         if watch_list {
             until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
