@@ -163,7 +163,11 @@
 //!   even when the informer's default is zero (client-go then never resyncs).
 //! - A batch of the in-order FIFO is applied event by event under the delivery lock, not
 //!   as one store transaction (the cache's write side has none): a lister may see part of a
-//!   batch. An atomic `ReplacedAll` is one `replace`.
+//!   batch. An atomic `ReplacedAll` is one `replace` (or one `replace_keeping`).
+//! - The first list reaches the cache in parts as it arrives, in atomic mode too (rule 52),
+//!   so listers may see part of it before `has_synced`; relists stay whole. On a relist, an
+//!   unchanged object's old version in its (resync) update is the listed object itself, and
+//!   over a store that keeps objects encoded those updates come after the others (rule 53).
 //! - A panicking handler is caught instead of crashing the process.
 //! - The transform ([`set_transform`](SharedIndexInformer::set_transform)) runs in the
 //!   reflector as each object arrives, not in the FIFO: a streaming initial list then
