@@ -28,6 +28,7 @@
 //! | `0x09` | sequence: values, then `0x00` |
 //! | `0x0a` | map: key, value, key, value, …, then `0x00` |
 //! | `0x0b` | struct: (varint field id, value) pairs, then a varint `0`; id `1` is followed by the field name as a string |
+//! | `0x0c` | JSON text: varint length, the JSON of the value (see below) |
 //! | `0x40`–`0x7f` | string of 0–63 bytes, the length in the tag |
 //! | `0x80`–`0xff` | unsigned integer 0–127 in the tag |
 //!
@@ -35,6 +36,14 @@
 //! one-entry map from its name to its content), and `Some(x)` as `x`, so any type whose
 //! serde implementation round-trips through JSON round-trips through this format with the
 //! same result.
+//!
+//! The newtype structs in which the Kubernetes schema holds free-form JSON —
+//! `FieldsV1` (`managedFields`), `RawExtension` and apiextensions' `JSON` ([`RAW_JSON_TYPES`])
+//! — are kept as the JSON text itself, as the API server sends them (in protobuf too),
+//! not as a tree of tagged values: a pod's `managedFields` then cost about their size on
+//! the wire, and encoding them is one `serde_json` write instead of a key-by-key walk.
+//! Decoding hands the type a `serde_json` deserializer over that text, so the type gets
+//! what it would get from the object's JSON.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -55,6 +64,7 @@ const BYTES: u8 = 0x08;
 const SEQ: u8 = 0x09;
 const MAP: u8 = 0x0a;
 const STRUCT: u8 = 0x0b;
+const RAW_JSON: u8 = 0x0c;
 const SHORT_STR: u8 = 0x40;
 const SHORT_STR_MAX: usize = 0x3f;
 const SMALL_UINT: u8 = 0x80;
@@ -69,6 +79,10 @@ const FIRST_ID: u32 = 2;
 /// Names come from `Serialize` impls, so a program has a fixed set of them; the cap only
 /// guards against a type that leaks fresh names at run time.
 const MAX_NAMES: usize = 1 << 16;
+
+/// The names of the newtype structs whose content is kept as JSON text: the types the
+/// Kubernetes schema (and k8s-openapi) use for free-form JSON inside an object.
+pub const RAW_JSON_TYPES: &[&str] = &["FieldsV1", "RawExtension", "JSON"];
 
 /// Decoding refuses values nested deeper than this.
 const MAX_DEPTH: usize = 512;
@@ -437,10 +451,22 @@ impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
-        _name: &'static str,
+        name: &'static str,
         value: &T,
     ) -> Result<(), Stop> {
-        value.serialize(self)
+        if !RAW_JSON_TYPES.contains(&name) {
+            return value.serialize(self);
+        }
+        // The JSON goes straight to the end of `out`; its length, known after, is moved
+        // in front of it.
+        self.out.push(RAW_JSON);
+        let start = self.out.len();
+        serde_json::to_writer(&mut *self.out, value)
+            .map_err(|e| Stop::Failed(CodecError::Encode(json_error_kind(&e).into())))?;
+        let mut len = Vec::with_capacity(4);
+        put_varint(&mut len, (self.out.len() - start) as u64);
+        self.out.splice(start..start, len);
+        Ok(())
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
         self,
@@ -648,6 +674,12 @@ impl<'de> Decoder<'de, '_> {
         }
     }
 
+    /// The JSON text after a [`RAW_JSON`] tag.
+    fn raw_json(&mut self) -> Result<&'de [u8], CodecError> {
+        let len = self.varint()?;
+        self.take(len)
+    }
+
     fn enter(&mut self) -> Result<(), CodecError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
@@ -727,6 +759,10 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
                     ))
                 }
             }
+            RAW_JSON => {
+                let json = self.raw_json()?;
+                from_json(json, |d| d.deserialize_any(visitor))
+            }
             t if t >= SMALL_UINT => visitor.visit_u64(u64::from(t - SMALL_UINT)),
             _ => Err(CodecError::Corrupt("unknown tag")),
         }
@@ -746,6 +782,11 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
         _name: &'static str,
         visitor: V,
     ) -> Result<V::Value, CodecError> {
+        if self.peek()? == RAW_JSON {
+            self.input = &self.input[1..];
+            let json = self.raw_json()?;
+            return from_json(json, |d| visitor.visit_newtype_struct(d));
+        }
         visitor.visit_newtype_struct(self)
     }
 
@@ -780,6 +821,33 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
         unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// Runs `f` on a `serde_json` deserializer over `json`, which must hold one value.
+fn from_json<'de, T>(
+    json: &'de [u8],
+    f: impl FnOnce(
+        &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+    ) -> serde_json::Result<T>,
+) -> Result<T, CodecError> {
+    let mut d = serde_json::Deserializer::from_slice(json);
+    let value = f(&mut d).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => CodecError::Rejected(json_error_kind(&e).into()),
+        _ => CodecError::Corrupt("invalid JSON text"),
+    })?;
+    d.end()
+        .map_err(|_| CodecError::Corrupt("bytes after the JSON text"))?;
+    Ok(value)
+}
+
+/// What went wrong in `serde_json`, without its message (which may quote the value).
+fn json_error_kind(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "JSON: I/O",
+        serde_json::error::Category::Syntax => "JSON: syntax",
+        serde_json::error::Category::Data => "JSON: a value the type does not take",
+        serde_json::error::Category::Eof => "JSON: ends early",
     }
 }
 

@@ -1,11 +1,11 @@
 //! A cache for informers that keeps every object encoded and decodes it when it is read.
 //!
-//! [`CompactStore`] goes where kinformer-indexer's
-//! [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore) goes: behind an informer
-//! (`SharedIndexInformer::builder(..).store(..)`, or `SharedInformerFactory::builder(..)
-//! .store_for::<K, _>(..)` for every informer of a type). Listers, indices, handlers and
-//! the FIFO's view of known objects work unchanged; only the memory and the cost of a read
-//! change.
+//! [`CompactStore`] is the cache kinformer's informers keep by default
+//! (kinformer-informer-factory's `CacheKind::Encoded`), and goes wherever kinformer-indexer's
+//! [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore) goes (`SharedIndexInformer::
+//! builder(..).store(..)` with index functions or a key function of your own). Listers,
+//! indices, handlers and the FIFO's view of known objects work as over the decoded store;
+//! only the memory and the cost of a read change.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -52,7 +52,8 @@
 //!
 //! Per object, one allocation: namespace, name, resource version (and the key, with a key
 //! function of your own), then the object in a compact binary encoding of serde's data
-//! model; beside it the object's labels, shared with every other object that has the same
+//! model, in which `managedFields` (and any other free-form JSON the schema marks:
+//! [`RAW_JSON_TYPES`]) are the JSON text the server sent; beside it the object's labels, shared with every other object that has the same
 //! ones (the pods of one ReplicaSet), and the values of the index functions other than the
 //! namespace index, computed when the object is written. The entries sit in a
 //! `ThreadSafeStore`, so keys, the namespace index, the consistency of reads with writes
@@ -67,17 +68,17 @@
 //!
 //! # What to expect from it
 //!
-//! Measured at 10,000 pods with `managedFields` stripped (BENCHMARKS.md): a pod's entry
-//! takes 1.0–1.2 KB where the decoded pod takes ~7 KB (client-go's ~4.8 KB); the whole
-//! process peaked at 1.8 KB per cached pod, 0.38x client-go, and synced in 0.89x its time.
-//! That holds because the informer never has the whole list decoded at once: the first
-//! list reaches the store in parts as it arrives (the in-order FIFO's
-//! `begin_list_in_parts`), and a relist hands the store only the keys of unchanged objects,
-//! whose entries it keeps in place ([`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)),
-//! so a relist peaked at 1.05x the steady state. That is with the informer's default FIFO,
-//! the in-order FIFO in atomic mode; in per-object mode relists hold the whole list
-//! decoded, and with the DeltaFIFO the first list too. Keep `managedFields` out: they are a JSON tree that
-//! the store encodes key by key (whole pods took 4.0–6.3 KB each, 0.77–1.20x client-go).
+//! An entry takes about what the object takes on the wire: `managedFields` cost their JSON
+//! text, the rest of a pod 1.0–1.2 KB where the decoded k8s-openapi pod takes ~7 KB without
+//! `managedFields` and several times that with them (each `FieldsV1` a tree of JSON maps).
+//! The measurements against client-go with each side's defaults are BENCHMARKS.md's
+//! "defaults" rows (`cargo xtask bench informer`). They hold because the informer never
+//! has the whole list decoded at once: the first list reaches the store in parts as it
+//! arrives (the in-order FIFO's `begin_list_in_parts`), and a relist hands the store only
+//! the keys of unchanged objects, whose entries it keeps in place
+//! ([`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)). That is with the
+//! informer's default FIFO, the in-order FIFO in atomic mode; in per-object mode relists
+//! hold the whole list decoded, and with the DeltaFIFO the first list too.
 //!
 //! # The encoding
 //!
@@ -86,8 +87,10 @@
 //! `&'static str`, and a process-wide table numbers them). Not the protobuf the API server
 //! sent: the store would need a protobuf encoder for every type, custom resources and
 //! `DynamicObject` have none, and the transform (stripping `managedFields`) runs on the
-//! decoded object. Not JSON: field names would be most of the bytes. The bytes never leave
-//! the process, so the format has no version.
+//! decoded object. Not JSON: field names would be most of the bytes. Free-form JSON
+//! (`managedFields`) stays JSON: it has no field names to number, and kept as text it costs
+//! one `serde_json` write instead of a key-by-key walk. The bytes never leave the process,
+//! so the format has no version.
 //!
 //! `K` must decode what it encodes with the same result, as through JSON: every k8s-openapi
 //! type, `DynamicObject`, `#[derive(CustomResource)]` types and projection structs do. The
@@ -107,9 +110,10 @@
 //! use) and index lookups are answered before decoding: a lister decodes only what it
 //! returns. Keys, `len`, `index_keys`, resource-version checks need no decoding at all.
 //!
-//! Choose it for large caches read by key or by a narrow index (the usual controller,
-//! which reconciles one key at a time); keep the default store where handlers or reconciles
-//! list most of the cache on every pass, or where the identity of the cached `Arc` matters.
+//! It suits large caches read by key or by a narrow index (the usual controller, which
+//! reconciles one key at a time); keep decoded objects (`CacheKind::Decoded`, kinformer-
+//! indexer's `ThreadSafeStore`) where handlers or reconciles list most of the cache on
+//! every pass, or where the identity of the cached `Arc` matters.
 //!
 //! # Differences from client-go
 //!
@@ -125,5 +129,5 @@ mod entry;
 mod labels;
 mod store;
 
-pub use codec::CodecError;
+pub use codec::{CodecError, RAW_JSON_TYPES};
 pub use store::{CompactStore, DEFAULT_CACHE, Stats};

@@ -75,6 +75,20 @@ enum Entry<K> {
     Bookmark(String),
 }
 
+/// Below this many slots a drained queue keeps its capacity.
+const KEEP_CAPACITY: usize = 1024;
+
+/// Gives back what a burst grew the queue to once it has drained to a quarter: a queue
+/// keeps its peak capacity otherwise (tens of bytes an entry: 100,000 events queued
+/// while a slow cache caught up would hold 8 MB for the life of the informer). Halving
+/// only below a quarter keeps the copies amortized.
+fn shrink_after_burst<T>(entries: &mut VecDeque<T>) {
+    let cap = entries.capacity();
+    if cap > KEEP_CAPACITY && entries.len() < cap / 4 {
+        entries.shrink_to((entries.len() * 2).max(KEEP_CAPACITY));
+    }
+}
+
 impl<K> State<K> {
     /// Writes after [`close`](FifoQueue::close) are refused, so that a reflector feeding a
     /// stopped informer stops instead of filling the queue forever.
@@ -615,6 +629,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
             }
             Item::Batch(events)
         };
+        shrink_after_burst(&mut st.entries);
         Some(Popped::new(item, in_initial).with_done(self, token))
     }
 
@@ -686,5 +701,34 @@ impl<K> fmt::Debug for InOrderFifo<K> {
             .field("closed", &st.closed)
             .field("has_synced", &st.progress.has_synced())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drained_queue_gives_back_what_a_burst_grew_it_to() {
+        let mut q: VecDeque<u64> = (0..100_000).collect();
+        let peak = q.capacity();
+        while q.len() > 10 {
+            q.pop_front();
+            shrink_after_burst(&mut q);
+        }
+        assert!(
+            q.capacity() <= 2 * KEEP_CAPACITY,
+            "{} of {peak}",
+            q.capacity()
+        );
+        assert_eq!(
+            q.iter().copied().collect::<Vec<_>>(),
+            (99_990..100_000).collect::<Vec<_>>()
+        );
+        // A queue within the kept capacity is left alone.
+        let mut small: VecDeque<u64> = VecDeque::with_capacity(KEEP_CAPACITY);
+        small.push_back(1);
+        shrink_after_burst(&mut small);
+        assert!(small.capacity() >= KEEP_CAPACITY);
     }
 }

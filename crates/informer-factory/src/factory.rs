@@ -11,10 +11,11 @@ use kinformer_indexer::IndexerWriter;
 use kinformer_reflector::{Backoff, KubeListerWatcher, ShardSelector, WireFormat};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::sync::SYNC_POLL;
-use crate::{Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
+use crate::{CacheKind, Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
 
 /// What a factory's informer watches besides its resource: the namespace and the list
 /// options (client-go's `WithNamespace` and `WithTweakListOptions`). Two requests for one
@@ -216,6 +217,7 @@ struct Config {
     stores: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     transform: Option<MetaTransform>,
     fifo: FifoKind,
+    cache: CacheKind,
     backoff: Backoff,
     wire_format: WireFormat,
 }
@@ -298,8 +300,8 @@ impl SharedInformerFactoryBuilder {
 
     /// The cache of the informers of type `K` (client-go has no such option: its store is
     /// fixed): `make` is called once per informer of `K` (one per distinct
-    /// [`InformerOptions`]) and its store replaces the default
-    /// [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore), as
+    /// [`InformerOptions`]) and its store replaces the built-in one
+    /// ([`cache`](Self::cache)), as
     /// [`SharedIndexInformerBuilder::store`](crate::SharedIndexInformerBuilder::store) does
     /// for one informer. Give the store the namespace index
     /// ([`namespace_indexers`](kinformer_indexer::namespace_indexers)): listers need it. For
@@ -312,7 +314,7 @@ impl SharedInformerFactoryBuilder {
     /// use kinformer_informer_factory::SharedInformerFactory;
     ///
     /// # async fn run(client: kube::Client) {
-    /// // Here the default store with an index by node besides the namespace index; a
+    /// // Here the decoded store with an index by node besides the namespace index; a
     /// // store of another kind (kinformer-compact-store's) goes in the same way.
     /// let factory = SharedInformerFactory::builder(client)
     ///     .store_for::<Pod, _>(|| {
@@ -361,6 +363,25 @@ impl SharedInformerFactoryBuilder {
     #[must_use]
     pub fn fifo(mut self, kind: FifoKind) -> Self {
         self.config.fifo = kind;
+        self
+    }
+
+    /// The built-in cache of every informer (default [`CacheKind::Encoded`]: objects kept
+    /// encoded, decoded when read; [`CacheKind::Decoded`]: decoded objects, as client-go
+    /// keeps them). [`store_for`](Self::store_for) overrides it for one type.
+    ///
+    /// ```no_run
+    /// use kinformer_informer_factory::{CacheKind, SharedInformerFactory};
+    ///
+    /// # async fn run(client: kube::Client) {
+    /// // Handlers that list the whole cache on every event: keep it decoded.
+    /// let factory = SharedInformerFactory::builder(client).cache(CacheKind::Decoded).build();
+    /// # let _ = factory;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn cache(mut self, kind: CacheKind) -> Self {
+        self.config.cache = kind;
         self
     }
 
@@ -502,6 +523,7 @@ impl SharedInformerFactory {
                 stores: HashMap::new(),
                 transform: None,
                 fifo: FifoKind::default(),
+                cache: CacheKind::default(),
                 backoff: Backoff::default(),
                 wire_format: WireFormat::default(),
             },
@@ -519,7 +541,7 @@ impl SharedInformerFactory {
     /// on every call.
     pub fn informer<K>(&self) -> SharedIndexInformer<K>
     where
-        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -530,7 +552,7 @@ impl SharedInformerFactory {
     /// other selectors): one per distinct options.
     pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
     where
-        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -566,7 +588,7 @@ impl SharedInformerFactory {
         mut options: InformerOptions,
     ) -> SharedIndexInformer<K>
     where
-        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     {
         if cluster_scoped {
             options.namespace = None;
@@ -593,7 +615,7 @@ impl SharedInformerFactory {
 
     fn new_informer<K>(&self, dyntype: &K::DynamicType, id: &InformerId) -> SharedIndexInformer<K>
     where
-        K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
     {
         let mut lw = KubeListerWatcher::<K>::scoped(
             self.inner.config.client.clone(),
@@ -623,6 +645,7 @@ impl SharedInformerFactory {
             .name(id.to_string())
             .resync_period(resync)
             .fifo(config.fifo)
+            .cache(config.cache)
             .backoff(config.backoff.clone());
         if let Some(shard) = &id.options.shard {
             builder = builder.shard(shard.clone());

@@ -11,18 +11,18 @@ use kinformer_core::{
     MetaObject, ObjectKey, TransformFn, deletion_handling_key, meta_namespace_key,
 };
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
-use kinformer_indexer::{
-    Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, namespace_indexers,
-};
+use kinformer_indexer::{Indexer, IndexerWriter, Indexers, Lister, namespace_indexers};
 use kinformer_reflector::{
     Backoff, ListerWatcher, Reflector, ReflectorCounters, ReflectorStatus, ShardFiltering,
     ShardFilteringHandle, ShardSelector, ShardedListerWatcher, TaskHandle, WatchErrorHandler,
 };
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::listener::{Buffering, ListenerState, Notification, Processor};
-use crate::{Error, ResourceEventHandler};
+use crate::{CacheKind, Error, ResourceEventHandler};
 
 /// The shortest resync period a handler can have (client-go's `minimumResyncPeriod`).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -181,6 +181,7 @@ pub struct SharedIndexInformerBuilder<K> {
     watch_list: bool,
     backoff: Backoff,
     indexers: Indexers<K>,
+    cache: CacheKind,
     store: Option<Arc<dyn IndexerWriter<K>>>,
     shard: Option<ShardFilteringHandle>,
 }
@@ -191,6 +192,7 @@ impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
             .field("name", &self.name)
             .field("resync", &self.resync)
             .field("fifo", &self.fifo)
+            .field("cache", &self.cache)
             .field("indexers", &self.indexers.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -298,7 +300,16 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
-    /// A cache of your own instead of the default [`ThreadSafeStore`]: any
+    /// Which built-in cache the informer keeps (default [`CacheKind::Encoded`]: objects
+    /// kept encoded, decoded when read; [`CacheKind::Decoded`] for client-go's cache of
+    /// decoded objects). Ignored when a [`store`](Self::store) of your own is given.
+    #[must_use]
+    pub fn cache(mut self, kind: CacheKind) -> Self {
+        self.cache = kind;
+        self
+    }
+
+    /// A cache of your own instead of the built-in one ([`cache`](Self::cache)): any
     /// [`IndexerWriter`]. The informer keeps the write side to itself and hands out only
     /// the read side ([`SharedIndexInformer::indexer`], listers). Listers need the
     /// namespace index ([`namespace_indexers`]). The index functions given to
@@ -341,14 +352,20 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self.lw = Arc::new(sharded);
         self
     }
+}
 
+impl<K> SharedIndexInformerBuilder<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
     /// The informer, not started.
+    ///
+    /// `K` must be serde's both ways (every Kubernetes object type is): the default cache
+    /// keeps objects encoded.
     pub fn build(self) -> SharedIndexInformer<K> {
         let default_resync = normalize_resync(self.resync);
-        let indexers = self.indexers;
-        let store = self
-            .store
-            .unwrap_or_else(|| Arc::new(ThreadSafeStore::new(indexers)));
+        let (cache, indexers) = (self.cache, self.indexers);
+        let store = self.store.unwrap_or_else(|| cache.store(indexers));
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 name: self.name,
@@ -400,16 +417,21 @@ impl<K> fmt::Debug for SharedIndexInformer<K> {
     }
 }
 
-impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
+impl<K> SharedIndexInformer<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
     /// An informer over `lister_watcher` with the default FIFO
-    /// ([`FifoKind::InOrderAtomic`]), the namespace index and `resync` as the default
-    /// handler resync period (zero: none).
+    /// ([`FifoKind::InOrderAtomic`]), the default cache ([`CacheKind::Encoded`]), the
+    /// namespace index and `resync` as the default handler resync period (zero: none).
     pub fn new(lister_watcher: impl ListerWatcher<K> + 'static, resync: Duration) -> Self {
         Self::builder(lister_watcher).resync_period(resync).build()
     }
+}
 
-    /// A builder: the in-order FIFO in atomic mode, streaming initial list, namespace
-    /// index, no resync, named `"informer"`.
+impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
+    /// A builder: the in-order FIFO in atomic mode, streaming initial list, the encoded
+    /// cache with the namespace index, no resync, named `"informer"`.
     pub fn builder(
         lister_watcher: impl ListerWatcher<K> + 'static,
     ) -> SharedIndexInformerBuilder<K> {
@@ -421,6 +443,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             watch_list: true,
             backoff: Backoff::default(),
             indexers: namespace_indexers(),
+            cache: CacheKind::default(),
             store: None,
             shard: None,
         }

@@ -85,7 +85,7 @@
 //! # The pipeline
 //!
 //! ```text
-//! Reflector task ──Sink──▶ FIFO ──pop_async──▶ pop-loop task ──▶ ThreadSafeStore (Lister reads it)
+//! Reflector task ──Sink──▶ FIFO ──pop_async──▶ pop-loop task ──▶ cache (Lister reads it)
 //!                                                   │
 //!                                                   └──▶ one listener per handler:
 //!                                                        unbounded crossbeam buffer + own thread
@@ -113,6 +113,12 @@
 //!   failing index function) is logged and skipped. The pop loop is the cache's only
 //!   writer: it holds the write side ([`IndexerWriter`](kinformer_indexer::IndexerWriter)),
 //!   everyone else gets the read side ([`SharedIndexInformer::indexer`], listers).
+//! - The **cache** keeps objects encoded by default ([`CacheKind::Encoded`],
+//!   kinformer-compact-store's `CompactStore`): about an object's size on the wire, with
+//!   `managedFields` as the JSON text the server sent; a read decodes what it returns.
+//!   [`CacheKind::Decoded`] keeps decoded objects shared as `Arc` (kinformer-indexer's
+//!   `ThreadSafeStore`, what client-go keeps): free reads, several times the memory. Pick
+//!   it when handlers or reconciles list most of the cache on every pass.
 //! - **Fan-out.** Every handler has a listener: an unbounded crossbeam channel and a
 //!   thread of its own, as client-go gives each a goroutine. The pop loop only pushes
 //!   `Arc`s into channels, so a slow handler delays nobody but itself (its buffer grows:
@@ -147,8 +153,9 @@
 //! unbounded channels — and never across an `.await`. No lock is held while a handler
 //! runs: handlers run on their listener threads. The popped item is dropped (marking it
 //! applied for the FIFO's `has_synced`) after every one of these locks is released, as
-//! kinformer-deltafifo requires. Objects travel as `Arc<K>`: the store, the listers and
-//! every handler share one allocation per object version.
+//! kinformer-deltafifo requires. Objects travel as `Arc<K>`: every handler shares the
+//! allocation the reflector decoded; the encoded cache hands each reader a decoded copy
+//! (equal, not the same allocation), the decoded cache the very `Arc` it holds.
 //!
 //! # Stopping
 //!
@@ -168,6 +175,9 @@
 //!   so listers may see part of it before `has_synced`; relists stay whole. On a relist, an
 //!   unchanged object's old version in its (resync) update is the listed object itself, and
 //!   over a store that keeps objects encoded those updates come after the others (rule 53).
+//! - The cache keeps objects encoded by default, where client-go's holds decoded objects:
+//!   a lister read returns a decoded copy, not the cached pointer (which client-go's callers
+//!   must not mutate either), and an update's old object is decoded from the cache.
 //! - A panicking handler is caught instead of crashing the process.
 //! - The transform ([`set_transform`](SharedIndexInformer::set_transform)) runs in the
 //!   reflector as each object arrives, not in the FIFO: a streaming initial list then
@@ -202,7 +212,8 @@
 //! - [`SharedInformer`]: what consumers of an informer need (handlers, cache, sync state),
 //!   as a trait object, so a controller's wiring can be tested with a fake informer.
 //! - The cache: [`SharedIndexInformerBuilder::store`] takes any
-//!   [`IndexerWriter`](kinformer_indexer::IndexerWriter).
+//!   [`IndexerWriter`](kinformer_indexer::IndexerWriter); [`CacheKind`] picks a built-in
+//!   one.
 //! - The FIFO: [`SharedIndexInformerBuilder::custom_fifo`] takes any
 //!   [`FifoQueue`](kinformer_deltafifo::FifoQueue); [`FifoKind`] picks a built-in one.
 //! - The lister-watcher: any [`ListerWatcher`](kinformer_reflector::ListerWatcher).
@@ -214,6 +225,7 @@
 //! in no kube client.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod cache;
 mod error;
 #[cfg(feature = "kube")]
 mod factory;
@@ -223,6 +235,7 @@ mod listener;
 mod shared;
 mod sync;
 
+pub use cache::CacheKind;
 pub use error::Error;
 #[cfg(feature = "kube")]
 pub use factory::{

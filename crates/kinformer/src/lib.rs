@@ -26,7 +26,7 @@
 //! | [`core`] | kinformer-core | object keys (`namespace/name`), tombstones, `Delta` types, the `MetaObject` view of an object |
 //! | [`workqueue`] | kinformer-workqueue | the work queue, the delaying and the rate-limited queue, rate limiters, metrics hooks |
 //! | [`indexer`] | kinformer-indexer | the cache's read side (`Indexer`) and write side (`IndexerWriter`), the thread-safe store, index functions, listers |
-//! | [`compact_store`] | kinformer-compact-store | a cache that keeps objects encoded and decodes them on read: less memory per cached object, a decode per read |
+//! | [`compact_store`] | kinformer-compact-store | the informers' default cache: objects kept encoded, decoded on read; less memory per cached object, a decode per read |
 //! | [`deltafifo`] | kinformer-deltafifo | the in-order FIFO and the DeltaFIFO between the reflector and the cache |
 //! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
 //! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
@@ -144,22 +144,21 @@
 //! # }).unwrap();
 //! ```
 //!
-//! # Memory: the compact store and projections
+//! # Memory: the encoded cache and projections
 //!
-//! An informer's cache holds every object it watches, decoded; a controller that watches
-//! every pod of a large cluster is sized by it. Three levers, which combine:
+//! An informer's cache holds every object it watches; a controller that watches every pod
+//! of a large cluster is sized by it. By default the cache keeps each object encoded
+//! ([`CacheKind::Encoded`](informer::CacheKind), kinformer-compact-store's
+//! [`compact_store::CompactStore`]): about its size on the wire, `managedFields` included
+//! as the JSON text the server sent, decoded when read. Listers, indices and handlers work
+//! as over decoded objects; a read decodes what it returns (equal objects, not one shared
+//! allocation). [`CacheKind::Decoded`](informer::CacheKind) on the factory or the informer
+//! builder keeps decoded objects, as client-go does, for programs that list most of their
+//! cache on every pass. Two more levers, which combine:
 //!
 //! - **Strip what nobody reads** before it is cached: `managedFields` with the factory's
 //!   [`transform_meta`](informer::SharedInformerFactoryBuilder::transform_meta) (client-go's
-//!   `WithTransform`).
-//! - **Keep the objects encoded**: [`compact_store::CompactStore`] in place of the default
-//!   store, for every informer of a type with
-//!   [`store_for`](informer::SharedInformerFactoryBuilder::store_for) (for one informer:
-//!   `SharedIndexInformer::builder(..).store(..)`). Listers, indices and handlers are
-//!   unchanged; each read decodes what it returns. The first list reaches it in parts and
-//!   a relist keeps unchanged entries as they are, so the peak is the encoded entries
-//!   plus a part of the list (about 1.8 KB per stripped pod at 10,000 pods, 0.38x
-//!   client-go: see the compact store's docs).
+//!   `WithTransform`): it saves their decoding during the sync too.
 //! - **Cache a projection**: any serde struct that matches part of the Kubernetes JSON of a
 //!   resource works as the informer's type; fields it does not name are skipped while
 //!   decoding (JSON or protobuf), so they never reach memory. kube's
@@ -170,8 +169,6 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::Pod;
 //! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-//! use kinformer::compact_store::CompactStore;
-//! use kinformer::indexer::namespace_indexers;
 //! use kinformer::prelude::*;
 //! use serde::{Deserialize, Serialize};
 //!
@@ -206,8 +203,6 @@
 //! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let factory = SharedInformerFactory::builder(client)
 //!     .transform_meta(|meta| meta.managed_fields = None)
-//!     // Optional: the projection kept encoded too.
-//!     .store_for::<PodView, _>(|| CompactStore::new(namespace_indexers()))
 //!     .build();
 //! let pods = factory.informer::<PodView>();
 //! let lister: Lister<PodView> = pods.lister();
@@ -257,7 +252,7 @@ pub use kinformer_workqueue as workqueue;
 pub use kinformer_indexer as indexer;
 
 /// A cache that keeps every object encoded, decoded on read, behind the same `Indexer`
-/// traits: kinformer-compact-store. See [Memory](crate#memory-the-compact-store-and-projections).
+/// traits: kinformer-compact-store. The informers' default cache. See [Memory](crate#memory-the-encoded-cache-and-projections).
 pub use kinformer_compact_store as compact_store;
 
 /// The DeltaFIFO and the in-order FIFO: kinformer-deltafifo.
@@ -311,7 +306,7 @@ pub mod prelude {
 
     // Informers and handlers.
     pub use kinformer_informer_factory::{
-        FifoKind, FilteringResourceEventHandler, InformerHandle, Registration,
+        CacheKind, FifoKind, FilteringResourceEventHandler, InformerHandle, Registration,
         ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformer,
         wait_for_cache_sync,
     };

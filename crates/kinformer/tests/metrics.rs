@@ -17,7 +17,7 @@ use kinformer::server::Server;
 use prometheus_parse::{Scrape, Value};
 
 /// A namespaced object with a name.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Obj(String);
 
 impl MetaObject for Obj {

@@ -109,6 +109,78 @@ fn a_pod_decodes_as_from_its_json() {
     assert!(buf.len() * 10 < json_len * 8, "{} vs {json_len}", buf.len());
 }
 
+/// A pod whose `managedFields` are as server-side apply writes them.
+fn pod_with_managed_fields() -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": "web-0", "namespace": "default", "resourceVersion": "7",
+            "managedFields": [{
+                "manager": "kubectl", "operation": "Apply", "apiVersion": "v1",
+                "time": "2026-12-01T10:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                             "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {
+                                 ".": {}, "f:image": {}, "f:name": {}}}}}
+            }]
+        },
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap()
+}
+
+/// `managedFields` are kept as their JSON text (one tag, a length, the text), not as a
+/// tree of tagged values, and decode to the same `FieldsV1`.
+#[test]
+fn managed_fields_are_kept_as_json_text() {
+    let pod = pod_with_managed_fields();
+    let mut buf = Vec::new();
+    encode(&pod, &mut buf).unwrap();
+    let fields = &pod.metadata.managed_fields.as_ref().unwrap()[0];
+    let text = serde_json::to_vec(fields.fields_v1.as_ref().unwrap()).unwrap();
+    let at = buf
+        .windows(text.len())
+        .position(|w| w == text)
+        .expect("the JSON text is in the encoding");
+    // The tag, then the length as a two-byte varint (130 bytes of text).
+    assert_eq!(text.len(), 130);
+    assert_eq!(buf[at - 3..at], [RAW_JSON, 0x82, 0x01]);
+    assert_eq!(round_trip(&pod), pod);
+    // Through `deserialize_any` too (a flattened or untyped reader buffers the value).
+    let any: Value = decode(&buf).unwrap();
+    assert_eq!(any, serde_json::to_value(&pod).unwrap());
+}
+
+/// Every newtype in [`RAW_JSON_TYPES`] is kept as JSON, whatever it wraps; JSON text that
+/// is corrupt or that the type refuses is a typed error.
+#[test]
+fn json_text_newtypes_round_trip_and_fail_typed() {
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct RawExtension(Value);
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[allow(clippy::upper_case_acronyms)]
+    struct JSON(Vec<u8>);
+    let raw = RawExtension(json!({"kind": "X", "n": [1, 2.5, null]}));
+    assert_eq!(round_trip(&raw), raw);
+    let bytes = JSON(vec![1, 2, 3]);
+    assert_eq!(round_trip(&bytes), bytes);
+
+    let mut buf = Vec::new();
+    encode(&RawExtension(json!({"secret": "hunter2"})), &mut buf).unwrap();
+    #[derive(Debug, Deserialize)]
+    struct Strict(#[allow(dead_code)] Vec<u32>);
+    #[derive(Debug, Deserialize)]
+    #[serde(rename = "RawExtension")]
+    struct Wrapper(#[allow(dead_code)] Strict);
+    let e = decode::<Wrapper>(&buf).unwrap_err();
+    assert!(matches!(e, CodecError::Rejected(_)), "{e}");
+    assert!(!e.to_string().contains("hunter2"), "{e}");
+    // A length past the end, and text that is not JSON.
+    assert!(decode::<RawExtension>(&[RAW_JSON, 9, b'{']).is_err());
+    assert!(matches!(
+        decode::<RawExtension>(&[RAW_JSON, 2, b'{', b'x']),
+        Err(CodecError::Corrupt(_))
+    ));
+}
+
 #[test]
 fn a_type_that_refuses_its_own_encoding_is_a_typed_error_without_the_value() {
     #[derive(Serialize)]

@@ -12,7 +12,7 @@ use kinformer_reflector::ListPage;
 use kinformer_reflector::fake::{FakeListerWatcher, WatchSender, watch_channel};
 
 /// A namespaced object: name, resource version, labels.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Obj {
     pub name: String,
     pub rv: String,

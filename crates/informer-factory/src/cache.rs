@@ -1,0 +1,56 @@
+//! Which cache an informer keeps when it is given no store of its own.
+
+use std::sync::Arc;
+
+use kinformer_compact_store::CompactStore;
+use kinformer_core::MetaObject;
+use kinformer_indexer::{IndexerWriter, Indexers, ThreadSafeStore};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The kind of cache an informer keeps when no store of your own is given
+/// ([`SharedIndexInformerBuilder::cache`](crate::SharedIndexInformerBuilder::cache), and
+/// the factory's `cache`).
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_informer_factory::{CacheKind, SharedIndexInformer};
+/// use kinformer_reflector::fake::FakeListerWatcher;
+///
+/// // A program that lists most of its cache on every pass keeps it decoded.
+/// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+///     .cache(CacheKind::Decoded)
+///     .build();
+/// # let _ = informer;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CacheKind {
+    /// Objects kept encoded and decoded when read (kinformer-compact-store's
+    /// [`CompactStore`]): a few KB per pod, about its size on the wire, with
+    /// `managedFields` kept as the JSON text the server sent. A read decodes what it
+    /// returns and hands out a new `Arc` (two reads give equal objects, not one
+    /// allocation); label selectors and index lookups are answered before decoding, and a
+    /// small cache keeps recently written and read objects decoded. The default: most
+    /// controllers read one object per reconcile.
+    #[default]
+    Encoded,
+    /// Decoded objects shared as `Arc` (kinformer-indexer's [`ThreadSafeStore`], what
+    /// client-go keeps): reads cost nothing and return the cached allocation, the cache
+    /// takes several times the memory. Pick it when handlers or reconciles list most of
+    /// the cache on every pass.
+    Decoded,
+}
+
+impl CacheKind {
+    /// An empty cache of this kind with these index functions.
+    pub(crate) fn store<K>(self, indexers: Indexers<K>) -> Arc<dyn IndexerWriter<K>>
+    where
+        K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+    {
+        match self {
+            Self::Encoded => Arc::new(CompactStore::new(indexers)),
+            Self::Decoded => Arc::new(ThreadSafeStore::new(indexers)),
+        }
+    }
+}
