@@ -6,23 +6,28 @@
 //!
 //! ```text
 //! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]
-//!              [--store default|compact] [--project] [--relist]
+//!              [--store default|decoded|compact] [--project] [--relist] [--settle [--trim]]
 //! ```
 //!
 //! `--wire` is the encoding kinformer and client-go ask the API server for: `protobuf`
 //! (the default of both for built-in types) or `json`; kube-runtime speaks JSON only and
 //! refuses `--wire protobuf`. It syncs the pods of `NS` and prints one JSON line:
-//! `{"contender", "wire", "transform", "synced_ms", "rss_kib", "objects"}` (kinformer's adds
-//! `transform_clones`: pods its transform could not strip in place), where `synced_ms` is
-//! measured from the start of `main` and `rss_kib` is `VmHWM` from `/proc/self/status`
-//! read right after the sync. With `--latency M` it then records, for every update whose
+//! `{"contender", "wire", "transform", "synced_ms", "rss_kib", "rss_now_kib", "cpu_ms",
+//! "objects"}` (kinformer's adds `transform_clones`: pods its transform could not strip in
+//! place), where `synced_ms` is measured from the start of `main`, `rss_kib` is `VmHWM`
+//! from `/proc/self/status` read right after the sync, and `cpu_ms` the user + system CPU
+//! time of the whole process up to that moment (`getrusage(RUSAGE_SELF)`, all threads;
+//! the Go peer's is the same call). With `--latency M` it then records, for every update whose
 //! new pod carries the label [`SEQ_LABEL`] `= i` (`i < M`), the wall-clock time its
 //! handler saw it, and prints `{"seen": [[i, unix_ns], ...]}` once it has seen all `M`
 //! or a few seconds after its stdin closed (the driver closes it after the last patch).
-//! The result line also has `rss_now_kib`, `VmRSS` at the same moment.
+//! `rss_now_kib` is `VmRSS` at the same moment as `rss_kib`.
 //!
 //! The memory rows add three flags (kinformer's contender and the Go peer; the store is
-//! kinformer's only): `--store compact` caches in kinformer-compact-store's `CompactStore`;
+//! kinformer's only): `--store` picks kinformer's cache, `default` (no option: what
+//! `SharedIndexInformer::builder(lw).build()` keeps), `decoded` (`CacheKind::Decoded`,
+//! kinformer-indexer's `ThreadSafeStore` of decoded pods) or `compact` (kinformer-compact-store's
+//! `CompactStore`, given as the informer's store);
 //! `--project` caches a projection of a pod ([`PodView`]: metadata without
 //! `managedFields`, node name, containers' names and images, phase; client-go: a transform
 //! that clears every other field); `--relist` measures a relist: a second after the sync
@@ -33,9 +38,9 @@
 //! second passed, the contender prints `{"relist_hwm_kib", "after_rss_kib"}`.
 //!
 //! The allocator rows: `kinformer-contender-mimalloc` is kinformer's contender with
-//! mimalloc as the global allocator. `--settle`: two seconds after the result line (the
-//! handlers have had the initial adds by then), the contender prints
-//! `{"settled_rss_kib"}` (`VmRSS`); with `--trim` (kinformer's) it calls glibc's
+//! mimalloc as the global allocator. `--settle` (every contender): two seconds after the
+//! result line (the handlers have had the initial adds by then), the contender prints
+//! `{"settled_rss_kib"}` (`VmRSS`); with `--trim` (the Rust contenders) it calls glibc's
 //! `malloc_trim(0)` first.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
@@ -80,6 +85,18 @@ impl Wire {
     }
 }
 
+/// kinformer's cache (`--store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Store {
+    /// No option: the informer's default cache.
+    #[default]
+    Default,
+    /// `CacheKind::Decoded`: decoded pods in a `ThreadSafeStore`.
+    Decoded,
+    /// kinformer-compact-store's `CompactStore`, given as the informer's store.
+    Compact,
+}
+
 /// The command line every contender takes.
 #[derive(Debug, Clone)]
 pub struct Args {
@@ -98,8 +115,8 @@ pub struct Args {
     pub latency: usize,
     /// The encoding to ask for (`None`: the contender's default).
     pub wire: Option<Wire>,
-    /// kinformer only: cache in kinformer-compact-store's `CompactStore`.
-    pub compact: bool,
+    /// kinformer only: its cache.
+    pub store: Store,
     /// Cache a [`PodView`] (client-go: clear every field it does not have).
     pub project: bool,
     /// Measure a relist after the sync (see the crate docs).
@@ -123,8 +140,8 @@ impl Args {
         let mut modify = false;
         let mut latency = 0;
         let mut wire = None;
-        let (mut compact, mut project, mut relist, mut trim, mut settle) =
-            (false, false, false, false, false);
+        let mut store = Store::Default;
+        let (mut project, mut relist, mut trim, mut settle) = (false, false, false, false);
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -141,10 +158,11 @@ impl Args {
                     });
                 }
                 "--store" => {
-                    compact = match value()?.as_str() {
-                        "default" => false,
-                        "compact" => true,
-                        other => bail!("--store {other:?}: want default or compact"),
+                    store = match value()?.as_str() {
+                        "default" => Store::Default,
+                        "decoded" => Store::Decoded,
+                        "compact" => Store::Compact,
+                        other => bail!("--store {other:?}: want default, decoded or compact"),
                     };
                 }
                 "--project" => project = true,
@@ -154,7 +172,7 @@ impl Args {
                 "--strip" => strip = true,
                 "--modify" => modify = true,
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|compact] [--project] [--relist] [--trim] [--settle]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|decoded|compact] [--project] [--relist] [--trim] [--settle]"
                 ),
             }
         }
@@ -166,7 +184,7 @@ impl Args {
             modify,
             latency,
             wire,
-            compact,
+            store,
             project,
             relist,
             trim,
@@ -193,6 +211,34 @@ pub fn peak_rss_kib() -> Option<u64> {
 /// The process's resident set now (`VmRSS`) in KiB, if `/proc` has it.
 pub fn rss_now_kib() -> Option<u64> {
     status_kib("VmRSS:")
+}
+
+/// User + system CPU time of the whole process so far (all its threads, those that
+/// exited included), in milliseconds: `getrusage(RUSAGE_SELF)`, as the Go peer reads it.
+#[cfg(unix)]
+pub fn cpu_ms() -> Option<f64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // The bench's second unsafe call: `getrusage` writes one `rusage` through a pointer to
+    // a live, writable, properly aligned `rusage`, and has no other preconditions.
+    #[allow(unsafe_code)]
+    // SAFETY: see above.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: `getrusage` succeeded, so it filled the struct (which was zeroed anyway, and
+    // all-zero bytes are a valid `rusage`).
+    #[allow(unsafe_code)]
+    let usage = unsafe { usage.assume_init() };
+    #[allow(clippy::cast_precision_loss)]
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    Some(ms(usage.ru_utime) + ms(usage.ru_stime))
+}
+
+/// No `getrusage` here.
+#[cfg(not(unix))]
+pub fn cpu_ms() -> Option<f64> {
+    None
 }
 
 fn status_kib(field: &str) -> Option<u64> {
@@ -275,7 +321,7 @@ pub async fn measure_relist(relisted: &AtomicBool) -> anyhow::Result<()> {
 /// each arena and whole free pages inside them).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn malloc_trim() {
-    // The bench's one unsafe call, for the allocator rows only: `malloc_trim` takes a plain
+    // For the allocator rows only: `malloc_trim` takes a plain
     // integer, has no preconditions and is safe to call at any time from any thread.
     #[allow(unsafe_code)]
     // SAFETY: see above; the return value only says whether memory was released.
@@ -326,6 +372,7 @@ pub fn print_synced(
         "synced_ms": start.elapsed().as_secs_f64() * 1e3,
         "rss_kib": peak_rss_kib(),
         "rss_now_kib": rss_now_kib(),
+        "cpu_ms": cpu_ms(),
         "objects": objects,
     });
     for (k, v) in extra {

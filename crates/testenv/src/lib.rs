@@ -100,7 +100,7 @@ pub use binaries::binary_dir;
 pub use control_plane::ControlPlane;
 pub use crd::create_crd;
 pub use error::Error;
-pub use fixtures::{create_pods, pod};
+pub use fixtures::{apply_realistic_pods, create_pods, pod};
 pub use options::{Options, SHARDED_LIST_AND_WATCH};
 pub use programs::{example_binary, peer_binary};
 pub use proxy::TcpProxy;

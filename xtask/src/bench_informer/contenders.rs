@@ -54,7 +54,10 @@ impl Contender {
         }
     }
 
-    const ALL_BUT_MODIFY: [Self; 5] = [
+    /// The contenders of the defaults-against-defaults tables (`--defaults-only`): every
+    /// program in each wire format with its own defaults; kinformer strips with the
+    /// informer's transform.
+    pub(super) const ALL_BUT_MODIFY: [Self; 5] = [
         Self::ClientGo,
         Self::Kinformer,
         Self::ClientGoJson,
@@ -92,6 +95,15 @@ impl Contender {
             Self::Kinformer | Self::KinformerModify | Self::KubeRuntime => None,
         }
     }
+}
+
+/// What a contender does after its result line.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum After {
+    /// Prints `{"settled_rss_kib"}` two seconds later and exits (`--settle`).
+    Settle,
+    /// Waits for this many labelled updates and prints when it saw them (`--latency M`).
+    Latency(usize),
 }
 
 /// The three programs.
@@ -162,7 +174,7 @@ impl Running {
         ns: &str,
         n: usize,
         strip: bool,
-        latency: usize,
+        after: After,
     ) -> anyhow::Result<Self> {
         let mut cmd = Command::new(bins.path(c));
         cmd.arg("--kubeconfig").arg(kubeconfig).args([
@@ -180,10 +192,17 @@ impl Running {
         if c == Contender::KinformerModify {
             cmd.arg("--modify");
         }
-        if latency > 0 {
-            cmd.args(["--latency", &latency.to_string()]);
-        }
-        Self::start(c.name(), cmd, latency > 0)
+        let latency = match after {
+            After::Settle => {
+                cmd.arg("--settle");
+                false
+            }
+            After::Latency(m) => {
+                cmd.args(["--latency", &m.to_string()]);
+                true
+            }
+        };
+        Self::start(c.name(), cmd, latency)
     }
 
     /// Starts `cmd` (a contender with its arguments) as `name`, with a pipe to its stdin

@@ -1,5 +1,5 @@
-//! What a run measures: sync time and peak RSS, event latency, churn, and the statistics
-//! the report and the charts take of them.
+//! What a run measures: sync time, CPU time, peak and settled RSS, event latency, churn,
+//! and the statistics the report and the charts take of them.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use super::Opts;
-use super::contenders::{Binaries, Contender, RUN_TIMEOUT, Running};
+use super::contenders::{After, Binaries, Contender, RUN_TIMEOUT, Running};
 use crate::bench::median;
 use crate::progress::Step;
 
@@ -34,9 +34,8 @@ pub(super) struct Setup<'a> {
 }
 
 impl Setup<'_> {
-    /// Starts `c` on these pods (with `latency` > 0, to report that many sequence numbers
-    /// after the sync).
-    fn spawn(&self, c: Contender, strip: bool, latency: usize) -> anyhow::Result<Running> {
+    /// Starts `c` on these pods, to do `after` after its sync.
+    fn spawn(&self, c: Contender, strip: bool, after: After) -> anyhow::Result<Running> {
         Running::spawn(
             self.bins,
             c,
@@ -44,7 +43,7 @@ impl Setup<'_> {
             self.ns,
             self.names.len(),
             strip,
-            latency,
+            after,
         )
     }
 }
@@ -56,6 +55,10 @@ pub(super) struct Sample {
     pub(super) spawn_ms: f64,
     /// Peak RSS right after the sync.
     pub(super) rss_kib: f64,
+    /// User + system CPU time of the contender's process up to its result line.
+    pub(super) cpu_ms: f64,
+    /// `VmRSS` two seconds after the result line.
+    pub(super) settled_kib: f64,
 }
 
 /// Event latencies of one contender.
@@ -169,18 +172,26 @@ fn initial_events_end(body: &[u8], protobuf: bool) -> Option<usize> {
     None
 }
 
-/// One initial sync: spawns the contender, times it to its result line and reads the peak
-/// RSS it reports.
+/// One initial sync: spawns the contender, times it to its result line, reads the peak
+/// RSS and CPU time it reports there and the RSS it reports two seconds later.
 pub(super) fn sync_once(setup: &Setup<'_>, c: Contender, strip: bool) -> anyhow::Result<Sample> {
     let n = setup.names.len();
-    let mut run = setup.spawn(c, strip, 0)?;
+    let mut run = setup.spawn(c, strip, After::Settle)?;
     let v = run.next_json(RUN_TIMEOUT)?;
     let spawn_ms = run.spawned.elapsed().as_secs_f64() * 1e3;
+    let settled = run
+        .next_json(Duration::from_secs(30))
+        .with_context(|| format!("{}: settled RSS", c.name()))?;
     run.finish()?;
-    let rss_kib = v["rss_kib"]
-        .as_f64()
-        .filter(|r| *r > 0.0)
-        .with_context(|| format!("{} reported no rss_kib: {v}", c.name()))?;
+    let positive = |v: &Value, field: &str| {
+        v[field]
+            .as_f64()
+            .filter(|r| *r > 0.0)
+            .with_context(|| format!("{} reported no {field}: {v}", c.name()))
+    };
+    let rss_kib = positive(&v, "rss_kib")?;
+    let cpu_ms = positive(&v, "cpu_ms")?;
+    let settled_kib = positive(&settled, "settled_rss_kib")?;
     if let Some(k) = v["transform_clones"].as_u64().filter(|&k| k > 0) {
         eprintln!(
             "\nnote: {}'s transform had to clone {k} of {n} pods (their Arc was shared)",
@@ -189,7 +200,12 @@ pub(super) fn sync_once(setup: &Setup<'_>, c: Contender, strip: bool) -> anyhow:
     }
     // Give the API server a moment between runs (it answered a big list).
     std::thread::sleep(Duration::from_millis(300));
-    Ok(Sample { spawn_ms, rss_kib })
+    Ok(Sample {
+        spawn_ms,
+        rss_kib,
+        cpu_ms,
+        settled_kib,
+    })
 }
 
 /// Event latency of one contender: once it has synced, patches `--latency-patches` pods at
@@ -202,7 +218,7 @@ pub(super) fn latency(setup: &Setup<'_>, c: Contender, round: usize) -> anyhow::
         c.name(),
         setup.opts.latency_rate
     ));
-    let mut run = setup.spawn(c, true, m)?;
+    let mut run = setup.spawn(c, true, After::Latency(m))?;
     run.next_json(RUN_TIMEOUT)?;
     // Let the watch that follows the list start before the first patch.
     std::thread::sleep(Duration::from_secs(1));
@@ -271,7 +287,7 @@ pub(super) fn churn(
         setup.opts.churn_rates,
         setup.opts.churn_secs
     ));
-    let mut run = setup.spawn(c, true, total)?;
+    let mut run = setup.spawn(c, true, After::Latency(total))?;
     run.next_json(RUN_TIMEOUT)?;
     std::thread::sleep(Duration::from_secs(1));
     let times = setup.rt.block_on(async {

@@ -1,7 +1,7 @@
-//! The memory rows: bytes per cached pod of each way kinformer can cache pods (default
+//! The memory rows: bytes per cached pod of each way kinformer can cache pods (decoded
 //! store with and without managedFields, compact store, a projection in either store)
-//! against client-go caching the same fields, their sync times, and the peak RSS of a
-//! relist (`410 Gone` after a compaction) against the steady state.
+//! against client-go caching the same fields, their sync and CPU times, and the peak RSS
+//! of a relist (`410 Gone` after a compaction) against the steady state.
 //!
 //! Every contender asks for protobuf (both programs' default for pods). Per cached pod is
 //! (median peak RSS at N pods − median at 0 pods) ÷ N, as in the main tables; every
@@ -67,7 +67,8 @@ pub(super) enum Alloc {
 pub(super) struct MemContender {
     /// kinformer or client-go.
     kinformer: bool,
-    /// kinformer's `CompactStore`.
+    /// kinformer's `CompactStore` (`--store compact`); otherwise its decoded store
+    /// (`--store decoded`, `CacheKind::Decoded`).
     compact: bool,
     fields: Fields,
     alloc: Alloc,
@@ -115,7 +116,7 @@ impl MemContender {
     fn name(self) -> String {
         let base = match (self.kinformer, self.compact) {
             (false, _) => "client-go",
-            (true, false) => "kinformer, default store",
+            (true, false) => "kinformer, decoded store",
             (true, true) => "kinformer, compact store",
         };
         match self.alloc {
@@ -159,8 +160,8 @@ impl MemContender {
                 cmd.arg("--project");
             }
         }
-        if self.compact {
-            cmd.args(["--store", "compact"]);
+        if self.kinformer {
+            cmd.args(["--store", if self.compact { "compact" } else { "decoded" }]);
         }
         if self.alloc == Alloc::GlibcTrim {
             cmd.arg("--trim");
@@ -173,6 +174,8 @@ impl MemContender {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct MemSample {
     spawn_ms: f64,
+    /// User + system CPU time up to the result line.
+    cpu_ms: f64,
     peak_kib: f64,
     now_kib: f64,
     /// `VmRSS` two seconds after the sync.
@@ -195,6 +198,7 @@ pub(super) struct Memory {
     relist_pods: usize,
 }
 
+/// A positive number `field` of `v` (KiB, or ms for `cpu_ms`).
 fn kib(v: &Value, field: &str, who: &str) -> anyhow::Result<f64> {
     v[field]
         .as_f64()
@@ -238,6 +242,7 @@ pub(super) fn syncs(
             let who = c.label();
             memory.syncs.entry((n, c)).or_default().push(MemSample {
                 spawn_ms,
+                cpu_ms: kib(&v, "cpu_ms", &who)?,
                 peak_kib: kib(&v, "rss_kib", &who)?,
                 now_kib: kib(&v, "rss_now_kib", &who)?,
                 settled_kib: kib(&settled, "settled_rss_kib", &who)?,
@@ -374,9 +379,12 @@ impl Memory {
                 t,
                 "Memory rows at {n} pods, protobuf: peak RSS (`VmHWM` right after the sync) and RSS \
                  (`VmRSS`, same moment), medians of {runs} runs; per cached pod = (peak at {n} − peak at 0) ÷ {n}; \
-                 sync time from spawn to the synced line; \
+                 sync time from spawn to the synced line, CPU time (user + system, `getrusage`) of the \
+                 process up to that line; \
                  \"2 s later\": `VmRSS` two seconds after the synced line (handlers have had the initial adds). kinformer strips while decoding \
-                 (`KubeListerWatcher::modify`); client-go with its transform. Projection: metadata without \
+                 (`KubeListerWatcher::modify`); client-go with its transform. Decoded store: \
+                 `CacheKind::Decoded` (decoded pods shared as `Arc`, as client-go keeps them); compact store: \
+                 kinformer-compact-store's `CompactStore` (pods kept encoded). Projection: metadata without \
                  managedFields, node name, containers' names and images, phase (kinformer: a `PodView` \
                  struct as the informer's type; client-go: a transform that keeps only those fields). \
                  The allocator rows: `malloc_trim(0)` runs just before the \"2 s later\" reading, so it can \
@@ -384,8 +392,8 @@ impl Memory {
             );
             let _ = writeln!(
                 t,
-                "| contender | peak MiB at 0 | peak MiB at {n} | RSS MiB at {n} | RSS MiB 2 s later | bytes per cached pod (peak) | ÷ client-go, same fields | bytes per cached pod (2 s later) | ÷ client-go | sync ms | sync ÷ client-go | target (peak, sync) |\n\
-                 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+                "| contender | peak MiB at 0 | peak MiB at {n} | RSS MiB at {n} | RSS MiB 2 s later | bytes per cached pod (peak) | ÷ client-go, same fields | bytes per cached pod (2 s later) | ÷ client-go | sync ms | sync ÷ client-go | CPU ms | CPU ÷ client-go | target (peak, sync) |\n\
+                 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
             );
             for c in MemContender::ALL {
                 let per = self.per_pod(n, c);
@@ -394,6 +402,8 @@ impl Memory {
                 let peer_settled = self.settled_per_pod(n, c.peer());
                 let sync = self.sync_median(n, c, |s| s.spawn_ms);
                 let peer_sync = self.sync_median(n, c.peer(), |s| s.spawn_ms);
+                let cpu = self.sync_median(n, c, |s| s.cpu_ms);
+                let peer_cpu = self.sync_median(n, c.peer(), |s| s.cpu_ms);
                 let target = match (c.kinformer, c.compact, c.fields) {
                     _ if c.alloc != Alloc::Glibc => "–".into(),
                     (true, false, Fields::Stripped) => verdict(per <= peer, "≤ 1.0x"),
@@ -406,7 +416,7 @@ impl Memory {
                 };
                 let _ = writeln!(
                     t,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {target} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {target} |",
                     c.label(),
                     cell(self.sync_median(0, c, |s| s.peak_kib) / 1024.0, 1),
                     cell(self.sync_median(n, c, |s| s.peak_kib) / 1024.0, 1),
@@ -427,6 +437,12 @@ impl Memory {
                     cell(sync, 0),
                     if c.kinformer {
                         ratio(sync, peer_sync)
+                    } else {
+                        "1.00x".into()
+                    },
+                    cell(cpu, 0),
+                    if c.kinformer {
+                        ratio(cpu, peer_cpu)
                     } else {
                         "1.00x".into()
                     },

@@ -7,15 +7,22 @@
 //! `bench/informer`, whose crate docs give the protocol) and client-go's
 //! `informer-peer` (`xtask/go/cmd/informer-peer`, built with the control plane).
 //!
-//! 1. For every pod count: one namespace, its pods created once, and the bytes one pod
-//!    takes on the wire in each format (a list, and a streaming list up to its end
-//!    bookmark); then, with and without a transform that strips `managedFields`, `--runs`
-//!    rounds of one process per contender: client-go and kinformer in protobuf (the
-//!    default of both) and in JSON, kube-runtime (JSON). The order rotates each round;
-//!    with stripping, kinformer (protobuf) runs twice: with the informer's transform and
-//!    with `KubeListerWatcher::modify`. A run's sync time is from spawning the process to
-//!    its result line (so it includes process start and client setup); its peak RSS is
-//!    the process's `VmHWM` right after the sync.
+//! 1. For every pod count: one namespace, its pods created once as a cluster holds them
+//!    ([`kinformer_testenv::apply_realistic_pods`]: a ReplicaSet's pod with its status,
+//!    managedFields of two managers), and the bytes one pod takes on the wire in each
+//!    format (a list, and a streaming list up to its end bookmark); then, with and without
+//!    a transform that strips `managedFields`, `--runs` rounds of one process per
+//!    contender: client-go and kinformer in protobuf (the default of both) and in JSON,
+//!    kube-runtime (JSON). The order rotates each round; with stripping, kinformer
+//!    (protobuf) runs twice: with the informer's transform and with
+//!    `KubeListerWatcher::modify`. A run's sync time is from spawning the process to its
+//!    result line (so it includes process start and client setup); its CPU time is the
+//!    user + system time the process reports there (`getrusage`), its peak RSS the
+//!    process's `VmHWM` right after the sync, its settled RSS `VmRSS` two seconds later.
+//!    The first tables put each program's defaults side by side (kinformer with no store
+//!    option and no transform); `--defaults-only` runs just these syncs (the contenders
+//!    without `modify`) and the wire bytes, and records just those tables in their own
+//!    section.
 //! 2. Event latency, on the smallest pod count with stripping: each contender in its
 //!    default wire format in turn
 //!    syncs, then this driver patches one pod label per tick at `--latency-rate` and
@@ -27,8 +34,9 @@
 //!    reports the rate it reached, the updates per second the handler saw and their p99.
 //!
 //! 4. Memory rows ([`memory`]), at 0 pods and the largest count: bytes per cached pod of
-//!    kinformer's default store (whole pods, managedFields stripped), its compact store
-//!    and a projection, each against client-go caching the same fields, with sync times;
+//!    kinformer's decoded store (whole pods, managedFields stripped), its compact store
+//!    and a projection, each against client-go caching the same fields, with sync and CPU
+//!    times;
 //!    then, on a control plane of their own without watch cache, the peak RSS of a
 //!    relist forced by `410 Gone` against the steady state. `--memory-only` runs just
 //!    these and records just their section.
@@ -60,13 +68,13 @@ use measure::{ChurnStep, Key, Latencies, Sample, WireBytes};
 
 /// The suite's name on the command line and in BENCHMARKS.md's markers.
 pub(crate) const SUITE: &str = "informer";
-/// Pods created per call to `create_pods` (for progress).
+/// Pods created per call to `apply_realistic_pods` (for progress).
 const CREATE_CHUNK: usize = 500;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "cargo xtask bench informer",
-    about = "Initial sync time, peak RSS, event latency and churn of kinformer, client-go and kube-runtime"
+    about = "Initial sync time, CPU time, peak RSS, event latency and churn of kinformer, client-go and kube-runtime"
 )]
 struct Opts {
     /// Pod counts, comma-separated (50000 too on a bigger machine; 0 shows the fixed cost
@@ -95,8 +103,12 @@ struct Opts {
     #[arg(long, default_value_t = 3)]
     relist_runs: usize,
     /// Only the memory rows and the relist runs (recorded in their own section).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "defaults_only")]
     memory_only: bool,
+    /// Only the defaults-against-defaults tables: the syncs they need and the wire bytes,
+    /// no latency, churn, memory or relist runs (recorded in their own section).
+    #[arg(long)]
+    defaults_only: bool,
     /// Print the results without writing BENCHMARKS.md and the charts.
     #[arg(long)]
     no_record: bool,
@@ -157,7 +169,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             opts: &opts,
         };
 
-        if opts.memory_runs > 0 && memory_count {
+        if opts.memory_runs > 0 && memory_count && !opts.defaults_only {
             memory::syncs(&mut mem, &bins, cp.kubeconfig(), &ns, n, opts.memory_runs)?;
         }
         if opts.memory_only {
@@ -168,10 +180,14 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             wire.insert(n, measure::wire_bytes(&setup)?);
         }
 
-        let (kept, stripped) = (
-            Contender::for_strip(false).len(),
-            Contender::for_strip(true).len(),
-        );
+        let for_strip = |strip: bool| {
+            if opts.defaults_only {
+                &Contender::ALL_BUT_MODIFY[..]
+            } else {
+                Contender::for_strip(strip)
+            }
+        };
+        let (kept, stripped) = (for_strip(false).len(), for_strip(true).len());
         let total = opts.runs * (kept + stripped);
         let mut step = Step::start(format!(
             "{n} pods: {total} syncs ({} runs x {kept} contenders without stripping, {stripped} with)",
@@ -180,7 +196,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         let mut done = 0;
         for strip in [false, true] {
             for round in 0..opts.runs {
-                let contenders = Contender::for_strip(strip);
+                let contenders = for_strip(strip);
                 for k in 0..contenders.len() {
                     let c = contenders[(round + k) % contenders.len()];
                     step.detail(&format!(
@@ -198,6 +214,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         }
         step.finish("done");
 
+        if opts.defaults_only {
+            continue;
+        }
         if Some(n) == latency_pods && opts.latency_patches > 0 {
             for (k, c) in Contender::DEFAULTS.iter().copied().enumerate() {
                 let l = measure::latency(&setup, c, k)?;
@@ -212,7 +231,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         }
     }
     drop(cp);
-    if opts.relist_runs > 0 && max_pods > 0 {
+    if opts.relist_runs > 0 && max_pods > 0 && !opts.defaults_only {
         memory::relists(&mut mem, &rt, &bins, max_pods, opts.relist_runs)?;
     }
     let load_after = load_average();
@@ -239,13 +258,26 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    let mut tables = report::tables(
+    let mut tables = report::defaults_tables(&pods, &samples, opts.runs);
+    if opts.defaults_only {
+        report::wire_table(&mut tables, &wire);
+        println!("\n{tables}");
+        eprintln!(
+            "the defaults runs took {:.1} min (load average {load_before} before, {load_after} after)",
+            elapsed.as_secs_f64() / 60.0
+        );
+        if !opts.no_record {
+            report::record_defaults(&root, &command, &load_before, &load_after, elapsed, &tables)?;
+        }
+        return Ok(());
+    }
+    tables.push_str(&report::tables(
         &pods,
         &samples,
         &latency,
         latency_pods.unwrap_or_default(),
         &opts,
-    );
+    ));
     report::churn_table(&mut tables, &churn, latency_pods.unwrap_or_default(), &opts);
     report::wire_table(&mut tables, &wire);
     println!("\n{tables}");
@@ -297,19 +329,22 @@ fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Creates `n` pods in chunks, showing progress; returns their names.
+/// Creates `n` realistic pods ([`kinformer_testenv::apply_realistic_pods`]) in chunks,
+/// showing progress; returns their names.
 fn create_pods(
     rt: &tokio::runtime::Runtime,
     api: &Api<Pod>,
     n: usize,
 ) -> anyhow::Result<Vec<String>> {
-    let mut step = Step::start(format!("creating {n} pods"));
+    let mut step = Step::start(format!(
+        "creating {n} pods (server-side apply of spec and status)"
+    ));
     let mut names = Vec::with_capacity(n);
     let mut chunk = 0;
     while names.len() < n {
         let size = CREATE_CHUNK.min(n - names.len());
         let created = rt
-            .block_on(kinformer_testenv::create_pods(
+            .block_on(kinformer_testenv::apply_realistic_pods(
                 api,
                 &format!("p{chunk}"),
                 size,
@@ -334,5 +369,9 @@ mod tests {
         assert_eq!(o.runs, 3);
         let d = Opts::parse_from(["x"]);
         assert_eq!(d.pods, [0, 1000, 10000]);
+        assert!(!d.defaults_only);
+        let q = Opts::parse_from(["x", "--defaults-only", "--pods", "0,10000", "--runs", "5"]);
+        assert!(q.defaults_only && q.runs == 5);
+        assert!(Opts::try_parse_from(["x", "--defaults-only", "--memory-only"]).is_err());
     }
 }

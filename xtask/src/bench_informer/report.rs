@@ -65,6 +65,115 @@ fn verdict(ok: bool) -> &'static str {
     if ok { "met" } else { "**missed**" }
 }
 
+/// The defaults-against-defaults tables: for every pod count > 0, each program as a user
+/// gets it (client-go's informer, kinformer's `SharedIndexInformer::builder(lw).build()`,
+/// kube-runtime's reflector), in protobuf then JSON, with managedFields kept then
+/// stripped: sync time, CPU time, peak and settled RSS and bytes per cached pod, each with
+/// its ratio to client-go.
+pub(super) fn defaults_tables(
+    pods: &[usize],
+    samples: &BTreeMap<Key, Vec<Sample>>,
+    runs: usize,
+) -> String {
+    use Contender::{ClientGo, ClientGoJson, Kinformer, KinformerJson, KubeRuntime};
+    let mut t = String::new();
+    let counts: Vec<usize> = pods.iter().copied().filter(|&n| n > 0).collect();
+    if counts.is_empty() {
+        return t;
+    }
+    let _ = writeln!(
+        t,
+        "Defaults against defaults: each program as a user gets it. client-go: `informer-peer`, a \
+         `SharedInformerFactory` with no options (protobuf); kinformer: `SharedIndexInformer::builder(lw).build()` \
+         (no store, no cache kind: its default cache) over `KubeListerWatcher` (`WireFormat::Auto`: protobuf); \
+         kube-runtime: `reflector` over `watcher` (JSON, kube-rs has no protobuf path). The JSON tables set \
+         client-go's and kinformer's wire format to JSON; the stripped ones strip managedFields with each \
+         program's transform (client-go `WithTransform`, kinformer `set_transform`, kube-runtime `modify`). \
+         Pods as `kinformer_testenv::apply_realistic_pods` makes them: a ReplicaSet's pod (one container with \
+         env, ports, resources, probe, volumes) applied by `kube-controller-manager` and its `Running` status \
+         by `kubelet`, so managedFields have the two entries real pods have (bytes on the wire in the last \
+         table). Medians of {runs} runs, one process at a time. Sync: from spawn to the synced line; CPU: user + \
+         system time of the process up to that line (`getrusage(RUSAGE_SELF)`); peak RSS: `VmHWM` at that line; \
+         2 s later: `VmRSS` two seconds after it; per cached pod: (median at N − median at 0 pods) ÷ N.\n"
+    );
+    for (wire, go, kin) in [
+        ("protobuf", ClientGo, Kinformer),
+        ("JSON", ClientGoJson, KinformerJson),
+    ] {
+        for strip in [false, true] {
+            let cols = [go, kin, KubeRuntime];
+            if !counts
+                .iter()
+                .any(|&n| cols.iter().any(|&c| samples.contains_key(&(n, strip, c))))
+            {
+                continue;
+            }
+            let _ = writeln!(
+                t,
+                "{wire}, managedFields {}:\n\n\
+                 | pods | measure | {} | {} | kinformer ÷ client-go | {} | kube-runtime ÷ client-go |\n\
+                 | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+                if strip { "stripped" } else { "kept" },
+                go.name(),
+                kin.name(),
+                KubeRuntime.name(),
+            );
+            for &n in &counts {
+                #[allow(clippy::cast_precision_loss)]
+                let per_pod = |c: Contender, f: fn(&Sample) -> f64| {
+                    (med(samples, (n, strip, c), f) - med(samples, (0, strip, c), f)) * 1024.0
+                        / n as f64
+                };
+                let metrics: [(&str, [f64; 3], usize); 6] = [
+                    (
+                        "sync ms",
+                        cols.map(|c| med(samples, (n, strip, c), |s| s.spawn_ms)),
+                        0,
+                    ),
+                    (
+                        "CPU ms",
+                        cols.map(|c| med(samples, (n, strip, c), |s| s.cpu_ms)),
+                        0,
+                    ),
+                    (
+                        "peak RSS MiB",
+                        cols.map(|c| med(samples, (n, strip, c), |s| s.rss_kib / 1024.0)),
+                        1,
+                    ),
+                    (
+                        "RSS 2 s later MiB",
+                        cols.map(|c| med(samples, (n, strip, c), |s| s.settled_kib / 1024.0)),
+                        1,
+                    ),
+                    (
+                        "bytes per cached pod (peak)",
+                        cols.map(|c| per_pod(c, |s| s.rss_kib)),
+                        0,
+                    ),
+                    (
+                        "bytes per cached pod (2 s later)",
+                        cols.map(|c| per_pod(c, |s| s.settled_kib)),
+                        0,
+                    ),
+                ];
+                for (what, [g, k, r], precision) in metrics {
+                    let _ = writeln!(
+                        t,
+                        "| {n} | {what} | {} | {} | {} | {} | {} |",
+                        num(g, precision),
+                        num(k, precision),
+                        ratio(k, g),
+                        num(r, precision),
+                        ratio(r, g),
+                    );
+                }
+            }
+            t.push('\n');
+        }
+    }
+    t
+}
+
 /// The sync time, peak RSS, RSS per pod and event latency tables, as markdown.
 pub(super) fn tables(
     pods: &[usize],
@@ -115,6 +224,25 @@ pub(super) fn tables(
                     verdict(kj <= gj)
                 ),
             ];
+            let _ = writeln!(t, "{}", row(&lead, m, 0, &rest));
+        }
+    }
+    let _ = writeln!(
+        t,
+        "\nCPU time: user + system time of the contender's process from its start to its \"synced\" line \
+         (`getrusage(RUSAGE_SELF)`, every thread), median of {} runs.\n\n\
+         | pods | managedFields | {} | kinformer ÷ client-go, protobuf | kinformer (modify) ÷ client-go, protobuf | \
+         kinformer ÷ client-go, JSON | kube-runtime ÷ client-go, JSON |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        opts.runs,
+        column_names("CPU ms"),
+    );
+    for &n in pods {
+        for strip in [false, true] {
+            let m = medians(n, strip, &|s| s.cpu_ms);
+            let [g, k, km, gj, kj, r] = m;
+            let lead = [n.to_string(), label(strip).to_owned()];
+            let rest = [ratio(k, g), ratio(km, g), ratio(kj, gj), ratio(r, gj)];
             let _ = writeln!(t, "{}", row(&lead, m, 0, &rest));
         }
     }
@@ -279,8 +407,31 @@ pub(super) fn wire_table(t: &mut String, wire: &BTreeMap<usize, WireBytes>) {
     }
 }
 
-/// Writes the informer's section of BENCHMARKS.md: how it was measured, `tables`, and the
-/// charts (the latency chart only when there are latencies).
+/// Writes the defaults-against-defaults section of BENCHMARKS.md (`--defaults-only`),
+/// appended at the end of the file with its markers when they are not there yet.
+pub(super) fn record_defaults(
+    root: &Path,
+    command: &str,
+    load_before: &str,
+    load_after: &str,
+    elapsed: Duration,
+    tables: &str,
+) -> anyhow::Result<()> {
+    let body = format!(
+        "Measured by `{command}` on a {cores}-core machine: load average {load_before} before the run and \
+         {load_after} after it; the run took {min:.1} min. The commit that changed this section dates it.\n\n{tables}",
+        cores = std::thread::available_parallelism().map_or(0, usize::from),
+        min = elapsed.as_secs_f64() / 60.0,
+    );
+    record_section(
+        &root.join("BENCHMARKS.md"),
+        &format!("{SUITE}-defaults"),
+        &body,
+    )?;
+    eprintln!("recorded in BENCHMARKS.md ({SUITE}-defaults)");
+    Ok(())
+}
+
 /// Writes the memory rows' section of BENCHMARKS.md.
 pub(super) fn record_memory(
     root: &Path,
@@ -306,6 +457,8 @@ pub(super) fn record_memory(
     Ok(())
 }
 
+/// Writes the informer's section of BENCHMARKS.md: how it was measured, `tables`, and the
+/// charts (the latency chart only when there are latencies).
 pub(super) fn record(
     root: &Path,
     command: &str,
@@ -365,6 +518,8 @@ mod tests {
                         let sample = Sample {
                             spawn_ms: ms + n as f64,
                             rss_kib: if n == 0 { kib } else { 2.0 * kib + 7.0 },
+                            cpu_ms: 2.0 * ms + n as f64,
+                            settled_kib: if n == 0 { kib } else { 1.5 * kib },
                         };
                         samples.insert((n, strip, c), vec![sample]);
                     }
@@ -372,6 +527,36 @@ mod tests {
             }
         }
         let t = tables(&[0, 100], &samples, &BTreeMap::new(), 100, &opts);
+        let d = defaults_tables(&[0, 100], &samples, 1);
+        for row in [
+            "| 100 | sync ms | 110 | 105 | 0.95x | 120 | 1.09x |",
+            "| 100 | CPU ms | 120 | 110 | 0.92x | 140 | 1.17x |",
+            "| 100 | peak RSS MiB | 4.0 | 2.0 | 0.50x | 3.0 | 0.75x |",
+            "| 100 | bytes per cached pod (peak) | 21043 | 10557 | 0.50x | 15800 | 0.75x |",
+            "| 100 | bytes per cached pod (2 s later) | 10486 | 5243 | 0.50x | 7864 | 0.75x |",
+            "| 100 | sync ms | 130 | 125 | 0.96x | 120 | 0.92x |",
+        ] {
+            assert!(d.lines().any(|line| line == row), "no row {row:?} in\n{d}");
+        }
+        assert_eq!(d.matches("| 100 | sync ms |").count(), 4, "{d}");
+        assert_eq!(
+            t.matches("| 0 | kept | 20 | 10 | – | 60 | 50 | 40 | 0.50x | – | 0.83x | 0.67x |")
+                .count(),
+            1,
+            "{t}"
+        );
+        // Every table's rows have as many cells as its header.
+        for text in [&t, &d] {
+            let mut cells = None;
+            for line in text.lines() {
+                if line.starts_with('|') {
+                    let n = line.matches('|').count();
+                    assert_eq!(*cells.get_or_insert(n), n, "{line}");
+                } else {
+                    cells = None;
+                }
+            }
+        }
         for row in [
             "| 0 | kept | 10 | 5 | – | 30 | 25 | 20 | 0.50x | – | 0.83x | 0.67x | protobuf: met; JSON: met |",
             "| 100 | stripped | 110 | 105 | 112 | 130 | 125 | 120 | 0.95x | 1.02x | 0.96x | 0.92x | protobuf: transform **missed**, modify **missed**; JSON: met |",

@@ -1,8 +1,10 @@
 //! kinformer's contender: a `SharedIndexInformer` of the namespace's pods, in protobuf
 //! (`WireFormat::Auto`, the default) or with `--wire json` in JSON; with `--strip` it
 //! strips `managedFields` with the informer's transform, or with `--strip --modify` while
-//! decoding (`KubeListerWatcher::modify`); `--store compact` caches in a `CompactStore`,
-//! `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
+//! decoding (`KubeListerWatcher::modify`); with no `--store` (or `--store default`) it
+//! keeps the informer's default cache (`SharedIndexInformer::builder(lw).build()`),
+//! `--store decoded` caches decoded pods (`CacheKind::Decoded`), `--store compact` in a
+//! `CompactStore` given as the informer's store; `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
 //! (see the crate docs for the protocol).
 
 use std::fmt::Debug;
@@ -12,13 +14,13 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_bench_informer::{
-    Args, Latency, PodView, Wire, check_count, has_relist_label, kube_config, measure_relist,
-    print_synced, wait_for,
+    Args, Latency, PodView, Store, Wire, check_count, has_relist_label, kube_config,
+    measure_relist, print_synced, wait_for,
 };
 use kinformer_compact_store::CompactStore;
 use kinformer_core::KnownObjects as _;
 use kinformer_indexer::namespace_indexers;
-use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
+use kinformer_informer_factory::{CacheKind, ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
 use kube::{Api, Resource};
 use serde::Serialize;
@@ -68,8 +70,10 @@ where
         pods = pods.modify(|obj: &mut K| obj.meta_mut().managed_fields = None);
     }
     let mut builder = SharedIndexInformer::builder(pods).name("pods");
-    if args.compact {
-        builder = builder.store(CompactStore::<K>::new(namespace_indexers()));
+    match args.store {
+        Store::Default => {}
+        Store::Decoded => builder = builder.cache(CacheKind::Decoded),
+        Store::Compact => builder = builder.store(CompactStore::<K>::new(namespace_indexers())),
     }
     let informer = builder.build();
     if args.strip && !args.modify && !args.project {

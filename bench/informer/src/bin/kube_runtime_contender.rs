@@ -49,6 +49,7 @@ fn main() -> anyhow::Result<()> {
         let objects = reader.len();
         print_synced("kube-runtime", &args, start, objects, &[]);
         check_count(&args, objects)?;
+        kinformer_bench_informer::settle(&args).await;
         latency.wait_and_print().await;
         std::process::exit(0)
     })

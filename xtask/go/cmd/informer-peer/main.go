@@ -1,7 +1,7 @@
 // Command informer-peer is client-go's contender in `cargo xtask bench informer`: a
 // SharedInformerFactory's pod informer over one namespace, run as a separate process.
 //
-//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M] [--project] [--relist]
+//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M] [--project] [--relist] [--settle]
 //
 // --wire picks the encoding client-go asks the API server for. protobuf is client-go's
 // default for built-in types since v0.32 (typed clients are built with
@@ -11,11 +11,12 @@
 //
 // It syncs the namespace's pods and prints one JSON line: contender, wire, transform,
 // synced_ms (from the start of main), rss_kib (VmHWM from /proc/self/status right after
-// the sync) and objects. With --latency M it then records, for every update whose new
-// pod carries the label kinformer-bench/seq=i (i < M), the wall-clock time its handler
-// saw it, and prints {"seen": [[i, unix_ns], ...]} once it has seen all M or a few
-// seconds after its stdin closed. The Rust contenders (bench/informer) do the same.
-// The result line also has rss_now_kib (VmRSS).
+// the sync), rss_now_kib (VmRSS), cpu_ms (user + system CPU time of the process up to
+// that moment, from getrusage(RUSAGE_SELF), as the Rust contenders read it) and objects.
+// With --latency M it then records, for every update whose new pod carries the label
+// kinformer-bench/seq=i (i < M), the wall-clock time its handler saw it, and prints
+// {"seen": [[i, unix_ns], ...]} once it has seen all M or a few seconds after its stdin
+// closed. The Rust contenders (bench/informer) do the same.
 //
 // --project keeps, with a transform, only what kinformer's PodView projection keeps:
 // metadata (managedFields cleared), spec.nodeName, each container's name and image,
@@ -38,6 +39,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -162,6 +164,7 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 		"synced_ms":   float64(time.Since(start).Nanoseconds()) / 1e6,
 		"rss_kib":     peakRSSKiB(),
 		"rss_now_kib": statusKiB("VmRSS:"),
+		"cpu_ms":      cpuMs(),
 		"objects":     objects,
 	})
 	fmt.Fprintf(out, "%s\n", line)
@@ -243,6 +246,15 @@ func measureRelist(out *bufio.Writer, relisted *atomic.Bool) error {
 	line, _ = json.Marshal(map[string]any{"relist_hwm_kib": peakRSSKiB(), "after_rss_kib": statusKiB("VmRSS:")})
 	fmt.Fprintf(out, "%s\n", line)
 	return out.Flush()
+}
+
+// cpuMs is the user + system CPU time of the whole process so far in milliseconds, or -1.
+func cpuMs() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
 }
 
 // peakRSSKiB is VmHWM from /proc/self/status, or -1.
