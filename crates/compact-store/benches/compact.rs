@@ -1,4 +1,5 @@
-//! What a read of the compact store costs against the default store, on 10k pods shaped
+//! What a read of the compact store (the informers' default cache) costs against the
+//! decoded store (kinformer-indexer's `ThreadSafeStore`), on 10k pods shaped
 //! like the API server's (metadata with uid, owner, timestamps; one container with
 //! resources, env, mounts; status with conditions and a container status; managedFields
 //! stripped), across 100 namespaces and 1000 nodes, indexed by namespace and by node.
@@ -9,8 +10,12 @@
 //! cache, as a controller reading many keys does); `get_repeat` reads one key over and
 //! over (a reconcile reading its object again: a cache hit).
 //!
-//! Bench names: `store/{default,compact}/{get,get_repeat,by_index,list_selector_namespace,
-//! list_selector_all}`. Before measuring, the heap bytes per pod of each store are printed
+//! The same again with the `managedFields` a cluster keeps (two server-side-apply entries:
+//! the controller's spec and metadata, the kubelet's status), as the informers' default
+//! cache holds pods unless a transform strips them.
+//!
+//! Bench names: `store/{decoded,compact}[+managedFields]/{get,get_repeat,by_index,
+//! list_selector_namespace,list_selector_all}`. Before measuring, the heap bytes per pod of each store are printed
 //! (RSS growth while the store is filled, divided by the pod count).
 
 use std::hint::black_box;
@@ -117,6 +122,73 @@ fn pod(i: usize) -> Pod {
     serde_json::from_value(json).expect("a valid pod")
 }
 
+/// Pod `i` with the `managedFields` a cluster keeps (every field of the spec and metadata
+/// owned by the controller that applied them, the status by the kubelet, as server-side
+/// apply writes them): what the default cache holds unless a transform strips them.
+fn pod_with_managed_fields(i: usize) -> Pod {
+    let mut p = pod(i);
+    let f = |v: serde_json::Value| k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(v);
+    let spec = serde_json::json!({
+        "f:metadata": {
+            "f:generateName": {},
+            "f:labels": { ".": {}, "f:app": {}, "f:pod-template-hash": {}, "f:tier": {} },
+            "f:ownerReferences": { ".": {}, "k:{\"uid\":\"9f8e7d6c-5b4a-4321-8765-000000000007\"}": {} },
+        },
+        "f:spec": {
+            "f:containers": { "k:{\"name\":\"app\"}": {
+                ".": {}, "f:env": { ".": {}, "k:{\"name\":\"MODE\"}": { ".": {}, "f:name": {}, "f:value": {} } },
+                "f:image": {}, "f:imagePullPolicy": {}, "f:name": {},
+                "f:ports": { ".": {}, "k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": { ".": {}, "f:containerPort": {}, "f:protocol": {} } },
+                "f:resources": { ".": {}, "f:limits": { ".": {}, "f:memory": {} }, "f:requests": { ".": {}, "f:cpu": {}, "f:memory": {} } },
+                "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {},
+                "f:volumeMounts": { ".": {}, "k:{\"mountPath\":\"/var/run/secrets/kubernetes.io/serviceaccount\"}": { ".": {}, "f:mountPath": {}, "f:name": {}, "f:readOnly": {} } },
+            } },
+            "f:dnsPolicy": {}, "f:enableServiceLinks": {}, "f:nodeName": {}, "f:preemptionPolicy": {},
+            "f:priority": {}, "f:restartPolicy": {}, "f:schedulerName": {}, "f:serviceAccountName": {},
+            "f:terminationGracePeriodSeconds": {},
+            "f:tolerations": {},
+        },
+    });
+    let status = serde_json::json!({
+        "f:status": {
+            "f:conditions": {
+                "k:{\"type\":\"ContainersReady\"}": { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} },
+                "k:{\"type\":\"Initialized\"}": { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} },
+                "k:{\"type\":\"PodScheduled\"}": { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} },
+                "k:{\"type\":\"Ready\"}": { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} },
+            },
+            "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {},
+            "f:podIPs": { ".": {}, "k:{\"ip\":\"10.1.0.1\"}": { ".": {}, "f:ip": {} } },
+            "f:startTime": {},
+        },
+    });
+    p.metadata.managed_fields = Some(vec![
+        serde_json::from_value(serde_json::json!({
+            "manager": "kube-controller-manager", "operation": "Apply", "apiVersion": "v1",
+            "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+        }))
+        .map(
+            |mut e: k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+                e.fields_v1 = Some(f(spec));
+                e
+            },
+        )
+        .expect("a valid entry"),
+        serde_json::from_value(serde_json::json!({
+            "manager": "kubelet", "operation": "Apply", "apiVersion": "v1",
+            "time": "2026-01-01T00:00:05Z", "fieldsType": "FieldsV1", "subresource": "status",
+        }))
+        .map(
+            |mut e: k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry| {
+                e.fields_v1 = Some(f(status));
+                e
+            },
+        )
+        .expect("a valid entry"),
+    ]);
+    p
+}
+
 fn node_of(p: &Pod) -> Option<&str> {
     p.spec.as_ref()?.node_name.as_deref()
 }
@@ -136,10 +208,10 @@ fn rss() -> Option<u64> {
 
 /// Fills a store with pods decoded one at a time (as an informer does: nothing else keeps
 /// them), printing its RSS growth per pod.
-fn filled<S: IndexerWriter<Pod>>(name: &str, store: S) -> Arc<S> {
+fn filled<S: IndexerWriter<Pod>>(name: &str, store: S, make: fn(usize) -> Pod) -> Arc<S> {
     let before = rss();
     for i in 0..PODS {
-        store.add(Arc::new(pod(i))).expect("a valid pod");
+        store.add(Arc::new(make(i))).expect("a valid pod");
     }
     if let (Some(b), Some(a)) = (before, rss()) {
         eprintln!(
@@ -188,19 +260,32 @@ fn bench_store<S: IndexerWriter<Pod> + 'static>(c: &mut Criterion, name: &str, s
 }
 
 fn benches(c: &mut Criterion) {
-    let pod_size = serde_json::to_vec(&pod(0)).expect("encodes").len();
-    eprintln!("store/pod_json_bytes: {pod_size}");
-    // The compact store first: memory the other store freed would hide its growth.
-    let compact = filled("compact", CompactStore::new(indexers()));
-    let default = filled("default", ThreadSafeStore::new(indexers()));
-    let stats = compact.stats();
-    eprintln!(
-        "store/compact/entry_bytes_per_pod: {:.0} (encoding, names, index values; {} label sets)",
-        stats.entry_bytes as f64 / PODS as f64,
-        stats.label_sets
-    );
-    bench_store(c, "default", default);
-    bench_store(c, "compact", compact);
+    for (suffix, make) in [
+        ("", pod as fn(usize) -> Pod),
+        ("+managedFields", pod_with_managed_fields),
+    ] {
+        let pod_size = serde_json::to_vec(&make(0)).expect("encodes").len();
+        eprintln!("store/pod_json_bytes{suffix}: {pod_size}");
+        // The compact store first: memory the other store freed would hide its growth.
+        let compact = filled(
+            &format!("compact{suffix}"),
+            CompactStore::new(indexers()),
+            make,
+        );
+        let decoded = filled(
+            &format!("decoded{suffix}"),
+            ThreadSafeStore::new(indexers()),
+            make,
+        );
+        let stats = compact.stats();
+        eprintln!(
+            "store/compact{suffix}/entry_bytes_per_pod: {:.0} (encoding, names, index values; {} label sets)",
+            stats.entry_bytes as f64 / PODS as f64,
+            stats.label_sets
+        );
+        bench_store(c, &format!("decoded{suffix}"), decoded);
+        bench_store(c, &format!("compact{suffix}"), compact);
+    }
 }
 
 fn main() {

@@ -130,4 +130,38 @@ mod labels;
 mod store;
 
 pub use codec::{CodecError, RAW_JSON_TYPES};
+
+/// The encoding the store keeps `value` in (see [The encoding](crate#the-encoding)): for
+/// sizing objects and for checking that a type round-trips. The bytes are this process's
+/// (field names are numbered as they are first seen): never store or send them.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("settings".into());
+/// cm.data = Some([("mode".to_string(), "fast".to_string())].into());
+/// let bytes = kinformer_compact_store::encode_to_vec(&cm)?;
+/// assert!(bytes.len() < serde_json::to_vec(&cm)?.len());
+/// assert_eq!(kinformer_compact_store::decode_from_slice::<ConfigMap>(&bytes)?, cm);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// [`CodecError::Encode`] when the value cannot be encoded (a 128-bit integer out of
+/// range, a failing `Serialize`).
+pub fn encode_to_vec<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
+    let mut out = Vec::new();
+    codec::encode(value, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes what [`encode_to_vec`] wrote in this process.
+///
+/// # Errors
+/// [`CodecError::Rejected`] when `T` refuses the value, [`CodecError::Corrupt`] when the
+/// bytes are not this encoding.
+pub fn decode_from_slice<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    codec::decode(bytes)
+}
 pub use store::{CompactStore, DEFAULT_CACHE, Stats};

@@ -103,6 +103,9 @@ struct Inner<K> {
     /// a late handler takes its snapshot of the cache, so that it misses nothing and gets
     /// nothing twice. Never held across a handler call or an `.await`.
     deliver: Mutex<()>,
+    /// Told after every popped item is applied: a reflector paced by the FIFO's backlog
+    /// waits on it ([`Inner::caught_up`]).
+    drained: tokio::sync::Notify,
     fifo: OnceLock<Arc<dyn FifoQueue<K>>>,
     status: OnceLock<ReflectorStatus>,
     /// For a sharded informer: whether the server filters by shard.
@@ -384,6 +387,7 @@ where
                     fifo: Some(self.fifo),
                 }),
                 deliver: Mutex::new(()),
+                drained: tokio::sync::Notify::new(),
                 fifo: OnceLock::new(),
                 status: OnceLock::new(),
                 shard: self.shard,
@@ -776,6 +780,14 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         if let Some(t) = cfg.transform.clone() {
             reflector = reflector.transform(t);
         }
+        // A first list in parts goes no faster than the cache takes it: decoding outruns
+        // encoding into the default cache, and the decoded objects waiting in the FIFO were
+        // most of the sync's peak memory.
+        let paced = (Arc::clone(&fifo), Arc::clone(inner));
+        reflector = reflector.pace(Arc::new(move || {
+            let (fifo, inner) = (Arc::clone(&paced.0), Arc::clone(&paced.1));
+            Box::pin(async move { inner.caught_up(&*fifo).await })
+        }));
         // The only place that sets them, under the config lock, once.
         let _ = inner.status.set(reflector.status());
         let _ = inner.fifo.set(Arc::clone(&fifo));
@@ -851,8 +863,18 @@ async fn pop_loop<K: MetaObject + Send + Sync + 'static>(
         // Dropped after `process` released the delivery lock and every store lock (the
         // FIFO's documented rule): this marks the item applied.
         drop(popped);
+        inner.drained.notify_waiters();
     }
 }
+
+/// How many entries the FIFO may hold before a reflector taking a list in parts waits for
+/// the informer: one part beside the one being decoded keeps both tasks busy.
+const PACED_BACKLOG: usize = kinformer_reflector::STREAMED_PART;
+
+/// How long a paced reflector waits for the FIFO before it hands on the next part anyway:
+/// a queue of your own ([`SharedIndexInformerBuilder::custom_fifo`]) whose `len` counts
+/// entries it hands out only once the list ends must slow the list, not stall it.
+const PACE_PATIENCE: Duration = Duration::from_secs(5);
 
 impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
     fn lock_deliver(&self) -> MutexGuard<'_, ()> {
@@ -861,6 +883,24 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
 
     fn has_synced(&self) -> bool {
         self.fifo.get().is_some_and(|f| f.has_synced())
+    }
+
+    /// Resolves once `fifo` holds at most [`PACED_BACKLOG`] entries, or is closed, or
+    /// after [`PACE_PATIENCE`].
+    async fn caught_up(&self, fifo: &dyn FifoQueue<K>) {
+        let deadline = tokio::time::Instant::now() + PACE_PATIENCE;
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            // Registered before the check, so that a pop between the two is not missed.
+            drained.as_mut().enable();
+            if fifo.len() <= PACED_BACKLOG || fifo.is_closed() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Applies one popped item to the store and distributes its notifications, as

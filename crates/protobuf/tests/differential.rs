@@ -3,7 +3,9 @@
 //! type, by `xtask/go/cmd/proto-corpus`), encoded by Go to protobuf and to JSON, decode to
 //! the same value here. Compared twice: as `serde_json::Value` (every type; the stricter
 //! check, since it sees every key and the kind of every number), and as the k8s-openapi
-//! type where k8s-openapi has one (`PartialEq` on the typed objects).
+//! type where k8s-openapi has one (`PartialEq` on the typed objects). Each decoded value
+//! also goes through the encoding of kinformer's default cache (kinformer-compact-store)
+//! and must come back equal: decode(encode(x)) == x for every type the schema knows.
 //!
 //! A failing record is written to `tests/regressions/` (the protobuf and the JSON); the
 //! `regressions` test decodes every file there, so a fixed difference stays fixed.
@@ -26,21 +28,39 @@ fn compare_value(protobuf: &[u8], json: &[u8]) -> Result<(), String> {
         serde_json::from_slice(json).map_err(|e| format!("Go's JSON does not parse: {e}"))?;
     let from_pb: Value =
         kinformer_protobuf::from_slice(protobuf).map_err(|e| format!("protobuf: {e}"))?;
+    let cached = compact_round_trip(&from_pb)?;
     let (a, b) = (without_nulls(from_pb), without_nulls(from_json));
-    match first_difference(&a, &b, "") {
+    if let Some(d) = first_difference(&a, &b, "") {
+        return Err(format!("as JSON values (protobuf vs JSON): {d}"));
+    }
+    match first_difference(&without_nulls(cached), &a, "") {
         None => Ok(()),
-        Some(d) => Err(format!("as JSON values (protobuf vs JSON): {d}")),
+        Some(d) => Err(format!(
+            "as JSON values, through the compact store's encoding: {d}"
+        )),
     }
 }
 
-fn compare_typed<T: DeserializeOwned + PartialEq + std::fmt::Debug>(
+/// `value` through the encoding of kinformer's default cache (kinformer-compact-store),
+/// which every object an informer caches goes through.
+fn compact_round_trip<T: serde::Serialize + DeserializeOwned>(value: &T) -> Result<T, String> {
+    let bytes = kinformer_compact_store::encode_to_vec(value)
+        .map_err(|e| format!("the compact encoding refuses it: {e}"))?;
+    kinformer_compact_store::decode_from_slice(&bytes)
+        .map_err(|e| format!("the compact encoding does not decode back: {e}"))
+}
+
+fn compare_typed<T: serde::Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(
     protobuf: &[u8],
     json: &[u8],
 ) -> Result<(), String> {
     let from_json = serde_json::from_slice::<T>(json);
     let from_pb = kinformer_protobuf::from_slice::<T>(protobuf);
     match (from_pb, from_json) {
-        (Ok(a), Ok(b)) if a == b => Ok(()),
+        (Ok(a), Ok(b)) if a == b => match compact_round_trip(&a)? {
+            cached if cached == a => Ok(()),
+            _ => Err("typed objects differ through the compact store's encoding".into()),
+        },
         (Ok(a), Ok(b)) => {
             let (a, b) = (format!("{a:#?}"), format!("{b:#?}"));
             let line = a

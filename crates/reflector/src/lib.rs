@@ -202,8 +202,8 @@ pub use lister_watcher::{
     WatchStream,
 };
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Reflector, ReflectorCounters, ReflectorHandle,
-    ReflectorStatus, WatchErrorHandler,
+    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Pace, Reflector, ReflectorCounters, ReflectorHandle,
+    ReflectorStatus, STREAMED_PART, WatchErrorHandler,
 };
 pub use shard::{
     ShardFiltering, ShardFilteringHandle, ShardKey, ShardRange, ShardSelector,

@@ -24,8 +24,11 @@ use crate::{
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
 
 /// How many objects of a streaming list the reflector hands to a sink that takes the list
-/// in parts ([`Sink::begin_list_in_parts`]) at a time: a page's worth.
-const STREAMED_PART: usize = DEFAULT_PAGE_SIZE as usize;
+/// in parts ([`Sink::begin_list_in_parts`]) at a time. Small, because with
+/// [`pace`](Reflector::pace) about two parts of decoded objects are in flight at once,
+/// and a whole decoded pod is tens of KB; large enough that handing a part on (a lock, a
+/// wake-up) costs nothing beside decoding it.
+pub const STREAMED_PART: usize = 100;
 /// The shortest watch timeout; each watch picks one at random in `[min, 2 * min]`.
 pub const MIN_WATCH_TIMEOUT: Duration = Duration::from_secs(300);
 /// A watch that ends sooner than this without any event is a [`Error::VeryShortWatch`].
@@ -61,9 +64,13 @@ pub struct Reflector<K, L, S> {
     backoff: Backoff,
     on_error: WatchErrorHandler,
     known: Option<Arc<dyn KnownObjects<K>>>,
+    pace: Option<Pace>,
     shared: Arc<Shared>,
     _k: PhantomData<fn() -> K>,
 }
+
+/// What [`Reflector::pace`] awaits after each part of a list it hands on.
+pub type Pace = Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -102,6 +109,7 @@ where
             backoff: Backoff::default(),
             on_error: Arc::new(default_error_handler),
             known: None,
+            pace: None,
             shared: Arc::new(Shared::default()),
             _k: PhantomData,
         }
@@ -167,6 +175,49 @@ where
     pub fn transform(mut self, transform: TransformFn<K>) -> Self {
         self.transform = Some(transform);
         self
+    }
+
+    /// Back-pressure for a list the sink takes in parts ([`Sink::begin_list_in_parts`]):
+    /// after handing on each part, the reflector awaits `ready()` before it reads and
+    /// decodes more (the server then waits on the connection). Without it the reflector
+    /// decodes as fast as the server sends, and a consumer slower than the decoding (one
+    /// that encodes every object into its cache) lets decoded objects pile up in the sink:
+    /// thousands of whole pods at once during a first list. Informers set it to wait while
+    /// their FIFO holds more than a part. Watch events and lists that come whole are not
+    /// paced.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_core::{Error, Sink};
+    /// use kinformer_reflector::{Reflector, fake::FakeListerWatcher};
+    ///
+    /// struct Discard;
+    /// impl Sink<Pod> for Discard {
+    ///     fn add(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
+    ///     fn update(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
+    ///     fn delete(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
+    ///     fn replace(&self, _: Vec<Arc<Pod>>, _: &str) -> Result<(), Error> { Ok(()) }
+    ///     fn resync(&self) -> Result<(), Error> { Ok(()) }
+    /// }
+    ///
+    /// let reflector = Reflector::new(FakeListerWatcher::<Pod>::new(), Discard)
+    ///     // Here: a pause between parts.
+    ///     .pace(Arc::new(|| Box::pin(tokio::time::sleep(Duration::from_millis(1)))));
+    /// # let _ = reflector;
+    /// ```
+    #[must_use]
+    pub fn pace(mut self, ready: Pace) -> Self {
+        self.pace = Some(ready);
+        self
+    }
+
+    /// Waits for the consumer after a part of a list ([`pace`](Self::pace)).
+    async fn paced(&self) {
+        if let Some(ready) = &self.pace {
+            ready().await;
+        }
     }
 
     fn transformed(&self, obj: Arc<K>) -> Result<Arc<K>, Error> {
@@ -499,6 +550,7 @@ where
                         self.sink
                             .replace_part(std::mem::take(&mut listed.items.objects))
                             .map_err(Error::Sink)?;
+                        self.paced().await;
                     }
                     opts.continue_token = Some(token);
                     // The server refuses an RV together with a continue token.
@@ -614,6 +666,7 @@ where
                                 self.sink
                                     .replace_part(temp.take_part())
                                     .map_err(Error::Sink)?;
+                                self.paced().await;
                             }
                         }
                         WatchEvent::Deleted(o) => {

@@ -90,7 +90,7 @@ impl MemContender {
 
     /// Every contender of the memory rows, client-go first for each set of fields, then
     /// the allocator rows.
-    pub(super) const ALL: [Self; 13] = [
+    pub(super) const ALL: [Self; 15] = [
         Self::new(false, false, Fields::Kept),
         Self::new(true, false, Fields::Kept),
         Self::new(true, true, Fields::Kept),
@@ -104,6 +104,10 @@ impl MemContender {
         Self::new(true, false, Fields::Stripped).with(Alloc::Mimalloc),
         Self::new(true, true, Fields::Stripped).with(Alloc::GlibcTrim),
         Self::new(true, true, Fields::Stripped).with(Alloc::Mimalloc),
+        // Whole pods in the default (compact) cache: how much of the RSS is freed memory
+        // glibc keeps, and another allocator.
+        Self::new(true, true, Fields::Kept).with(Alloc::GlibcTrim),
+        Self::new(true, true, Fields::Kept).with(Alloc::Mimalloc),
     ];
 
     /// The contenders of the relist runs.

@@ -11,7 +11,8 @@ use tokio::time::Instant;
 
 use crate::fake::{FakeListerWatcher, WatchSender, watch_channel, watch_of};
 use crate::{
-    ApiStatus, Backoff, Bookmark, Error, ListPage, Reflector, ReflectorHandle, WatchEvent,
+    ApiStatus, Backoff, Bookmark, Error, ListPage, Reflector, ReflectorHandle, STREAMED_PART,
+    WatchEvent,
 };
 
 #[derive(Clone, Debug, PartialEq)]
@@ -974,29 +975,80 @@ async fn a_streaming_list_syncs_only_at_the_initial_events_end_bookmark_and_the_
 /// Rule 52: a streaming list reaches a sink that takes it in parts 500 objects at a time,
 /// before its end bookmark; the bookmark ends it with the rest.
 #[tokio::test(start_paused = true)]
-async fn rule52_a_streaming_list_reaches_a_sink_taking_parts_500_objects_at_a_time() {
+async fn rule52_a_streaming_list_reaches_a_sink_taking_parts_a_part_at_a_time() {
     let s = Setup::new();
     s.sink.parts.store(true, Ordering::SeqCst);
     let tx = open_watch(&s.fake);
     s.fake.serve_watch_list(true);
     let h = spawn(s.reflector());
     until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
-    for i in 0..1200 {
+    let n = 2 * STREAMED_PART + STREAMED_PART / 2;
+    for i in 0..n {
         tx.send(added(&format!("p{i}"), 5));
     }
     // An object still held may change before the end; only what was handed on may not.
-    tx.send(added("p1100", 6));
+    tx.send(added(&format!("p{}", n - 1), 6));
     until("two parts", || s.sink.calls().len() == 3).await;
-    assert_eq!(
-        s.sink.calls(),
-        ["begin", "part 500 items", "part 500 items"]
-    );
+    let part = format!("part {STREAMED_PART} items");
+    assert_eq!(s.sink.calls(), ["begin", part.as_str(), part.as_str()]);
     assert!(!h.status().has_synced());
     tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("8", true))));
     until("the end", || s.sink.calls().len() == 4).await;
-    assert_eq!(s.sink.calls()[3], "replace 200 items @8");
+    assert_eq!(
+        s.sink.calls()[3],
+        format!("replace {} items @8", STREAMED_PART / 2)
+    );
     assert!(h.status().has_synced());
     assert!(s.errors.kinds().is_empty());
+}
+
+/// Back-pressure: with `pace`, the reflector hands on no further part of a streaming list
+/// until the pace it awaits after a part resolves (the informer's FIFO has caught up).
+#[tokio::test(start_paused = true)]
+async fn a_paced_reflector_waits_for_its_consumer_after_each_part() {
+    let s = Setup::new();
+    s.sink.parts.store(true, Ordering::SeqCst);
+    let tx = open_watch(&s.fake);
+    s.fake.serve_watch_list(true);
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let waits = Arc::new(AtomicUsize::new(0));
+    let (g, w) = (Arc::clone(&gate), Arc::clone(&waits));
+    let reflector = s.reflector().pace(Arc::new(move || {
+        let (g, w) = (Arc::clone(&g), Arc::clone(&w));
+        Box::pin(async move {
+            w.fetch_add(1, Ordering::SeqCst);
+            if let Ok(permit) = g.acquire().await {
+                permit.forget();
+            }
+        })
+    }));
+    let h = spawn(reflector);
+    until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
+    for i in 0..3 * STREAMED_PART {
+        tx.send(added(&format!("p{i}"), 5));
+    }
+    tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("8", true))));
+    until("the first part", || s.sink.calls().len() == 2).await;
+    // However long the consumer takes, nothing more is handed on.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(s.sink.calls().len(), 2);
+    assert_eq!(waits.load(Ordering::SeqCst), 1);
+    gate.add_permits(1);
+    until("the second part", || s.sink.calls().len() == 3).await;
+    gate.add_permits(2);
+    until("the end", || h.status().has_synced()).await;
+    let part = format!("part {STREAMED_PART} items");
+    assert_eq!(
+        s.sink.calls(),
+        [
+            "begin",
+            part.as_str(),
+            part.as_str(),
+            part.as_str(),
+            "replace [] @8"
+        ]
+    );
+    assert_eq!(waits.load(Ordering::SeqCst), 3);
 }
 
 /// Rule 52: a second event for an object already handed on in a part (which an API server
@@ -1013,15 +1065,16 @@ async fn rule52_a_second_event_for_an_object_handed_on_falls_back_to_list_and_wa
     s.fake.serve_watch_list(true);
     let _h = spawn(s.reflector());
     until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
-    for i in 0..500 {
+    for i in 0..STREAMED_PART {
         tx.send(added(&format!("p{i}"), 5));
     }
     tx.send(Ok(WatchEvent::Deleted(obj("p7", 6))));
     until("the list", || !s.fake.list_calls().is_empty()).await;
     until("the replace", || s.sink.has("replace [a] @10")).await;
+    let part = format!("part {STREAMED_PART} items");
     assert_eq!(
         s.sink.calls(),
-        ["begin", "part 500 items", "begin", "replace [a] @10"]
+        ["begin", part.as_str(), "begin", "replace [a] @10"]
     );
 }
 
