@@ -69,7 +69,7 @@ impl RateLimiter<ObjectKey> for FixedDelay {
     }
 }
 
-/// Layer 2, the store: the default store behind an audit that counts the informer's
+/// Layer 2, the store: the thread-safe (decoded) store behind an audit that counts the informer's
 /// writes (a place for metrics, or for mirroring the cache elsewhere). Any type with the
 /// read side (`Indexer`, with `KnownObjects`) and the write side (`IndexerWriter`, with
 /// `Sink`) will do; listers need its namespace index.

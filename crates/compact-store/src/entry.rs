@@ -15,7 +15,7 @@ pub(crate) type Labels = BTreeMap<String, String>;
 ///
 /// It is what the inner `ThreadSafeStore` holds: its `MetaObject` impl gives that store the
 /// key (`namespace/name`), the namespace index and the labels, so keys, indices, listers'
-/// label matching and the consistency guarantee are the default store's, unchanged.
+/// label matching and the consistency guarantee are the thread-safe store's, unchanged.
 pub(crate) struct Entry {
     /// `namespace ‖ name ‖ resource version ‖ custom key ‖ encoded object`.
     data: Box<[u8]>,
@@ -32,7 +32,7 @@ pub(crate) struct Head<'a> {
     pub(crate) name: Option<&'a str>,
     pub(crate) resource_version: Option<&'a str>,
     /// The key, when the store has a key function of its own (else it is made from the
-    /// namespace and name, as the default store makes it).
+    /// namespace and name, as the thread-safe store makes it).
     pub(crate) custom_key: Option<&'a ObjectKey>,
 }
 

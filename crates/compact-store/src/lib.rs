@@ -57,13 +57,13 @@
 //! ones (the pods of one ReplicaSet), and the values of the index functions other than the
 //! namespace index, computed when the object is written. The entries sit in a
 //! `ThreadSafeStore`, so keys, the namespace index, the consistency of reads with writes
-//! and every rule of the default store carry over; the rule and consistency tests of
+//! and every rule of the thread-safe store carry over; the rule and consistency tests of
 //! kinformer-indexer run on this store too.
 //!
 //! A k8s-openapi `Pod` is large in memory where most of it is `None` (every optional nested
 //! struct is inline: a `Container` is ~2 KiB with no probe, no security context, no
 //! resources), and its labels and annotations are B-tree maps; encoded, only what is set
-//! takes bytes. How much that saves, against the default store and client-go, is measured
+//! takes bytes. How much that saves, against the decoded store and client-go, is measured
 //! by `cargo xtask bench informer` (BENCHMARKS.md in the repository).
 //!
 //! # What to expect from it
@@ -103,7 +103,7 @@
 //! Every read that returns objects decodes them (a few microseconds per pod; measured in
 //! the crate's criterion bench `cargo bench -p kinformer-compact-store`), and hands out a
 //! new `Arc`: two reads of one object give equal objects, not one allocation, unlike the
-//! default store. A small cache ([`DEFAULT_CACHE`] slots, [`CompactStore::with_cache`])
+//! decoded store. A small cache ([`DEFAULT_CACHE`] slots, [`CompactStore::with_cache`])
 //! keeps recently written and read objects, so the informer's next event on an object and
 //! a reconcile that reads one object several times decode it once. Label selectors
 //! ([`Indexer::list_selected`](kinformer_indexer::Indexer::list_selected), which listers

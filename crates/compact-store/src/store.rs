@@ -75,7 +75,7 @@ impl<K> Clone for Registered<K> {
 ///
 /// Each read decodes what it returns (a few microseconds per pod), except what the small
 /// cache of recently read and written objects still holds, and hands out a new `Arc`
-/// (objects are not shared between readers as the default store shares them). Label
+/// (objects are not shared between readers as the decoded store shares them). Label
 /// selectors and index lookups are answered before decoding, so a lister decodes only
 /// what it returns. See the [crate docs](crate) for the measurements and the trade.
 ///
@@ -515,7 +515,7 @@ where
         self.inner.len()
     }
 
-    /// One snapshot, as the default store: the query's values are computed with the index
+    /// One snapshot, as the thread-safe store: the query's values are computed with the index
     /// function, then looked up in the inner store's index at once.
     fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>
     where

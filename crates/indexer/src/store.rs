@@ -1,4 +1,5 @@
-//! The default store: one `RwLock` over the items and every index.
+//! The thread-safe store (the decoded cache, `CacheKind::Decoded` in an informer; the compact
+//! store keeps its entries in one): one `RwLock` over the items and every index.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
