@@ -194,23 +194,26 @@ async fn partition_under_churn(cp: &ControlPlane, want: ShardFiltering) -> Vec<u
             .namespace(ns.clone())
             .shard(shards[1].clone())
     );
-    // Relists after the partition, by shard (410 Gone after the compaction, when the watch
-    // cache does not serve the old resourceVersion).
-    let expired: Vec<u64> = informers
+    // Relists after the partition, by shard. Without the watch cache the compaction leaves
+    // no way back but a relist: `410 Gone` on the re-watch, or, when the proxy cut a watch
+    // the moment it opened, a relist for a very short watch that then failed while the
+    // partition lasted (reason `error`): which one depends on timing, the relist does not.
+    let relists: Vec<u64> = informers
         .iter()
         .map(|inf| {
             let lists = inf.stats().reflector.lists;
             lists
                 .iter()
-                .find(|(why, _)| *why == "expired")
-                .map_or(0, |(_, n)| *n)
+                .filter(|(why, _)| *why != "initial")
+                .map(|(_, n)| *n)
+                .sum()
         })
         .collect();
     handle.stop().await.unwrap();
     for f in &factories {
         f.shutdown().await.unwrap();
     }
-    expired
+    relists
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,10 +237,10 @@ async fn a_gated_server_without_its_watch_cache_does_not_filter_watches_so_the_i
         .sharded_list_and_watch(true)
         .watch_cache(false);
     let cp = ControlPlane::start_with(options).await.unwrap();
-    let expired = partition_under_churn(&cp, ShardFiltering::Client).await;
+    let relists = partition_under_churn(&cp, ShardFiltering::Client).await;
     assert!(
-        expired.iter().all(|n| *n >= 1),
-        "relists after 410: {expired:?}"
+        relists.iter().all(|n| *n >= 1),
+        "relists after the compaction, by shard: {relists:?}"
     );
 }
 
@@ -249,9 +252,9 @@ async fn shards_partition_the_set_under_churn_on_a_server_without_the_gate_filte
     let cp = ControlPlane::start_with(Options::default().watch_cache(false))
         .await
         .unwrap();
-    let expired = partition_under_churn(&cp, ShardFiltering::Client).await;
+    let relists = partition_under_churn(&cp, ShardFiltering::Client).await;
     assert!(
-        expired.iter().all(|n| *n >= 1),
-        "relists after 410: {expired:?}"
+        relists.iter().all(|n| *n >= 1),
+        "relists after the compaction, by shard: {relists:?}"
     );
 }
