@@ -972,7 +972,7 @@ async fn a_streaming_list_syncs_only_at_the_initial_events_end_bookmark_and_the_
     assert!(s.fake.list_calls().is_empty(), "no list in streaming mode");
 }
 
-/// Rule 52: a streaming list reaches a sink that takes it in parts 500 objects at a time,
+/// Rule 52: a streaming list reaches a sink that takes it in parts `STREAMED_PART` objects at a time,
 /// before its end bookmark; the bookmark ends it with the rest.
 #[tokio::test(start_paused = true)]
 async fn rule52_a_streaming_list_reaches_a_sink_taking_parts_a_part_at_a_time() {
