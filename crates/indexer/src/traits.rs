@@ -154,7 +154,8 @@ pub(crate) fn selected<K: MetaObject + ?Sized>(selector: &Selector, obj: &K) -> 
 ///
 /// Implement it, with [`Indexer`], [`KnownObjects`] and [`Sink`], to put your own cache
 /// behind an informer (`SharedIndexInformer::builder(..).store(..)`);
-/// [`ThreadSafeStore`](crate::ThreadSafeStore) is the default.
+/// [`ThreadSafeStore`](crate::ThreadSafeStore) is this crate's (an informer's decoded cache;
+/// informers keep kinformer-compact-store's encoded one by default).
 ///
 /// Contract for the writes, as client-go's store: `add` and `update` store the object
 /// under its key, replacing any object there; `delete` removes whatever is stored under the
