@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use common::{Args, BoxError, ensure_namespace, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::core::{Error as CoreError, Sink};
+use kinformer::core::{Error as CoreError, ListPart, Sink};
 use kinformer::deltafifo::{Error as FifoError, FifoQueue, InOrderFifo, Popped};
 use kinformer::indexer::{
     Error as IndexerError, IndexerWriter, ThreadSafeStore, namespace_indexers,
@@ -97,6 +97,13 @@ impl KnownObjects<Pod> for AuditedStore {
     fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
         self.inner.get_by_key(key)
     }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Pod>> {
+        self.inner.get_shared(key)
+    }
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        self.inner.contains_version(key, resource_version)
+    }
 }
 
 impl Indexer<Pod> for AuditedStore {
@@ -133,9 +140,9 @@ impl Sink<Pod> for AuditedStore {
         self.write();
         Sink::delete(&self.inner, obj)
     }
-    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<(), CoreError> {
+    fn replace(&self, part: ListPart<Pod>) -> Result<(), CoreError> {
         self.write();
-        Sink::replace(&self.inner, list, resource_version)
+        Sink::replace(&self.inner, part)
     }
     fn resync(&self) -> Result<(), CoreError> {
         Ok(())
@@ -176,8 +183,8 @@ impl Sink<Pod> for CountingFifo {
     fn delete(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
         Sink::delete(&self.inner, obj).and_then(|()| self.queued())
     }
-    fn replace(&self, list: Vec<Arc<Pod>>, resource_version: &str) -> Result<(), CoreError> {
-        Sink::replace(&self.inner, list, resource_version).and_then(|()| self.queued())
+    fn replace(&self, part: ListPart<Pod>) -> Result<(), CoreError> {
+        Sink::replace(&self.inner, part).and_then(|()| self.queued())
     }
     fn resync(&self) -> Result<(), CoreError> {
         Sink::resync(&self.inner)

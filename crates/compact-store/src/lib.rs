@@ -74,11 +74,13 @@
 //! The measurements against client-go with each side's defaults are BENCHMARKS.md's
 //! "defaults" rows (`cargo xtask bench informer`). They hold because the informer never
 //! has the whole list decoded at once: the first list reaches the store in parts as it
-//! arrives (the in-order FIFO's `begin_list_in_parts`), and a relist hands the store only
-//! the keys of unchanged objects, whose entries it keeps in place
-//! ([`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)). That is with the
-//! informer's default FIFO, the in-order FIFO in atomic mode; in per-object mode relists
-//! hold the whole list decoded, and with the DeltaFIFO the first list too.
+//! arrives (the reflector hands lists over in [`ListPart`](kinformer_core::ListPart)s, and
+//! the in-order FIFO queues the first one's as they come), and a relist hands the store
+//! only the keys of unchanged objects ([`Listed::Unchanged`](kinformer_core::Listed)),
+//! whose entries it keeps in place. That is with the informer's default FIFO, the in-order
+//! FIFO in atomic mode; in per-object mode relists hold the changed objects and listed
+//! copies of the unchanged ones until they are applied, and with the DeltaFIFO the first
+//! list too.
 //!
 //! # The encoding
 //!

@@ -5,7 +5,10 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
-use kinformer_core::{KeyFunc, KnownObjects, MetaObject, ObjectKey, Sink, meta_namespace_key};
+use kinformer_core::{
+    KeyFunc, KnownObjects, ListPart, Listed, MetaObject, ObjectKey, Sink, WholeList,
+    meta_namespace_key,
+};
 use kinformer_indexer::{
     Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore, everything,
 };
@@ -92,6 +95,8 @@ pub struct CompactStore<K> {
     /// stay in step while `add_indexers` runs.
     writer: Mutex<LabelSets>,
     cache: DecodeCache<K>,
+    /// The parts of a list written through [`Sink::replace`], until it ends.
+    lists: WholeList<K>,
     /// Whether an object of `K` has been seen to decode back (the first write checks it).
     round_trip_checked: AtomicBool,
     decodes: AtomicU64,
@@ -153,6 +158,7 @@ where
             key_func,
             writer: Mutex::new(LabelSets::default()),
             cache: DecodeCache::new(cache),
+            lists: WholeList::default(),
             round_trip_checked: AtomicBool::new(false),
             decodes: AtomicU64::new(0),
             cache_hits: AtomicU64::new(0),
@@ -422,21 +428,14 @@ where
     fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
         Ok(self.remove(&obj)?)
     }
-    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
-        Ok(self.replace_all(list, &[], rv)?)
-    }
-    /// Yes: an unchanged object keeps its entry as it is, so a relist neither decodes
-    /// nor encodes it.
-    fn keeps_unchanged(&self) -> bool {
-        true
-    }
-    fn replace_keeping(
-        &self,
-        list: Vec<Arc<K>>,
-        unchanged: &[ObjectKey],
-        rv: &str,
-    ) -> Result<(), kinformer_core::Error> {
-        Ok(self.replace_all(list, unchanged, rv)?)
+    /// Gathers the list, then one write; an unchanged object (this store's own, listed by
+    /// key) keeps its entry as it is, so a relist neither decodes nor encodes it.
+    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
+        let Some((list, rv)) = self.lists.gather(part) else {
+            return Ok(());
+        };
+        let (objects, unchanged) = Listed::split(list);
+        Ok(self.replace_all(objects, &unchanged, &rv)?)
     }
     /// Nothing to do for a cache.
     fn resync(&self) -> Result<(), kinformer_core::Error> {
@@ -468,10 +467,7 @@ where
     }
 
     /// Answered from the entry, without decoding.
-    fn contains_version(&self, key: &str, resource_version: &str) -> bool
-    where
-        K: MetaObject,
-    {
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
         !resource_version.is_empty()
             && self
                 .inner

@@ -1,6 +1,6 @@
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::{Error, ObjectKey};
+use crate::{Error, KnownObjects, ObjectKey};
 
 /// What the reflector writes through: client-go's `ReflectorStore` plus bookmarks.
 ///
@@ -8,28 +8,42 @@ use crate::{Error, ObjectKey};
 /// can feed any of them. Calls come from one reflector task at a time and must not
 /// block for long: the reflector calls them between reads of a watch stream.
 ///
+/// Every method is what it says for every sink; nothing is asked first. A list comes
+/// to [`replace`](Sink::replace) in parts as it arrives ([`ListPart`]), and its objects
+/// the consumer's cache holds already come as [`Listed::Unchanged`]: a sink that applies
+/// lists whole gathers the parts ([`WholeList`]), one that needs every object reads an
+/// unchanged one from the cache ([`Listed::into_object`]). So a wrapper that forwards
+/// the six methods keeps everything the sink it wraps does.
+///
 /// ```
 /// use std::sync::{Arc, Mutex};
-/// use kinformer_core::{Error, Sink};
+/// use kinformer_core::{Error, ListPart, Sink, WholeList};
 ///
 /// /// Counts what arrives.
 /// #[derive(Default)]
-/// struct Counter(Mutex<usize>);
+/// struct Counter {
+///     count: Mutex<usize>,
+///     lists: WholeList<String>,
+/// }
 /// impl Sink<String> for Counter {
-///     fn add(&self, _: Arc<String>) -> Result<(), Error> { *self.0.lock().unwrap() += 1; Ok(()) }
+///     fn add(&self, _: Arc<String>) -> Result<(), Error> { *self.count.lock().unwrap() += 1; Ok(()) }
 ///     fn update(&self, _: Arc<String>) -> Result<(), Error> { Ok(()) }
 ///     fn delete(&self, _: Arc<String>) -> Result<(), Error> { Ok(()) }
-///     fn replace(&self, list: Vec<Arc<String>>, _rv: &str) -> Result<(), Error> {
-///         *self.0.lock().unwrap() = list.len();
+///     fn replace(&self, part: ListPart<String>) -> Result<(), Error> {
+///         if let Some((list, _resource_version)) = self.lists.gather(part) {
+///             *self.count.lock().unwrap() = list.len();
+///         }
 ///         Ok(())
 ///     }
 ///     fn resync(&self) -> Result<(), Error> { Ok(()) }
+///     fn bookmark(&self, _resource_version: &str) -> Result<(), Error> { Ok(()) }
 /// }
 ///
-/// let sink: Arc<dyn Sink<String>> = Arc::new(Counter::default());
-/// sink.replace(vec![Arc::new("a".into()), Arc::new("b".into())], "10")?;
+/// let counter = Arc::new(Counter::default());
+/// let sink: Arc<dyn Sink<String>> = counter.clone();
+/// sink.replace(ListPart::whole(vec![Arc::new("a".into()), Arc::new("b".into())], "10"))?;
 /// sink.add(Arc::new("c".into()))?;
-/// sink.bookmark("11")?; // the default does nothing
+/// /// assert_eq!(*counter.count.lock().unwrap(), 3);
 /// # Ok::<(), Error>(())
 /// ```
 pub trait Sink<K>: Send + Sync {
@@ -51,73 +65,17 @@ pub trait Sink<K>: Send + Sync {
     /// When the object has no valid key or the sink is closed.
     fn delete(&self, obj: Arc<K>) -> Result<(), Error>;
 
-    /// A full list at `resource_version` replaces everything: objects missing from it
-    /// were deleted while nobody watched.
+    /// A full list, or a part of one ([`ListPart`]). When the part that ends the list
+    /// arrives, the list replaces everything: objects missing from every part of it were
+    /// deleted while nobody watched. The reflector hands a list over as it arrives (each
+    /// page of a paged list, each [`ListPart`] of a streaming list), so that a sink may
+    /// apply parts before the list ends (the in-order FIFO does for the first list, so an
+    /// informer's cache fills while the rest arrives); a sink that applies lists whole
+    /// gathers them with a [`WholeList`].
     ///
     /// # Errors
     /// When an object has no valid key or the sink is closed.
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error>;
-
-    /// Whether the sink takes the list about to come in parts, and if so starts taking it:
-    /// the reflector then hands over the list a part at a time ([`replace_part`]) as it
-    /// arrives, and ends it with [`replace`] for the rest, which tells the sink the list's
-    /// resource version and that objects missing from every part and the rest were deleted.
-    /// A call while parts of an earlier list are pending drops that list's end: the
-    /// parts already handed over stay, and only the objects of the new list count as
-    /// listed when it ends.
-    ///
-    /// A sink answers `true` when it can apply parts before the list ends without anyone
-    /// relying on seeing the list whole: the FIFOs do for the first list, before anything
-    /// has synced, so that an informer caches (and a compact store encodes) objects while
-    /// the rest still arrives, instead of holding the whole decoded list at once. The
-    /// default is `false`: the list comes whole to [`replace`].
-    ///
-    /// [`replace_part`]: Sink::replace_part
-    /// [`replace`]: Sink::replace
-    fn begin_list_in_parts(&self) -> bool {
-        false
-    }
-
-    /// A part of the list begun by [`begin_list_in_parts`](Sink::begin_list_in_parts).
-    ///
-    /// # Errors
-    /// When an object has no valid key or the sink is closed; the default, for sinks that
-    /// never take a list in parts, refuses the part.
-    fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
-        let _ = part;
-        Err(Error::Other(
-            "this sink takes lists whole: replace_part without begin_list_in_parts".into(),
-        ))
-    }
-
-    /// Whether the sink takes a relist's unchanged objects as keys
-    /// ([`replace_keeping`](Sink::replace_keeping)) instead of objects. The default is
-    /// `false`.
-    fn keeps_unchanged(&self) -> bool {
-        false
-    }
-
-    /// A full list, as [`replace`](Sink::replace), of which the objects under the keys in
-    /// `unchanged` are the very versions the sink's consumer already holds: the caller
-    /// checked their resource versions against it and drops its decoded copies, so that a
-    /// relist over a cache that keeps objects encoded does not hold a second, decoded copy
-    /// of everything unchanged. Keys in `unchanged` count as listed and keep what is held
-    /// (a key no longer held by then is left out, as an object deleted meanwhile).
-    ///
-    /// # Errors
-    /// As [`replace`](Sink::replace); the default, for sinks that do not
-    /// [keep unchanged objects](Sink::keeps_unchanged), refuses the list.
-    fn replace_keeping(
-        &self,
-        list: Vec<Arc<K>>,
-        unchanged: &[ObjectKey],
-        resource_version: &str,
-    ) -> Result<(), Error> {
-        let _ = (list, unchanged, resource_version);
-        Err(Error::Other(
-            "this sink takes every listed object: replace_keeping without keeps_unchanged".into(),
-        ))
-    }
+    fn replace(&self, part: ListPart<K>) -> Result<(), Error>;
 
     /// The periodic resync: re-deliver what is known.
     ///
@@ -125,15 +83,13 @@ pub trait Sink<K>: Send + Sync {
     /// When the sink is closed.
     fn resync(&self) -> Result<(), Error>;
 
-    /// The watch moved on to `resource_version` (a bookmark, or any event). Sinks that
-    /// track the last synced version override it; the default does nothing.
+    /// The watch moved on to `resource_version` (a bookmark, or any event). A sink that
+    /// tracks the last synced version records it; others return `Ok(())`. Required, like
+    /// the rest, so that a wrapper cannot lose it by forwarding only what it must.
     ///
     /// # Errors
     /// When the sink is closed.
-    fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
-        let _ = resource_version;
-        Ok(())
-    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), Error>;
 }
 
 impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
@@ -146,31 +102,210 @@ impl<K, S: Sink<K> + ?Sized> Sink<K> for Arc<S> {
     fn delete(&self, obj: Arc<K>) -> Result<(), Error> {
         (**self).delete(obj)
     }
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
-        (**self).replace(list, resource_version)
-    }
-    fn begin_list_in_parts(&self) -> bool {
-        (**self).begin_list_in_parts()
-    }
-    fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
-        (**self).replace_part(part)
-    }
-    fn keeps_unchanged(&self) -> bool {
-        (**self).keeps_unchanged()
-    }
-    fn replace_keeping(
-        &self,
-        list: Vec<Arc<K>>,
-        unchanged: &[ObjectKey],
-        resource_version: &str,
-    ) -> Result<(), Error> {
-        (**self).replace_keeping(list, unchanged, resource_version)
+    fn replace(&self, part: ListPart<K>) -> Result<(), Error> {
+        (**self).replace(part)
     }
     fn resync(&self) -> Result<(), Error> {
         (**self).resync()
     }
     fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
         (**self).bookmark(resource_version)
+    }
+}
+
+/// A list handed to [`Sink::replace`], or a part of one.
+///
+/// A list is one or more parts: the first says it [`starts`](Self::starts) the list
+/// (any list not ended before it was lost midway, and its pending parts are dropped),
+/// the last carries the list's resource version ([`end`](Self::end)). A list that comes
+/// whole is one part that does both ([`ListPart::whole`]).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ListPart<K> {
+    /// The part's objects, in list order.
+    pub items: Vec<Listed<K>>,
+    /// This part starts a list.
+    pub starts: bool,
+    /// On the part that ends the list: the list's `resourceVersion`.
+    pub end: Option<String>,
+}
+
+impl<K> ListPart<K> {
+    /// A whole list at `resource_version`.
+    pub fn whole(objects: Vec<Arc<K>>, resource_version: impl Into<String>) -> Self {
+        Self::new(
+            objects.into_iter().map(Listed::Object).collect(),
+            true,
+            Some(resource_version.into()),
+        )
+    }
+
+    /// A part: `starts` the list or not, `end`s it (with its resource version) or not.
+    pub fn new(items: Vec<Listed<K>>, starts: bool, end: Option<String>) -> Self {
+        Self { items, starts, end }
+    }
+
+    /// Whether this part is the whole list.
+    pub fn is_whole(&self) -> bool {
+        self.starts && self.end.is_some()
+    }
+}
+
+/// One object of a list ([`ListPart`]).
+#[derive(Debug)]
+pub enum Listed<K> {
+    /// The object as the server listed it (transformed).
+    Object(Arc<K>),
+    /// An object the consumer's cache holds at the listed version: the reflector compared
+    /// resource versions with the cache and dropped the copy it had decoded, so that a
+    /// relist does not hold a second copy of everything unchanged.
+    Unchanged(Unchanged<K>),
+}
+
+impl<K> Clone for Listed<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Object(o) => Self::Object(Arc::clone(o)),
+            Self::Unchanged(u) => Self::Unchanged(u.clone()),
+        }
+    }
+}
+
+impl<K> Listed<K> {
+    /// The object: as listed, or for an unchanged one [`Unchanged::object`]; `None` when
+    /// that has none (deleted meanwhile: then it counts as not listed).
+    pub fn into_object(self) -> Option<Arc<K>> {
+        match self {
+            Self::Object(o) => Some(o),
+            Self::Unchanged(u) => u.object(),
+        }
+    }
+
+    /// The listed objects, and the keys of the unchanged ones: what a sink that is the
+    /// cache itself needs (it keeps its entries under those keys).
+    pub fn split(list: Vec<Self>) -> (Vec<Arc<K>>, Vec<ObjectKey>) {
+        let mut objects = Vec::with_capacity(list.len());
+        let mut unchanged = Vec::new();
+        for item in list {
+            match item {
+                Self::Object(o) => objects.push(o),
+                Self::Unchanged(u) => unchanged.push(u.key),
+            }
+        }
+        (objects, unchanged)
+    }
+
+    /// Every object ([`into_object`](Self::into_object); those without one left out):
+    /// what a sink that needs every object does with a list.
+    pub fn objects(list: Vec<Self>) -> Vec<Arc<K>> {
+        list.into_iter().filter_map(Self::into_object).collect()
+    }
+}
+
+/// A listed object the consumer's cache holds at the listed version
+/// ([`Listed::Unchanged`]): its key, the cache to read it from, and (from the reflector)
+/// the copy it listed, until a sink that keeps its own entry drops it.
+pub struct Unchanged<K> {
+    key: ObjectKey,
+    cache: Arc<dyn KnownObjects<K>>,
+    listed: Option<Arc<K>>,
+}
+
+impl<K> Clone for Unchanged<K> {
+    fn clone(&self) -> Self {
+        Self {
+            key: self.key.clone(),
+            cache: Arc::clone(&self.cache),
+            listed: self.listed.clone(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Unchanged<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Unchanged").field(&self.key).finish()
+    }
+}
+
+impl<K> Unchanged<K> {
+    /// The object under `key` in `cache`, listed at the version the cache holds.
+    pub fn new(key: ObjectKey, cache: Arc<dyn KnownObjects<K>>) -> Self {
+        Self {
+            key,
+            cache,
+            listed: None,
+        }
+    }
+
+    /// The same, with the copy that was listed: what [`object`](Self::object) falls back
+    /// to when the cache cannot hand out its own without making one.
+    #[must_use]
+    pub fn with_listed(mut self, listed: Arc<K>) -> Self {
+        self.listed = Some(listed);
+        self
+    }
+
+    /// The object's key.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// The object: the cache's own allocation when it can hand it out as it is
+    /// ([`KnownObjects::get_shared`]: the decoded store), so that nothing holds a second
+    /// copy; else the listed copy; else read from the cache (for a store that keeps
+    /// objects encoded, a decoded copy). `None` only when there is no listed copy and the
+    /// cache no longer holds the object. A sink that is the cache itself keeps its entry
+    /// instead. Call it outside any lock of the cache's.
+    pub fn object(&self) -> Option<Arc<K>> {
+        self.cache
+            .get_shared(self.key.as_str())
+            .or_else(|| self.listed.clone())
+            .or_else(|| self.cache.get_by_key(self.key.as_str()))
+    }
+}
+
+/// Gathers the parts of a list for a sink that applies lists whole (see
+/// [`Sink::replace`]).
+pub struct WholeList<K> {
+    pending: Mutex<Vec<Listed<K>>>,
+}
+
+impl<K> Default for WholeList<K> {
+    fn default() -> Self {
+        Self {
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for WholeList<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WholeList").finish_non_exhaustive()
+    }
+}
+
+impl<K> WholeList<K> {
+    /// Adds `part` to the list under way (a part that starts a list drops what an earlier,
+    /// unended list left); once `part` ends the list: the whole list and its resource
+    /// version.
+    pub fn gather(&self, part: ListPart<K>) -> Option<(Vec<Listed<K>>, String)> {
+        let ListPart { items, starts, end } = part;
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        if starts {
+            pending.clear();
+        }
+        match end {
+            None => {
+                pending.extend(items);
+                None
+            }
+            Some(rv) if pending.is_empty() => Some((items, rv)),
+            Some(rv) => {
+                let mut list = std::mem::take(&mut *pending);
+                list.extend(items);
+                Some((list, rv))
+            }
+        }
     }
 }
 
@@ -210,28 +345,12 @@ mod tests {
         fn delete(&self, obj: Arc<u32>) -> Result<(), Error> {
             self.push(format!("delete {obj}"))
         }
-        fn replace(&self, list: Vec<Arc<u32>>, rv: &str) -> Result<(), Error> {
-            self.push(format!("replace {} @{rv}", list.len()))
-        }
-        fn begin_list_in_parts(&self) -> bool {
-            self.push("begin".into()).is_ok()
-        }
-        fn replace_part(&self, part: Vec<Arc<u32>>) -> Result<(), Error> {
-            self.push(format!("part {}", part.len()))
-        }
-        fn keeps_unchanged(&self) -> bool {
-            true
-        }
-        fn replace_keeping(
-            &self,
-            list: Vec<Arc<u32>>,
-            unchanged: &[ObjectKey],
-            rv: &str,
-        ) -> Result<(), Error> {
+        fn replace(&self, part: ListPart<u32>) -> Result<(), Error> {
             self.push(format!(
-                "replace {} + {} @{rv}",
-                list.len(),
-                unchanged.len()
+                "replace {}{}{}",
+                part.items.len(),
+                if part.starts { " starts" } else { "" },
+                part.end.map(|rv| format!(" @{rv}")).unwrap_or_default()
             ))
         }
         fn resync(&self) -> Result<(), Error> {
@@ -247,14 +366,11 @@ mod tests {
         let rec = Arc::new(Recorder::default());
         let sink: Arc<dyn Sink<u32>> = rec.clone();
         let via_arc: Arc<Arc<dyn Sink<u32>>> = Arc::new(sink);
-        assert!(via_arc.begin_list_in_parts());
-        via_arc.replace_part(vec![Arc::new(1)]).unwrap();
         via_arc
-            .replace(vec![Arc::new(1), Arc::new(2)], "5")
+            .replace(ListPart::new(vec![Listed::Object(Arc::new(1))], true, None))
             .unwrap();
-        assert!(via_arc.keeps_unchanged());
         via_arc
-            .replace_keeping(vec![Arc::new(1)], &[ObjectKey::parse("a").unwrap()], "6")
+            .replace(ListPart::whole(vec![Arc::new(1), Arc::new(2)], "5"))
             .unwrap();
         via_arc.add(Arc::new(3)).unwrap();
         via_arc.update(Arc::new(3)).unwrap();
@@ -265,10 +381,8 @@ mod tests {
         assert_eq!(
             got,
             [
-                "begin",
-                "part 1",
-                "replace 2 @5",
-                "replace 1 + 1 @6",
+                "replace 1 starts",
+                "replace 2 starts @5",
                 "add 3",
                 "update 3",
                 "delete 3",
@@ -278,38 +392,67 @@ mod tests {
         );
     }
 
-    /// A sink that keeps the defaults takes every list whole: it answers `false` and
-    /// refuses a part, so a reflector that asked first never sends one.
-    #[test]
-    fn a_sink_takes_lists_whole_unless_it_says_otherwise() {
-        struct Whole;
-        impl Sink<u32> for Whole {
-            fn add(&self, _: Arc<u32>) -> Result<(), Error> {
-                Ok(())
-            }
-            fn update(&self, _: Arc<u32>) -> Result<(), Error> {
-                Ok(())
-            }
-            fn delete(&self, _: Arc<u32>) -> Result<(), Error> {
-                Ok(())
-            }
-            fn replace(&self, _: Vec<Arc<u32>>, _: &str) -> Result<(), Error> {
-                Ok(())
-            }
-            fn resync(&self) -> Result<(), Error> {
-                Ok(())
-            }
+    struct Cache;
+    impl KnownObjects<u32> for Cache {
+        fn list_keys(&self) -> Vec<ObjectKey> {
+            vec![ObjectKey::parse("a").unwrap()]
         }
-        let sink: Arc<dyn Sink<u32>> = Arc::new(Whole);
-        assert!(!sink.begin_list_in_parts());
-        assert!(matches!(
-            sink.replace_part(vec![Arc::new(1)]),
-            Err(Error::Other(_))
-        ));
-        assert!(!sink.keeps_unchanged());
-        assert!(matches!(
-            sink.replace_keeping(vec![], &[], "1"),
-            Err(Error::Other(_))
-        ));
+        fn get_by_key(&self, key: &str) -> Option<Arc<u32>> {
+            (key == "a").then(|| Arc::new(7))
+        }
+        fn get_shared(&self, key: &str) -> Option<Arc<u32>> {
+            self.get_by_key(key)
+        }
+        fn contains_version(&self, _: &str, _: &str) -> bool {
+            false
+        }
+    }
+
+    fn values(list: Vec<Listed<u32>>) -> Vec<Option<u32>> {
+        list.into_iter()
+            .map(|l| l.into_object().map(|o| *o))
+            .collect()
+    }
+
+    #[test]
+    fn a_whole_list_gathers_its_parts_and_a_new_list_drops_an_unended_one() {
+        let lists = WholeList::default();
+        let obj = |n| Listed::Object(Arc::new(n));
+        assert!(
+            lists
+                .gather(ListPart::new(vec![obj(1)], true, None))
+                .is_none()
+        );
+        // Lost midway: the next list starts over.
+        assert!(
+            lists
+                .gather(ListPart::new(vec![obj(2)], true, None))
+                .is_none()
+        );
+        assert!(
+            lists
+                .gather(ListPart::new(vec![obj(3)], false, None))
+                .is_none()
+        );
+        let cache: Arc<dyn KnownObjects<u32>> = Arc::new(Cache);
+        let unchanged = |k| {
+            Listed::Unchanged(Unchanged::new(
+                ObjectKey::parse(k).unwrap(),
+                Arc::clone(&cache),
+            ))
+        };
+        let (list, rv) = lists
+            .gather(ListPart::new(
+                vec![unchanged("a"), unchanged("gone")],
+                false,
+                Some("9".into()),
+            ))
+            .unwrap();
+        assert_eq!(rv, "9");
+        assert_eq!(values(list), [Some(2), Some(3), Some(7), None]);
+        let (list, rv) = lists
+            .gather(ListPart::whole(vec![Arc::new(4)], "10"))
+            .unwrap();
+        assert_eq!((values(list), rv.as_str()), (vec![Some(4)], "10"));
     }
 }

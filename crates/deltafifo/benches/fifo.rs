@@ -15,6 +15,7 @@
 //! `fifo/in_order_fifo_single` (batch size 1 = client-go's `Pop`),
 //! `fifo/in_order_fifo_atomic` (atomic mode, batches of up to 1000).
 
+use kinformer_core::ListPart;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +54,14 @@ impl KnownObjects<Obj> for EmptyStore {
     fn get_by_key(&self, _key: &str) -> Option<Arc<Obj>> {
         None
     }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
 }
 
 struct Workload {
@@ -84,7 +93,7 @@ fn count(item: &Item<Obj>) -> usize {
 
 fn run(fifo: &dyn FifoQueue<Obj>, list: Vec<Arc<Obj>>, updates: &[Arc<Obj>]) -> usize {
     let run = || -> Result<usize, kinformer_core::Error> {
-        fifo.replace(list, "1")?;
+        fifo.replace(ListPart::whole(list, "1"))?;
         for u in updates {
             fifo.update(Arc::clone(u))?;
         }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::task::Waker;
 
 use kinformer_core::{
-    BoxError, Delta, DeltaType, KeyFunc, KnownObjects, MetaObject, ObjectKey, TransformFn,
+    BoxError, Delta, DeltaType, KeyFunc, KnownObjects, Listed, MetaObject, ObjectKey, TransformFn,
     meta_namespace_key,
 };
 
@@ -127,24 +127,32 @@ impl<K> Config<K> {
         Ok((key, self.transform(obj)?))
     }
 
-    /// Keys and transforms a whole list before anything is queued, so that a bad object
-    /// leaves the queue as it was.
+    /// Keys and transforms the items of a list before anything is queued, so that a bad
+    /// object leaves the queue as it was. Unchanged objects keep the key they came with
+    /// and are not transformed again (the cache holds them transformed).
     pub(crate) fn prepare_list(
         &self,
-        list: Vec<Arc<K>>,
-    ) -> Result<Vec<(ObjectKey, Arc<K>)>, Error> {
-        let keyed = list
+        items: Vec<Listed<K>>,
+    ) -> Result<Vec<(ObjectKey, Listed<K>)>, Error> {
+        items
             .into_iter()
-            .map(|obj| Ok((self.key_of(&obj)?, obj)))
-            .collect::<Result<Vec<_>, Error>>()?;
-        if self.transform.is_none() {
-            return Ok(keyed);
-        }
-        keyed
-            .into_iter()
-            .map(|(key, obj)| Ok((key, self.transform(obj)?)))
+            .map(|item| match item {
+                Listed::Object(obj) => {
+                    let (key, obj) = self.prepare(obj)?;
+                    Ok((key, Listed::Object(obj)))
+                }
+                Listed::Unchanged(u) => Ok((u.key().clone(), Listed::Unchanged(u))),
+            })
             .collect()
     }
+}
+
+/// Every object of a prepared list, in list order, unchanged ones read from the cache (one
+/// the cache no longer holds is left out: deleted meanwhile).
+pub(crate) fn resolved<K>(list: Vec<(ObjectKey, Listed<K>)>) -> Vec<(ObjectKey, Arc<K>)> {
+    list.into_iter()
+        .filter_map(|(key, item)| Some((key, item.into_object()?)))
+        .collect()
 }
 
 /// Initial-list bookkeeping (client-go's `populated` / `initialPopulationCount`), split in
@@ -310,11 +318,10 @@ impl<K> InFlight<K> {
 }
 
 /// The trait glue both FIFOs share: `PopDone`, `FifoQueue` and `Sink` over their inherent
-/// methods (`fifo_traits!(Fifo, replace_part, replace_keeping)` for a FIFO that takes lists in parts
-/// and unchanged objects as keys). Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
+/// methods. Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
 /// `closed`, `waiters`) and a `take` that pops the next item under the lock.
 macro_rules! fifo_traits {
-    ($fifo:ident $(, $parts:ident, $keeping:ident)?) => {
+    ($fifo:ident) => {
         impl<K: Send + Sync + 'static> $crate::PopDone<K> for $fifo<K> {
             fn pop_done(&self, item: &$crate::Item<K>, token: usize) {
                 let mut st = self.state.lock();
@@ -371,30 +378,10 @@ macro_rules! fifo_traits {
             }
             fn replace(
                 &self,
-                list: Vec<std::sync::Arc<K>>,
-                resource_version: &str,
+                part: kinformer_core::ListPart<K>,
             ) -> Result<(), kinformer_core::Error> {
-                Ok($fifo::replace(self, list, resource_version)?)
+                Ok($fifo::replace(self, part)?)
             }
-            $(
-                fn begin_list_in_parts(&self) -> bool {
-                    $fifo::begin_list_in_parts(self)
-                }
-                fn $parts(&self, part: Vec<std::sync::Arc<K>>) -> Result<(), kinformer_core::Error> {
-                    Ok($fifo::replace_part(self, part)?)
-                }
-                fn keeps_unchanged(&self) -> bool {
-                    $fifo::keeps_unchanged(self)
-                }
-                fn $keeping(
-                    &self,
-                    list: Vec<std::sync::Arc<K>>,
-                    unchanged: &[kinformer_core::ObjectKey],
-                    resource_version: &str,
-                ) -> Result<(), kinformer_core::Error> {
-                    Ok($fifo::replace_keeping(self, list, unchanged, resource_version)?)
-                }
-            )?
             fn resync(&self) -> Result<(), kinformer_core::Error> {
                 Ok($fifo::resync(self)?)
             }

@@ -4,11 +4,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use kinformer_core::{
-    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, MetaObject, ObjectKey,
+    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, ListPart, MetaObject,
+    ObjectKey, WholeList,
 };
 use parking_lot::Mutex;
 
-use crate::common::{Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, wake_all};
+use crate::common::{
+    Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, resolved, wake_all,
+};
 use crate::queue::PopFuture;
 use crate::{Error, FifoQueue, Item, Popped};
 
@@ -51,6 +54,8 @@ pub struct DeltaFifo<K> {
     config: Config<K>,
     emit_replaced: bool,
     state: Mutex<State<K>>,
+    /// The parts of a list until it ends.
+    lists: WholeList<K>,
 }
 
 struct State<K> {
@@ -98,6 +103,7 @@ impl<K> FifoBuilder<K, DeltaFifoOptions> {
         DeltaFifo {
             config: self.config,
             emit_replaced: self.mode.emit_replaced,
+            lists: WholeList::default(),
             state: Mutex::new(State {
                 items: HashMap::default(),
                 queue: VecDeque::new(),
@@ -196,8 +202,10 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         known.get_by_key(key.as_str()).is_some()
     }
 
-    /// A full list: queues `Replaced` (or `Sync`, see
-    /// [`DeltaFifoBuilder::emit_replaced`]) for every listed object, then a `Deleted`
+    /// A full list, gathered from its parts ([`ListPart`]) until it ends, as client-go
+    /// takes it whole: then queues `Replaced` (or `Sync`, see
+    /// [`DeltaFifoBuilder::emit_replaced`]) for every listed object (unchanged ones read
+    /// from the cache, left out when it no longer holds them), then a `Deleted`
     /// tombstone for every key queued or known but absent from the list. A tombstone
     /// carries the key's newest queued object, else the known one; a known key the store
     /// no longer holds by the time it is read gets none (its deletion was delivered).
@@ -211,9 +219,13 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     /// # Errors
     /// [`Error::Key`] or [`Error::Transform`] for any listed object, and the queue is
     /// unchanged; [`Error::Closed`] after [`close`](Self::close).
-    pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
-        let _ = resource_version; // a DeltaFIFO does not track versions
-        let list = self.config.prepare_list(list)?;
+    pub fn replace(&self, part: ListPart<K>) -> Result<(), Error> {
+        self.state.lock().check_open()?;
+        // A DeltaFIFO does not track versions.
+        let Some((list, _resource_version)) = self.lists.gather(part) else {
+            return Ok(());
+        };
+        let list = resolved(self.config.prepare_list(list)?);
         let kind = if self.emit_replaced {
             DeltaType::Replaced
         } else {

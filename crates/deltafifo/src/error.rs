@@ -20,13 +20,6 @@ pub enum Error {
     /// A builder was given options that do not go together (see the message).
     #[error("invalid FIFO configuration: {0}")]
     Config(&'static str),
-
-    /// A call out of the sink's protocol (see the message): a part of a list while no list
-    /// in parts is under way (`replace_part` without `begin_list_in_parts` answering `true`,
-    /// or after the list's end), or unchanged objects as keys where every object is needed
-    /// (`replace_keeping` without `keeps_unchanged` answering `true`). Nothing was queued.
-    #[error("out of the sink protocol: {0}")]
-    Protocol(&'static str),
 }
 
 /// What the reflector sees through [`kinformer_core::Sink`]: key errors stay core key errors,
@@ -37,9 +30,7 @@ impl From<Error> for kinformer_core::Error {
             Error::Key(inner) => inner,
             Error::Closed => kinformer_core::Error::Closed,
             Error::Transform(inner) => kinformer_core::Error::Other(inner),
-            other @ (Error::Config(_) | Error::Protocol(_)) => {
-                kinformer_core::Error::Other(Box::new(other))
-            }
+            other @ Error::Config(_) => kinformer_core::Error::Other(Box::new(other)),
         }
     }
 }

@@ -3,11 +3,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use kinformer_core::{
-    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, MetaObject, ObjectKey,
+    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, ListPart, Listed,
+    MetaObject, ObjectKey,
 };
 use parking_lot::Mutex;
 
-use crate::common::{Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, wake_all};
+use crate::common::{
+    Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, resolved, wake_all,
+};
 use crate::queue::PopFuture;
 use crate::{Error, FifoQueue, Item, Popped};
 
@@ -31,7 +34,7 @@ pub const DEFAULT_BATCH_SIZE: usize = 1000;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use kinformer_core::{DeltaType, MetaObject};
+/// use kinformer_core::{DeltaType, ListPart, MetaObject};
 /// use kinformer_deltafifo::{FifoQueue, InOrderFifo, Item};
 ///
 /// struct Obj(&'static str);
@@ -42,7 +45,7 @@ pub const DEFAULT_BATCH_SIZE: usize = 1000;
 /// }
 ///
 /// let fifo = InOrderFifo::atomic();
-/// fifo.replace(vec![Arc::new(Obj("a")), Arc::new(Obj("b"))], "10")?;
+/// fifo.replace(ListPart::whole(vec![Arc::new(Obj("a")), Arc::new(Obj("b"))], "10"))?;
 /// fifo.update(Arc::new(Obj("a")))?;
 ///
 /// let first = fifo.pop()?;
@@ -107,11 +110,13 @@ struct State<K> {
     in_flight: InFlight<K>,
     progress: Progress,
     parts: Parts,
+    /// The list gathered until it ends (every list but the first, see `replace`).
+    gathered: Vec<(ObjectKey, Listed<K>)>,
     closed: bool,
     waiters: Waiters,
 }
 
-/// Where the first list taken in parts stands (see [`InOrderFifo::begin_list_in_parts`]).
+/// Where the first list, taken in parts, stands (see [`InOrderFifo::replace`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Parts {
     /// No list in parts under way.
@@ -205,6 +210,7 @@ impl<K> FifoBuilder<K, InOrderFifoOptions> {
                 in_flight: InFlight::default(),
                 progress: Progress::default(),
                 parts: Parts::None,
+                gathered: Vec::new(),
                 closed: false,
                 waiters: Waiters::default(),
             }),
@@ -278,137 +284,95 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         Ok(())
     }
 
-    /// A full list.
+    /// A full list, or a part of one ([`ListPart`]).
     ///
-    /// Atomic mode: queues one [`Item::ReplacedAll`] with the keyed, transformed objects.
+    /// The first list, until it ends, is queued a part at a time as it comes (rule 52): a
+    /// `Replaced` event per object, in both modes, so an informer caches objects while the
+    /// rest of the list still arrives; the part that ends it queues the rest the same way
+    /// and starts the count for [`has_synced`](Self::has_synced), which waits for every
+    /// part. A first list that queued no part before its end (it came whole) is a plain
+    /// replace, below. A list started again after one of its parts was queued (the
+    /// reflector lost the list midway) is taken whole, so that its replace reconciles
+    /// against what the lost one's parts left.
+    ///
+    /// Every other list is gathered until it ends, then:
+    ///
+    /// Atomic mode: queues one [`Item::ReplacedAll`] with the keyed, transformed objects,
+    /// and the keys of the unchanged ones (the informer's store keeps what it holds).
     ///
     /// Per-object mode: queues a `Deleted` tombstone for every key queued or known but
-    /// absent from the list, then `Replaced` for every listed object, so that the store
-    /// never holds a deleted object next to its successor. A queued key whose last event
-    /// is a delete needs no tombstone; a tombstone carries the key's newest queued object,
-    /// else the known one; a known key the store no longer holds by the time it is read
-    /// gets none.
+    /// absent from the list, then `Replaced` for every listed object (unchanged ones read
+    /// from the cache), so that the store never holds a deleted object next to its
+    /// successor. A queued key whose last event is a delete needs no tombstone; a
+    /// tombstone carries the key's newest queued object, else the known one; a known key
+    /// the store no longer holds by the time it is read gets none.
     ///
     /// The first replace before any add, update or delete is the initial list:
     /// everything queued at its end must be popped and processed before
     /// [`has_synced`](FifoQueue::has_synced).
     ///
     /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`] for any listed object, and the queue is
-    /// unchanged; [`Error::Closed`] after [`close`](Self::close).
-    pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), Error> {
-        self.replace_keeping(list, &[], resource_version)
-    }
-
-    /// Whether [`replace_keeping`](Self::replace_keeping) takes unchanged objects as keys:
-    /// in atomic mode, where the informer reconciles the list against the store.
-    pub fn keeps_unchanged(&self) -> bool {
-        self.atomic
-    }
-
-    /// A [`replace`](Self::replace) whose objects under the keys in `unchanged` are the
-    /// versions the store holds (see
-    /// [`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)): queued with them
-    /// in the one [`Item::ReplacedAll`]. Those keys are not transformed again (the store holds
-    /// them transformed).
-    ///
-    /// # Errors
-    /// As [`replace`](Self::replace); [`Error::Protocol`] for unchanged keys in per-object
-    /// mode or at the end of a list in parts (both need every object), and nothing is
-    /// queued.
-    pub fn replace_keeping(
-        &self,
-        list: Vec<Arc<K>>,
-        unchanged: &[ObjectKey],
-        resource_version: &str,
-    ) -> Result<(), Error> {
-        let list = self.config.prepare_list(list)?;
+    /// [`Error::Key`] or [`Error::Transform`] for any object of the part, and nothing of
+    /// it is queued or gathered; [`Error::Closed`] after [`close`](Self::close).
+    pub fn replace(&self, part: ListPart<K>) -> Result<(), Error> {
+        let ListPart {
+            items, starts, end, ..
+        } = part;
+        let items = self.config.prepare_list(items)?;
         let mut st = self.state.lock();
         st.check_open()?;
-        let end_of_parts = st.parts == (Parts::Open { queued: true });
-        if !unchanged.is_empty() && (end_of_parts || !self.atomic) {
-            return Err(Error::Protocol(
-                "unchanged objects as keys need the atomic mode and a list that came whole",
-            ));
+        if starts {
+            st.gathered.clear();
+            st.parts = match st.parts {
+                Parts::Open { queued: true } | Parts::Spoiled => Parts::Spoiled,
+                _ if st.progress.is_populated() => Parts::None,
+                Parts::None | Parts::Open { queued: false } => Parts::Open { queued: false },
+            };
         }
-        st.parts = Parts::None;
-        if end_of_parts {
-            // The end of a first list taken in parts: its parts are all the queue and the
-            // store hold (nothing had synced, no other list left parts), so there is
-            // nothing to tombstone; the rest follows its parts.
-            for (key, obj) in list {
+        if let Parts::Open { queued } = st.parts
+            && (queued || end.is_none())
+        {
+            // The first list, a part at a time. Its parts are all the queue and the store
+            // hold (nothing had synced, no other list left parts): nothing to tombstone.
+            let items = resolved(items);
+            if !items.is_empty() {
+                st.parts = Parts::Open { queued: true };
+            }
+            for (key, obj) in items {
                 st.entries
                     .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
             }
-        } else if self.atomic {
-            st.entries.push_back(Entry::ReplacedAll {
-                objects: list,
-                unchanged: unchanged.to_vec(),
-                resource_version: resource_version.to_owned(),
-            });
+            if end.is_some() {
+                st.parts = Parts::None;
+                let count = st.entries.len();
+                st.progress.first_replace(count);
+            }
         } else {
-            self.reconcile_locked(&mut st, list);
-        }
-        let count = st.entries.len();
-        st.progress.first_replace(count);
-        let wakers = st.waiters.take();
-        drop(st);
-        wake_all(wakers);
-        Ok(())
-    }
-
-    /// Whether this FIFO takes the list about to come in parts, and starts it (see
-    /// [`Sink::begin_list_in_parts`](kinformer_core::Sink::begin_list_in_parts)): yes for
-    /// the first list, until it has ended, in both modes. Its parts are queued as `Replaced`
-    /// events as they come, so an informer caches the objects while the rest of the list
-    /// still arrives, and the list's end ([`replace`](Self::replace)) queues the rest the
-    /// same way and starts the count for [`has_synced`](Self::has_synced), which waits for
-    /// every part. Unlike a whole first list in atomic mode, the cache fills over several
-    /// store writes, before `has_synced` (as in per-object mode).
-    ///
-    /// A list begun again after one of its parts was queued (the reflector lost the list
-    /// midway) is refused: it comes whole, so that its replace reconciles against what
-    /// the lost one's parts left.
-    pub fn begin_list_in_parts(&self) -> bool {
-        let mut st = self.state.lock();
-        if st.closed || st.progress.is_populated() {
-            return false;
-        }
-        match st.parts {
-            Parts::Open { queued: true } | Parts::Spoiled => {
-                st.parts = Parts::Spoiled;
-                false
+            st.gathered.extend(items);
+            let Some(resource_version) = end else {
+                return Ok(());
+            };
+            st.parts = Parts::None;
+            let list = std::mem::take(&mut st.gathered);
+            if self.atomic {
+                let mut objects = Vec::with_capacity(list.len());
+                let mut unchanged = Vec::new();
+                for (key, item) in list {
+                    match item {
+                        Listed::Object(obj) => objects.push((key, obj)),
+                        Listed::Unchanged(_) => unchanged.push(key),
+                    }
+                }
+                st.entries.push_back(Entry::ReplacedAll {
+                    objects,
+                    unchanged,
+                    resource_version,
+                });
+            } else {
+                self.reconcile_locked(&mut st, resolved(list));
             }
-            Parts::None | Parts::Open { queued: false } => {
-                st.parts = Parts::Open { queued: false };
-                true
-            }
-        }
-    }
-
-    /// Queues a part of the list begun by [`begin_list_in_parts`](Self::begin_list_in_parts):
-    /// a `Replaced` event per object, transformed as any listed object.
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`] for any object, and nothing is queued;
-    /// [`Error::Protocol`] when no list in parts was begun (or it has ended);
-    /// [`Error::Closed`] after [`close`](Self::close).
-    pub fn replace_part(&self, part: Vec<Arc<K>>) -> Result<(), Error> {
-        let part = self.config.prepare_list(part)?;
-        let mut st = self.state.lock();
-        st.check_open()?;
-        if !matches!(st.parts, Parts::Open { .. }) {
-            return Err(Error::Protocol(
-                "a part of a list without a list in parts under way",
-            ));
-        }
-        if part.is_empty() {
-            return Ok(());
-        }
-        st.parts = Parts::Open { queued: true };
-        for (key, obj) in part {
-            st.entries
-                .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
+            let count = st.entries.len();
+            st.progress.first_replace(count);
         }
         let wakers = st.waiters.take();
         drop(st);
@@ -689,7 +653,7 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
     }
 }
 
-crate::common::fifo_traits!(InOrderFifo, replace_part, replace_keeping);
+crate::common::fifo_traits!(InOrderFifo);
 
 impl<K> fmt::Debug for InOrderFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -41,9 +41,8 @@ pub enum Item<K> {
         /// The listed objects with their keys, in list order.
         objects: Vec<(ObjectKey, Arc<K>)>,
         /// Listed objects the store holds at the listed version already, by key, given
-        /// instead of the objects ([`Sink::replace_keeping`](kinformer_core::Sink::replace_keeping)):
-        /// the store keeps what it has. Empty but for relists over a store that cannot hand
-        /// out what it holds without decoding it.
+        /// instead of the objects ([`Listed::Unchanged`](kinformer_core::Listed::Unchanged)):
+        /// the store keeps what it has (rule 53).
         unchanged: Vec<ObjectKey>,
         /// The resource version of the list.
         resource_version: String,

@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use kinformer_core::{DeltaType, MetaObject};
+//! use kinformer_core::{DeltaType, ListPart, MetaObject};
 //! use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 //!
 //! struct Pod { name: &'static str, phase: &'static str }
@@ -36,7 +36,7 @@
 //!
 //! // DeltaFIFO: one pop per key, with everything that happened to it.
 //! let fifo = DeltaFifo::new(None);
-//! fifo.replace(vec![pod("web", "Pending")], "100")?;
+//! fifo.replace(ListPart::whole(vec![pod("web", "Pending")], "100"))?;
 //! fifo.update(pod("db", "Running"))?;
 //! fifo.update(pod("web", "Running"))?;
 //! assert_eq!(drain(&fifo), ["default/web: Replaced,Updated", "default/db: Updated"]);
@@ -44,7 +44,7 @@
 //!
 //! // In-order FIFO (per-object mode, batches of 1): one pop per event, in arrival order.
 //! let fifo = InOrderFifo::builder().batch_size(1).build()?;
-//! fifo.replace(vec![pod("web", "Pending")], "100")?;
+//! fifo.replace(ListPart::whole(vec![pod("web", "Pending")], "100"))?;
 //! fifo.update(pod("db", "Running"))?;
 //! fifo.update(pod("web", "Running"))?;
 //! assert_eq!(
@@ -141,7 +141,7 @@
 //! - After `close`, writes fail with [`Error::Closed`] (kinformer-core's `Sink` contract;
 //!   client-go accepts them), so that the reflector of a stopped informer stops.
 //! - The [`InOrderFifo`] takes the first list in parts as it arrives
-//!   ([`InOrderFifo::begin_list_in_parts`], rule 52), in atomic mode too, so the informer
+//!   ([`InOrderFifo::replace`], rule 52), in atomic mode too, so the informer
 //!   caches the first pages while the last ones are fetched and never holds the whole
 //!   decoded list at once; client-go queues the whole list at its end, in atomic mode as one
 //!   store transaction. `has_synced` still waits for the list's end. Relists come whole.

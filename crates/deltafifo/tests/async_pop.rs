@@ -3,6 +3,7 @@
 
 mod common;
 
+use kinformer_core::ListPart;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
@@ -105,8 +106,11 @@ fn reflector_and_informer_tasks_share_a_fifo_on_a_multi_thread_runtime() {
             let reflector = tokio::spawn({
                 let fifo = Arc::clone(&fifo);
                 async move {
-                    fifo.replace((0..100).map(|i| obj(&format!("k{i}"), 0)).collect(), "1")
-                        .unwrap();
+                    fifo.replace(ListPart::whole(
+                        (0..100).map(|i| obj(&format!("k{i}"), 0)).collect(),
+                        "1",
+                    ))
+                    .unwrap();
                     for round in 1..=10 {
                         for i in 0..100 {
                             fifo.update(obj(&format!("k{i}"), round)).unwrap();

@@ -5,6 +5,7 @@
 
 mod common;
 
+use kinformer_core::{ListPart, Listed, WholeList};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -18,6 +19,7 @@ use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, InOrderFifo
 #[derive(Default)]
 struct LogQueue {
     state: Mutex<(VecDeque<Item<Obj>>, bool, Vec<Waker>)>,
+    lists: WholeList<Obj>,
 }
 
 impl LogQueue {
@@ -49,20 +51,26 @@ impl Sink<Obj> for LogQueue {
     fn delete(&self, o: Arc<Obj>) -> Result<(), kinformer_core::Error> {
         self.event(DeltaType::Deleted, o)
     }
-    fn replace(&self, list: Vec<Arc<Obj>>, rv: &str) -> Result<(), kinformer_core::Error> {
-        let objects = list
+    fn replace(&self, part: ListPart<Obj>) -> Result<(), kinformer_core::Error> {
+        let Some((list, rv)) = self.lists.gather(part) else {
+            return Ok(());
+        };
+        let objects = Listed::objects(list)
             .into_iter()
             .map(|o| Ok((meta_namespace_key(&*o)?, o)))
             .collect::<Result<_, kinformer_core::Error>>()?;
         self.push(Item::ReplacedAll {
             objects,
             unchanged: Vec::new(),
-            resource_version: rv.to_string(),
+            resource_version: rv,
         });
         Ok(())
     }
     fn resync(&self) -> Result<(), kinformer_core::Error> {
         self.push(Item::SyncAll);
+        Ok(())
+    }
+    fn bookmark(&self, _: &str) -> Result<(), kinformer_core::Error> {
         Ok(())
     }
 }
@@ -100,7 +108,8 @@ impl FifoQueue<Obj> for LogQueue {
 
 /// What a reflector does, through the sink side of the trait object.
 fn reflect(sink: &dyn Sink<Obj>) {
-    sink.replace(vec![obj("a", 1), obj("b", 1)], "1").unwrap();
+    sink.replace(ListPart::whole(vec![obj("a", 1), obj("b", 1)], "1"))
+        .unwrap();
     sink.update(obj("a", 2)).unwrap();
     sink.delete(obj("b", 1)).unwrap();
     sink.add(obj("c", 1)).unwrap();

@@ -3,6 +3,7 @@
 
 mod common;
 
+use kinformer_core::ListPart;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
@@ -184,13 +185,13 @@ fn a_tombstone_loses_to_a_real_delete_in_either_order() {
     let f = delta_fifo(None, true);
     f.add(obj("foo", 2)).unwrap();
     f.delete(obj("foo", 2)).unwrap();
-    f.replace(vec![], "0").unwrap();
+    f.replace(ListPart::whole(vec![], "0")).unwrap();
     assert_eq!(drain_delta(&f), [s(&["Added foo=2", "Deleted foo=2"])]);
 
     // Tombstone then a real delete: the real delete replaces it.
     let f = delta_fifo(None, true);
     f.add(obj("foo", 1)).unwrap();
-    f.replace(vec![], "0").unwrap();
+    f.replace(ListPart::whole(vec![], "0")).unwrap();
     assert_eq!(
         f.deltas_of("foo")
             .unwrap()
@@ -208,8 +209,8 @@ fn two_tombstones_collapse_into_one() {
     // "Added objects should have a single delete on multiple Replaces"
     let f = delta_fifo(None, true);
     f.add(obj("foo", 2)).unwrap();
-    f.replace(vec![], "0").unwrap();
-    f.replace(vec![], "1").unwrap();
+    f.replace(ListPart::whole(vec![], "0")).unwrap();
+    f.replace(ListPart::whole(vec![], "1")).unwrap();
     assert_eq!(drain_delta(&f), [s(&["Added foo=2", "Deleted ~foo=2"])]);
 }
 
@@ -219,7 +220,8 @@ fn two_tombstones_collapse_into_one() {
 fn replace_queues_replaced_for_every_listed_object() {
     // TestDeltaFIFO_ReplaceDeltaType
     let f = delta_fifo(Some(known(&[("foo", 5)])), true);
-    f.replace(vec![obj("foo", 5), obj("bar", 1)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5), obj("bar", 1)], "0"))
+        .unwrap();
     assert_eq!(
         drain_delta(&f),
         [s(&["Replaced foo=5"]), s(&["Replaced bar=1"])]
@@ -229,7 +231,8 @@ fn replace_queues_replaced_for_every_listed_object() {
 #[test]
 fn replace_queues_sync_when_replaced_is_off() {
     let f = delta_fifo(Some(known(&[("foo", 5)])), false);
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     assert_eq!(drain_delta(&f), [s(&["Sync foo=5"])]);
 }
 
@@ -242,7 +245,7 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "added object deleted on replace",
             |f| {
                 f.add(obj("foo", 2)).unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &["Added foo=2", "Deleted ~foo=2"],
         ),
@@ -250,8 +253,9 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "replaced object gets a single delete",
             |f| {
                 f.add(obj("foo", 2)).unwrap();
-                f.replace(vec![obj("foo", 2)], "0").unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 2)], "0"))
+                    .unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &["Added foo=2", "Replaced foo=2", "Deleted ~foo=2"],
         ),
@@ -260,7 +264,7 @@ fn replace_tombstones_keys_only_in_the_queue() {
             |f| {
                 f.add(obj("foo", 2)).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &["Added foo=2", "Deleted foo=2"],
         ),
@@ -268,9 +272,11 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "replaced twice then deleted",
             |f| {
                 f.add(obj("foo", 2)).unwrap();
-                f.replace(vec![obj("foo", 2)], "0").unwrap();
-                f.replace(vec![obj("foo", 2)], "0").unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 2)], "0"))
+                    .unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 2)], "0"))
+                    .unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &[
                 "Added foo=2",
@@ -283,8 +289,8 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "single delete on multiple replaces",
             |f| {
                 f.add(obj("foo", 2)).unwrap();
-                f.replace(vec![], "0").unwrap();
-                f.replace(vec![], "1").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
+                f.replace(ListPart::whole(vec![], "1")).unwrap();
             },
             &["Added foo=2", "Deleted ~foo=2"],
         ),
@@ -294,7 +300,7 @@ fn replace_tombstones_keys_only_in_the_queue() {
                 f.add(obj("foo", 2)).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
                 f.add(obj("foo", 3)).unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &[
                 "Added foo=2",
@@ -320,7 +326,8 @@ fn replace_tombstones_known_keys_absent_from_the_list() {
 
     let f = delta_fifo(Some(view()), false);
     f.delete(obj("baz", 10)).unwrap();
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     assert_eq!(
         drain_delta(&f),
         [
@@ -332,7 +339,8 @@ fn replace_tombstones_known_keys_absent_from_the_list() {
 
     let f = delta_fifo(Some(view()), false);
     f.add(obj("baz", 10)).unwrap();
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     assert_eq!(
         drain_delta(&f),
         [
@@ -345,7 +353,8 @@ fn replace_tombstones_known_keys_absent_from_the_list() {
     // Without a view only queued keys get tombstones.
     let f = delta_fifo(None, false);
     f.add(obj("baz", 10)).unwrap();
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     assert_eq!(
         drain_delta(&f),
         [s(&["Added baz=10", "Deleted ~baz=10"]), s(&["Sync foo=5"])]
@@ -360,7 +369,8 @@ fn tombstone_carries_the_newest_queued_object_else_the_known_one() {
     let f = delta_fifo(Some(view()), false);
     f.delete(obj("bar", 6)).unwrap();
     f.add(obj("bar", 100)).unwrap();
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     assert_eq!(
         drain_delta(&f),
         [
@@ -371,9 +381,10 @@ fn tombstone_carries_the_newest_queued_object_else_the_known_one() {
     );
 
     let f = delta_fifo(Some(view()), false);
-    f.replace(vec![obj("bar", 100), obj("foo", 5)], "0")
+    f.replace(ListPart::whole(vec![obj("bar", 100), obj("foo", 5)], "0"))
         .unwrap();
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     assert_eq!(
         drain_delta(&f),
         [
@@ -389,7 +400,7 @@ fn replace_after_a_queued_delete_still_queues_the_listed_object() {
     // TestDeltaFIFO_replaceWithDeleteDeltaIn (kubernetes#83810)
     let f = delta_fifo(Some(known(&[("foo", 1)])), false);
     f.delete(obj("foo", 1)).unwrap();
-    f.replace(vec![obj("foo", 2)], "").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 2)], "")).unwrap();
     assert_eq!(drain_delta(&f), [s(&["Deleted foo=1", "Sync foo=2"])]);
 }
 
@@ -398,7 +409,8 @@ fn add_then_replace_pops_both_under_one_key() {
     // TestDeltaFIFO_addReplace
     let f = delta_fifo(None, true);
     f.add(obj("foo", 10)).unwrap();
-    f.replace(vec![obj("foo", 15)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 15)], "0"))
+        .unwrap();
     assert_eq!(drain_delta(&f), [s(&["Added foo=10", "Replaced foo=15"])]);
 }
 
@@ -414,12 +426,18 @@ impl KnownObjects<Obj> for Vanishing {
     fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
         (key == "kept").then(|| obj("kept", 1))
     }
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
 }
 
 #[test]
 fn replace_skips_a_known_key_the_store_no_longer_holds() {
     let f = delta_fifo(Some(Arc::new(Vanishing)), true);
-    f.replace(vec![], "0").unwrap();
+    f.replace(ListPart::whole(vec![], "0")).unwrap();
     assert_eq!(drain_delta(&f), [s(&["Deleted ~kept=1"])]);
     assert!(
         f.has_synced(),
@@ -436,21 +454,26 @@ fn has_synced_follows_client_gos_cases() {
     let cases: [(Ops, bool); 7] = [
         (|_| {}, false),
         (|f| f.add(obj("a", 1)).unwrap(), true),
-        (|f| f.replace(vec![], "0").unwrap(), true),
+        (|f| f.replace(ListPart::whole(vec![], "0")).unwrap(), true),
         (
-            |f| f.replace(vec![obj("a", 1), obj("b", 2)], "0").unwrap(),
+            |f| {
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("b", 2)], "0"))
+                    .unwrap()
+            },
             false,
         ),
         (
             |f| {
-                f.replace(vec![obj("a", 1), obj("b", 2)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("b", 2)], "0"))
+                    .unwrap();
                 drop(f.try_pop().unwrap());
             },
             false,
         ),
         (
             |f| {
-                f.replace(vec![obj("a", 1), obj("b", 2)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("b", 2)], "0"))
+                    .unwrap();
                 drop(f.try_pop().unwrap());
                 drop(f.try_pop().unwrap());
             },
@@ -459,7 +482,8 @@ fn has_synced_follows_client_gos_cases() {
         (
             // A list with one key twice is one entry (an API server never sends it).
             |f| {
-                f.replace(vec![obj("a", 1), obj("a", 2)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("a", 2)], "0"))
+                    .unwrap();
                 drop(f.try_pop().unwrap());
             },
             true,
@@ -476,7 +500,8 @@ fn has_synced_follows_client_gos_cases() {
 fn has_synced_counts_tombstones_and_every_initial_pop_is_in_the_initial_list() {
     // TestDeltaFIFO_HasSyncedCorrectOnDeletion
     let f = delta_fifo(Some(known(&[("foo", 5), ("bar", 6), ("baz", 7)])), false);
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     for want in [
         s(&["Sync foo=5"]),
         s(&["Deleted ~bar=6"]),
@@ -493,7 +518,7 @@ fn has_synced_counts_tombstones_and_every_initial_pop_is_in_the_initial_list() {
 #[test]
 fn has_synced_waits_until_the_last_initial_item_is_processed() {
     let f = delta_fifo(None, true);
-    f.replace(vec![obj("a", 1)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("a", 1)], "0")).unwrap();
     let popped = f.pop().unwrap();
     assert!(popped.is_in_initial_list());
     assert!(!f.has_synced(), "popped but not processed");
@@ -506,7 +531,7 @@ fn a_write_before_the_first_list_means_no_initial_list() {
     let f = delta_fifo(None, true);
     f.update(obj("a", 1)).unwrap();
     assert!(f.has_synced());
-    f.replace(vec![obj("b", 1)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("b", 1)], "0")).unwrap();
     assert!(!pop_delta(&f).1);
 }
 
@@ -579,6 +604,12 @@ impl KnownObjects<Counted> for CountedStore {
     fn get_by_key(&self, key: &str) -> Option<Arc<Counted>> {
         self.0.iter().find(|o| o.name == key).cloned()
     }
+    fn get_shared(&self, key: &str) -> Option<Arc<Counted>> {
+        self.get_by_key(key)
+    }
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
 }
 
 #[test]
@@ -601,9 +632,9 @@ fn transform_runs_once_per_incoming_object_never_on_sync_or_tombstones() {
     f.update(counted("foo", 12)).unwrap();
     f.delete(counted("foo", 15)).unwrap();
     f.delete(counted("never", 1)).unwrap(); // dropped: not transformed
-    f.replace(vec![], "").unwrap(); // tombstones for foo, bar and stored
+    f.replace(ListPart::whole(vec![], "")).unwrap(); // tombstones for foo, bar and stored
     f.add(counted("bar", 16)).unwrap();
-    f.replace(vec![], "").unwrap();
+    f.replace(ListPart::whole(vec![], "")).unwrap();
     f.resync().unwrap(); // nothing without pending deltas: all keys are queued
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -673,7 +704,7 @@ fn a_failing_transform_is_a_typed_error_and_queues_nothing() {
     f.add(obj("a", 1)).unwrap();
     assert!(matches!(f.add(obj("b", 13)), Err(Error::Transform(_))));
     assert!(matches!(
-        f.replace(vec![obj("c", 1), obj("d", 13)], "1"),
+        f.replace(ListPart::whole(vec![obj("c", 1), obj("d", 13)], "1")),
         Err(Error::Transform(_))
     ));
     assert_eq!(drain_delta(&f), [s(&["Added a=1"])]);
@@ -703,7 +734,10 @@ fn a_closed_fifo_refuses_writes_and_still_hands_out_what_is_queued() {
     f.close();
     assert!(matches!(f.add(obj("b", 1)), Err(Error::Closed)));
     assert!(matches!(f.delete(obj("a", 1)), Err(Error::Closed)));
-    assert!(matches!(f.replace(vec![], "1"), Err(Error::Closed)));
+    assert!(matches!(
+        f.replace(ListPart::whole(vec![], "1")),
+        Err(Error::Closed)
+    ));
     assert!(matches!(f.resync(), Err(Error::Closed)));
     let sink: &dyn kinformer_core::Sink<Obj> = &f;
     assert!(matches!(
@@ -731,9 +765,11 @@ fn an_object_without_a_key_is_a_typed_error_and_disturbs_nothing() {
         !f.has_synced(),
         "a rejected write does not count as the first write"
     );
-    f.replace(vec![obj("a", 1)], "1").unwrap();
+    f.replace(ListPart::whole(vec![obj("a", 1)], "1")).unwrap();
     f.update(obj("a", 2)).unwrap();
-    assert!(is_key_error(f.replace(vec![obj("b", 1), nameless()], "2")));
+    assert!(is_key_error(
+        f.replace(ListPart::whole(vec![obj("b", 1), nameless()], "2"))
+    ));
     assert!(is_key_error(f.add(nameless())));
     assert_eq!(
         drain_delta(&f),

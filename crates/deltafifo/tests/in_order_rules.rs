@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::*;
-use kinformer_core::{KnownObjects, ObjectKey, Sink};
+use kinformer_core::{KnownObjects, ListPart, Listed, ObjectKey, Sink, Unchanged};
 use kinformer_deltafifo::{DEFAULT_BATCH_SIZE, Error, FifoQueueExt, InOrderFifo, Item};
 
 fn flat(items: Vec<Vec<String>>) -> Vec<String> {
@@ -115,7 +115,7 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "added object deleted on replace",
             |f| {
                 f.add(obj("foo", 2)).unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &["Added foo=2", "Deleted ~foo=2"],
         ),
@@ -124,7 +124,7 @@ fn replace_tombstones_keys_only_in_the_queue() {
             |f| {
                 f.add(obj("foo", 2)).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &["Added foo=2", "Deleted foo=2"],
         ),
@@ -132,9 +132,11 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "replaced twice then deleted",
             |f| {
                 f.add(obj("foo", 2)).unwrap();
-                f.replace(vec![obj("foo", 2)], "0").unwrap();
-                f.replace(vec![obj("foo", 2)], "0").unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 2)], "0"))
+                    .unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 2)], "0"))
+                    .unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &[
                 "Added foo=2",
@@ -147,8 +149,8 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "single delete on multiple replaces",
             |f| {
                 f.add(obj("foo", 2)).unwrap();
-                f.replace(vec![], "0").unwrap();
-                f.replace(vec![], "1").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
+                f.replace(ListPart::whole(vec![], "1")).unwrap();
             },
             &["Added foo=2", "Deleted ~foo=2"],
         ),
@@ -158,7 +160,7 @@ fn replace_tombstones_keys_only_in_the_queue() {
                 f.add(obj("foo", 2)).unwrap();
                 f.delete(obj("foo", 2)).unwrap();
                 f.add(obj("foo", 3)).unwrap();
-                f.replace(vec![], "0").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
             },
             &[
                 "Added foo=2",
@@ -171,8 +173,8 @@ fn replace_tombstones_keys_only_in_the_queue() {
             "bookmarks are ignored without atomic mode",
             |f| {
                 f.bookmark("123").unwrap();
-                f.replace(vec![], "0").unwrap();
-                f.replace(vec![], "1").unwrap();
+                f.replace(ListPart::whole(vec![], "0")).unwrap();
+                f.replace(ListPart::whole(vec![], "1")).unwrap();
             },
             &[],
         ),
@@ -195,14 +197,16 @@ fn replace_queues_tombstones_before_the_new_objects() {
         (
             |f| {
                 f.delete(obj("baz", 10)).unwrap();
-                f.replace(vec![obj("foo", 5)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+                    .unwrap();
             },
             &["Deleted baz=10", "Deleted ~bar=6", "Replaced foo=5"],
         ),
         (
             |f| {
                 f.add(obj("baz", 10)).unwrap();
-                f.replace(vec![obj("foo", 5)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+                    .unwrap();
             },
             &[
                 "Added baz=10",
@@ -215,7 +219,8 @@ fn replace_queues_tombstones_before_the_new_objects() {
             |f| {
                 f.delete(obj("bar", 6)).unwrap();
                 f.add(obj("bar", 100)).unwrap();
-                f.replace(vec![obj("foo", 5)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+                    .unwrap();
             },
             &[
                 "Deleted bar=6",
@@ -227,9 +232,10 @@ fn replace_queues_tombstones_before_the_new_objects() {
         ),
         (
             |f| {
-                f.replace(vec![obj("bar", 100), obj("foo", 5)], "0")
+                f.replace(ListPart::whole(vec![obj("bar", 100), obj("foo", 5)], "0"))
                     .unwrap();
-                f.replace(vec![obj("foo", 5)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+                    .unwrap();
             },
             &[
                 "Deleted ~baz=7",
@@ -248,7 +254,8 @@ fn replace_queues_tombstones_before_the_new_objects() {
     // No view: only queued keys.
     let f = in_order(Some(known(&[])));
     f.add(obj("baz", 10)).unwrap();
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     assert_eq!(
         flat(drain_in_order(&f)),
         s(&["Added baz=10", "Deleted ~baz=10", "Replaced foo=5"])
@@ -260,7 +267,7 @@ fn replace_after_a_queued_delete_still_queues_the_listed_object() {
     // TestRealFIFO_replaceWithDeleteDeltaIn
     let f = in_order(Some(known(&[("foo", 1)])));
     f.delete(obj("foo", 1)).unwrap();
-    f.replace(vec![obj("foo", 2)], "").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 2)], "")).unwrap();
     assert_eq!(
         flat(drain_in_order(&f)),
         s(&["Deleted foo=1", "Replaced foo=2"])
@@ -288,9 +295,9 @@ fn the_transform_runs_once_per_incoming_object() {
     f.add(obj("bar", 11)).unwrap();
     f.update(obj("foo", 12)).unwrap();
     f.delete(obj("foo", 15)).unwrap();
-    f.replace(vec![], "").unwrap();
+    f.replace(ListPart::whole(vec![], "")).unwrap();
     f.add(obj("bar", 16)).unwrap();
-    f.replace(vec![], "").unwrap();
+    f.replace(ListPart::whole(vec![], "")).unwrap();
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 5);
     assert_eq!(
         flat(drain_in_order(&f)),
@@ -318,21 +325,26 @@ fn has_synced_follows_client_gos_cases() {
     let cases: [(Ops, bool); 7] = [
         (|_| {}, false),
         (|f| f.add(obj("a", 1)).unwrap(), true),
-        (|f| f.replace(vec![], "0").unwrap(), true),
+        (|f| f.replace(ListPart::whole(vec![], "0")).unwrap(), true),
         (
-            |f| f.replace(vec![obj("a", 1), obj("b", 2)], "0").unwrap(),
+            |f| {
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("b", 2)], "0"))
+                    .unwrap()
+            },
             false,
         ),
         (
             |f| {
-                f.replace(vec![obj("a", 1), obj("b", 2)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("b", 2)], "0"))
+                    .unwrap();
                 pop(f);
             },
             false,
         ),
         (
             |f| {
-                f.replace(vec![obj("a", 1), obj("b", 2)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("b", 2)], "0"))
+                    .unwrap();
                 pop(f);
                 pop(f);
             },
@@ -341,7 +353,8 @@ fn has_synced_follows_client_gos_cases() {
         (
             // One key listed twice is two events: two pops.
             |f| {
-                f.replace(vec![obj("a", 1), obj("a", 2)], "0").unwrap();
+                f.replace(ListPart::whole(vec![obj("a", 1), obj("a", 2)], "0"))
+                    .unwrap();
                 pop(f);
                 pop(f);
             },
@@ -359,7 +372,8 @@ fn has_synced_follows_client_gos_cases() {
 fn has_synced_counts_tombstones_and_every_initial_pop_is_in_the_initial_list() {
     // TestRealFIFO_HasSyncedCorrectOnDeletion
     let f = in_order(Some(known(&[("foo", 5), ("bar", 6), ("baz", 7)])));
-    f.replace(vec![obj("foo", 5)], "0").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 5)], "0"))
+        .unwrap();
     for want in [
         s(&["Deleted ~bar=6"]),
         s(&["Deleted ~baz=7"]),
@@ -422,7 +436,10 @@ fn a_closed_fifo_refuses_writes_and_still_hands_out_what_is_queued() {
         f.close();
         assert!(matches!(f.update(obj("b", 1)), Err(Error::Closed)));
         assert!(matches!(f.delete(obj("a", 1)), Err(Error::Closed)));
-        assert!(matches!(f.replace(vec![], "1"), Err(Error::Closed)));
+        assert!(matches!(
+            f.replace(ListPart::whole(vec![], "1")),
+            Err(Error::Closed)
+        ));
         assert!(matches!(f.resync(), Err(Error::Closed)));
         assert!(matches!(f.bookmark("1"), Err(Error::Closed)));
         let sink: &dyn Sink<Obj> = &f;
@@ -449,14 +466,16 @@ fn atomic(bookmarks: bool) -> InOrderFifo<Obj> {
 fn atomic_replace_queues_one_replaced_all() {
     // TestRealFIFO_ReplaceAtomic
     let f = atomic(true);
-    f.replace(vec![], "123").unwrap();
+    f.replace(ListPart::whole(vec![], "123")).unwrap();
     assert_eq!(flat(drain_in_order(&f)), s(&["ReplacedAll@123 []"]));
 
     let f = atomic(true);
     f.add(obj("foo", 2)).unwrap();
-    f.replace(vec![obj("foo", 2)], "10").unwrap();
-    f.replace(vec![obj("foo", 2)], "20").unwrap();
-    f.replace(vec![], "56").unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 2)], "10"))
+        .unwrap();
+    f.replace(ListPart::whole(vec![obj("foo", 2)], "20"))
+        .unwrap();
+    f.replace(ListPart::whole(vec![], "56")).unwrap();
     assert_eq!(
         drain_in_order(&f),
         [
@@ -469,7 +488,7 @@ fn atomic_replace_queues_one_replaced_all() {
 
     let f = atomic(true);
     f.bookmark("123").unwrap();
-    f.replace(vec![], "1234").unwrap();
+    f.replace(ListPart::whole(vec![], "1234")).unwrap();
     assert_eq!(
         drain_in_order(&f),
         [s(&["Bookmark@123"]), s(&["ReplacedAll@1234 []"])]
@@ -480,7 +499,7 @@ fn atomic_replace_queues_one_replaced_all() {
 fn atomic_replace_is_the_initial_list_and_pops_alone() {
     // TestRealFIFO_ReplaceAtomicPop
     let f = atomic(false);
-    f.replace(vec![obj("foo", 15), obj("bar", 1)], "20")
+    f.replace(ListPart::whole(vec![obj("foo", 15), obj("bar", 1)], "20"))
         .unwrap();
     f.add(obj("baz", 1)).unwrap();
     assert!(!f.has_synced());
@@ -613,8 +632,11 @@ fn batch_pop_splits_as_client_go_does() {
     for c in cases {
         let view: Vec<(&str, u32)> = c.initial.iter().map(|n| (*n, 5)).collect();
         let f = batching(&view, c.batch);
-        f.replace(c.initial.iter().map(|n| obj(n, 5)).collect(), "123")
-            .unwrap();
+        f.replace(ListPart::whole(
+            c.initial.iter().map(|n| obj(n, 5)).collect(),
+            "123",
+        ))
+        .unwrap();
         for n in c.updates {
             f.update(obj(n, 5)).unwrap();
         }
@@ -672,7 +694,9 @@ fn an_object_without_a_key_is_a_typed_error_and_disturbs_nothing() {
         assert!(is_key_error(f.add(nameless())));
         assert!(is_key_error(f.update(nameless())));
         assert!(is_key_error(f.delete(nameless())));
-        assert!(is_key_error(f.replace(vec![obj("a", 1), nameless()], "1")));
+        assert!(is_key_error(
+            f.replace(ListPart::whole(vec![obj("a", 1), nameless()], "1"))
+        ));
         assert!(!f.has_synced());
         assert!(f.is_empty());
         f.add(obj("b", 1)).unwrap();
@@ -686,7 +710,8 @@ fn bookmarks_go_through_the_sink_trait() {
     let f = atomic(true);
     let sink: &dyn Sink<Obj> = &f;
     sink.bookmark("9").unwrap();
-    sink.replace(vec![obj("a", 1)], "10").unwrap();
+    sink.replace(ListPart::whole(vec![obj("a", 1)], "10"))
+        .unwrap();
     assert_eq!(
         drain_in_order(&f),
         [s(&["Bookmark@9"]), s(&["ReplacedAll@10 [a=1]"])]
@@ -702,12 +727,18 @@ impl KnownObjects<Obj> for Vanishing {
     fn get_by_key(&self, _: &str) -> Option<Arc<Obj>> {
         None
     }
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
 }
 
 #[test]
 fn replace_and_resync_skip_a_known_key_the_store_no_longer_holds() {
     let f = in_order(Some(Arc::new(Vanishing)));
-    f.replace(vec![], "0").unwrap();
+    f.replace(ListPart::whole(vec![], "0")).unwrap();
     f.resync().unwrap();
     assert!(f.is_empty());
     assert!(f.has_synced());
@@ -716,7 +747,7 @@ fn replace_and_resync_skip_a_known_key_the_store_no_longer_holds() {
 #[test]
 fn pop_with_reports_the_initial_list_flag() {
     let f = in_order(None);
-    f.replace(vec![obj("a", 1)], "1").unwrap();
+    f.replace(ListPart::whole(vec![obj("a", 1)], "1")).unwrap();
     f.add(obj("b", 1)).unwrap();
     let first = f
         .pop_with(|item, initial| (show_item(item), initial))
@@ -730,32 +761,70 @@ fn pop_with_reports_the_initial_list_flag() {
 
 // ---- Rule 52: the first list in parts ----
 
+/// The part that starts a list.
+fn first(objects: Vec<Arc<Obj>>) -> ListPart<Obj> {
+    ListPart::new(
+        objects.into_iter().map(Listed::Object).collect(),
+        true,
+        None,
+    )
+}
+
+/// A part in the middle of a list.
+fn part(objects: Vec<Arc<Obj>>) -> ListPart<Obj> {
+    ListPart::new(
+        objects.into_iter().map(Listed::Object).collect(),
+        false,
+        None,
+    )
+}
+
+/// The part that ends a list at `rv`.
+fn end(items: Vec<Listed<Obj>>, rv: &str) -> ListPart<Obj> {
+    ListPart::new(items, false, Some(rv.to_owned()))
+}
+
+fn listed(objects: Vec<Arc<Obj>>) -> Vec<Listed<Obj>> {
+    objects.into_iter().map(Listed::Object).collect()
+}
+
+/// `name`, listed unchanged: as `cache` holds it.
+fn unchanged(name: &str, cache: &Arc<dyn KnownObjects<Obj>>) -> Listed<Obj> {
+    Listed::Unchanged(Unchanged::new(
+        ObjectKey::parse(name).unwrap(),
+        Arc::clone(cache),
+    ))
+}
+
 /// Both modes queue the parts of a first list as they come and sync at its end, once every
 /// part has been processed too — including a part still being processed when the list
-/// ends.
+/// ends. A relist is gathered until it ends.
 #[test]
 fn rule52_the_first_list_in_parts_is_queued_as_it_comes_and_syncs_once_all_is_processed() {
-    for f in [InOrderFifo::new(Some(known(&[]))), atomic(true)] {
-        assert!(f.begin_list_in_parts());
-        f.replace_part(vec![obj("a", 1), obj("b", 1)]).unwrap();
-        let first = f.try_pop().unwrap().expect("the first part");
+    for (f, relisted) in [
+        (InOrderFifo::new(Some(known(&[]))), "Replaced a=2"),
+        (atomic(true), "ReplacedAll@11 [a=2]"),
+    ] {
+        f.replace(first(vec![obj("a", 1), obj("b", 1)])).unwrap();
+        let first_part = f.try_pop().unwrap().expect("the first part");
         assert_eq!(
-            show_item(first.item()),
+            show_item(first_part.item()),
             s(&["Replaced a=1", "Replaced b=1"])
         );
-        assert!(first.is_in_initial_list());
-        f.replace_part(vec![obj("c", 1)]).unwrap();
-        f.replace(vec![obj("d", 1)], "10").unwrap();
+        assert!(first_part.is_in_initial_list());
+        f.replace(part(vec![obj("c", 1)])).unwrap();
+        f.replace(end(listed(vec![obj("d", 1)]), "10")).unwrap();
         let rest = f.try_pop().unwrap().expect("the rest");
         assert_eq!(show_item(rest.item()), s(&["Replaced c=1", "Replaced d=1"]));
         assert!(rest.is_in_initial_list());
         drop(rest);
         assert!(!f.has_synced(), "the first part is still being processed");
-        drop(first);
+        drop(first_part);
         assert!(f.has_synced());
-        assert!(!f.begin_list_in_parts(), "a relist comes whole");
-        f.update(obj("a", 2)).unwrap();
-        assert_eq!(pop_in_order(&f), (s(&["Updated a=2"]), false));
+        f.replace(first(vec![obj("a", 2)])).unwrap();
+        assert!(f.is_empty(), "a relist is gathered until it ends");
+        f.replace(end(vec![], "11")).unwrap();
+        assert_eq!(pop_in_order(&f), (s(&[relisted]), false));
     }
 }
 
@@ -764,48 +833,40 @@ fn rule52_the_first_list_in_parts_is_queued_as_it_comes_and_syncs_once_all_is_pr
 #[test]
 fn rule52_a_list_in_parts_that_queued_no_part_ends_as_a_plain_replace() {
     let f = atomic(true);
-    assert!(f.begin_list_in_parts());
-    f.replace_part(vec![]).unwrap();
-    f.replace(vec![obj("a", 1)], "5").unwrap();
+    f.replace(first(vec![])).unwrap();
+    f.replace(end(listed(vec![obj("a", 1)]), "5")).unwrap();
     assert_eq!(pop_in_order(&f), (s(&["ReplacedAll@5 [a=1]"]), true));
     assert!(f.has_synced());
 }
 
-/// A list begun again after a part of the one before was queued (the reflector lost it
-/// midway) comes whole, so that its replace tombstones what the lost list's parts left and
-/// the new list does not have.
+/// A list started again after a part of the one before was queued (the reflector lost it
+/// midway) is gathered whole, so that its replace tombstones what the lost list's parts
+/// left and the new list does not have; so is every list after it until one ends.
 #[test]
 fn rule52_a_list_begun_again_after_a_queued_part_comes_whole() {
     let f = in_order(Some(known(&[])));
-    assert!(f.begin_list_in_parts());
-    f.replace_part(vec![obj("gone", 1), obj("kept", 1)])
+    f.replace(first(vec![obj("gone", 1), obj("kept", 1)]))
         .unwrap();
-    assert!(!f.begin_list_in_parts());
-    assert!(matches!(
-        f.replace_part(vec![obj("x", 1)]),
-        Err(Error::Protocol(_))
-    ));
-    assert!(
-        !f.begin_list_in_parts(),
-        "and stays refused until a list ends"
-    );
-    f.replace(vec![obj("kept", 2)], "20").unwrap();
+    f.replace(first(vec![obj("lost", 1)])).unwrap();
+    assert_eq!(f.len(), 2, "the list started again is gathered");
+    f.replace(first(vec![obj("x", 1)])).unwrap();
+    f.replace(end(listed(vec![obj("kept", 2)]), "20")).unwrap();
     assert_eq!(
         flat(drain_in_order(&f)),
         s(&[
             "Replaced gone=1",
             "Replaced kept=1",
             "Deleted ~gone=1",
+            "Replaced x=1",
             "Replaced kept=2"
         ])
     );
     assert!(f.has_synced());
 
     let f = atomic(true);
-    assert!(f.begin_list_in_parts());
-    f.replace_part(vec![obj("gone", 1)]).unwrap();
-    assert!(!f.begin_list_in_parts());
-    f.replace(vec![obj("kept", 2)], "20").unwrap();
+    f.replace(first(vec![obj("gone", 1)])).unwrap();
+    f.replace(first(vec![])).unwrap();
+    f.replace(end(listed(vec![obj("kept", 2)]), "20")).unwrap();
     assert_eq!(
         drain_in_order(&f),
         [s(&["Replaced gone=1"]), s(&["ReplacedAll@20 [kept=2]"])]
@@ -813,34 +874,33 @@ fn rule52_a_list_begun_again_after_a_queued_part_comes_whole() {
 }
 
 #[test]
-fn rule52_a_part_needs_a_list_in_parts_and_checks_every_key_first() {
+fn rule52_a_part_checks_every_key_first_and_a_closed_fifo_refuses_it() {
     let f = atomic(true);
-    assert!(matches!(
-        f.replace_part(vec![obj("a", 1)]),
-        Err(Error::Protocol(_))
+    assert!(is_key_error(
+        f.replace(first(vec![obj("a", 1), nameless()]))
     ));
-    assert!(f.begin_list_in_parts());
-    assert!(is_key_error(f.replace_part(vec![obj("a", 1), nameless()])));
     assert!(f.is_empty(), "nothing of a refused part is queued");
     f.close();
-    assert!(!f.begin_list_in_parts());
     assert!(matches!(
-        f.replace_part(vec![obj("a", 1)]),
+        f.replace(first(vec![obj("a", 1)])),
         Err(Error::Closed)
     ));
 }
 
+/// Through `dyn Sink`, the in-order FIFO queues a first part at once; the DeltaFIFO, which
+/// takes lists whole as client-go does, gathers it.
 #[test]
 fn rule52_the_sink_trait_reaches_the_parts() {
-    let f: Arc<dyn Sink<Obj>> = Arc::new(atomic(false));
-    assert!(f.begin_list_in_parts());
-    f.replace_part(vec![obj("a", 1)]).unwrap();
-    assert!(
-        delta_fifo(Some(known(&[])), true)
-            .replace_part(vec![obj("a", 1)])
-            .is_err(),
-        "the DeltaFIFO takes lists whole"
-    );
+    let f = Arc::new(atomic(false));
+    let sink: Arc<dyn Sink<Obj>> = f.clone();
+    sink.replace(first(vec![obj("a", 1)])).unwrap();
+    assert_eq!(f.len(), 1);
+    let d = Arc::new(delta_fifo(Some(known(&[])), true));
+    let sink: Arc<dyn Sink<Obj>> = d.clone();
+    sink.replace(first(vec![obj("a", 1)])).unwrap();
+    assert!(d.is_empty());
+    sink.replace(end(vec![], "3")).unwrap();
+    assert_eq!(d.len(), 1);
 }
 
 // ---- Rule 53: unchanged objects as keys ----
@@ -848,9 +908,13 @@ fn rule52_the_sink_trait_reaches_the_parts() {
 #[test]
 fn rule53_the_atomic_fifo_queues_unchanged_objects_as_keys_in_its_one_replaced_all() {
     let f = atomic(false);
-    assert!(f.keeps_unchanged());
-    f.replace_keeping(vec![obj("b", 2)], &[ObjectKey::parse("a").unwrap()], "10")
-        .unwrap();
+    let cache = known(&[("a", 1)]);
+    f.replace(ListPart::new(
+        vec![Listed::Object(obj("b", 2)), unchanged("a", &cache)],
+        true,
+        Some("10".into()),
+    ))
+    .unwrap();
     let p = f.try_pop().unwrap().expect("the relist");
     let Item::ReplacedAll {
         objects,
@@ -871,35 +935,43 @@ fn rule53_the_atomic_fifo_queues_unchanged_objects_as_keys_in_its_one_replaced_a
     assert!(f.has_synced());
 }
 
-/// Per-object mode and the end of a list in parts queue an event per object, so they need
-/// every object: unchanged keys are refused there and nothing is queued.
+/// Per-object mode, the end of a first list taken in parts and the DeltaFIFO queue an
+/// event per object, so they read unchanged ones from the cache, in list order; one the
+/// cache no longer holds counts as not listed.
 #[test]
-fn rule53_unchanged_keys_are_refused_where_every_object_is_needed() {
-    let key = || vec![ObjectKey::parse("a").unwrap()];
-    let f = InOrderFifo::new(Some(known(&[("a", 1)])));
-    assert!(!f.keeps_unchanged());
-    assert!(matches!(
-        f.replace_keeping(vec![obj("b", 2)], &key(), "10"),
-        Err(Error::Protocol(_))
-    ));
-    assert!(f.is_empty() && !f.has_synced());
-    f.replace_keeping(vec![obj("b", 2)], &[], "10").unwrap();
+fn rule53_where_every_object_is_needed_unchanged_ones_are_read_from_the_cache() {
+    let cache = known(&[("a", 1)]);
+    let relist = || {
+        ListPart::new(
+            vec![
+                Listed::Object(obj("b", 2)),
+                unchanged("a", &cache),
+                unchanged("vanished", &cache),
+            ],
+            true,
+            Some("10".into()),
+        )
+    };
+    let f = InOrderFifo::new(Some(Arc::clone(&cache)));
+    f.replace(relist()).unwrap();
     assert_eq!(
         flat(drain_in_order(&f)),
-        s(&["Deleted ~a=1", "Replaced b=2"])
+        s(&["Replaced b=2", "Replaced a=1"])
     );
 
+    let d = delta_fifo(Some(Arc::clone(&cache)), true);
+    d.replace(relist()).unwrap();
+    assert_eq!(d.len(), 2, "b and a, nothing for the vanished key");
+
     let f = atomic(false);
-    assert!(f.begin_list_in_parts());
-    f.replace_part(vec![obj("a", 1)]).unwrap();
-    assert!(matches!(
-        f.replace_keeping(vec![obj("b", 2)], &key(), "10"),
-        Err(Error::Protocol(_))
-    ));
-    assert_eq!(f.len(), 1, "only the part is queued");
-    f.replace(vec![obj("b", 2)], "10").unwrap();
+    f.replace(first(vec![obj("c", 1)])).unwrap();
+    f.replace(end(
+        vec![Listed::Object(obj("b", 2)), unchanged("a", &cache)],
+        "10",
+    ))
+    .unwrap();
     assert_eq!(
         flat(drain_in_order(&f)),
-        s(&["Replaced a=1", "Replaced b=2"])
+        s(&["Replaced c=1", "Replaced b=2", "Replaced a=1"])
     );
 }

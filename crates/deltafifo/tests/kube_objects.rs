@@ -1,5 +1,6 @@
 //! k8s-openapi objects go through both FIFOs keyed `namespace/name` by default.
 
+use kinformer_core::ListPart;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -28,8 +29,11 @@ fn pods_are_keyed_by_namespace_and_name() {
     ));
 
     let fifo = InOrderFifo::<Pod>::atomic();
-    fifo.replace(vec![pod("prod", "web"), pod("dev", "db")], "7")
-        .unwrap();
+    fifo.replace(ListPart::whole(
+        vec![pod("prod", "web"), pod("dev", "db")],
+        "7",
+    ))
+    .unwrap();
     let Item::ReplacedAll { objects, .. } = fifo.pop().unwrap().finish() else {
         panic!()
     };

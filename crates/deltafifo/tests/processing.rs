@@ -3,6 +3,7 @@
 
 mod common;
 
+use kinformer_core::ListPart;
 use std::collections::BTreeMap;
 use std::sync::{Arc, mpsc};
 use std::thread;
@@ -42,7 +43,7 @@ fn processing_runs_without_the_fifo_lock() {
         let f = InOrderFifo::new(None);
         f.add(obj("a", 1)).unwrap();
         f.pop_with(|_, _| {
-            f.replace(vec![obj("b", 1)], "2").unwrap();
+            f.replace(ListPart::whole(vec![obj("b", 1)], "2")).unwrap();
             assert_eq!(f.len(), 1);
         })
         .unwrap();
@@ -64,7 +65,7 @@ fn a_relist_during_processing_tombstones_the_key_in_flight() {
     for f in fifos {
         f.add(obj("a", 1)).unwrap();
         let popped = f.pop().unwrap();
-        f.replace(vec![], "2").unwrap(); // the watch was down while "a" was deleted
+        f.replace(ListPart::whole(vec![], "2")).unwrap(); // the watch was down while "a" was deleted
         store.apply(popped.item());
         drop(popped);
         let tomb = f.try_pop().unwrap().expect("a tombstone");
@@ -132,7 +133,7 @@ fn a_key_popped_twice_stays_in_flight_until_both_are_done() {
     let first = f.pop().unwrap();
     let second = f.pop().unwrap();
     drop(first);
-    f.replace(vec![], "3").unwrap(); // "a" is still in flight: a=2 will be stored
+    f.replace(ListPart::whole(vec![], "3")).unwrap(); // "a" is still in flight: a=2 will be stored
     store.apply(second.item());
     drop(second);
     assert_eq!(flat_drain(&f), s(&["Deleted ~a=2"]));
@@ -203,10 +204,10 @@ fn stress(make: impl Fn(Arc<dyn KnownObjects<Obj>>) -> Arc<dyn FifoQueue<Obj>>, 
                     .filter(|_| rng.below(2) == 0)
                     .map(|i| (format!("k{i}"), v))
                     .collect();
-                sink.replace(
+                sink.replace(ListPart::whole(
                     list.iter().map(|(k, v)| obj(k, *v)).collect(),
-                    &v.to_string(),
-                )
+                    v.to_string(),
+                ))
                 .unwrap();
                 model = list.into_iter().collect();
             }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use kinformer_core::ListPart;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -75,7 +76,7 @@ fn run(
             }
             Op::Replace(list) => {
                 let objs = list.iter().map(|(k, v)| obj(&name(*k), *v)).collect();
-                sink.replace(objs, "1").unwrap();
+                sink.replace(ListPart::whole(objs, "1")).unwrap();
                 // A list with a key twice: the last one wins, in the store as here.
                 direct = list.iter().map(|(k, v)| (name(*k), *v)).collect();
             }

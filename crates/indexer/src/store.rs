@@ -6,7 +6,10 @@ use std::fmt;
 use std::mem;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use kinformer_core::{KeyFunc, KnownObjects, MetaObject, ObjectKey, Sink, meta_namespace_key};
+use kinformer_core::{
+    KeyFunc, KnownObjects, ListPart, Listed, MetaObject, ObjectKey, Sink, WholeList,
+    meta_namespace_key,
+};
 
 use crate::hash::BuildIdHasher;
 use crate::index::IndexValues;
@@ -45,6 +48,8 @@ pub struct ThreadSafeStore<K> {
     state: RwLock<State<K>>,
     /// `None` is [`meta_namespace_key`].
     key_func: Option<KeyFunc<K>>,
+    /// The parts of a list written through [`Sink::replace`], until it ends.
+    lists: WholeList<K>,
 }
 
 /// Everything behind the lock.
@@ -408,6 +413,7 @@ impl<K: MetaObject> ThreadSafeStore<K> {
         Self {
             state: RwLock::new(State::new(indexers)),
             key_func,
+            lists: WholeList::default(),
         }
     }
 
@@ -709,19 +715,20 @@ impl<K: MetaObject + Send + Sync + 'static> Sink<K> for ThreadSafeStore<K> {
     fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
         Ok(ThreadSafeStore::delete(self, obj)?)
     }
-    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
-        Ok(ThreadSafeStore::replace(self, list, rv)?)
-    }
-    fn keeps_unchanged(&self) -> bool {
-        true
-    }
-    fn replace_keeping(
-        &self,
-        list: Vec<Arc<K>>,
-        unchanged: &[ObjectKey],
-        rv: &str,
-    ) -> Result<(), kinformer_core::Error> {
-        Ok(ThreadSafeStore::replace_keeping(self, list, unchanged, rv)?)
+    /// Gathers the list, then one write: unchanged objects (this store's own, listed by
+    /// key) stay where they are ([`replace_keeping`](ThreadSafeStore::replace_keeping)).
+    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
+        let Some((list, rv)) = self.lists.gather(part) else {
+            return Ok(());
+        };
+        let (objects, unchanged) = Listed::split(list);
+        if unchanged.is_empty() {
+            Ok(ThreadSafeStore::replace(self, objects, &rv)?)
+        } else {
+            Ok(ThreadSafeStore::replace_keeping(
+                self, objects, &unchanged, &rv,
+            )?)
+        }
     }
     /// Nothing to do for a cache (client-go's `Resync` of a plain store is a no-op too).
     fn resync(&self) -> Result<(), kinformer_core::Error> {
@@ -748,6 +755,12 @@ impl<K: MetaObject + Send + Sync + 'static> KnownObjects<K> for ThreadSafeStore<
             .keys
             .get(key.as_bytes())
             .map(|e| Arc::clone(&e.obj))
+    }
+    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+        self.get_by_key(key)
+    }
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
     }
 }
 

@@ -208,6 +208,14 @@ impl<K, I: Indexer<K>> KnownObjects<K> for Counting<I> {
     fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
         self.inner.get_by_key(key)
     }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.get_shared(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        self.inner.contains_version(key, resource_version)
+    }
 }
 
 impl<K, I: Indexer<K>> Indexer<K> for Counting<I> {

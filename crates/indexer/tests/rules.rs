@@ -7,17 +7,17 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{TestObj, by_node, implementations, keys, names, obj, test_indexers, w};
-use kinformer_core::{MetaObject, ObjectKey};
+use common::{TestObj, by_node, implementations, keys, names, obj, relist, test_indexers, w};
+use kinformer_core::{ListPart, MetaObject};
 use kinformer_indexer::{
     Error, IndexFunc, Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, everything,
 };
 
 /// Runs `check` once per implementation, with the test indexers registered.
-fn each(check: impl Fn(&dyn IndexerWriter<TestObj>)) {
+fn each(check: impl Fn(&Arc<dyn IndexerWriter<TestObj>>)) {
     for (name, make) in implementations() {
         eprintln!("-- {name}");
-        check(&*make(test_indexers()));
+        check(&make(test_indexers()));
     }
 }
 
@@ -212,27 +212,20 @@ fn index_function_error_is_returned_and_changes_nothing() {
         let mut results = vec![
             w(s.add(obj("ns", "b").on("bad").rv("2").arc())),
             w(s.update(obj("ns", "a").on("bad").rv("2").arc())),
-            w(s.replace(
+            w(s.replace(ListPart::whole(
                 vec![
                     obj("ns", "c").on("n1").arc(),
                     obj("ns", "d").on("bad").arc(),
                 ],
                 "9",
-            )),
+            ))),
         ];
-        if s.keeps_unchanged() {
-            results.push(w(s.replace_keeping(
-                vec![obj("ns", "d").on("bad").arc()],
-                &[ObjectKey::parse("ns/a").unwrap()],
-                "9",
-            )));
-            // Nothing kept, nothing listed but a bad object: nothing may be removed either.
-            results.push(w(s.replace_keeping(
-                vec![obj("ns", "d").on("bad").arc()],
-                &[],
-                "9",
-            )));
-        }
+        results.push(w(s.replace(relist(
+            &s,
+            vec![obj("ns", "d").on("bad").arc()],
+            &["ns/a"],
+            "9",
+        ))));
         for result in results {
             match result {
                 Err(Error::IndexFunc { index, key, source }) => {
@@ -281,8 +274,11 @@ fn store_add_get_update_delete_list_replace() {
         k.sort();
         assert_eq!(keys(&k), ["a", "c", "e"]);
 
-        s.replace(vec![obj("", "foo").arc(), obj("", "bar").arc()], "0")
-            .unwrap();
+        s.replace(ListPart::whole(
+            vec![obj("", "foo").arc(), obj("", "bar").arc()],
+            "0",
+        ))
+        .unwrap();
         assert_eq!(names(&s.list()), ["bar", "foo"]);
         assert!(s.resync().is_ok());
     });
@@ -292,50 +288,45 @@ fn store_add_get_update_delete_list_replace() {
 fn replace_rebuilds_indices_and_a_later_duplicate_wins() {
     each(|s| {
         s.add(obj("ns", "old").on("n0").arc()).unwrap();
-        s.replace(
+        s.replace(ListPart::whole(
             vec![
                 obj("ns", "a").on("n1").arc(),
                 obj("ns", "b").on("n1").arc(),
                 obj("ns", "a").on("n2").arc(),
             ],
             "7",
-        )
+        ))
         .unwrap();
         assert_eq!(names(&s.list()), ["a", "b"]);
         assert_eq!(s.list_index_func_values("byNode"), ["n1", "n2"]);
         assert_eq!(names(&s.by_index("byNode", "n2").unwrap()), ["a"]);
         assert_eq!(s.last_sync_resource_version(), "7");
-        s.replace(Vec::new(), "8").unwrap();
+        s.replace(ListPart::whole(Vec::new(), "8")).unwrap();
         assert!(s.list().is_empty());
         assert!(s.list_index_func_values("namespace").is_empty());
     });
 }
 
-/// Rule 53: a store that keeps unchanged objects replaces with the listed objects and keeps
-/// what it holds under the kept keys, indices included; a kept key it does not hold is left
-/// out.
+/// Rule 53: a list whose unchanged objects come as keys replaces with the listed objects
+/// and keeps what the store holds under those keys, indices included; a kept key it does
+/// not hold is left out.
 #[test]
 fn rule53_replace_keeping_keeps_what_is_held_under_the_kept_keys() {
     each(|s| {
-        if !s.keeps_unchanged() {
-            return;
-        }
         for name in ["kept", "changed", "gone"] {
             let node = if name == "gone" { "n2" } else { "n1" };
             s.add(obj("ns", name).on(node).rv("1").arc()).unwrap();
         }
         let kept = s.get_by_key("ns/kept").unwrap();
-        w(s.replace_keeping(
+        w(s.replace(relist(
+            s,
             vec![
                 obj("ns", "changed").on("n3").rv("2").arc(),
                 obj("ns", "new").on("n3").rv("2").arc(),
             ],
-            &[
-                ObjectKey::parse("ns/kept").unwrap(),
-                ObjectKey::parse("ns/absent").unwrap(),
-            ],
+            &["ns/kept", "ns/absent"],
             "9",
-        ))
+        )))
         .unwrap();
         assert_eq!(names(&s.list()), ["changed", "kept", "new"]);
         assert_eq!(
@@ -366,7 +357,7 @@ fn resource_version_follows_writes_deletes_replace_and_bookmarks() {
         assert_eq!(s.last_sync_resource_version(), "25");
         s.bookmark("40").unwrap();
         assert_eq!(s.last_sync_resource_version(), "40");
-        s.replace(vec![obj("", "key2").rv("30").arc()], "50")
+        s.replace(ListPart::whole(vec![obj("", "key2").rv("30").arc()], "50"))
             .unwrap();
         assert_eq!(s.last_sync_resource_version(), "50");
     });
@@ -408,7 +399,10 @@ fn an_object_without_a_valid_key_is_a_typed_error() {
             Err(Error::Key(kinformer_core::Error::SlashInName { .. }))
         ));
         assert!(matches!(
-            w(s.replace(vec![obj("ns", "ok").arc(), Arc::new(nameless)], "1")),
+            w(s.replace(ListPart::whole(
+                vec![obj("ns", "ok").arc(), Arc::new(nameless)],
+                "1"
+            ))),
             Err(Error::Key(_))
         ));
         assert!(s.list().is_empty());
@@ -437,6 +431,14 @@ impl kinformer_core::KnownObjects<TestObj> for ShareCheck {
     }
     fn get_by_key(&self, _: &str) -> Option<Arc<TestObj>> {
         None
+    }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<TestObj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use kinformer_core::{
     BoxError, DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KnownObjects,
-    MetaObject, ObjectKey, TransformFn, deletion_handling_key, meta_namespace_key,
+    ListPart, Listed, MetaObject, ObjectKey, TransformFn, Unchanged, deletion_handling_key,
+    meta_namespace_key,
 };
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 use kinformer_indexer::{Indexer, IndexerWriter, Indexers, Lister, namespace_indexers};
@@ -1036,20 +1037,21 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
             .iter()
             .map(|(k, o)| (self.stored_version(k, o), Arc::clone(o)))
             .collect();
-        let mut list: Vec<Arc<K>> = objects.iter().map(|(_, o)| Arc::clone(o)).collect();
-        let replaced = if unchanged.is_empty() {
-            self.store.replace(list, rv)
-        } else if self.store.keeps_unchanged() {
-            self.store.replace_keeping(list, unchanged, rv)
-        } else {
-            // A store that takes only objects gets what it holds back.
-            list.extend(
+        // Unchanged objects by key: the store keeps its entries (one that reads them back
+        // gets its own objects).
+        let cache = Arc::clone(&self.store) as Arc<dyn KnownObjects<K>>;
+        let items: Vec<Listed<K>> = objects
+            .iter()
+            .map(|(_, o)| Listed::Object(Arc::clone(o)))
+            .chain(
                 unchanged
                     .iter()
-                    .filter_map(|k| self.store.get_by_key(k.as_str())),
-            );
-            self.store.replace(list, rv)
-        };
+                    .map(|k| Listed::Unchanged(Unchanged::new(k.clone(), Arc::clone(&cache)))),
+            )
+            .collect();
+        let replaced = self
+            .store
+            .replace(ListPart::new(items, true, Some(rv.to_owned())));
         if let Err(err) = replaced {
             tracing::warn!(error = %ErrorChain(&err), resource_version = rv, "cannot replace the cache");
             return;

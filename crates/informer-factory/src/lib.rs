@@ -170,7 +170,7 @@
 //!   even when the informer's default is zero (client-go then never resyncs).
 //! - A batch of the in-order FIFO is applied event by event under the delivery lock, not
 //!   as one store transaction (the cache's write side has none): a lister may see part of a
-//!   batch. An atomic `ReplacedAll` is one `replace` (or one `replace_keeping`).
+//!   batch. An atomic `ReplacedAll` is one `replace` of a whole list.
 //! - The first list reaches the cache in parts as it arrives, in atomic mode too (rule 52),
 //!   so listers may see part of it before `has_synced`; relists stay whole. On a relist, an
 //!   unchanged object's old version in its (resync) update is the listed object itself, and

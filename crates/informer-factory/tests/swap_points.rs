@@ -12,8 +12,8 @@ use std::task::{Context, Poll, Waker};
 
 use common::*;
 use kinformer_core::{
-    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, MetaObject, ObjectKey,
-    Sink, meta_namespace_key,
+    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, ListPart, Listed,
+    MetaObject, ObjectKey, Sink, WholeList, meta_namespace_key,
 };
 use kinformer_deltafifo::{Error as FifoError, FifoQueue, Item, Popped};
 use kinformer_indexer::{Error as IndexerError, Indexer, IndexerWriter, Indexers};
@@ -28,6 +28,7 @@ struct SimpleFifo {
     known: Arc<dyn KnownObjects<Obj>>,
     state: Mutex<SimpleState>,
     pops: AtomicUsize,
+    lists: WholeList<Obj>,
 }
 
 #[derive(Default)]
@@ -43,6 +44,7 @@ impl SimpleFifo {
     fn new(known: Arc<dyn KnownObjects<Obj>>) -> Self {
         Self {
             known,
+            lists: WholeList::default(),
             state: Mutex::new(SimpleState::default()),
             pops: AtomicUsize::new(0),
         }
@@ -88,9 +90,12 @@ impl Sink<Obj> for SimpleFifo {
     fn delete(&self, obj: Arc<Obj>) -> Result<(), kinformer_core::Error> {
         self.event(DeltaType::Deleted, obj)
     }
-    fn replace(&self, list: Vec<Arc<Obj>>, _rv: &str) -> Result<(), kinformer_core::Error> {
+    fn replace(&self, part: ListPart<Obj>) -> Result<(), kinformer_core::Error> {
+        let Some((list, _rv)) = self.lists.gather(part) else {
+            return Ok(());
+        };
         let mut listed = BTreeMap::new();
-        for obj in list {
+        for obj in Listed::objects(list) {
             listed.insert(meta_namespace_key(&*obj)?, obj);
         }
         let mut entries = Vec::new();
@@ -121,6 +126,9 @@ impl Sink<Obj> for SimpleFifo {
         self.push(entries)
     }
     fn resync(&self) -> Result<(), kinformer_core::Error> {
+        Ok(())
+    }
+    fn bookmark(&self, _: &str) -> Result<(), kinformer_core::Error> {
         Ok(())
     }
 }
@@ -252,6 +260,7 @@ struct ScanningCache {
     indexers: RwLock<Indexers<Obj>>,
     rv: RwLock<String>,
     writes: AtomicUsize,
+    lists: WholeList<Obj>,
 }
 
 impl ScanningCache {
@@ -290,6 +299,14 @@ impl KnownObjects<Obj> for ScanningCache {
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
         self.items.read().unwrap().get(key).cloned()
+    }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
     }
 }
 
@@ -349,12 +366,16 @@ impl Sink<Obj> for ScanningCache {
         self.items.write().unwrap().remove(&key);
         Ok(())
     }
-    fn replace(&self, list: Vec<Arc<Obj>>, rv: &str) -> Result<(), kinformer_core::Error> {
+    /// Unchanged objects (this cache's own) are read back before the write lock is taken.
+    fn replace(&self, part: ListPart<Obj>) -> Result<(), kinformer_core::Error> {
+        let Some((list, rv)) = self.lists.gather(part) else {
+            return Ok(());
+        };
         let mut items = BTreeMap::new();
-        for obj in list {
+        for obj in Listed::objects(list) {
             items.insert(meta_namespace_key(&*obj)?, obj);
         }
-        self.wrote(Some(rv));
+        self.wrote(Some(&rv));
         *self.items.write().unwrap() = items;
         Ok(())
     }
@@ -465,4 +486,164 @@ async fn the_backoff_policy_is_the_informers_to_choose() {
             "gaps {gaps:?}, want 20, 40, 80, 80 ms"
         );
     }
+}
+
+/// A decorator that forwards only the required methods of every trait it wraps (a FIFO's
+/// or a store's), as a wrapper written in a hurry would.
+struct Forward<S>(S);
+
+impl<K, S: Sink<K>> Sink<K> for Forward<S> {
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        self.0.add(obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        self.0.update(obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        self.0.delete(obj)
+    }
+    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
+        self.0.replace(part)
+    }
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        self.0.resync()
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
+        self.0.bookmark(resource_version)
+    }
+}
+
+impl<K, S: FifoQueue<K>> FifoQueue<K> for Forward<S> {
+    fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, K>, FifoError>> {
+        self.0.poll_pop(cx)
+    }
+    fn has_synced(&self) -> bool {
+        self.0.has_synced()
+    }
+    fn close(&self) {
+        self.0.close();
+    }
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl<K, S: KnownObjects<K>> KnownObjects<K> for Forward<S> {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0.list_keys()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.0.get_by_key(key)
+    }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+        self.0.get_shared(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        self.0.contains_version(key, resource_version)
+    }
+}
+
+impl<K, S: Indexer<K>> Indexer<K> for Forward<S> {
+    fn list(&self) -> Vec<Arc<K>> {
+        self.0.list()
+    }
+    fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, IndexerError> {
+        self.0.by_index(index, value)
+    }
+    fn index_keys(&self, index: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
+        self.0.index_keys(index, value)
+    }
+    fn list_index_func_values(&self, index: &str) -> Vec<String> {
+        self.0.list_index_func_values(index)
+    }
+    fn get_indexers(&self) -> Indexers<K> {
+        self.0.get_indexers()
+    }
+    fn last_sync_resource_version(&self) -> String {
+        self.0.last_sync_resource_version()
+    }
+}
+
+impl<K, S: IndexerWriter<K>> IndexerWriter<K> for Forward<S> {
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), IndexerError> {
+        self.0.add_indexers(indexers)
+    }
+}
+
+/// Rules 52 and 53 hold through decorators that forward only the required methods: the
+/// informer's own atomic in-order FIFO and its compact store, each wrapped. The first list
+/// reaches the cache a page at a time while the last page is still being fetched (52),
+/// and a relist in which one object changed decodes at most that one (53): nothing is
+/// asked of the sink, so a wrapper cannot forget to forward a capability.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_52_and_53_hold_through_decorators_forwarding_only_required_methods() {
+    let fake = FakeListerWatcher::new();
+    let built: Arc<std::sync::OnceLock<SharedIndexInformer<Obj>>> = Arc::default();
+    let seen_at_last_page = Arc::new(AtomicUsize::new(usize::MAX));
+    let lists = Arc::new(AtomicUsize::new(0));
+    let (b, seen, n) = (
+        Arc::clone(&built),
+        Arc::clone(&seen_at_last_page),
+        Arc::clone(&lists),
+    );
+    fake.on_list(move |o| {
+        let page =
+            |p: &str| -> Vec<Obj> { (0..500).map(|i| obj(&format!("{p}{i}"), "1")).collect() };
+        if n.load(Ordering::SeqCst) >= 1 {
+            // The relist, unpaged: one object changed.
+            let mut all: Vec<Obj> = ["a", "b", "c"].into_iter().flat_map(page).collect();
+            all.push(obj("a0", "9"));
+            all.swap_remove(0);
+            return Ok(ListPage::new(all, "9"));
+        }
+        Ok(match o.continue_token.as_deref() {
+            None => ListPage::new(page("a"), "7").with_continue("c1"),
+            Some("c1") => ListPage::new(page("b"), "7").with_continue("c2"),
+            Some(_) => {
+                let informer = b.get().expect("built");
+                let start = std::time::Instant::now();
+                tokio::task::block_in_place(|| {
+                    while informer.indexer().list_keys().len() < 1000 && start.elapsed() < SECS5 {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                });
+                seen.store(informer.indexer().list_keys().len(), Ordering::SeqCst);
+                n.store(1, Ordering::SeqCst);
+                ListPage::new(page("c"), "7")
+            }
+        })
+    });
+    // The first watch answers 410 Gone: the reflector relists.
+    fake.push_watch(Err(kinformer_reflector::Error::Api(
+        kinformer_reflector::ApiStatus::new(410, "Expired", "too old"),
+    )));
+    let (_tx, stream) = watch_channel();
+    fake.push_watch(Ok(stream));
+    let store = Arc::new(kinformer_compact_store::CompactStore::<Obj>::new(
+        kinformer_indexer::namespace_indexers(),
+    ));
+    let informer = SharedIndexInformer::builder(fake)
+        .watch_list(false)
+        .custom_fifo(|_known| Arc::new(Forward(kinformer_deltafifo::InOrderFifo::<Obj>::atomic())))
+        .store(Forward(Arc::clone(&store)))
+        .build();
+    let _ = built.set(informer.clone());
+    let rec = Recorder::new();
+    let reg = informer.add_event_handler(rec.clone()).unwrap();
+    let handle = informer.start().unwrap();
+    eventually("sync", 2 * SECS5, || reg.has_synced()).await;
+    assert_eq!(seen_at_last_page.load(Ordering::SeqCst), 1000, "rule 52");
+    eventually("the relist's update", 2 * SECS5, || {
+        rec.events().contains(&update("a0", "1", "9"))
+    })
+    .await;
+    assert_eq!(informer.indexer().list_keys().len(), 1500);
+    let stats = store.stats();
+    assert!(stats.decodes <= 1, "rule 53: {stats:?}");
+    handle.stop().await.unwrap();
 }

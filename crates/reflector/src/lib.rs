@@ -6,7 +6,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer_core::{Error as SinkError, Sink};
+//! use kinformer_core::{Error as SinkError, ListPart, Sink};
 //! use kinformer_reflector::{KubeListerWatcher, Reflector, reflector_client};
 //! use kube::Api;
 //!
@@ -16,8 +16,13 @@
 //!     fn add(&self, p: Arc<Pod>) -> Result<(), SinkError> { println!("add {:?}", p.metadata.name); Ok(()) }
 //!     fn update(&self, p: Arc<Pod>) -> Result<(), SinkError> { println!("update {:?}", p.metadata.name); Ok(()) }
 //!     fn delete(&self, p: Arc<Pod>) -> Result<(), SinkError> { println!("delete {:?}", p.metadata.name); Ok(()) }
-//!     fn replace(&self, all: Vec<Arc<Pod>>, rv: &str) -> Result<(), SinkError> { println!("{} pods at {rv}", all.len()); Ok(()) }
+//!     // A list comes a part at a time as it arrives; `end` carries its resourceVersion.
+//!     fn replace(&self, part: ListPart<Pod>) -> Result<(), SinkError> {
+//!         println!("{} pods listed{}", part.items.len(), part.end.map(|rv| format!(", at {rv}")).unwrap_or_default());
+//!         Ok(())
+//!     }
 //!     fn resync(&self) -> Result<(), SinkError> { Ok(()) }
+//!     fn bookmark(&self, _: &str) -> Result<(), SinkError> { Ok(()) }
 //! }
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {

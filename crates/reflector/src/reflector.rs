@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kinformer_core::{
-    ErrorChain, KnownObjects, MetaObject, ObjectKey, Sink, TransformFn, meta_namespace_key,
+    ErrorChain, KnownObjects, ListPart, Listed, MetaObject, ObjectKey, Sink, TransformFn,
+    Unchanged, meta_namespace_key,
 };
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
@@ -23,8 +24,8 @@ use crate::{
 /// client-go's page size for lists.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
 
-/// How many objects of a streaming list the reflector hands to a sink that takes the list
-/// in parts ([`Sink::begin_list_in_parts`]) at a time. Small, because with
+/// How many objects of a streaming list the reflector hands to its sink at a time (a
+/// [`ListPart`]; a paged list goes a page at a time). Small, because with
 /// [`pace`](Reflector::pace) about two parts of decoded objects are in flight at once,
 /// and a whole decoded pod is tens of KB; large enough that handing a part on (a lock, a
 /// wake-up) costs nothing beside decoding it.
@@ -177,20 +178,19 @@ where
         self
     }
 
-    /// Back-pressure for a list the sink takes in parts ([`Sink::begin_list_in_parts`]):
-    /// after handing on each part, the reflector awaits `ready()` before it reads and
-    /// decodes more (the server then waits on the connection). Without it the reflector
-    /// decodes as fast as the server sends, and a consumer slower than the decoding (one
-    /// that encodes every object into its cache) lets decoded objects pile up in the sink:
-    /// thousands of whole pods at once during a first list. Informers set it to wait while
-    /// their FIFO holds more than a part. Watch events and lists that come whole are not
-    /// paced.
+    /// Back-pressure for lists, which reach the sink a part at a time ([`ListPart`]):
+    /// after handing on each part but the last, the reflector awaits `ready()` before it
+    /// reads and decodes more (the server then waits on the connection). Without it the
+    /// reflector decodes as fast as the server sends, and a consumer slower than the
+    /// decoding (one that encodes every object into its cache) lets decoded objects pile
+    /// up in the sink: thousands of whole pods at once during a first list. Informers set
+    /// it to wait while their FIFO holds more than a part. Watch events are not paced.
     ///
     /// ```
     /// use std::sync::Arc;
     /// use std::time::Duration;
     /// use k8s_openapi::api::core::v1::Pod;
-    /// use kinformer_core::{Error, Sink};
+    /// use kinformer_core::{Error, ListPart, Sink};
     /// use kinformer_reflector::{Reflector, fake::FakeListerWatcher};
     ///
     /// struct Discard;
@@ -198,8 +198,9 @@ where
     ///     fn add(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
     ///     fn update(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
     ///     fn delete(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
-    ///     fn replace(&self, _: Vec<Arc<Pod>>, _: &str) -> Result<(), Error> { Ok(()) }
+    ///     fn replace(&self, _: ListPart<Pod>) -> Result<(), Error> { Ok(()) }
     ///     fn resync(&self) -> Result<(), Error> { Ok(()) }
+    ///     fn bookmark(&self, _: &str) -> Result<(), Error> { Ok(()) }
     /// }
     ///
     /// let reflector = Reflector::new(FakeListerWatcher::<Pod>::new(), Discard)
@@ -243,49 +244,43 @@ where
     }
 
     /// `obj` as listed; or, when the cache holds the same version (same key, same non-empty
-    /// resource version: the same object version on the server), the very allocation the
-    /// cache holds if it can hand it out without making one ([`KnownObjects::get_shared`]),
-    /// else only the key if `keys_for_unchanged` (the sink
-    /// [keeps unchanged objects](Sink::keeps_unchanged)). A relist then holds each
-    /// unchanged object once, in the cache, rather than a decoded copy beside it until the
-    /// sink replaces the cache: the decoded copy is dropped as soon as it is compared.
-    /// Called on listed objects only, after the transform, so the cached object
-    /// (transformed when it was cached) stands for a transformed one.
-    fn list_item(&self, obj: Arc<K>, keys_for_unchanged: bool) -> ListItem<K> {
+    /// resource version: the same object version on the server), [`Listed::Unchanged`]:
+    /// its key, the cache, and the listed copy. A sink that keeps the cache's entries (the
+    /// atomic FIFO, the stores) drops the copy when the part reaches it, so a relist holds
+    /// each unchanged object once, in the cache, rather than a decoded copy beside it
+    /// until the cache is replaced; a sink that needs every object takes the cache's own
+    /// allocation where the cache can share it, else the copy, and decodes nothing. This
+    /// is the one place a listed object is compared with the cache. Called on listed objects only, after
+    /// the transform, so the cached object (transformed when it was cached) stands for a
+    /// transformed one.
+    fn list_item(&self, obj: Arc<K>) -> Listed<K> {
         let Some(known) = &self.known else {
-            return ListItem::Object(obj);
+            return Listed::Object(obj);
         };
         let Some(rv) = obj.object_resource_version().filter(|rv| !rv.is_empty()) else {
-            return ListItem::Object(obj);
+            return Listed::Object(obj);
         };
         let Ok(key) = meta_namespace_key(&*obj) else {
-            return ListItem::Object(obj);
+            return Listed::Object(obj);
         };
-        match known.get_shared(key.as_str()) {
-            Some(cached)
-                if cached.object_resource_version() == Some(rv)
-                    && cached.object_name() == obj.object_name()
-                    && cached.object_namespace() == obj.object_namespace() =>
-            {
-                ListItem::Object(cached)
-            }
-            None if keys_for_unchanged && known.contains_version(key.as_str(), rv) => {
-                ListItem::Unchanged(key)
-            }
-            _ => ListItem::Object(obj),
+        if known.contains_version(key.as_str(), rv) {
+            Listed::Unchanged(Unchanged::new(key, Arc::clone(known)).with_listed(obj))
+        } else {
+            Listed::Object(obj)
         }
     }
 
-    /// Hands a whole list (or the rest of one taken in parts) to the sink.
-    fn hand_over(&self, items: ListItems<K>, resource_version: &str) -> Result<(), Error> {
-        let ListItems { objects, unchanged } = items;
-        if unchanged.is_empty() {
-            self.sink.replace(objects, resource_version)
-        } else {
-            self.sink
-                .replace_keeping(objects, &unchanged, resource_version)
-        }
-        .map_err(Error::Sink)
+    /// Hands a part of a list to the sink: the first part `starts` it, and `end` (the
+    /// list's resource version) ends it.
+    fn hand_over(
+        &self,
+        items: Vec<Listed<K>>,
+        starts: bool,
+        end: Option<&str>,
+    ) -> Result<(), Error> {
+        self.sink
+            .replace(ListPart::new(items, starts, end.map(str::to_owned)))
+            .map_err(Error::Sink)
     }
 
     /// Reports an object that did not decode, and counts it.
@@ -480,8 +475,8 @@ where
             span.record("pages", listed.pages);
             span.record("items", listed.count);
             let mut items = listed.items;
-            items.objects.extend(self.still_cached(&listed.undecodable));
-            self.hand_over(items, &listed.resource_version)?;
+            items.extend(self.still_cached(&listed.undecodable).into_iter().map(Listed::Object));
+            self.hand_over(items, !listed.handed_parts, Some(&listed.resource_version))?;
             tracing::info!(resource_version = %listed.resource_version, "listed");
             st.set_last_sync(&self.shared, listed.resource_version);
             self.shared.synced_once();
@@ -492,15 +487,14 @@ where
     }
 
     /// client-go's pager: pages with continue tokens; a continue token that expired
-    /// falls back to one unpaged list at the same RV. Every page but the last goes to a sink
-    /// that takes the list in parts as soon as it is decoded; the rest is in what it
+    /// falls back to one unpaged list at the same RV, which starts the list over. Every
+    /// page but the last goes to the sink as soon as it is decoded; the rest is in what it
     /// returns.
-    async fn paged_list(&self, rv: &str, page_size: Option<u32>) -> Result<Listed<K>, Error> {
+    async fn paged_list(&self, rv: &str, page_size: Option<u32>) -> Result<PagedList<K>, Error> {
         let mut opts = ListOptions::new(rv, page_size);
-        let in_parts = self.sink.begin_list_in_parts();
-        let keys_for_unchanged = !in_parts && self.sink.keeps_unchanged();
-        let mut listed = Listed {
-            items: ListItems::default(),
+        let mut listed = PagedList {
+            items: Vec::new(),
+            handed_parts: false,
             count: 0,
             undecodable: Vec::new(),
             resource_version: String::new(),
@@ -516,15 +510,11 @@ where
                         "continue token expired: full list instead"
                     );
                     let full = self.lw.list(&ListOptions::new(rv, None)).await?;
-                    // Starts the list over: parts already handed over make the sink take
-                    // this one whole.
-                    let in_parts = self.sink.begin_list_in_parts();
-                    let keys_for_unchanged = !in_parts && self.sink.keeps_unchanged();
+                    listed.handed_parts = false;
                     listed.count = full.items.len();
-                    listed.items = ListItems::default();
+                    listed.items = Vec::with_capacity(full.items.len());
                     for obj in full.items {
-                        let item = self.list_item(self.transformed(obj)?, keys_for_unchanged);
-                        listed.items.push(item);
+                        listed.items.push(self.list_item(self.transformed(obj)?));
                     }
                     listed.undecodable = self.undecodable_keys(full.undecodable);
                     listed.resource_version = full.resource_version;
@@ -539,19 +529,16 @@ where
             listed.pages += 1;
             listed.count += page.items.len();
             for obj in page.items {
-                let item = self.list_item(self.transformed(obj)?, keys_for_unchanged);
-                listed.items.push(item);
+                listed.items.push(self.list_item(self.transformed(obj)?));
             }
             let skipped = self.undecodable_keys(page.undecodable);
             listed.undecodable.extend(skipped);
             match page.continue_token {
                 Some(token) => {
-                    if in_parts {
-                        self.sink
-                            .replace_part(std::mem::take(&mut listed.items.objects))
-                            .map_err(Error::Sink)?;
-                        self.paced().await;
-                    }
+                    let part = std::mem::take(&mut listed.items);
+                    self.hand_over(part, !listed.handed_parts, None)?;
+                    listed.handed_parts = true;
+                    self.paced().await;
                     opts.continue_token = Some(token);
                     // The server refuses an RV together with a continue token.
                     opts.resource_version.clear();
@@ -604,8 +591,6 @@ where
                     },
                 };
                 let mut temp = TempStore::default();
-                let in_parts = self.sink.begin_list_in_parts();
-                let keys_for_unchanged = !in_parts && self.sink.keeps_unchanged();
                 // Objects of the list that did not decode: kept at their cached version.
                 let mut undecodable: Vec<ObjectKey> = Vec::new();
                 let mut events = 0u64;
@@ -650,7 +635,7 @@ where
                     match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             let o = match self.transformed(Arc::new(o)) {
-                                Ok(o) => self.list_item(o, keys_for_unchanged),
+                                Ok(o) => self.list_item(o),
                                 Err(e) => break Some(e),
                             };
                             match temp.put(o) {
@@ -662,10 +647,9 @@ where
                                     self.report(&e);
                                 }
                             }
-                            if in_parts && temp.len() >= STREAMED_PART {
-                                self.sink
-                                    .replace_part(temp.take_part())
-                                    .map_err(Error::Sink)?;
+                            if temp.len() >= STREAMED_PART {
+                                let starts = !temp.handed_any();
+                                self.hand_over(temp.take_part(), starts, None)?;
                                 self.paced().await;
                             }
                         }
@@ -675,10 +659,11 @@ where
                             }
                         }
                         WatchEvent::Bookmark(b) if b.initial_events_end => {
+                            let starts = !temp.handed_any();
                             let mut items = temp.into_items();
-                            items.objects.extend(self.still_cached(&undecodable));
-                            let count = items.objects.len() + items.unchanged.len();
-                            self.hand_over(items, &b.resource_version)?;
+                            items.extend(self.still_cached(&undecodable).into_iter().map(Listed::Object));
+                            let count = items.len();
+                            self.hand_over(items, starts, Some(&b.resource_version))?;
                             tracing::info!(items = count, resource_version = %b.resource_version, "streaming list synced");
                             st.rv_unavailable = false;
                             st.set_last_sync(&self.shared, b.resource_version);
@@ -956,11 +941,14 @@ fn default_error_handler(e: &Error) {
 }
 
 /// What a list collected.
-struct Listed<K> {
-    items: ListItems<K>,
-    /// Keys of the objects that did not decode.
+struct PagedList<K> {
+    /// What is left to hand to the sink.
+    items: Vec<Listed<K>>,
+    /// Whether parts of the list went to the sink already.
+    handed_parts: bool,
     /// How many objects the list had, including those handed to the sink in parts.
     count: usize,
+    /// Keys of the objects that did not decode.
     undecodable: Vec<ObjectKey>,
     resource_version: String,
     paginated: bool,
@@ -1012,12 +1000,12 @@ impl<K> WatchEvent<K> {
     }
 }
 
-/// The objects of a streaming list until its end bookmark, in arrival order, less those
-/// already handed to a sink that takes the list in parts.
+/// The objects of a streaming list until they are handed to the sink (a part at a time),
+/// in arrival order.
 struct TempStore<K> {
     /// foldhash, seeded per map, as the FIFOs' and the store's maps of the same keys.
     index: HashMap<ObjectKey, usize, foldhash::fast::RandomState>,
-    items: Vec<Option<ListItem<K>>>,
+    items: Vec<Option<Listed<K>>>,
     /// Keys of the objects handed over in parts ([`TempStore::take_part`]).
     handed: HashSet<ObjectKey, foldhash::fast::RandomState>,
 }
@@ -1035,10 +1023,10 @@ impl<K> Default for TempStore<K> {
 impl<K: MetaObject> TempStore<K> {
     /// Keeps `obj`, over an earlier version of it; `false` (and nothing kept) when a part
     /// handed it over already.
-    fn put(&mut self, obj: ListItem<K>) -> Result<bool, kinformer_core::Error> {
+    fn put(&mut self, obj: Listed<K>) -> Result<bool, kinformer_core::Error> {
         let key = match &obj {
-            ListItem::Object(o) => meta_namespace_key(&**o)?,
-            ListItem::Unchanged(key) => key.clone(),
+            Listed::Object(o) => meta_namespace_key(&**o)?,
+            Listed::Unchanged(u) => u.key().clone(),
         };
         if self.handed.contains(&key) {
             return Ok(false);
@@ -1081,62 +1069,27 @@ impl<K: MetaObject> TempStore<K> {
         self.handed.contains(key)
     }
 
+    /// Whether a part was handed over.
+    fn handed_any(&self) -> bool {
+        !self.handed.is_empty()
+    }
+
     /// How many objects it holds.
     fn len(&self) -> usize {
         self.index.len()
     }
 
     /// Everything it holds, to hand over as a part of the list; their keys are remembered.
-    /// (A list in parts has no unchanged objects given as keys: the cache is empty.)
-    fn take_part(&mut self) -> Vec<Arc<K>> {
+    fn take_part(&mut self) -> Vec<Listed<K>> {
         self.handed.extend(self.index.drain().map(|(k, _)| k));
         std::mem::take(&mut self.items)
             .into_iter()
             .flatten()
-            .filter_map(|item| match item {
-                ListItem::Object(o) => Some(o),
-                ListItem::Unchanged(_) => None,
-            })
             .collect()
     }
 
-    fn into_items(self) -> ListItems<K> {
-        let mut out = ListItems::default();
-        for item in self.items.into_iter().flatten() {
-            out.push(item);
-        }
-        out
-    }
-}
-
-/// A listed object as the reflector hands it on: the object, or only its key when the
-/// cache holds that version and the sink [keeps unchanged objects](Sink::keeps_unchanged).
-enum ListItem<K> {
-    Object(Arc<K>),
-    Unchanged(ObjectKey),
-}
-
-/// A list (or its rest) as the reflector hands it on.
-struct ListItems<K> {
-    objects: Vec<Arc<K>>,
-    unchanged: Vec<ObjectKey>,
-}
-
-impl<K> Default for ListItems<K> {
-    fn default() -> Self {
-        Self {
-            objects: Vec::new(),
-            unchanged: Vec::new(),
-        }
-    }
-}
-
-impl<K> ListItems<K> {
-    fn push(&mut self, item: ListItem<K>) {
-        match item {
-            ListItem::Object(o) => self.objects.push(o),
-            ListItem::Unchanged(key) => self.unchanged.push(key),
-        }
+    fn into_items(self) -> Vec<Listed<K>> {
+        self.items.into_iter().flatten().collect()
     }
 }
 

@@ -31,8 +31,9 @@ use tokio_util::sync::CancellationToken;
 /// #     fn add(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// #     fn update(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// #     fn delete(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
-/// #     fn replace(&self, _: Vec<Arc<k8s_openapi::api::core::v1::Pod>>, _: &str) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn replace(&self, _: kinformer_core::ListPart<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// #     fn resync(&self) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn bookmark(&self, _: &str) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// # }
 /// #[deny(unused_must_use)] // rustdoc allows `unused` lints in examples; crates do not
 /// async fn run() {
@@ -58,8 +59,9 @@ use tokio_util::sync::CancellationToken;
 /// #     fn add(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// #     fn update(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// #     fn delete(&self, _: Arc<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
-/// #     fn replace(&self, _: Vec<Arc<k8s_openapi::api::core::v1::Pod>>, _: &str) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn replace(&self, _: kinformer_core::ListPart<k8s_openapi::api::core::v1::Pod>) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// #     fn resync(&self) -> Result<(), kinformer_core::Error> { Ok(()) }
+/// #     fn bookmark(&self, _: &str) -> Result<(), kinformer_core::Error> { Ok(()) }
 /// # }
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let handle = Reflector::new(Quiet, Nothing).spawn()?;

@@ -30,6 +30,14 @@ impl KnownObjects<Pod> for SortedKnown {
     fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
         self.0.get_by_key(key)
     }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Pod>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
 }
 
 /// The pod a trace's description (`ns`, `name`, `rv`) stands for.
@@ -185,7 +193,8 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
                     .map(pod)
                     .collect();
                 let rv = op["rv"].as_str().unwrap_or_default();
-                obs.push(("error", json!(queue.replace(list, rv).is_err())));
+                let part = kinformer_core::ListPart::whole(list, rv);
+                obs.push(("error", json!(queue.replace(part).is_err())));
             }
             "resync" => obs.push(("error", json!(queue.resync().is_err()))),
             "has_synced" => obs.push(("value", json!(queue.has_synced()))),

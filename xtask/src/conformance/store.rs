@@ -160,7 +160,7 @@ fn replay_on(store: &Arc<dyn IndexerWriter<Pod>>, ops: &[Value]) -> anyhow::Resu
                     .iter()
                     .map(|d| Arc::new(pod(d)))
                     .collect();
-                let result = store.replace(list, s("rv"));
+                let result = store.replace(kinformer_core::ListPart::whole(list, s("rv")));
                 obs.push(("error", json!(result.is_err())));
                 obs.push(("rv", json!(store.last_sync_resource_version())));
             }

@@ -51,6 +51,14 @@ impl KnownObjects<Obj> for Literal {
     fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
         self.0.iter().find(|o| o.name == key).cloned()
     }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
 }
 
 pub fn known(objs: &[(&str, u32)]) -> Arc<dyn KnownObjects<Obj>> {
@@ -72,6 +80,14 @@ impl KnownObjects<Obj> for Store {
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
         self.0.lock().unwrap().get(key).cloned()
+    }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
     }
 }
 

@@ -4,7 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink, meta_namespace_key};
+use kinformer_core::{
+    KnownObjects, ListPart, Listed, MetaObject, ObjectKey, Sink, Unchanged, WholeList,
+    meta_namespace_key,
+};
 use kinformer_indexer::{Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore};
 
 /// Not a Kubernetes type: the store works for anything with a name. Serde, for the compact
@@ -94,7 +97,100 @@ pub fn implementations() -> Vec<(&'static str, MakeIndexer)> {
         ("CompactStore", |ix| {
             Arc::new(kinformer_compact_store::CompactStore::new(ix))
         }),
+        ("Forward<ThreadSafeStore>", |ix| {
+            Arc::new(Forward(ThreadSafeStore::new(ix)))
+        }),
+        ("Forward<CompactStore>", |ix| {
+            Arc::new(Forward(kinformer_compact_store::CompactStore::new(ix)))
+        }),
     ]
+}
+
+/// A relist at `rv` of `objects`, with the objects under `unchanged` (keys) as the store
+/// holds them: what an informer hands its store when the reflector found them unchanged.
+pub fn relist(
+    store: &Arc<dyn IndexerWriter<TestObj>>,
+    objects: Vec<Arc<TestObj>>,
+    unchanged: &[&str],
+    rv: &str,
+) -> ListPart<TestObj> {
+    let cache: Arc<dyn KnownObjects<TestObj>> = Arc::clone(store) as _;
+    let mut items: Vec<Listed<TestObj>> = objects.into_iter().map(Listed::Object).collect();
+    items.extend(unchanged.iter().map(|k| {
+        let key = ObjectKey::parse(k).expect("a valid key");
+        Listed::Unchanged(Unchanged::new(key, Arc::clone(&cache)))
+    }));
+    ListPart::new(items, true, Some(rv.to_owned()))
+}
+
+/// A decorator that forwards only the required methods of every store trait, as a wrapper
+/// written in a hurry would: every rule must hold through it (the provided methods fall
+/// back to their defaults, which may cost more but never change what a read returns).
+pub struct Forward<S>(pub S);
+
+impl<K, S: Sink<K>> Sink<K> for Forward<S> {
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        self.0.add(obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        self.0.update(obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        self.0.delete(obj)
+    }
+    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
+        self.0.replace(part)
+    }
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        self.0.resync()
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
+        self.0.bookmark(resource_version)
+    }
+}
+
+impl<K, S: KnownObjects<K>> KnownObjects<K> for Forward<S> {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0.list_keys()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.0.get_by_key(key)
+    }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+        self.0.get_shared(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        self.0.contains_version(key, resource_version)
+    }
+}
+
+impl<K, S: Indexer<K>> Indexer<K> for Forward<S> {
+    fn list(&self) -> Vec<Arc<K>> {
+        self.0.list()
+    }
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
+        self.0.by_index(index_name, value)
+    }
+    fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, Error> {
+        self.0.index_keys(index_name, value)
+    }
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.0.list_index_func_values(index_name)
+    }
+    fn get_indexers(&self) -> Indexers<K> {
+        self.0.get_indexers()
+    }
+    fn last_sync_resource_version(&self) -> String {
+        self.0.last_sync_resource_version()
+    }
+}
+
+impl<K, S: IndexerWriter<K>> IndexerWriter<K> for Forward<S> {
+    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
+        self.0.add_indexers(indexers)
+    }
 }
 
 /// A deliberately different `Indexer`: one mutex over a `BTreeMap`, and no index
@@ -103,6 +199,7 @@ pub fn implementations() -> Vec<(&'static str, MakeIndexer)> {
 /// the default store.
 pub struct NaiveIndexer<K> {
     state: Mutex<Naive<K>>,
+    lists: WholeList<K>,
 }
 
 struct Naive<K> {
@@ -119,6 +216,7 @@ impl<K: MetaObject> NaiveIndexer<K> {
                 indexers,
                 rv: String::new(),
             }),
+            lists: WholeList::default(),
         }
     }
 
@@ -209,8 +307,12 @@ impl<K: MetaObject + Send + Sync + 'static> Sink<K> for NaiveIndexer<K> {
         s.rv = obj.object_resource_version().unwrap_or("").to_owned();
         Ok(())
     }
-    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), kinformer_core::Error> {
-        Ok(self.replace_all(list, rv)?)
+    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
+        match self.lists.gather(part) {
+            // Unchanged objects read back from this store before it is locked.
+            Some((list, rv)) => Ok(self.replace_all(Listed::objects(list), &rv)?),
+            None => Ok(()),
+        }
     }
     fn resync(&self) -> Result<(), kinformer_core::Error> {
         Ok(())
@@ -227,6 +329,14 @@ impl<K: MetaObject + Send + Sync + 'static> KnownObjects<K> for NaiveIndexer<K> 
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
         self.lock().items.get(key).cloned()
+    }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
     }
 }
 

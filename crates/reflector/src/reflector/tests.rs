@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinformer_core::{Error as SinkError, KnownObjects, MetaObject, ObjectKey, Sink};
+use kinformer_core::{
+    Error as SinkError, KnownObjects, ListPart, Listed, MetaObject, ObjectKey, Sink,
+};
 use tokio::time::Instant;
 
 use crate::fake::{FakeListerWatcher, WatchSender, watch_channel, watch_of};
@@ -60,14 +62,13 @@ fn status(code: u16, reason: &str) -> Error {
 #[derive(Default)]
 struct Rec {
     calls: Mutex<Vec<String>>,
-    /// The objects of the last `replace`.
+    /// The objects of the last `replace` that ended a list, and all its items.
     replaced: Mutex<Vec<Arc<Obj>>>,
+    listed: Mutex<Vec<Listed<Obj>>>,
+    /// Parts of a list were handed on and it has not ended.
+    open: AtomicBool,
     refuse: Mutex<Option<String>>,
     closed: AtomicBool,
-    /// Whether it takes lists in parts (`begin_list_in_parts`).
-    parts: AtomicBool,
-    /// Whether it takes unchanged objects as keys (`keeps_unchanged`).
-    keeps: AtomicBool,
     resyncs: Mutex<Vec<Instant>>,
 }
 
@@ -104,37 +105,34 @@ impl Sink<Obj> for Rec {
     fn delete(&self, o: Arc<Obj>) -> Result<(), SinkError> {
         self.push(format!("delete {}@{}", o.name, o.rv))
     }
-    fn replace(&self, list: Vec<Arc<Obj>>, rv: &str) -> Result<(), SinkError> {
+    /// Records a list as a sink taking it in parts would see it: `begin` and `part N
+    /// items` for the parts before its end, then `replace [...] @rv` for the end (a list
+    /// that comes whole: only that), with the keys of unchanged objects apart.
+    fn replace(&self, part: ListPart<Obj>) -> Result<(), SinkError> {
+        // A list begun again while parts of one were handed on shows as a `begin` too.
+        let was_open = self.open.swap(part.end.is_none(), Ordering::SeqCst);
+        if part.starts && (part.end.is_none() || was_open) {
+            self.push("begin".into())?;
+        }
+        let Some(rv) = part.end else {
+            return self.push(format!("part {} items", part.items.len()));
+        };
+        self.listed.lock().unwrap().clone_from(&part.items);
+        let (list, unchanged) = Listed::split(part.items);
         self.replaced.lock().unwrap().clone_from(&list);
         let names: Vec<_> = list.iter().map(|o| o.name.as_str()).collect();
+        let keys: Vec<_> = unchanged.iter().map(ObjectKey::as_str).collect();
         if names.len() > 10 {
             self.push(format!("replace {} items @{rv}", names.len()))
-        } else {
+        } else if keys.is_empty() {
             self.push(format!("replace [{}] @{rv}", names.join(",")))
+        } else {
+            self.push(format!(
+                "replace [{}] + unchanged [{}] @{rv}",
+                names.join(","),
+                keys.join(",")
+            ))
         }
-    }
-    fn begin_list_in_parts(&self) -> bool {
-        self.parts.load(Ordering::SeqCst) && self.push("begin".into()).is_ok()
-    }
-    fn replace_part(&self, part: Vec<Arc<Obj>>) -> Result<(), SinkError> {
-        self.push(format!("part {} items", part.len()))
-    }
-    fn keeps_unchanged(&self) -> bool {
-        self.keeps.load(Ordering::SeqCst)
-    }
-    fn replace_keeping(
-        &self,
-        list: Vec<Arc<Obj>>,
-        unchanged: &[ObjectKey],
-        rv: &str,
-    ) -> Result<(), SinkError> {
-        let names: Vec<_> = list.iter().map(|o| o.name.as_str()).collect();
-        let keys: Vec<_> = unchanged.iter().map(ObjectKey::as_str).collect();
-        self.push(format!(
-            "replace [{}] + unchanged [{}] @{rv}",
-            names.join(","),
-            keys.join(",")
-        ))
     }
     fn resync(&self) -> Result<(), SinkError> {
         self.resyncs.lock().unwrap().push(Instant::now());
@@ -282,8 +280,16 @@ async fn first_list_is_at_rv_0_in_pages_of_500_with_continue_tokens_then_watches
             ("", Some(500), Some("c2")),
         ]
     );
-    // One replace with everything, at the first page's RV.
-    assert_eq!(s.sink.calls(), ["replace 1200 items @100"]);
+    // Each page as it comes, the list's end at the first page's RV.
+    assert_eq!(
+        s.sink.calls(),
+        [
+            "begin",
+            "part 500 items",
+            "part 500 items",
+            "replace 200 items @100"
+        ]
+    );
     let w = &s.fake.watch_calls()[0];
     assert_eq!(w.resource_version, "100");
     assert!(w.allow_bookmarks && !w.send_initial_events);
@@ -297,12 +303,11 @@ async fn first_list_is_at_rv_0_in_pages_of_500_with_continue_tokens_then_watches
     assert_eq!(h.status().syncs(), 1);
 }
 
-/// Rule 52: a sink that takes the list in parts gets every page but the last as soon as
-/// it is decoded, and the last page ends the list.
+/// Rule 52: the sink gets every page but the last as soon as it is decoded, and the last
+/// page ends the list.
 #[tokio::test(start_paused = true)]
-async fn rule52_a_paged_list_reaches_a_sink_taking_parts_page_by_page() {
+async fn rule52_a_paged_list_reaches_the_sink_page_by_page() {
     let s = Setup::new();
-    s.sink.parts.store(true, Ordering::SeqCst);
     s.fake.on_list(|o| {
         Ok(match o.continue_token.as_deref() {
             None => ListPage::new(objs("a", 500), "100").with_continue("c1"),
@@ -331,7 +336,6 @@ async fn rule52_a_paged_list_reaches_a_sink_taking_parts_page_by_page() {
 #[tokio::test(start_paused = true)]
 async fn rule52_an_expired_continue_token_starts_a_list_in_parts_over() {
     let s = Setup::new();
-    s.sink.parts.store(true, Ordering::SeqCst);
     s.fake
         .on_list(|o| match (o.continue_token.as_deref(), o.limit) {
             (None, Some(500)) => Ok(ListPage::new(objs("a", 2), "10").with_continue("c1")),
@@ -387,8 +391,16 @@ async fn an_expired_continue_token_falls_back_to_one_full_list_at_the_same_rv() 
             ("0".into(), None, None),
         ]
     );
-    // The partial pages are dropped; the full list replaces.
-    assert_eq!(s.sink.calls(), ["replace [full0,full1,full2] @12"]);
+    // The full list starts the list over: the sink drops the first page.
+    assert_eq!(
+        s.sink.calls(),
+        [
+            "begin",
+            "part 2 items",
+            "begin",
+            "replace [full0,full1,full2] @12"
+        ]
+    );
     assert_eq!(s.fake.watch_calls()[0].resource_version, "12");
     // The fallback is the pager's business: no error for the handler.
     assert!(s.errors.kinds().is_empty());
@@ -972,12 +984,11 @@ async fn a_streaming_list_syncs_only_at_the_initial_events_end_bookmark_and_the_
     assert!(s.fake.list_calls().is_empty(), "no list in streaming mode");
 }
 
-/// Rule 52: a streaming list reaches a sink that takes it in parts `STREAMED_PART` objects at a time,
-/// before its end bookmark; the bookmark ends it with the rest.
+/// Rule 52: a streaming list reaches the sink `STREAMED_PART` objects at a time, before
+/// its end bookmark; the bookmark ends it with the rest.
 #[tokio::test(start_paused = true)]
-async fn rule52_a_streaming_list_reaches_a_sink_taking_parts_a_part_at_a_time() {
+async fn rule52_a_streaming_list_reaches_the_sink_a_part_at_a_time() {
     let s = Setup::new();
-    s.sink.parts.store(true, Ordering::SeqCst);
     let tx = open_watch(&s.fake);
     s.fake.serve_watch_list(true);
     let h = spawn(s.reflector());
@@ -1007,7 +1018,6 @@ async fn rule52_a_streaming_list_reaches_a_sink_taking_parts_a_part_at_a_time() 
 #[tokio::test(start_paused = true)]
 async fn a_paced_reflector_waits_for_its_consumer_after_each_part() {
     let s = Setup::new();
-    s.sink.parts.store(true, Ordering::SeqCst);
     let tx = open_watch(&s.fake);
     s.fake.serve_watch_list(true);
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
@@ -1057,7 +1067,6 @@ async fn a_paced_reflector_waits_for_its_consumer_after_each_part() {
 #[tokio::test(start_paused = true)]
 async fn rule52_a_second_event_for_an_object_handed_on_falls_back_to_list_and_watch() {
     let s = Setup::new();
-    s.sink.parts.store(true, Ordering::SeqCst);
     s.fake
         .on_list(|_| Ok(ListPage::new(vec![obj("a", 3)], "10")));
     let tx = open_watch(&s.fake);
@@ -1210,11 +1219,14 @@ async fn a_failed_resync_goes_to_the_handler_and_relists() {
         fn delete(&self, o: Arc<Obj>) -> Result<(), SinkError> {
             self.0.delete(o)
         }
-        fn replace(&self, l: Vec<Arc<Obj>>, rv: &str) -> Result<(), SinkError> {
-            self.0.replace(l, rv)
+        fn replace(&self, part: ListPart<Obj>) -> Result<(), SinkError> {
+            self.0.replace(part)
         }
         fn resync(&self) -> Result<(), SinkError> {
             Err(SinkError::Other("resync failed".into()))
+        }
+        fn bookmark(&self, rv: &str) -> Result<(), SinkError> {
+            self.0.bookmark(rv)
         }
     }
     let fake = FakeListerWatcher::<Obj>::new();
@@ -1527,6 +1539,14 @@ impl KnownObjects<Obj> for Cached {
             .cloned()
             .map(Arc::new)
     }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
 }
 
 /// A cache that hands out the allocations it holds, as the thread-safe store does.
@@ -1545,51 +1565,13 @@ impl KnownObjects<Obj> for Held {
             .find(|o| format!("ns/{}", o.name) == key)
             .cloned()
     }
-}
 
-#[tokio::test(start_paused = true)]
-async fn a_relist_hands_over_the_cached_object_for_every_unchanged_version() {
-    for watch_list in [false, true] {
-        let s = Setup::new();
-        let held = vec![Arc::new(obj("a", 3)), Arc::new(obj("b", 3))];
-        let tx = open_watch(&s.fake);
-        if watch_list {
-            s.fake.serve_watch_list(true);
-        } else {
-            // a unchanged, b changed, c new.
-            s.fake
-                .on_list(|_| Ok(ListPage::new([obj("a", 3), obj("b", 7), obj("c", 8)], "10")));
-        }
-        let h = spawn(
-            s.reflector()
-                .watch_list(watch_list)
-                .known_objects(Arc::new(Held(held.clone()))),
-        );
-        if watch_list {
-            until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
-            for ev in [added("a", 3), added("b", 7), added("c", 8)] {
-                tx.send(ev);
-            }
-            tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("10", true))));
-        }
-        until("the replace", || !s.sink.calls().is_empty()).await;
-        assert_eq!(
-            s.sink.calls(),
-            ["replace [a,b,c] @10"],
-            "watch list: {watch_list}"
-        );
-        let replaced = s.sink.replaced.lock().unwrap().clone();
-        let by_name = |n: &str| replaced.iter().find(|o| o.name == n).unwrap().clone();
-        assert!(
-            Arc::ptr_eq(&by_name("a"), &held[0]),
-            "a unchanged: the cached Arc"
-        );
-        assert!(
-            !Arc::ptr_eq(&by_name("b"), &held[1]),
-            "b changed: the listed one"
-        );
-        assert_eq!(by_name("b").rv, "7");
-        drop(h);
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
     }
 }
 
@@ -1607,31 +1589,35 @@ impl KnownObjects<Obj> for Encoded {
     fn get_shared(&self, _: &str) -> Option<Arc<Obj>> {
         None
     }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        self.0.contains_version(key, resource_version)
+    }
 }
 
-/// Over a cache that keeps objects encoded, a relist hands a sink that keeps unchanged
-/// objects only the keys of those at the cached version (and a sink that does not, every
-/// object), in both list modes.
+/// Rule 53: a relist compares every listed object with the cache, once, and hands on
+/// those at the cached version as keys with the cache (the decoded copy dropped), in both
+/// list modes, over a cache that shares what it holds (then the sink that needs the
+/// object gets the cached `Arc`) and one that keeps objects encoded.
 #[tokio::test(start_paused = true)]
-async fn a_relist_hands_a_sink_keeping_unchanged_objects_only_their_keys() {
-    for (watch_list, keeps) in [(false, true), (true, true), (false, false)] {
+async fn rule53_a_relist_hands_on_unchanged_objects_as_keys_with_the_cache() {
+    for (watch_list, encoded) in [(false, false), (true, false), (false, true), (true, true)] {
         let s = Setup::new();
-        s.sink.keeps.store(keeps, Ordering::SeqCst);
+        let held = vec![Arc::new(obj("a", 3)), Arc::new(obj("b", 3))];
         let tx = open_watch(&s.fake);
         if watch_list {
             s.fake.serve_watch_list(true);
         } else {
+            // a unchanged, b changed, c new.
             s.fake
                 .on_list(|_| Ok(ListPage::new([obj("a", 3), obj("b", 7), obj("c", 8)], "10")));
         }
-        let _h = spawn(
-            s.reflector()
-                .watch_list(watch_list)
-                .known_objects(Arc::new(Encoded(Held(vec![
-                    Arc::new(obj("a", 3)),
-                    Arc::new(obj("b", 3)),
-                ])))),
-        );
+        let cache: Arc<dyn KnownObjects<Obj>> = if encoded {
+            Arc::new(Encoded(Held(held.clone())))
+        } else {
+            Arc::new(Held(held.clone()))
+        };
+        let h = spawn(s.reflector().watch_list(watch_list).known_objects(cache));
         if watch_list {
             until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
             for ev in [added("a", 3), added("b", 7), added("c", 8)] {
@@ -1640,12 +1626,21 @@ async fn a_relist_hands_a_sink_keeping_unchanged_objects_only_their_keys() {
             tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("10", true))));
         }
         until("the replace", || !s.sink.calls().is_empty()).await;
-        let want = if keeps {
-            "replace [b,c] + unchanged [ns/a] @10"
-        } else {
-            "replace [a,b,c] @10"
-        };
-        assert_eq!(s.sink.calls(), [want], "watch list: {watch_list}");
+        let case = format!("watch list: {watch_list}, encoded: {encoded}");
+        assert_eq!(
+            s.sink.calls(),
+            ["replace [b,c] + unchanged [ns/a] @10"],
+            "{case}"
+        );
+        let listed = s.sink.listed.lock().unwrap().clone();
+        let a = listed
+            .into_iter()
+            .find(|l| matches!(l, Listed::Unchanged(_)))
+            .and_then(Listed::into_object)
+            .expect("a, read from the cache");
+        assert_eq!(a.rv, "3", "{case}");
+        assert_eq!(Arc::ptr_eq(&a, &held[0]), !encoded, "{case}");
+        drop(h);
     }
 }
 
@@ -1707,7 +1702,11 @@ async fn an_undecodable_watch_event_is_skipped_and_its_deletion_deletes_the_cach
     until("the delete", || s.sink.calls().len() == 3).await;
     assert_eq!(
         s.sink.calls(),
-        ["replace [b] @10", "add c@12", "delete b@3"],
+        [
+            "replace [] + unchanged [ns/b] @10",
+            "add c@12",
+            "delete b@3"
+        ],
         "the modification is skipped, the deletion deletes the cached version"
     );
     assert_eq!(s.fake.list_calls().len(), 1, "no relist");

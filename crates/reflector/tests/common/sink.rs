@@ -4,7 +4,7 @@ use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use kinformer_core::{Error as SinkError, MetaObject, Sink, meta_namespace_key};
+use kinformer_core::{Error as SinkError, ListPart, Listed, MetaObject, Sink, meta_namespace_key};
 
 /// One call the reflector made on the sink.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +27,8 @@ struct State {
     stored: BTreeMap<String, Stored>,
     /// Every call, with the resourceVersion of its object ("" for calls without one).
     log: Vec<(Call, String)>,
+    /// The parts of a list until it ends: key, resourceVersion, object.
+    pending: Vec<(String, String, Stored)>,
 }
 
 /// A sink that applies what it gets to a map (replace = the list, as a store does) and
@@ -168,25 +170,31 @@ impl<K: MetaObject + Send + Sync + 'static> Sink<K> for StateSink {
         });
         Ok(())
     }
-    fn replace(&self, list: Vec<Arc<K>>, rv_: &str) -> Result<(), SinkError> {
-        let mut objects = BTreeMap::new();
-        let mut stored = BTreeMap::new();
-        for o in list {
-            let k = key(&*o)?;
-            objects.insert(k.clone(), rv(&*o));
-            stored.insert(k, o as Stored);
+    /// A store's replace, once the list's last part came (a bare reflector has no cache, so
+    /// every object comes as itself).
+    fn replace(&self, part: ListPart<K>) -> Result<(), SinkError> {
+        let mut items = Vec::with_capacity(part.items.len());
+        for o in Listed::objects(part.items) {
+            items.push((key(&*o)?, rv(&*o), o as Stored));
         }
         self.with(|s| {
+            if part.starts {
+                s.pending.clear();
+            }
+            s.pending.extend(items);
+            let Some(rv_) = part.end else {
+                return;
+            };
+            let mut objects = BTreeMap::new();
+            let mut stored = BTreeMap::new();
+            for (k, v, o) in std::mem::take(&mut s.pending) {
+                objects.insert(k.clone(), v);
+                stored.insert(k, o);
+            }
             let keys = objects.keys().cloned().collect();
             s.objects = objects;
             s.stored = stored;
-            s.log.push((
-                Call::Replace {
-                    keys,
-                    rv: rv_.to_owned(),
-                },
-                String::new(),
-            ));
+            s.log.push((Call::Replace { keys, rv: rv_ }, String::new()));
         });
         Ok(())
     }
