@@ -146,8 +146,9 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 
 /// Runs every hand-written and generated trace on both sides and diffs them.
 pub(crate) fn run() -> anyhow::Result<()> {
-    crate::controlplane::build(false)?;
-    let peer = kinformer_testenv::binary_dir().join("clientgo-peer");
+    let peer = crate::controlplane::CLIENTGO_PEER;
+    crate::controlplane::build(&[peer], false)?;
+    let peer = peer.path();
     let traces = crate::workspace_root().join("xtask").join("traces");
     let generated_dir = tempfile_dir()?;
     let mut files = Vec::new();

@@ -1,4 +1,5 @@
-//! Building etcd and kube-apiserver from `xtask/go`, and running a control plane.
+//! Building etcd, kube-apiserver and client-go's peer programs from `xtask/go`, and running a
+//! control plane.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -14,21 +15,71 @@ use crate::progress::Step;
 
 /// The Kubernetes version the Go module builds; stamped into the binary like a release.
 const K8S_VERSION: &str = "v1.36.3";
-const BINARIES: [(&str, &str); 8] = [
-    ("etcd", "./cmd/etcd"),
-    ("kube-apiserver", "./cmd/kube-apiserver"),
-    ("clientgo-peer", "./cmd/clientgo-peer"),
-    // client-go's contender in `cargo xtask bench informer`.
-    ("informer-peer", "./cmd/informer-peer"),
-    // client-go's events recorder, checked against kinformer-events' (crates/events/tests).
-    ("events-peer", "./cmd/events-peer"),
-    // client-go's subject in `cargo xtask soak`.
-    ("soak-peer", "./cmd/soak-peer"),
-    // client-go's elector in the leader election interop and chaos tests.
-    ("leader-peer", "./cmd/leader-peer"),
-    // client-go's pod controller in the leader election failover test (examples/tests).
-    ("controller-peer", "./cmd/controller-peer"),
+
+/// A program of the Go module in `xtask/go`: its name, and its package's under `cmd/`.
+#[derive(Clone, Copy)]
+pub(crate) struct Binary(&'static str);
+
+pub(crate) const ETCD: Binary = Binary("etcd");
+pub(crate) const KUBE_APISERVER: Binary = Binary("kube-apiserver");
+/// client-go's side of `cargo xtask conformance`.
+pub(crate) const CLIENTGO_PEER: Binary = Binary("clientgo-peer");
+/// client-go's contender in `cargo xtask bench informer`.
+pub(crate) const INFORMER_PEER: Binary = Binary("informer-peer");
+/// client-go's events recorder, checked against kinformer-events' (crates/events/tests).
+pub(crate) const EVENTS_PEER: Binary = Binary("events-peer");
+/// client-go's subject in `cargo xtask soak`.
+pub(crate) const SOAK_PEER: Binary = Binary("soak-peer");
+/// client-go's elector in the leader election interop and chaos tests.
+pub(crate) const LEADER_PEER: Binary = Binary("leader-peer");
+/// client-go's pod controller in the leader election failover test (examples/tests).
+pub(crate) const CONTROLLER_PEER: Binary = Binary("controller-peer");
+
+/// What a control plane runs: all `cargo xtask demo` and `controlplane up` need.
+pub(crate) const CONTROL_PLANE: [Binary; 2] = [ETCD, KUBE_APISERVER];
+/// Everything: what `controlplane build` and the workspace tests of `cargo xtask test` need.
+pub(crate) const ALL: [Binary; 8] = [
+    ETCD,
+    KUBE_APISERVER,
+    CLIENTGO_PEER,
+    INFORMER_PEER,
+    EVENTS_PEER,
+    SOAK_PEER,
+    LEADER_PEER,
+    CONTROLLER_PEER,
 ];
+
+impl Binary {
+    /// Where it is built (and where kinformer-testenv looks for it).
+    pub(crate) fn path(self) -> PathBuf {
+        kinformer_testenv::binary_dir().join(self.0)
+    }
+
+    /// Its fingerprint stamp: written once the binary is in place.
+    fn stamp(self) -> PathBuf {
+        kinformer_testenv::binary_dir().join(format!(".{}.fingerprint", self.0))
+    }
+
+    /// Built, and from the sources whose fingerprint is `fingerprint`.
+    fn up_to_date(self, fingerprint: &str) -> bool {
+        self.path().is_file()
+            && fs::read_to_string(self.stamp()).is_ok_and(|s| s.trim() == fingerprint)
+    }
+}
+
+/// Before each binary had a stamp of its own, one `.fingerprint` stood for all of them (written
+/// once all were built, removed before building any): it becomes each one's stamp, so that a
+/// build made then is not redone.
+fn adopt_shared_stamp() -> anyhow::Result<()> {
+    let shared = kinformer_testenv::binary_dir().join(".fingerprint");
+    let Ok(fingerprint) = fs::read_to_string(&shared) else {
+        return Ok(());
+    };
+    for b in ALL {
+        fs::write(b.stamp(), &fingerprint).context("writing a build fingerprint")?;
+    }
+    fs::remove_file(&shared).with_context(|| format!("removing {}", shared.display()))
+}
 
 fn go_dir() -> PathBuf {
     crate::workspace_root().join("xtask").join("go")
@@ -113,37 +164,43 @@ impl Fnv {
     }
 }
 
-/// Builds the binaries into `target/controlplane/bin` unless they are up to date.
-pub(crate) fn build(force: bool) -> anyhow::Result<()> {
+/// Builds `wanted` into `target/controlplane/bin`, each unless it is up to date (every one,
+/// with `force`).
+///
+/// Each command asks for what it runs, no more: building every peer too made a fresh clone's
+/// `cargo xtask demo`, which runs none, take 8 minutes (issue 23).
+pub(crate) fn build(wanted: &[Binary], force: bool) -> anyhow::Result<()> {
     let bin_dir = kinformer_testenv::binary_dir();
-    let stamp_path = bin_dir.join(".fingerprint");
     let fingerprint = fingerprint()?;
-    let present = BINARIES
+    adopt_shared_stamp()?;
+    let stale: Vec<Binary> = wanted
         .iter()
-        .all(|(name, _)| bin_dir.join(name).is_file());
-    if !force && present && fs::read_to_string(&stamp_path).is_ok_and(|s| s.trim() == fingerprint) {
-        eprintln!(
-            "control plane binaries are up to date in {}",
-            bin_dir.display()
-        );
+        .copied()
+        .filter(|b| force || !b.up_to_date(&fingerprint))
+        .collect();
+    let names = |bins: &[Binary]| bins.iter().map(|b| b.0).collect::<Vec<_>>().join(", ");
+    if stale.is_empty() {
+        eprintln!("{} up to date in {}", names(wanted), bin_dir.display());
         return Ok(());
     }
     fs::create_dir_all(&bin_dir).with_context(|| format!("creating {}", bin_dir.display()))?;
-    let _ = fs::remove_file(&stamp_path);
     eprintln!(
-        "building the control plane ({K8S_VERSION}) from {} into {}\n\
+        "building {} ({K8S_VERSION}) from {} into {}\n\
          (a cold build downloads ~800 MB of Go modules and takes several minutes on 2 cores)",
+        names(&stale),
         go_dir().display(),
         bin_dir.display()
     );
-    let steps = BINARIES.len() + 1;
+    let steps = stale.len() + 1;
     run_step(
         &format!("[1/{steps}] go mod download"),
         go(&["mod", "download"]),
     )?;
-    for (i, (name, pkg)) in BINARIES.iter().enumerate() {
-        let tmp = bin_dir.join(format!(".{name}.tmp"));
+    for (i, b) in stale.iter().enumerate() {
+        let _ = fs::remove_file(b.stamp());
+        let tmp = bin_dir.join(format!(".{}.tmp", b.0));
         let tmp_str = tmp.to_string_lossy().into_owned();
+        let pkg = format!("./cmd/{}", b.0);
         let cmd = go(&[
             "build",
             "-v",
@@ -153,13 +210,12 @@ pub(crate) fn build(force: bool) -> anyhow::Result<()> {
             &ldflags(),
             "-o",
             &tmp_str,
-            pkg,
+            &pkg,
         ]);
-        run_step(&format!("[{}/{steps}] go build {name}", i + 2), cmd)?;
-        fs::rename(&tmp, bin_dir.join(name))
-            .with_context(|| format!("moving {name} into place"))?;
+        run_step(&format!("[{}/{steps}] go build {}", i + 2, b.0), cmd)?;
+        fs::rename(&tmp, b.path()).with_context(|| format!("moving {} into place", b.0))?;
+        fs::write(b.stamp(), &fingerprint).context("writing the build fingerprint")?;
     }
-    fs::write(&stamp_path, &fingerprint).context("writing the build fingerprint")?;
     Ok(())
 }
 

@@ -149,7 +149,7 @@ async fn until(
 
 /// Builds the control plane and the example; the example's path.
 fn build() -> anyhow::Result<std::path::PathBuf> {
-    crate::controlplane::build(false)?;
+    crate::controlplane::build(&crate::controlplane::CONTROL_PLANE, false)?;
     println!("building the sharded pod controller (examples/sharded_controller.rs)");
     let status = crate::test::cargo(&[
         "build",

@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's automation, in Rust so that it needs only cargo.
 //!
-//! - `cargo xtask controlplane build` builds etcd, kube-apiserver and the client-go peer from the Go
-//!   module in `xtask/go` into `target/controlplane/bin` (only when missing or stale).
+//! - `cargo xtask controlplane build` builds etcd, kube-apiserver and every client-go peer program
+//!   from the Go module in `xtask/go` into `target/controlplane/bin` (each only when missing or
+//!   stale). The other commands build only the ones they run, the same way.
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo; `cargo xtask demo --replicas 3` the sharded controller
@@ -96,7 +97,8 @@ enum SoakCommand {
 
 #[derive(Subcommand)]
 enum ControlplaneCommand {
-    /// Build etcd, kube-apiserver and the client-go peer into target/controlplane/bin (skipped when up to date).
+    /// Build etcd, kube-apiserver and every client-go peer program into target/controlplane/bin
+    /// (each skipped when up to date). Other commands build only what they run.
     Build {
         /// Rebuild even when the binaries are up to date.
         #[arg(long)]
@@ -114,11 +116,11 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Controlplane {
             command: ControlplaneCommand::Build { force },
-        } => controlplane::build(force),
+        } => controlplane::build(&controlplane::ALL, force),
         Command::Controlplane {
             command: ControlplaneCommand::Up { no_watch_cache },
         } => {
-            controlplane::build(false)?;
+            controlplane::build(&controlplane::CONTROL_PLANE, false)?;
             controlplane::up(!no_watch_cache)
         }
         Command::Test { args } => test::run(&args),
@@ -139,11 +141,11 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// The reference article's pod controller, scripted, on a fresh local control plane: the
-/// binaries are built first if needed, then the example runs with `--demo` and its exit
-/// status is the demo's.
+/// The reference article's pod controller, scripted, on a fresh local control plane: etcd
+/// and kube-apiserver are built first if needed (no client-go peer: the demo runs none), then
+/// the example runs with `--demo` and its exit status is the demo's.
 fn demo() -> anyhow::Result<()> {
-    controlplane::build(false)?;
+    controlplane::build(&controlplane::CONTROL_PLANE, false)?;
     println!("running the pod controller (examples/pod_controller.rs) with --demo");
     let status = test::cargo(&[
         "run",

@@ -13,7 +13,15 @@ pub(crate) fn run(minutes: f64, seed: Option<u64>) -> anyhow::Result<()> {
     if !(minutes.is_finite() && minutes >= 0.5) {
         bail!("--minutes must be at least 0.5");
     }
-    controlplane::build(false)?;
+    // The chaos test runs the control plane and client-go's electors.
+    controlplane::build(
+        &[
+            controlplane::ETCD,
+            controlplane::KUBE_APISERVER,
+            controlplane::LEADER_PEER,
+        ],
+        false,
+    )?;
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let secs = ((minutes * 60.0).round() as u64).to_string();
     println!("leader election soak: {minutes} min of chaos (seed printed below)");

@@ -60,7 +60,9 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     doc.env("RUSTDOCFLAGS", "-D warnings");
     check("cargo doc (warnings are errors)", doc)?;
     crate::gen_proto::run(true)?;
-    crate::controlplane::build(false)?;
+    // The workspace's end-to-end tests run the control plane and the events, leader and
+    // controller peers; all are built, so that a test running one more still finds it.
+    crate::controlplane::build(&crate::controlplane::ALL, false)?;
     let mut test = cargo(&[
         "test",
         "--workspace",

@@ -149,7 +149,7 @@ pub(super) fn build() -> anyhow::Result<Binaries> {
             .with_context(|| format!("cargo built no {name} executable"))
     };
     Ok(Binaries {
-        client_go: kinformer_testenv::binary_dir().join("informer-peer"),
+        client_go: crate::controlplane::INFORMER_PEER.path(),
         kinformer: exe("kinformer-contender")?,
         kinformer_mimalloc: exe("kinformer-contender-mimalloc")?,
         kube_runtime: exe("kube-runtime-contender")?,

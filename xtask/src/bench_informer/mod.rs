@@ -5,7 +5,8 @@
 //! The contenders are `target/release/kinformer-contender` and
 //! `target/release/kube-runtime-contender` (package `kinformer-bench-informer`, in
 //! `bench/informer`, whose crate docs give the protocol) and client-go's
-//! `informer-peer` (`xtask/go/cmd/informer-peer`, built with the control plane).
+//! `informer-peer` (`xtask/go/cmd/informer-peer`, built by the bench with etcd and
+//! kube-apiserver).
 //!
 //! 1. For every pod count: one namespace, its pods created once as a cluster holds them
 //!    ([`kinformer_testenv::apply_realistic_pods`]: a ReplicaSet's pod with its status,
@@ -62,6 +63,7 @@ use clap::Parser;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 
+use crate::controlplane;
 use crate::progress::Step;
 use contenders::Contender;
 use measure::{ChurnStep, Key, Latencies, Sample, WireBytes};
@@ -134,7 +136,14 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let began = Instant::now();
     let load_before = load_average();
 
-    crate::controlplane::build(false)?;
+    controlplane::build(
+        &[
+            controlplane::ETCD,
+            controlplane::KUBE_APISERVER,
+            controlplane::INFORMER_PEER,
+        ],
+        false,
+    )?;
     let bins = contenders::build()?;
 
     let rt = tokio::runtime::Builder::new_current_thread()

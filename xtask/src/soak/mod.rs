@@ -52,6 +52,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_testenv::{ApiProxy, ControlPlane};
 use kube::Api;
 
+use crate::controlplane;
 use crate::progress::Step;
 use chaos::{Fault, Schedule};
 use churn::{Churn, Ledger, Settings};
@@ -216,9 +217,13 @@ fn soak(cfg: &Config) -> anyhow::Result<()> {
         cfg.churn.as_secs_f64() / 60.0,
         cfg.seed
     );
-    crate::controlplane::build(false)?;
+    let peer = controlplane::SOAK_PEER;
+    controlplane::build(
+        &[controlplane::ETCD, controlplane::KUBE_APISERVER, peer],
+        false,
+    )?;
     let exe = subjects::build_rust_subject(cfg.release)?;
-    let peer = kinformer_testenv::binary_dir().join("soak-peer");
+    let peer = peer.path();
     if cfg.out_dir.exists() {
         std::fs::remove_dir_all(&cfg.out_dir)
             .with_context(|| format!("clearing {}", cfg.out_dir.display()))?;
