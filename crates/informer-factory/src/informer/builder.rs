@@ -1,0 +1,260 @@
+//! Building a [`SharedIndexInformer`]: its options, its FIFO and its cache.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use kinformer_core::{KnownObjects, MetaObject};
+use kinformer_deltafifo::FifoQueue;
+use kinformer_indexer::{IndexerWriter, Indexers};
+use kinformer_reflector::{
+    Backoff, ListerWatcher, ShardFilteringHandle, ShardSelector, ShardedListerWatcher,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::CacheKind;
+use crate::listener::Processor;
+
+use super::{Config, FifoKind, Inner, SharedIndexInformer, normalize_resync};
+
+/// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
+/// and resyncs; see [`SharedIndexInformerBuilder::custom_fifo`].
+pub(super) type MakeFifo<K> =
+    Box<dyn FnOnce(Arc<dyn KnownObjects<K>>) -> Arc<dyn FifoQueue<K>> + Send>;
+
+/// The queue an informer builds when it starts.
+pub(super) enum FifoChoice<K> {
+    Kind(FifoKind),
+    Custom(MakeFifo<K>),
+}
+
+impl<K> fmt::Debug for FifoChoice<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Kind(kind) => kind.fmt(f),
+            Self::Custom(_) => f.write_str("Custom"),
+        }
+    }
+}
+
+/// Builds a [`SharedIndexInformer`]; see [`SharedIndexInformer::builder`].
+pub struct SharedIndexInformerBuilder<K> {
+    pub(super) lw: Arc<dyn ListerWatcher<K>>,
+    pub(super) name: String,
+    pub(super) resync: Duration,
+    pub(super) fifo: FifoChoice<K>,
+    pub(super) watch_list: bool,
+    pub(super) backoff: Backoff,
+    pub(super) indexers: Indexers<K>,
+    pub(super) cache: CacheKind,
+    pub(super) store: Option<Arc<dyn IndexerWriter<K>>>,
+    pub(super) shard: Option<ShardFilteringHandle>,
+}
+
+impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformerBuilder")
+            .field("name", &self.name)
+            .field("resync", &self.resync)
+            .field("fifo", &self.fifo)
+            .field("cache", &self.cache)
+            .field("indexers", &self.indexers.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
+    /// The name of the informer's and its reflector's tracing spans (e.g. `"pods"`).
+    #[must_use]
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The resync period of handlers added with
+    /// [`add_event_handler`](SharedIndexInformer::add_event_handler) (client-go's
+    /// `defaultEventHandlerResyncPeriod`); zero (the default) means none.
+    #[must_use]
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync = period;
+        self
+    }
+
+    /// The queue between reflector and informer, one of kinformer-deltafifo's (default
+    /// [`FifoKind::InOrderAtomic`], as client-go v1.36).
+    #[must_use]
+    pub fn fifo(mut self, kind: FifoKind) -> Self {
+        self.fifo = FifoChoice::Kind(kind);
+        self
+    }
+
+    /// A queue of your own between reflector and informer: any [`FifoQueue`]. `make` is
+    /// called once, when the informer starts, with the read-only view of the informer's
+    /// store that a FIFO consults for tombstones on a relist and for resyncs
+    /// (kinformer-core's [`KnownObjects`]); use it or not. The reflector writes into the
+    /// queue through its [`Sink`](kinformer_core::Sink) side, the informer pops from it and
+    /// applies every [`Item`] kind (see kinformer-deltafifo's `Item`); `has_synced` of the
+    /// informer is the queue's.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_deltafifo::{DeltaFifo, FifoQueue};
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::fake::FakeListerWatcher;
+    ///
+    /// // Here a DeltaFIFO that queues `Sync` rather than `Replaced` on a relist.
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .custom_fifo(|known| {
+    ///         Arc::new(DeltaFifo::builder().known_objects(known).emit_replaced(false).build())
+    ///             as Arc<dyn FifoQueue<Pod>>
+    ///     })
+    ///     .build();
+    /// # let _ = informer;
+    /// ```
+    #[must_use]
+    pub fn custom_fifo(
+        mut self,
+        make: impl FnOnce(Arc<dyn KnownObjects<K>>) -> Arc<dyn FifoQueue<K>> + Send + 'static,
+    ) -> Self {
+        self.fifo = FifoChoice::Custom(Box::new(make));
+        self
+    }
+
+    /// Whether the reflector gets the initial state with a streaming list
+    /// (`sendInitialEvents`, one watch event per object) rather than a List: on by
+    /// default, as client-go v0.36's `WatchListClient` gate, for lister-watchers that
+    /// [support it](kinformer_reflector::ListerWatcher::supports_watch_list) (the
+    /// Kubernetes one does). A server that refuses streaming lists gets List+Watch. A
+    /// streaming list never holds a whole list response in memory.
+    #[must_use]
+    pub fn watch_list(mut self, on: bool) -> Self {
+        self.watch_list = on;
+        self
+    }
+
+    /// How the reflector spaces its retries when the server fails (default
+    /// [`Backoff::default`]: client-go's 800 ms doubling to 30 s, but started over once a
+    /// watch delivers and capped at 1 s while the server is unreachable, so that the cache
+    /// catches up within seconds of a partition or an API server restart;
+    /// [`Backoff::client_go`] for client-go's policy to the letter).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::{fake::FakeListerWatcher, Backoff};
+    ///
+    /// let mut backoff = Backoff::default();
+    /// backoff.max = Duration::from_secs(10);
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .backoff(backoff)
+    ///     .build();
+    /// # let _ = informer;
+    /// ```
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Index functions besides the namespace index, which is always there (listers use it).
+    #[must_use]
+    pub fn indexers(mut self, indexers: Indexers<K>) -> Self {
+        self.indexers.extend(indexers);
+        self
+    }
+
+    /// Which built-in cache the informer keeps (default [`CacheKind::Encoded`]: objects
+    /// kept encoded, decoded when read; [`CacheKind::Decoded`] for client-go's cache of
+    /// decoded objects). Ignored when a [`store`](Self::store) of your own is given.
+    #[must_use]
+    pub fn cache(mut self, kind: CacheKind) -> Self {
+        self.cache = kind;
+        self
+    }
+
+    /// A cache of your own instead of the built-in one ([`cache`](Self::cache)): any
+    /// [`IndexerWriter`]. The informer keeps the write side to itself and hands out only
+    /// the read side ([`SharedIndexInformer::indexer`], listers). Listers need the
+    /// namespace index ([`namespace_indexers`]). The index functions given to
+    /// [`indexers`](Self::indexers) are ignored then: give them to your store.
+    #[must_use]
+    pub fn store(self, store: impl IndexerWriter<K> + 'static) -> Self {
+        self.store_arc(Arc::new(store))
+    }
+
+    /// [`store`](Self::store) for a cache already behind an `Arc`.
+    #[must_use]
+    pub fn store_arc(mut self, store: Arc<dyn IndexerWriter<K>>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Only the objects of one shard (Kubernetes 1.36's sharded list and watch): the
+    /// lister-watcher is wrapped in a
+    /// [`ShardedListerWatcher`](kinformer_reflector::ShardedListerWatcher), which sends
+    /// `shardSelector` with every list and watch and keeps only the shard's objects
+    /// whatever the server sends (a server without the feature gate `ShardedListAndWatch`
+    /// sends every object). [`SharedIndexInformer::shard_filtering`] says which happened.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::{ShardKey, ShardSelector, fake::FakeListerWatcher};
+    ///
+    /// let shard = ShardSelector::index_of(ShardKey::Uid, 2, 12)?;
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .shard(shard)
+    ///     .build();
+    /// # let _ = informer;
+    /// # Ok::<(), kinformer_reflector::Error>(())
+    /// ```
+    #[must_use]
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        let sharded = ShardedListerWatcher::new(Arc::clone(&self.lw), selector);
+        self.shard = Some(sharded.filtering_handle());
+        self.lw = Arc::new(sharded);
+        self
+    }
+}
+
+impl<K> SharedIndexInformerBuilder<K>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// The informer, not started.
+    ///
+    /// `K` must be serde's both ways (every Kubernetes object type is): the default cache
+    /// keeps objects encoded.
+    pub fn build(self) -> SharedIndexInformer<K> {
+        let default_resync = normalize_resync(self.resync);
+        let (cache, indexers) = (self.cache, self.indexers);
+        let store = self.store.unwrap_or_else(|| cache.store(indexers));
+        SharedIndexInformer {
+            inner: Arc::new(Inner {
+                name: self.name,
+                lw: self.lw,
+                store,
+                processor: Arc::new(Processor::default()),
+                watch_list: self.watch_list,
+                backoff: self.backoff,
+                default_resync,
+                config: Mutex::new(Config {
+                    started: false,
+                    stopped: false,
+                    transform: None,
+                    on_error: None,
+                    resync_check: default_resync,
+                    fifo: Some(self.fifo),
+                }),
+                deliver: Mutex::new(()),
+                drained: tokio::sync::Notify::new(),
+                fifo: OnceLock::new(),
+                status: OnceLock::new(),
+                shard: self.shard,
+            }),
+        }
+    }
+}
