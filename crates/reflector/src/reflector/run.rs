@@ -1,0 +1,59 @@
+//! The run loop: rounds of list-and-watch, with a backoff after each failed one, until the
+//! sink closes.
+
+use kinformer_core::{ErrorChain, MetaObject, Sink};
+use tokio::time::{Instant, sleep};
+
+use super::Reflector;
+use super::run_state::{RelistReason, RunState};
+use crate::{Error, ListerWatcher};
+
+impl<K, L, S> Reflector<K, L, S>
+where
+    K: MetaObject + Send + Sync + 'static,
+    L: ListerWatcher<K>,
+    S: Sink<K>,
+{
+    /// client-go's `Run`: list-and-watch, and after each failed round a backoff.
+    pub(super) async fn run_loop(&self) -> Result<(), Error> {
+        let mut st = RunState::new(self.backoff.clone());
+        loop {
+            let err = self.list_and_watch(&mut st).await;
+            self.report(&err);
+            if err.is_sink_closed() {
+                tracing::info!("the sink is closed: reflector stops");
+                return Err(err);
+            }
+            st.reason = RelistReason::after(&err);
+            if err.is_expired() {
+                // The server answered: only its history is short. Relist soon.
+                st.backoff.succeeded();
+            }
+            let delay = st.backoff.next_delay(Instant::now(), err.is_unreachable());
+            tracing::info!(reason = %st.reason, delay_ms = delay.as_millis() as u64, "will relist after a backoff");
+            sleep(delay).await;
+        }
+    }
+
+    /// One round: the initial state (streaming list or paged list), then watches until
+    /// one fails in a way that needs a relist. Returns why it gave up.
+    async fn list_and_watch(&self, st: &mut RunState) -> Error {
+        self.shared.count_list(&st.reason);
+        let mut first = None;
+        if self.watch_list && self.lw.supports_watch_list() {
+            match self.stream_list(st).await {
+                Ok(w) => first = Some(w),
+                Err(e @ Error::Sink(_)) => return e,
+                Err(e) => {
+                    tracing::info!(error = %ErrorChain(&e), "streaming list failed: falling back to list + watch");
+                }
+            }
+        }
+        if first.is_none()
+            && let Err(e) = self.list(st).await
+        {
+            return e;
+        }
+        self.watch(st, first).await
+    }
+}

@@ -1,0 +1,115 @@
+//! What the reflector remembers between rounds: the last synced resourceVersion, the one
+//! the next list or watch reads at, and why the next list happens.
+
+use std::fmt;
+use std::sync::PoisonError;
+
+use kinformer_core::ErrorChain;
+
+use super::status::Shared;
+use crate::backoff::BackoffState;
+use crate::{Backoff, Error};
+
+/// Why the next list happens, for the `list` span.
+#[derive(Clone, Debug)]
+pub(super) enum RelistReason {
+    Initial,
+    Expired,
+    TooLargeResourceVersion,
+    VeryShortWatch,
+    Failed(String),
+}
+
+impl RelistReason {
+    pub(super) fn after(e: &Error) -> Self {
+        if e.is_expired() {
+            Self::Expired
+        } else if e.is_too_large_resource_version() {
+            Self::TooLargeResourceVersion
+        } else if matches!(e, Error::VeryShortWatch) {
+            Self::VeryShortWatch
+        } else {
+            Self::Failed(ErrorChain(e).to_string())
+        }
+    }
+
+    /// Its position in [`LIST_REASONS`].
+    pub(super) fn label_index(&self) -> usize {
+        match self {
+            Self::Initial => 0,
+            Self::Expired => 1,
+            Self::TooLargeResourceVersion => 2,
+            Self::VeryShortWatch => 3,
+            Self::Failed(_) => 4,
+        }
+    }
+}
+
+impl fmt::Display for RelistReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Initial => f.write_str("initial list"),
+            Self::Expired => f.write_str("the watch's resourceVersion expired (410 Gone)"),
+            Self::TooLargeResourceVersion => {
+                f.write_str("the resourceVersion is newer than the server's (too large)")
+            }
+            Self::VeryShortWatch => f.write_str("a watch closed at once without events"),
+            Self::Failed(e) => write!(f, "the previous round failed: {e}"),
+        }
+    }
+}
+
+/// What the reflector remembers between rounds.
+pub(super) struct RunState {
+    pub(super) last_sync_rv: String,
+    /// The last list or watch at `last_sync_rv` answered "expired" or "too large":
+    /// the next one reads at `""`.
+    pub(super) rv_unavailable: bool,
+    /// The first list (at RV "0") came back in pages: the watch cache is off, so later
+    /// lists are paged too.
+    pub(super) paginated_result: bool,
+    pub(super) backoff: BackoffState,
+    pub(super) reason: RelistReason,
+}
+
+impl RunState {
+    pub(super) fn new(backoff: Backoff) -> Self {
+        Self {
+            last_sync_rv: String::new(),
+            rv_unavailable: false,
+            paginated_result: false,
+            backoff: BackoffState::new(backoff),
+            reason: RelistReason::Initial,
+        }
+    }
+
+    /// client-go's `relistResourceVersion`: `""` after an unavailable RV, `"0"` at
+    /// first, else the last synced RV.
+    pub(super) fn relist_rv(&self) -> &str {
+        if self.rv_unavailable {
+            ""
+        } else if self.last_sync_rv.is_empty() {
+            "0"
+        } else {
+            &self.last_sync_rv
+        }
+    }
+
+    /// client-go's `rewatchResourceVersion`, for streaming lists: `""` (consistent) at
+    /// first and after an unavailable RV, else the last synced RV.
+    pub(super) fn rewatch_rv(&self) -> &str {
+        if self.rv_unavailable {
+            ""
+        } else {
+            &self.last_sync_rv
+        }
+    }
+
+    pub(super) fn set_last_sync(&mut self, shared: &Shared, rv: String) {
+        *shared
+            .last_sync_rv
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = rv.clone();
+        self.last_sync_rv = rv;
+    }
+}

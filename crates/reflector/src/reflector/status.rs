@@ -1,0 +1,144 @@
+//! The reflector's shared status and counters, and the live view of them
+//! ([`ReflectorStatus`], [`ReflectorCounters`]).
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::run_state::RelistReason;
+#[cfg(doc)]
+use crate::Error;
+use crate::WatchEvent;
+
+#[derive(Default)]
+pub(super) struct Shared {
+    pub(super) last_sync_rv: Mutex<String>,
+    synced: AtomicBool,
+    syncs: AtomicU64,
+    /// Lists started, by [`RelistReason::label`] position.
+    lists: [AtomicU64; LIST_REASONS.len()],
+    pub(super) watches: AtomicU64,
+    /// Watch events, by [`EVENT_TYPES`] position.
+    events: [AtomicU64; EVENT_TYPES.len()],
+    /// Objects skipped because they did not decode.
+    pub(super) undecodable: AtomicU64,
+}
+
+/// The `reason` labels of [`ReflectorCounters::lists`].
+const LIST_REASONS: [&str; 5] = [
+    "initial",
+    "expired",
+    "too_large_resource_version",
+    "very_short_watch",
+    "error",
+];
+
+/// The `type` labels of [`ReflectorCounters::events`].
+const EVENT_TYPES: [&str; 4] = ["added", "modified", "deleted", "bookmark"];
+
+impl Shared {
+    pub(super) fn synced_once(&self) {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.synced.store(true, Ordering::Release);
+    }
+
+    pub(super) fn count_list(&self, reason: &RelistReason) {
+        if let Some(n) = self.lists.get(reason.label_index()) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn count_event<K>(&self, ev: &WatchEvent<K>) {
+        let i = match ev {
+            WatchEvent::Added(_) => 0,
+            WatchEvent::Modified(_) => 1,
+            WatchEvent::Deleted(_) => 2,
+            WatchEvent::Bookmark(_) => 3,
+        };
+        if let Some(n) = self.events.get(i) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a reflector did since it started, counted as it went: read them at any time
+/// through [`ReflectorStatus::counters`] (the facade's metrics do, at each scrape).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReflectorCounters {
+    /// Lists (paged, or streaming) started, by why: `initial`, `expired` (410 Gone),
+    /// `too_large_resource_version`, `very_short_watch`, `error` (any other failure).
+    pub lists: Vec<(&'static str, u64)>,
+    /// Watches started (a streaming list's watch included).
+    pub watches: u64,
+    /// Watch events received, by type: `added`, `modified`, `deleted`, `bookmark`
+    /// (a streaming list's initial events included).
+    pub events: Vec<(&'static str, u64)>,
+    /// Lists that reached the sink (as [`ReflectorStatus::syncs`]).
+    pub syncs: u64,
+    /// Objects skipped because they did not decode ([`Error::Undecodable`]): list items
+    /// and watch events.
+    pub undecodable: u64,
+}
+
+/// A live view of a reflector's progress, cheap to clone.
+#[derive(Clone)]
+pub struct ReflectorStatus {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ReflectorStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReflectorStatus")
+            .field(
+                "last_sync_resource_version",
+                &self.last_sync_resource_version(),
+            )
+            .field("has_synced", &self.has_synced())
+            .field("syncs", &self.syncs())
+            .finish()
+    }
+}
+
+impl ReflectorStatus {
+    /// The resourceVersion of the last list, watch event or bookmark the sink got
+    /// (client-go's `LastSyncResourceVersion`); empty before the first list.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.shared
+            .last_sync_rv
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether a full list (or streaming list) has reached the sink at least once.
+    pub fn has_synced(&self) -> bool {
+        self.shared.synced.load(Ordering::Acquire)
+    }
+
+    /// How many full lists (or streaming lists) replaced the sink's content: 1 after the
+    /// initial list, one more per relist.
+    pub fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// What the reflector did so far: lists by reason, watches, events by type.
+    pub fn counters(&self) -> ReflectorCounters {
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        ReflectorCounters {
+            lists: LIST_REASONS
+                .iter()
+                .zip(&self.shared.lists)
+                .map(|(r, n)| (*r, load(n)))
+                .collect(),
+            watches: load(&self.shared.watches),
+            events: EVENT_TYPES
+                .iter()
+                .zip(&self.shared.events)
+                .map(|(t, n)| (*t, load(n)))
+                .collect(),
+            syncs: self.syncs(),
+            undecodable: load(&self.shared.undecodable),
+        }
+    }
+}

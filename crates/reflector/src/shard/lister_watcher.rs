@@ -1,0 +1,481 @@
+//! The sharded lister-watcher: sends the shard selector with every list and watch, and keeps
+//! only the shard's objects whatever the server did with it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use kinformer_core::MetaObject;
+
+use super::ShardSelector;
+#[cfg(doc)]
+use crate::Undecodable;
+use crate::{Error, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+
+/// How a [`ShardedListerWatcher`] has found the server so far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShardFiltering {
+    /// Nothing seen yet that tells.
+    Unknown,
+    /// The server applied the selector: a list page said so in `metadata.shardInfo`, and
+    /// nothing outside the shard arrived.
+    Server,
+    /// The server ignored the selector (a list without `shardInfo`, or an object outside
+    /// the shard): objects are filtered on the client.
+    Client,
+}
+
+/// A [`ListerWatcher`] of one shard: sends `shardSelector` with every list and watch of the
+/// lister-watcher it wraps, and keeps only the objects of the shard, whatever the server
+/// sent.
+///
+/// A server that applied the selector says so in each list page's `metadata.shardInfo`
+/// ([`ListPage::shard_selector`]), and sends only the shard's objects. A server with the
+/// feature gate `ShardedListAndWatch` off (the default in 1.36), or older, ignores the
+/// parameter and sends everything; then this filters every list page and every watch event
+/// with the same hash and bounds, and says so once in the log. Filtering always runs, so a
+/// shard's cache holds exactly its objects either way (for a server that applied the
+/// selector it drops nothing and costs one hash of the uid or namespace per object).
+/// Objects that do not decode ([`Undecodable`]) are filtered too, by their namespace or
+/// uid, so that each is reported by its own shard only.
+/// [`filtering`](Self::filtering) tells which case this is. A streaming list (watch list)
+/// has no `metadata`: before the first one, while it does not know yet, this lists one
+/// object (a consistent read with `limit=1`) to ask.
+///
+/// The shard key of an object (its uid or namespace) never changes, so an object never
+/// moves between shards: a watch never needs to turn an update into a delete.
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_reflector::{KubeListerWatcher, ShardKey, ShardSelector, reflector_client};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = reflector_client(kube::Config::infer().await?)?;
+/// let shard = ShardSelector::index_of(ShardKey::Uid, 0, 4)?;
+/// let pods = KubeListerWatcher::new(kube::Api::<Pod>::all(client)).sharded(shard);
+/// # let _ = pods;
+/// # Ok(())
+/// # }
+/// ```
+pub struct ShardedListerWatcher<L> {
+    inner: L,
+    selector: ShardSelector,
+    /// The selector as sent, and as a server that applied it echoes it back.
+    wire: Arc<str>,
+    state: Arc<AtomicU8>,
+}
+
+const UNKNOWN: u8 = 0;
+const SERVER: u8 = 1;
+const CLIENT: u8 = 2;
+
+impl<L: Clone> Clone for ShardedListerWatcher<L> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            selector: self.selector.clone(),
+            wire: Arc::clone(&self.wire),
+            state: Arc::clone(&self.state),
+        }
+    }
+}
+
+impl<L> fmt::Debug for ShardedListerWatcher<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardedListerWatcher")
+            .field("selector", &self.wire)
+            .field("filtering", &self.filtering())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L> ShardedListerWatcher<L> {
+    /// The shard of `inner`'s objects that `selector` selects.
+    pub fn new(inner: L, selector: ShardSelector) -> Self {
+        Self {
+            wire: selector.to_string().into(),
+            inner,
+            selector,
+            state: Arc::new(AtomicU8::new(UNKNOWN)),
+        }
+    }
+
+    /// The shard's selector.
+    pub fn selector(&self) -> &ShardSelector {
+        &self.selector
+    }
+
+    /// Whether the server applies the selector, as far as seen so far (shared by clones).
+    pub fn filtering(&self) -> ShardFiltering {
+        match self.state.load(Ordering::Relaxed) {
+            SERVER => ShardFiltering::Server,
+            CLIENT => ShardFiltering::Client,
+            _ => ShardFiltering::Unknown,
+        }
+    }
+
+    /// A handle that reads [`filtering`](Self::filtering) after this lister-watcher has
+    /// been handed to an informer.
+    pub fn filtering_handle(&self) -> ShardFilteringHandle {
+        ShardFilteringHandle(Arc::clone(&self.state))
+    }
+}
+
+#[cfg(feature = "kube")]
+impl<K> crate::KubeListerWatcher<K> {
+    /// This lister-watcher, restricted to one shard: see [`ShardedListerWatcher`].
+    pub fn sharded(self, selector: ShardSelector) -> ShardedListerWatcher<Self> {
+        ShardedListerWatcher::new(self, selector)
+    }
+}
+
+/// Reads a [`ShardedListerWatcher`]'s [`ShardFiltering`] from elsewhere (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct ShardFilteringHandle(Arc<AtomicU8>);
+
+impl ShardFilteringHandle {
+    /// As [`ShardedListerWatcher::filtering`].
+    pub fn get(&self) -> ShardFiltering {
+        match self.0.load(Ordering::Relaxed) {
+            SERVER => ShardFiltering::Server,
+            CLIENT => ShardFiltering::Client,
+            _ => ShardFiltering::Unknown,
+        }
+    }
+}
+
+/// Notes that the server did not filter, and says so the first time.
+fn server_ignored(state: &AtomicU8, wire: &str, why: &'static str) {
+    if state.swap(CLIENT, Ordering::Relaxed) != CLIENT {
+        tracing::warn!(
+            shard_selector = wire,
+            why,
+            "the API server did not apply the shard selector (feature gate ShardedListAndWatch off, or a server older than 1.36): every object is sent and this shard's are kept on the client"
+        );
+    }
+}
+
+impl<L> ShardedListerWatcher<L> {
+    /// A streaming list carries no `shardInfo`, nor does any watch event: before the first
+    /// one, a list of one object asks the server whether it applies the selector. A
+    /// consistent read (resourceVersion `""`), because the watch cache answers
+    /// resourceVersion `0` with the whole shard whatever the limit. Only for
+    /// [`filtering`](Self::filtering) and the log: a failed probe changes nothing, as
+    /// filtering runs either way.
+    async fn probe<K>(&self)
+    where
+        K: MetaObject + Send + Sync + 'static,
+        L: ListerWatcher<K>,
+    {
+        if let Err(e) = self.list_page(&ListOptions::new("", Some(1))).await {
+            tracing::debug!(error = %e, "probing whether the API server applies the shard selector failed");
+        }
+    }
+
+    async fn list_page<K>(&self, options: &ListOptions) -> Result<ListPage<K>, Error>
+    where
+        K: MetaObject + Send + Sync + 'static,
+        L: ListerWatcher<K>,
+    {
+        let mut options = options.clone();
+        options.shard = Some(self.selector.clone());
+        let mut page = self.inner.list(&options).await?;
+        let before = page.items.len() + page.undecodable.len();
+        page.items.retain(|o| self.selector.matches(&**o));
+        // Another shard's object that does not decode is that shard's to report.
+        page.undecodable
+            .retain(|u| self.selector.may_match_undecodable(u));
+        let dropped = before - page.items.len() - page.undecodable.len();
+        match page.shard_selector.as_deref() {
+            Some(echo) if echo == &*self.wire && dropped == 0 => {
+                // Never back from Client: one page that said otherwise is enough to know.
+                let _ = self.state.compare_exchange(
+                    UNKNOWN,
+                    SERVER,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            Some(echo) if echo != &*self.wire => {
+                tracing::warn!(
+                    sent = &*self.wire,
+                    echoed = echo,
+                    "the API server echoed another shard selector than the one sent; filtering on the client"
+                );
+                server_ignored(&self.state, &self.wire, "another selector echoed");
+            }
+            Some(_) => server_ignored(&self.state, &self.wire, "objects outside the shard"),
+            None => server_ignored(&self.state, &self.wire, "no shardInfo in a list"),
+        }
+        Ok(page)
+    }
+}
+
+impl<K, L> ListerWatcher<K> for ShardedListerWatcher<L>
+where
+    K: MetaObject + Send + Sync + 'static,
+    L: ListerWatcher<K>,
+{
+    fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
+        Box::pin(self.list_page(options))
+    }
+
+    fn watch<'a>(
+        &'a self,
+        options: &'a WatchOptions,
+    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
+        Box::pin(async move {
+            let mut options = options.clone();
+            options.shard = Some(self.selector.clone());
+            if options.send_initial_events && self.state.load(Ordering::Relaxed) == UNKNOWN {
+                self.probe::<K>().await;
+            }
+            let stream = self.inner.watch(&options).await?;
+            let (selector, wire, state) = (
+                self.selector.clone(),
+                Arc::clone(&self.wire),
+                Arc::clone(&self.state),
+            );
+            let filtered = stream.filter(move |item| {
+                let keep = match item {
+                    Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
+                        selector.matches(o)
+                    }
+                    Err(Error::Undecodable { object, .. }) => {
+                        selector.may_match_undecodable(object)
+                    }
+                    Ok(WatchEvent::Bookmark(_)) | Err(_) => true,
+                };
+                if !keep {
+                    server_ignored(&state, &wire, "a watch event outside the shard");
+                }
+                futures::future::ready(keep)
+            });
+            Ok(Box::pin(filtered) as WatchStream<K>)
+        })
+    }
+
+    fn supports_watch_list(&self) -> bool {
+        self.inner.supports_watch_list()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::fake::{FakeListerWatcher, watch_channel};
+    use crate::{Bookmark, ShardKey};
+
+    /// An object with a uid and a namespace.
+    #[derive(Clone, Debug, PartialEq)]
+    struct Obj {
+        uid: String,
+        ns: &'static str,
+    }
+
+    impl MetaObject for Obj {
+        fn object_name(&self) -> Option<&str> {
+            Some(&self.uid)
+        }
+        fn object_namespace(&self) -> Option<&str> {
+            Some(self.ns)
+        }
+        fn object_resource_version(&self) -> Option<&str> {
+            None
+        }
+        fn object_uid(&self) -> Option<&str> {
+            Some(&self.uid)
+        }
+    }
+
+    /// `n` objects with random uids (as the API server's: sequential strings differ only
+    /// in their last bytes, which FNV-1a spreads poorly over the top bits).
+    fn objs(n: usize) -> Vec<Obj> {
+        let mut rng = fastrand::Rng::with_seed(3);
+        (0..n)
+            .map(|i| Obj {
+                uid: (0..32).map(|_| rng.digit(16)).collect(),
+                ns: if i % 2 == 0 { "a" } else { "default" },
+            })
+            .collect()
+    }
+
+    fn uids(items: &[Arc<Obj>]) -> Vec<String> {
+        items.iter().map(|o| o.uid.clone()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_list_the_server_filtered_passes_and_says_so_one_that_it_did_not_is_filtered_here() {
+        let shard = ShardSelector::index_of(ShardKey::Uid, 1, 3).unwrap();
+        let mine: Vec<Obj> = objs(60).into_iter().filter(|o| shard.matches(o)).collect();
+        assert!(!mine.is_empty() && mine.len() < 60);
+
+        // A gated server: only the shard, and shardInfo echoing the selector.
+        let fake = FakeListerWatcher::new();
+        let (wire, answer) = (shard.to_string(), mine.clone());
+        fake.on_list(move |_| Ok(ListPage::new(answer.clone(), "5").with_shard_info(wire.clone())));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard.clone());
+        assert_eq!(lw.filtering(), ShardFiltering::Unknown);
+        let page = lw.list(&ListOptions::new("0", Some(500))).await.unwrap();
+        assert_eq!(page.items.len(), mine.len());
+        assert_eq!(lw.filtering(), ShardFiltering::Server);
+        assert_eq!(fake.list_calls()[0].shard.as_ref(), Some(&shard));
+
+        // A server without the gate: everything, no shardInfo.
+        let fake = FakeListerWatcher::new();
+        fake.on_list(|_| Ok(ListPage::new(objs(60), "5")));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard.clone());
+        let page = lw.list(&ListOptions::new("0", Some(500))).await.unwrap();
+        let want: Vec<String> = mine.iter().map(|o| o.uid.clone()).collect();
+        assert_eq!(uids(&page.items), want);
+        assert_eq!(lw.filtering(), ShardFiltering::Client);
+        // A later page cannot turn it back.
+        let fake2 = fake.clone();
+        fake2.on_list(move |_| {
+            Ok(ListPage::new(Vec::new(), "6").with_shard_info(shard.to_string()))
+        });
+        lw.list(&ListOptions::new("6", None)).await.unwrap();
+        assert_eq!(lw.filtering_handle().get(), ShardFiltering::Client);
+    }
+
+    #[tokio::test]
+    async fn watch_events_outside_the_shard_are_dropped_bookmarks_and_errors_pass() {
+        let shard = ShardSelector::index_of(ShardKey::Namespace, 0, 2).unwrap();
+        // "a" (0xaf63…) is in shard 1 of 2, "default" (0xebad…) too; "ns-07" (0x7e7e…) in 0.
+        let inside = Obj {
+            uid: "x".into(),
+            ns: "ns-07",
+        };
+        let outside = Obj {
+            uid: "y".into(),
+            ns: "default",
+        };
+        let fake = FakeListerWatcher::new();
+        let (tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard.clone());
+        let mut watch = lw
+            .watch(&WatchOptions::new("5", Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert_eq!(fake.watch_calls()[0].shard.as_ref(), Some(&shard));
+        tx.send(Ok(WatchEvent::Added(outside.clone())));
+        tx.send(Ok(WatchEvent::Added(inside.clone())));
+        tx.send(Ok(WatchEvent::Modified(outside.clone())));
+        tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("9", false))));
+        tx.send(Err(Error::VeryShortWatch));
+        tx.send(Ok(WatchEvent::Deleted(outside)));
+        tx.send(Ok(WatchEvent::Deleted(inside.clone())));
+        drop(tx);
+        let mut seen = Vec::new();
+        while let Some(item) = watch.next().await {
+            seen.push(item);
+        }
+        assert!(matches!(&seen[0], Ok(WatchEvent::Added(o)) if *o == inside));
+        assert!(matches!(&seen[1], Ok(WatchEvent::Bookmark(b)) if b.resource_version == "9"));
+        assert!(matches!(&seen[2], Err(Error::VeryShortWatch)));
+        assert!(matches!(&seen[3], Ok(WatchEvent::Deleted(o)) if *o == inside));
+        assert_eq!(seen.len(), 4);
+        assert_eq!(lw.filtering(), ShardFiltering::Client);
+    }
+
+    #[tokio::test]
+    async fn before_the_first_streaming_list_one_object_is_listed_to_learn_what_the_server_does() {
+        let shard = ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap();
+        let fake = FakeListerWatcher::new();
+        let wire = shard.to_string();
+        fake.on_list(move |_| Ok(ListPage::new(Vec::<Obj>::new(), "5").with_shard_info(&*wire)));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard.clone());
+        let mut streaming = WatchOptions::new("", Duration::from_secs(60));
+        streaming.send_initial_events = true;
+        for _ in 0..2 {
+            let (_tx, stream) = watch_channel::<Obj>();
+            fake.push_watch(Ok(stream));
+            drop(lw.watch(&streaming).await.unwrap());
+        }
+        // One probe, a consistent read of one object of the shard; none once known.
+        let probes = fake.list_calls();
+        assert_eq!(probes.len(), 1);
+        assert_eq!(probes[0].resource_version, "");
+        assert_eq!(probes[0].limit, Some(1));
+        assert_eq!(probes[0].shard.as_ref(), Some(&shard));
+        assert_eq!(lw.filtering(), ShardFiltering::Server);
+
+        // A plain watch (after a list) never probes; nor does a failed probe fail the watch.
+        let fake = FakeListerWatcher::<Obj>::new();
+        fake.on_list(|_| Err(Error::VeryShortWatch));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard);
+        let (_tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        drop(
+            lw.watch(&WatchOptions::new("5", Duration::from_secs(60)))
+                .await
+                .unwrap(),
+        );
+        assert!(fake.list_calls().is_empty());
+        let (_tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        drop(lw.watch(&streaming).await.unwrap());
+        assert_eq!(fake.list_calls().len(), 1);
+        assert_eq!(lw.filtering(), ShardFiltering::Unknown);
+    }
+
+    #[tokio::test]
+    async fn another_shards_undecodable_objects_are_left_to_that_shard() {
+        let undecodable = |ns: &str, uid: Option<&str>| {
+            let u = crate::Undecodable::new(
+                kinformer_core::ObjectKey::new(Some(ns), "x").unwrap(),
+                "bad",
+            );
+            match uid {
+                Some(uid) => u.with_uid(uid),
+                None => u,
+            }
+        };
+        // By namespace: "ns-07" is in shard 0 of 2, "default" in shard 1.
+        let shard = ShardSelector::index_of(ShardKey::Namespace, 0, 2).unwrap();
+        let fake = FakeListerWatcher::<Obj>::new();
+        fake.on_list(move |_| {
+            let mut page = ListPage::new(Vec::new(), "5");
+            page.undecodable = vec![undecodable("ns-07", None), undecodable("default", None)];
+            Ok(page)
+        });
+        let lw = ShardedListerWatcher::new(fake.clone(), shard.clone());
+        let page = lw.list(&ListOptions::new("0", None)).await.unwrap();
+        assert_eq!(page.undecodable, [undecodable("ns-07", None)]);
+        assert_eq!(lw.filtering(), ShardFiltering::Client);
+
+        // By uid: by the uid when the metadata had one, kept when not.
+        let shard = ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap();
+        let (inside, outside) = ("ns-07", "default"); // hashes as above, as uids
+        let fake = FakeListerWatcher::<Obj>::new();
+        let (tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        let lw = ShardedListerWatcher::new(fake.clone(), shard);
+        let mut watch = lw
+            .watch(&WatchOptions::new("5", Duration::from_secs(60)))
+            .await
+            .unwrap();
+        for uid in [Some(outside), Some(inside), None] {
+            tx.send(Err(Error::Undecodable {
+                object: undecodable("a", uid),
+                deleted: false,
+            }));
+        }
+        drop(tx);
+        let mut seen = Vec::new();
+        while let Some(item) = watch.next().await {
+            match item {
+                Err(Error::Undecodable { object, .. }) => seen.push(object.uid),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(seen, [Some(inside.to_owned()), None]);
+        assert_eq!(lw.filtering(), ShardFiltering::Client);
+    }
+}
