@@ -87,7 +87,8 @@ impl<K: MetaObject + 'static> Lister<K> {
         self.indexer.list_selected(selector)
     }
 
-    /// The cluster-scoped object called `name` (its key is its name).
+    /// The cluster-scoped object called `name` (its key is its name, as with the default
+    /// key function).
     ///
     /// # Errors
     /// [`Error::NotFound`].
@@ -148,7 +149,9 @@ impl<K: MetaObject + 'static> NamespacedLister<'_, K> {
     }
 
     /// The object called `name` in this namespace. For `""` the key is the bare name, as
-    /// in client-go (the same as [`Lister::get`]).
+    /// in client-go (the same as [`Lister::get`]). It looks the object up by its
+    /// `namespace/name` key, as client-go's listers do: over a cache keyed by a key
+    /// function of your own, read by your keys through the indexer (`get_by_key`).
     ///
     /// # Errors
     /// [`Error::NotFound`].

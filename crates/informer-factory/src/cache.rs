@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use kinformer_compact_store::CompactStore;
-use kinformer_core::MetaObject;
+use kinformer_core::{KeyFunc, MetaObject};
 use kinformer_indexer::{IndexerWriter, Indexers, ThreadSafeStore};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -44,13 +44,19 @@ pub enum CacheKind {
 
 impl CacheKind {
     /// An empty cache of this kind with these index functions.
-    pub(crate) fn store<K>(self, indexers: Indexers<K>) -> Arc<dyn IndexerWriter<K>>
+    pub(crate) fn store<K>(
+        self,
+        indexers: Indexers<K>,
+        key_func: Option<KeyFunc<K>>,
+    ) -> Arc<dyn IndexerWriter<K>>
     where
         K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
     {
-        match self {
-            Self::Encoded => Arc::new(CompactStore::new(indexers)),
-            Self::Decoded => Arc::new(ThreadSafeStore::new(indexers)),
+        match (self, key_func) {
+            (Self::Encoded, None) => Arc::new(CompactStore::new(indexers)),
+            (Self::Encoded, Some(f)) => Arc::new(CompactStore::with_key_func(f, indexers)),
+            (Self::Decoded, None) => Arc::new(ThreadSafeStore::new(indexers)),
+            (Self::Decoded, Some(f)) => Arc::new(ThreadSafeStore::with_key_func(f, indexers)),
         }
     }
 }

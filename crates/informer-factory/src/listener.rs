@@ -50,7 +50,7 @@ pub(crate) struct ListenerState {
 
 /// The key a coalescing buffer files a notification under; `None` (an object without a
 /// name, which no cache holds) is never merged with another.
-pub(crate) type KeyOf<K> = fn(&Notification<K>) -> Option<ObjectKey>;
+pub(crate) type KeyOf<K> = Arc<dyn Fn(&Notification<K>) -> Option<ObjectKey> + Send + Sync>;
 
 /// How a listener buffers the notifications its handler has not taken yet.
 pub(crate) enum Buffering<K> {
@@ -617,7 +617,7 @@ mod tests {
     /// Runs `sequence` through a coalescing buffer while nothing is taken out, then lets
     /// the listener go and returns what the handler got.
     fn coalesced(initial: Vec<Arc<u32>>, sequence: Vec<Notification<u32>>) -> Vec<String> {
-        let c = Coalescer::new(key_of);
+        let c = Coalescer::new(Arc::new(key_of));
         let state = ListenerState::default();
         for obj in initial {
             c.push(Notification::Add { obj, initial: true }, &state);
@@ -698,7 +698,7 @@ mod tests {
             .add(
                 Gated(Arc::clone(&gate), log.clone()),
                 None,
-                Buffering::CoalesceByKey(key_of),
+                Buffering::CoalesceByKey(Arc::new(key_of)),
                 vec![],
             )
             .unwrap();

@@ -609,3 +609,81 @@ async fn rule52_the_cache_fills_while_the_first_list_still_arrives() {
         handle.stop().await.unwrap();
     }
 }
+
+/// A key function of the informer's own reaches every part that keys objects: the cache
+/// holds objects under it, the reflector compares a relist with the cache by it (so an
+/// unchanged object is kept, not lost as a key the cache does not hold), and a handler
+/// that coalesces by key files notifications under it. With every FIFO and both caches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_function_of_its_own_keys_the_fifo_the_cache_the_relist_and_coalescing() {
+    use kinformer_informer_factory::{CacheKind, HandlerOptions};
+    for kind in [
+        FifoKind::InOrderAtomic,
+        FifoKind::InOrder,
+        FifoKind::DeltaFifo,
+    ] {
+        for cache in [CacheKind::Encoded, CacheKind::Decoded] {
+            let fake = kinformer_reflector::fake::FakeListerWatcher::new();
+            let lists = Arc::new(AtomicUsize::new(0));
+            let n = Arc::clone(&lists);
+            fake.on_list(move |_| {
+                Ok(if n.fetch_add(1, Ordering::SeqCst) == 0 {
+                    ListPage::new([obj("a", "1"), obj("b", "1")], "1")
+                } else {
+                    ListPage::new([obj("a", "1"), obj("b", "2"), obj("c", "2")], "2")
+                })
+            });
+            // The first watch answers 410 Gone: the reflector relists.
+            fake.push_watch(Err(kinformer_reflector::Error::Api(ApiStatus::new(
+                410, "Expired", "too old",
+            ))));
+            let (_tx, stream) = watch_channel();
+            fake.push_watch(Ok(stream));
+            let informer = SharedIndexInformer::builder(fake)
+                .fifo(kind)
+                .cache(cache)
+                .watch_list(false)
+                .key_func(Arc::new(|o: &Obj| {
+                    kinformer_core::ObjectKey::new(None, &format!("{}.ns", o.name))
+                }))
+                .build();
+            let rec = Recorder::new();
+            informer.add_event_handler(rec.clone()).unwrap();
+            let coalesced = Recorder::new();
+            informer
+                .add_event_handler_with_options(
+                    coalesced.clone(),
+                    HandlerOptions::new().coalesce_by_key(),
+                )
+                .unwrap();
+            let handle = informer.start().unwrap();
+            let case = format!("{kind:?}, {cache:?}");
+            eventually(&case, SECS5, || rec.len() == 4).await;
+            let mut keys: Vec<String> = informer
+                .indexer()
+                .list_keys()
+                .iter()
+                .map(|k| k.as_str().to_owned())
+                .collect();
+            keys.sort();
+            assert_eq!(keys, ["a.ns", "b.ns", "c.ns"], "{case}");
+            assert_eq!(
+                rec.events(),
+                [
+                    add("a", "1", true),
+                    add("b", "1", true),
+                    update("b", "1", "2"),
+                    add("c", "2", false)
+                ],
+                "{case}"
+            );
+            eventually(&case, SECS5, || coalesced.len() == 4).await;
+            assert_eq!(
+                informer.indexer().get_by_key("a.ns").map(|o| o.rv.clone()),
+                Some("1".to_owned()),
+                "{case}"
+            );
+            handle.stop().await.unwrap();
+        }
+    }
+}

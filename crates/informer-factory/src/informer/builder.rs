@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use kinformer_core::{KnownObjects, MetaObject};
+use kinformer_core::{KeyFunc, KnownObjects, MetaObject, meta_namespace_key};
 use kinformer_deltafifo::FifoQueue;
 use kinformer_indexer::{IndexerWriter, Indexers};
 use kinformer_reflector::{
@@ -49,6 +49,7 @@ pub struct SharedIndexInformerBuilder<K> {
     pub(super) indexers: Indexers<K>,
     pub(super) cache: CacheKind,
     pub(super) store: Option<Arc<dyn IndexerWriter<K>>>,
+    pub(super) key_func: Option<KeyFunc<K>>,
     pub(super) shard: Option<ShardFilteringHandle>,
 }
 
@@ -175,6 +176,35 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
+    /// How the informer keys objects, when not `namespace/name` (client-go's `KeyFunc`):
+    /// its FIFO, its built-in cache, its reflector (which compares listed objects with the
+    /// cache by key) and handlers that coalesce by key all use it. A cache of your own
+    /// ([`store`](Self::store)) or a FIFO of your own ([`custom_fifo`](Self::custom_fifo))
+    /// must key objects the same way. Listers' `namespaced(..).get(name)` looks objects up
+    /// by `namespace/name`: with another key function, read through
+    /// [`SharedIndexInformer::indexer`] by your keys.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_core::ObjectKey;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::fake::FakeListerWatcher;
+    ///
+    /// // Pods keyed by their uid.
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .key_func(Arc::new(|p: &Pod| {
+    ///         ObjectKey::new(None, p.metadata.uid.as_deref().unwrap_or_default())
+    ///     }))
+    ///     .build();
+    /// # let _ = informer;
+    /// ```
+    #[must_use]
+    pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
+        self.key_func = Some(key_func);
+        self
+    }
+
     /// A cache of your own instead of the built-in one ([`cache`](Self::cache)): any
     /// [`IndexerWriter`]. The informer keeps the write side to itself and hands out only
     /// the read side ([`SharedIndexInformer::indexer`], listers). Listers need the
@@ -231,10 +261,16 @@ where
     pub fn build(self) -> SharedIndexInformer<K> {
         let default_resync = normalize_resync(self.resync);
         let (cache, indexers) = (self.cache, self.indexers);
-        let store = self.store.unwrap_or_else(|| cache.store(indexers));
+        let store = self
+            .store
+            .unwrap_or_else(|| cache.store(indexers, self.key_func.clone()));
+        let key_func = self
+            .key_func
+            .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 name: self.name,
+                key_func,
                 lw: self.lw,
                 store,
                 processor: Arc::new(Processor::default()),

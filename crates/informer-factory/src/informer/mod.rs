@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use kinformer_core::{BoxError, KnownObjects, MetaObject, TransformFn};
+use kinformer_core::{BoxError, KeyFunc, KnownObjects, MetaObject, ObjectKey, TransformFn};
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo};
 use kinformer_indexer::{Indexer, IndexerWriter, Indexers, Lister, namespace_indexers};
 use kinformer_reflector::{
@@ -67,6 +67,8 @@ struct Config<K> {
 
 struct Inner<K> {
     name: String,
+    /// How the FIFO, the cache, the reflector and coalescing handlers key objects.
+    key_func: KeyFunc<K>,
     lw: Arc<dyn ListerWatcher<K>>,
     /// The write side of the cache: only the informer holds it; everybody else gets the
     /// read side ([`SharedIndexInformer::indexer`]).
@@ -195,6 +197,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             indexers: namespace_indexers(),
             cache: CacheKind::default(),
             store: None,
+            key_func: None,
             shard: None,
         }
     }
@@ -270,7 +273,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             .unwrap_or_else(|| self.inner.default_resync.unwrap_or_default());
         let mut resync = normalize_resync(period);
         let buffering = if options.coalesce {
-            Buffering::CoalesceByKey(notification_key::<K>)
+            let key_func = Arc::clone(&self.inner.key_func);
+            Buffering::CoalesceByKey(Arc::new(move |n| notification_key(&key_func, n)))
         } else {
             Buffering::Unbounded
         };
@@ -495,12 +499,21 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let known = Arc::clone(&inner.store) as Arc<dyn KnownObjects<K>>;
         let fifo: Arc<dyn FifoQueue<K>> = match cfg.fifo.take() {
             Some(FifoChoice::Custom(make)) => make(known),
-            Some(FifoChoice::Kind(FifoKind::DeltaFifo)) => {
-                Arc::new(DeltaFifo::builder().known_objects(known).build())
-            }
-            Some(FifoChoice::Kind(FifoKind::InOrder)) => Arc::new(InOrderFifo::new(Some(known))),
+            Some(FifoChoice::Kind(FifoKind::DeltaFifo)) => Arc::new(
+                DeltaFifo::builder()
+                    .key_fn(key_fn(&inner.key_func))
+                    .known_objects(known)
+                    .build(),
+            ),
+            Some(FifoChoice::Kind(FifoKind::InOrder)) => Arc::new(
+                InOrderFifo::builder()
+                    .key_fn(key_fn(&inner.key_func))
+                    .known_objects(known)
+                    .build()?,
+            ),
             Some(FifoChoice::Kind(FifoKind::InOrderAtomic)) | None => Arc::new(
                 InOrderFifo::builder()
+                    .key_fn(key_fn(&inner.key_func))
                     .atomic(true)
                     .emit_bookmarks(true)
                     .build()?,
@@ -510,6 +523,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
             .name(inner.name.clone())
             .watch_list(inner.watch_list)
             .backoff(inner.backoff.clone())
+            .key_func(Arc::clone(&inner.key_func))
             // Objects that do not decode keep their cached version (and can be deleted).
             .known_objects(Arc::clone(&inner.store) as Arc<dyn KnownObjects<K>>);
         if let Some(check) = cfg.resync_check {
@@ -540,6 +554,17 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         cfg.started = true;
         Ok(Prepared { fifo, reflector })
     }
+}
+
+/// `key_func` as a FIFO builder takes it.
+fn key_fn<K>(
+    key_func: &KeyFunc<K>,
+) -> impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static
+where
+    K: 'static,
+{
+    let f = Arc::clone(key_func);
+    move |obj: &K| f(obj)
 }
 
 mod builder;

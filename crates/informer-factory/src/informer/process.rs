@@ -6,8 +6,8 @@ use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use kinformer_core::{
-    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KnownObjects, ListPart,
-    Listed, MetaObject, ObjectKey, Unchanged, deletion_handling_key, meta_namespace_key,
+    DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KeyFunc, KnownObjects,
+    ListPart, Listed, MetaObject, ObjectKey, Unchanged,
 };
 use kinformer_deltafifo::{FifoQueue, FifoQueueExt, Item};
 use kinformer_indexer::Indexer;
@@ -20,13 +20,18 @@ use crate::listener::Notification;
 
 use super::Inner;
 
-/// The key a coalescing listener files `n` under: the object's namespace/name.
-pub(super) fn notification_key<K: MetaObject>(n: &Notification<K>) -> Option<ObjectKey> {
+/// The key a coalescing listener files `n` under: the object's key in the cache (a
+/// tombstone's own key).
+pub(super) fn notification_key<K: MetaObject>(
+    key_func: &KeyFunc<K>,
+    n: &Notification<K>,
+) -> Option<ObjectKey> {
     match n {
         Notification::Add { obj, .. } | Notification::Update { new: obj, .. } => {
-            meta_namespace_key(obj.as_ref()).ok()
+            key_func(obj.as_ref()).ok()
         }
-        Notification::Delete(d) => deletion_handling_key(d).ok(),
+        Notification::Delete(DeltaObject::Object(obj)) => key_func(obj.as_ref()).ok(),
+        Notification::Delete(DeltaObject::Tombstone(t)) => Some(t.key.clone()),
     }
 }
 

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use kinformer_core::{
-    ErrorChain, ListPart, Listed, MetaObject, ObjectKey, Sink, Unchanged, meta_namespace_key,
-};
+use kinformer_core::{ErrorChain, ListPart, Listed, MetaObject, ObjectKey, Sink, Unchanged};
 
 use super::Reflector;
 use crate::{Error, ListerWatcher, Undecodable};
@@ -49,7 +47,7 @@ where
         let Some(rv) = obj.object_resource_version().filter(|rv| !rv.is_empty()) else {
             return Listed::Object(obj);
         };
-        let Ok(key) = meta_namespace_key(&*obj) else {
+        let Ok(key) = self.key_of(&obj) else {
             return Listed::Object(obj);
         };
         if known.contains_version(key.as_str(), rv) {

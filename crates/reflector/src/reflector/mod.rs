@@ -8,7 +8,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use kinformer_core::ListPart;
-use kinformer_core::{ErrorChain, KnownObjects, MetaObject, Sink, TransformFn};
+use kinformer_core::{ErrorChain, KeyFunc, KnownObjects, MetaObject, ObjectKey, Sink, TransformFn};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -59,6 +59,8 @@ pub struct Reflector<K, L, S> {
     backoff: Backoff,
     on_error: WatchErrorHandler,
     known: Option<Arc<dyn KnownObjects<K>>>,
+    /// How the sink keys objects; `None` is `namespace/name`.
+    key_func: Option<KeyFunc<K>>,
     pace: Option<Pace>,
     shared: Arc<Shared>,
     _k: PhantomData<fn() -> K>,
@@ -104,6 +106,7 @@ where
             backoff: Backoff::default(),
             on_error: Arc::new(default_error_handler),
             known: None,
+            key_func: None,
             pace: None,
             shared: Arc::new(Shared::default()),
             _k: PhantomData,
@@ -221,6 +224,26 @@ where
     pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
         self.known = Some(known);
         self
+    }
+
+    /// How the sink and its consumer's cache key objects, when not `namespace/name`
+    /// (kinformer-core's [`meta_namespace_key`](kinformer_core::meta_namespace_key)): the
+    /// reflector keys listed objects with it to compare them with the cache
+    /// ([`known_objects`](Self::known_objects)) and to tell objects of a streaming list
+    /// apart. Informers set it to their key function. Objects that do not decode are known
+    /// by their `namespace/name` only (they have no `K` to key).
+    #[must_use]
+    pub fn key_func(mut self, key_func: KeyFunc<K>) -> Self {
+        self.key_func = Some(key_func);
+        self
+    }
+
+    /// `obj`'s key in the sink.
+    pub(super) fn key_of(&self, obj: &K) -> Result<ObjectKey, kinformer_core::Error> {
+        match &self.key_func {
+            Some(f) => f(obj),
+            None => kinformer_core::meta_namespace_key(obj),
+        }
     }
 
     /// The retry backoff (default: client-go's).

@@ -114,7 +114,7 @@ where
                                 Ok(o) => self.list_item(o),
                                 Err(e) => break Some(e),
                             };
-                            match temp.put(o) {
+                            match temp.put(o, |o| self.key_of(o)) {
                                 Ok(true) => {}
                                 Ok(false) => break Some(Error::handed_twice()),
                                 Err(e) => {
@@ -130,7 +130,7 @@ where
                             }
                         }
                         WatchEvent::Deleted(o) => {
-                            if !temp.remove(&o) {
+                            if !temp.remove(&o, |o| self.key_of(o)) {
                                 break Some(Error::handed_twice());
                             }
                         }

@@ -3,7 +3,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
-use kinformer_core::{Listed, MetaObject, ObjectKey, meta_namespace_key};
+use kinformer_core::{Listed, ObjectKey};
 
 /// The objects of a streaming list until they are handed to the sink (a part at a time),
 /// in arrival order.
@@ -25,12 +25,16 @@ impl<K> Default for TempStore<K> {
     }
 }
 
-impl<K: MetaObject> TempStore<K> {
+impl<K> TempStore<K> {
     /// Keeps `obj`, over an earlier version of it; `false` (and nothing kept) when a part
     /// handed it over already.
-    pub(super) fn put(&mut self, obj: Listed<K>) -> Result<bool, kinformer_core::Error> {
+    pub(super) fn put(
+        &mut self,
+        obj: Listed<K>,
+        key_of: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error>,
+    ) -> Result<bool, kinformer_core::Error> {
         let key = match &obj {
-            Listed::Object(o) => meta_namespace_key(&**o)?,
+            Listed::Object(o) => key_of(o)?,
             Listed::Unchanged(u) => u.key().clone(),
         };
         if self.handed.contains(&key) {
@@ -51,8 +55,12 @@ impl<K: MetaObject> TempStore<K> {
     }
 
     /// Forgets `obj`; `false` when a part handed it over already.
-    pub(super) fn remove(&mut self, obj: &K) -> bool {
-        match meta_namespace_key(obj) {
+    pub(super) fn remove(
+        &mut self,
+        obj: &K,
+        key_of: impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error>,
+    ) -> bool {
+        match key_of(obj) {
             Ok(key) if self.handed.contains(&key) => false,
             Ok(key) => {
                 self.remove_key(&key);
