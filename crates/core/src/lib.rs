@@ -1,8 +1,9 @@
-//! Object keys, tombstones, deltas and the sink trait that kinformer's layers share.
+//! Object keys, tombstones, deltas, the sink trait and the clock that kinformer's layers share.
 //!
 //! This crate plays the part `tower-service` plays for tower: small, stable and free of
 //! runtimes. It has no tokio and no Kubernetes client; the optional `kube` feature only
-//! implements [`MetaObject`] for every `kube_core::Resource`.
+//! implements [`MetaObject`] for every `kube_core::Resource`. (The real clock's sleeps are
+//! futures that any executor polls, woken by one timer thread; see [`clock`].)
 //!
 //! - [`ObjectKey`]: the `namespace/name` (or cluster-scoped `name`) key of client-go's
 //!   `MetaNamespaceKeyFunc`, with [`split_key`] for the reverse direction.
@@ -12,6 +13,8 @@
 //!   bookmark), so that it can feed a DeltaFIFO, an in-order FIFO or any store.
 //! - [`KnownObjects`]: the read-only view of the informer's store that the FIFOs consult
 //!   for tombstones on relist and for resync.
+//! - [`Clock`]: the one clock of the workqueue, the event recorder and the leader elector,
+//!   with [`RealClock`] and a [`FakeClock`] for tests (module [`clock`]).
 //!
 //! ```
 //! use kinformer_core::{split_key, ObjectKey};
@@ -29,6 +32,7 @@
 //! ```
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod clock;
 mod delta;
 mod error;
 mod key;
@@ -37,6 +41,7 @@ mod object;
 mod sink;
 mod util;
 
+pub use clock::{Clock, FakeClock, RealClock, Sleep, TimeListener};
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaObject, DeltaType};
 pub use error::Error;
 pub use key::{ObjectKey, deletion_handling_key, meta_namespace_key, split_key};

@@ -160,7 +160,7 @@ impl<S: EventSink> Task<S> {
 
     /// Folds `event` into the cache and starts the write it asks for, if any.
     async fn observe(&mut self, event: Event, event_time: SystemTime) {
-        let now = self.config.clock.now();
+        let now = self.config.clock.wall_now();
         let to_write = match self.cache.observe(event, event_time, now) {
             Observed::Create(event) | Observed::StartSeries(event) => event,
             Observed::CreateUncached(event) => {
@@ -191,7 +191,7 @@ impl<S: EventSink> Task<S> {
     /// finish time, forgotten unless the write may pass later; single events that old are
     /// forgotten. Done inline, as client-go does it under its cache lock.
     async fn finish_series(&mut self) {
-        let now = self.config.clock.now();
+        let now = self.config.clock.wall_now();
         for (key, mut event) in self.cache.finished(now, self.config.finish_time) {
             match record_event(&*self.sink, &mut event).await {
                 Written::Stored(_) | Written::GaveUp => self.cache.forget(&key),

@@ -167,7 +167,8 @@
 //!   series due for both is written once.
 //! - **One clock.** client-go reads `time.Now()` for `eventTime`, the checks and the
 //!   retries, and a clock field (always the real clock) for names and `lastObservedTime`;
-//!   here every time comes from the [`Clock`], so a [`FakeClock`] drives everything.
+//!   here every time comes from the [`Clock`] (kinformer-core's, the workqueue's and the
+//!   leader elector's too), so a [`FakeClock`] drives everything.
 //! - **Shutdown.** client-go's `Shutdown` stops taking events and returns while writes go
 //!   on in their goroutines; [`Broadcaster::shutdown`] writes what is queued, ends the
 //!   sleeps before retries, and returns once the writes under way have ended.
@@ -194,7 +195,6 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod broadcaster;
-mod clock;
 mod config;
 mod error;
 mod event;
@@ -205,9 +205,13 @@ mod series;
 mod sink;
 
 pub use broadcaster::Broadcaster;
-pub use clock::{Clock, FakeClock, RealClock, Sleep};
 pub use config::Config;
 pub use error::Error;
 pub use recorder::Recorder;
 pub use reporter::{EventType, Reporter};
 pub use sink::{EventSink, KubeSink};
+
+/// The clock is kinformer-core's, shared with the workqueue and the leader elector: event
+/// timestamps are its [`wall_now`](Clock::wall_now), the periodic checks and the retries
+/// sleep on it.
+pub use kinformer_core::clock::{Clock, FakeClock, RealClock, Sleep, TimeListener};

@@ -77,7 +77,7 @@ impl Recorder {
         action: &str,
         note: &str,
     ) -> Result<(), Error> {
-        let now = self.clock.now();
+        let now = self.clock.wall_now();
         let what = Occurrence {
             regarding,
             related,

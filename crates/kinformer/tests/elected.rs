@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kinformer::controller::{Action, Context, Controller};
-use kinformer::leaderelection::testing::{FakeClock, Fault, MemoryLease};
+use kinformer::leaderelection::testing::{Fault, MemoryLease, tokio_clock};
 use kinformer::leaderelection::{LeaderElectionConfig, LeaderElector};
 use kinformer::prelude::*;
 use tokio::time::{Instant, sleep};
@@ -55,7 +55,7 @@ fn elector(lease: &MemoryLease, id: &str, release_on_cancel: bool) -> LeaderElec
     };
     LeaderElector::builder(lease.lock(id))
         .config(config)
-        .clock(FakeClock::new())
+        .clock(tokio_clock())
         .build()
         .unwrap()
 }

@@ -80,11 +80,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::testing::FakeClock;
+    use crate::testing::tokio_clock;
 
     #[tokio::test(start_paused = true)]
     async fn is_leading_turns_false_at_the_deadline_even_before_the_token_is_cancelled() {
-        let clock = FakeClock::new();
+        let clock = tokio_clock();
         let deadline = clock.now() + Duration::from_secs(10);
         let leading = Leading::new(CancellationToken::new(), deadline, Arc::new(clock));
         tokio::time::advance(Duration::from_millis(9_999)).await;

@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use kinformer_leaderelection::testing::{FakeClock, MemoryLease};
+//! use kinformer_leaderelection::testing::{MemoryLease, tokio_clock};
 //! use kinformer_leaderelection::{LeaderElectionConfig, LeaderElector, TermEnd};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -14,7 +14,7 @@
 //! let lease = MemoryLease::new();
 //! let config = LeaderElectionConfig { release_on_cancel: true, ..Default::default() };
 //! let replica = |id: &str| {
-//!     LeaderElector::builder(lease.lock(id)).config(config.clone()).clock(FakeClock::new()).build()
+//!     LeaderElector::builder(lease.lock(id)).config(config.clone()).clock(tokio_clock()).build()
 //! };
 //! let (a, b) = (replica("a")?, replica("b")?);
 //!
@@ -188,7 +188,6 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod callbacks;
-mod clock;
 mod config;
 mod elector;
 mod error;
@@ -204,7 +203,6 @@ mod record;
 pub mod testing;
 
 pub use callbacks::{LeaderCallbacks, NoCallbacks};
-pub use clock::{Clock, SystemClock};
 pub use config::{JITTER_FACTOR, LeaderElectionConfig};
 pub use elector::{LeaderElector, LeaderElectorBuilder, TermEnd};
 pub use error::{BoxError, Error};
@@ -216,3 +214,21 @@ pub use metrics::{LeaderMetric, MetricsProvider, NoopMetricsProvider, set_metric
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
 pub use record::LeaderElectionRecord;
+
+/// Where the elector reads time and waits: kinformer-core's clock, shared with the workqueue
+/// and the event recorder.
+///
+/// Every rule of the election is about durations (a lease unchanged for a lease duration, a
+/// renewal older than the renew deadline), and tests must run those rules without waiting
+/// them out. Decisions use only [`Clock::now`], a monotonic clock; [`Clock::wall_now`] is
+/// only written into the record (`acquireTime`, `renewTime`) for people to read, so a wall
+/// clock that jumps changes nothing. [`SystemClock`] is the default;
+/// `testing::tokio_clock()` (feature `test-util`) is a [`FakeClock`] that follows Tokio's
+/// clock, which a test can pause and advance.
+pub use kinformer_core::clock::Clock;
+pub use kinformer_core::clock::{FakeClock, RealClock, Sleep, TimeListener};
+
+/// The default clock: kinformer-core's `RealClock` under the name this crate has always
+/// used ([`Instant::now`](std::time::Instant::now),
+/// [`SystemTime::now`](std::time::SystemTime::now), sleeps on core's timer thread).
+pub use kinformer_core::clock::RealClock as SystemClock;

@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use kinformer_leaderelection::testing::{FakeClock, MemoryLease};
+//! use kinformer_leaderelection::testing::{MemoryLease, tokio_clock};
 //! use kinformer_leaderelection::{LeaderElectionConfig, LeaderElector, TermEnd};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -12,7 +12,7 @@
 //! let lease = MemoryLease::new();
 //! let elector = LeaderElector::builder(lease.lock("a"))
 //!     .config(LeaderElectionConfig::default())
-//!     .clock(FakeClock::new())
+//!     .clock(tokio_clock())
 //!     .build()
 //!     .unwrap();
 //! let cancel = CancellationToken::new();
@@ -31,89 +31,47 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::{Clock, Error, LeaderElectionRecord, Lock};
+use crate::{Clock, Error, FakeClock, LeaderElectionRecord, Lock, Sleep};
 
-/// A [`Clock`] that follows Tokio's clock: in a runtime with paused time
+/// A [`FakeClock`] that follows Tokio's clock: in a runtime with paused time
 /// (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`) it stands still until the
 /// runtime has nothing else to do, then jumps to the next timer, so minutes of an election
-/// run in milliseconds and always the same way; `tokio::time::advance` moves it by hand.
-/// Its wall clock starts at 2026-01-01T00:00:00Z, moves with it, and can be set anywhere
-/// ([`set_wall`](Self::set_wall)) to show that the record's timestamps change nothing.
-#[derive(Clone)]
-pub struct FakeClock {
-    inner: Arc<FakeInner>,
+/// run in milliseconds and always the same way; `tokio::time::advance` moves it by hand, and
+/// so does [`FakeClock::step`] (a jump of this clock alone: a process that was paused). Its
+/// wall clock starts at 2026-01-01T00:00:00Z, moves with it, and can be set anywhere
+/// ([`FakeClock::set_wall`]) to show that the record's timestamps change nothing;
+/// [`FakeClock::elapsed`] is the time since it was made.
+///
+/// It is kinformer-core's `FakeClock` (the workqueue's and the event recorder's) made with
+/// [`FakeClock::following`] a clock that reads Tokio's `Instant::now` and sleeps on Tokio's
+/// timer. A `FakeClock::new()` stands still until stepped: an elector on it waits for the
+/// test to move it.
+pub fn tokio_clock() -> FakeClock {
+    let clock = FakeClock::following(TokioTime);
+    clock.set_wall(UNIX_EPOCH + Duration::from_secs(1_767_225_600));
+    clock
 }
 
-struct FakeInner {
-    base: Instant,
-    tokio_base: tokio::time::Instant,
-    /// The wall time at a Tokio instant; the wall clock moves on from there.
-    wall: Mutex<(SystemTime, tokio::time::Instant)>,
-}
+/// Tokio's clock: its (pausable) instant and its timer.
+#[derive(Clone, Copy, Debug)]
+struct TokioTime;
 
-impl FakeClock {
-    /// A clock at Tokio's current time, wall clock at 2026-01-01T00:00:00Z.
-    pub fn new() -> Self {
-        let tokio_base = tokio::time::Instant::now();
-        Self {
-            inner: Arc::new(FakeInner {
-                base: Instant::now(),
-                tokio_base,
-                wall: Mutex::new((UNIX_EPOCH + Duration::from_secs(1_767_225_600), tokio_base)),
-            }),
-        }
-    }
-
-    /// Sets the wall clock to `wall` (it moves on from there). Decisions never read it.
-    pub fn set_wall(&self, wall: SystemTime) {
-        *self.wall() = (wall, tokio::time::Instant::now());
-    }
-
-    /// How much time passed since the clock was made.
-    pub fn elapsed(&self) -> Duration {
-        tokio::time::Instant::now().saturating_duration_since(self.inner.tokio_base)
-    }
-
-    fn wall(&self) -> MutexGuard<'_, (SystemTime, tokio::time::Instant)> {
-        self.inner
-            .wall
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Default for FakeClock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Debug for FakeClock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FakeClock")
-            .field("elapsed", &self.elapsed())
-            .finish()
-    }
-}
-
-impl Clock for FakeClock {
+impl Clock for TokioTime {
     fn now(&self) -> Instant {
-        self.inner.base + self.elapsed()
+        tokio::time::Instant::now().into_std()
     }
 
     fn wall_now(&self) -> SystemTime {
-        let (wall, at) = *self.wall();
-        wall + tokio::time::Instant::now().saturating_duration_since(at)
+        SystemTime::now()
     }
 
-    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        let at = self.inner.tokio_base + deadline.saturating_duration_since(self.inner.base);
-        Box::pin(tokio::time::sleep_until(at))
+    fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(
+            deadline,
+        )))
     }
 }
 

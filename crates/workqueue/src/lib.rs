@@ -57,7 +57,9 @@
 //!   [`WithMaxWaitRateLimiter`], and [`default_controller_rate_limiter`] =
 //!   max(exponential 5 ms..1000 s, bucket 10 qps burst 100).
 //! - [`Clock`]: where time comes from. [`RealClock`] by default; [`FakeClock`] for tests and
-//!   trace replay, moved with [`FakeClock::step`] / [`FakeClock::set`].
+//!   trace replay, moved with [`FakeClock::step`] / [`FakeClock::set`]. Both are
+//!   kinformer-core's (re-exported here), the same clock that the event recorder and the
+//!   leader elector take, so one fake clock drives a queue and them together.
 //! - [`MetricsProvider`]: client-go's seven metrics, recorded only for a named queue;
 //!   [`NoopMetricsProvider`], and `PrometheusMetricsProvider` with the `prometheus` feature.
 //!
@@ -135,7 +137,6 @@
 //!   500 ms of fake time.
 //! - `get` returns `Option<T>` (`None` = shut down) instead of `(item, shutdown)`.
 
-mod clock;
 mod config;
 mod delaying;
 mod error;
@@ -148,7 +149,6 @@ mod rate_limiting;
 mod storage;
 mod sync;
 
-pub use clock::{Clock, FakeClock, RealClock, TimeListener};
 pub use config::QueueConfig;
 pub use delaying::{DelayingQueue, DelayingWorkQueue};
 pub use error::Error;
@@ -166,6 +166,10 @@ pub use prometheus::PrometheusMetricsProvider;
 pub use queue::{GetFuture, Queue, WorkQueue};
 pub use rate_limiting::{RateLimitingQueue, RateLimitingWorkQueue};
 pub use storage::{FifoStorage, PriorityStorage, QueueStorage, Queued};
+
+/// The clock is kinformer-core's, shared with the event recorder and the leader elector:
+/// one [`FakeClock`] drives them all in a test.
+pub use kinformer_core::clock::{Clock, FakeClock, RealClock, Sleep, TimeListener};
 
 /// What a queue can hold: a cheap-to-compare key, shared between threads.
 ///

@@ -203,7 +203,7 @@ impl Harness {
     }
 
     pub fn with_config(configure: impl FnOnce(Config) -> Config) -> Self {
-        let clock = FakeClock::starting_at(start());
+        let clock = FakeClock::starting_at_wall(start());
         let (sink, calls) = FakeSink::new();
         let broadcaster =
             Broadcaster::with_sink(sink.clone(), configure(Config::new().clock(clock.clone())))

@@ -1,9 +1,9 @@
 //! The rules, as named tests on a fake clock and an in-memory lease.
 //!
-//! Every test runs on a paused Tokio clock ([`FakeClock`] follows it): a task that sleeps
-//! lets time jump to the next timer, so the election runs with client-go's default timings
-//! (lease 15 s, renew deadline 10 s, retry 2 s) in milliseconds, and the times asserted are
-//! exact. The in-memory lease answers at once unless a test sets a latency.
+//! Every test runs on a paused Tokio clock (the [`FakeClock`] of [`tokio_clock`] follows
+//! it): a task that sleeps lets time jump to the next timer, so the election runs with
+//! client-go's default timings (lease 15 s, renew deadline 10 s, retry 2 s) in
+//! milliseconds, and the times asserted are exact. The in-memory lease answers at once unless a test sets a latency.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,10 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::testing::{FakeClock, Fault, MemoryLease};
+use crate::testing::{Fault, MemoryLease, tokio_clock};
 use crate::{
-    Clock, Error, LeaderCallbacks, LeaderElectionConfig, LeaderElectionRecord, LeaderElector,
-    LeaderMetric, Leading, MetricsProvider, TermEnd,
+    Clock, Error, FakeClock, LeaderCallbacks, LeaderElectionConfig, LeaderElectionRecord,
+    LeaderElector, LeaderMetric, Leading, MetricsProvider, TermEnd,
 };
 
 const LEASE: Duration = Duration::from_secs(15);
@@ -48,7 +48,7 @@ enum Event {
 impl Timeline {
     fn new() -> Self {
         Self {
-            clock: FakeClock::new(),
+            clock: tokio_clock(),
             events: Arc::default(),
         }
     }
