@@ -95,14 +95,14 @@ mod context;
 #[cfg(feature = "kube")]
 mod elected;
 mod handlers;
-mod observer;
+pub(crate) mod observer;
 #[cfg(feature = "kube")]
 mod sharded;
 
 pub use action::Action;
 pub use context::Context;
 pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
-use observer::Observer;
+use observer::{Observer, Outcome};
 
 /// The name a [`Controller`] built by [`with_queue`](Controller::with_queue) has until
 /// [`name`](Controller::name) sets another.
@@ -296,14 +296,6 @@ struct Worker<T, Q, F, C> {
     reconcile: F,
     observer: Observer,
     _item: PhantomData<fn(T, C) -> T>,
-}
-
-/// How one reconcile ended.
-pub(crate) enum Outcome {
-    Done,
-    RequeueAfter(Duration),
-    Failed(String),
-    Panicked(String),
 }
 
 /// Marks the key done when dropped, so `done` runs even if the reconcile is aborted (a
