@@ -173,25 +173,40 @@ impl Metrics {
             .push(Box::new(source));
     }
 
-    /// Reports on `manager` at each scrape (kept alive by the metrics from now on): the
-    /// shards it holds, the live replicas it saw last, the shards it gave up to re-balance.
+    /// Reports on `manager` (kinformer's `sharding::ShardManager`) at each scrape (kept
+    /// alive by the metrics from now on): the shards it holds, the live replicas it saw
+    /// last, the shards it gave up to re-balance.
     #[cfg(feature = "kube")]
-    pub fn register_shard_manager<L>(&self, manager: &Arc<crate::sharding::ShardManager<L>>)
-    where
-        L: Send + Sync + 'static,
-    {
+    pub fn register_shard_manager<M: ShardManagerStats>(&self, manager: &Arc<M>) {
         let manager = Arc::clone(manager);
         self.shard_managers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Box::new(move || ShardStats {
-                manager: manager.config().name.clone(),
-                identity: manager.identity().to_owned(),
-                held: manager.held().len(),
-                live: manager.live_replicas(),
-                moves: manager.moves(),
+                manager: manager.manager_name().to_owned(),
+                identity: manager.manager_identity().to_owned(),
+                held: manager.shards_held(),
+                live: manager.shard_live_replicas(),
+                moves: manager.shard_moves(),
             }));
     }
+}
+
+/// What [`Metrics::register_shard_manager`] reads of a shard manager at each scrape.
+/// kinformer's `sharding::ShardManager` implements it: the shard manager lives above the
+/// metrics (in the kinformer facade), so the metrics name only what they read of one.
+#[cfg(feature = "kube")]
+pub trait ShardManagerStats: Send + Sync + 'static {
+    /// The manager's name (label `manager`).
+    fn manager_name(&self) -> &str;
+    /// This replica's identity (label `identity`).
+    fn manager_identity(&self) -> &str;
+    /// How many shards this replica holds (`kinformer_shards_held`).
+    fn shards_held(&self) -> usize;
+    /// The live replicas the manager saw at its last retry (`kinformer_shards_live_replicas`).
+    fn shard_live_replicas(&self) -> usize;
+    /// The shards given up to re-balance so far (`kinformer_shard_moves_total`).
+    fn shard_moves(&self) -> u64;
 }
 
 /// Reads the registered shard managers' state at each scrape.

@@ -103,6 +103,8 @@ pub use action::Action;
 pub use context::Context;
 pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
 use observer::{Observer, Outcome};
+#[cfg(feature = "kube")]
+pub use sharded::HeldShard;
 
 /// The name a [`Controller`] built by [`with_queue`](Controller::with_queue) has until
 /// [`name`](Controller::name) sets another.
