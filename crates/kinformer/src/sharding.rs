@@ -840,7 +840,7 @@ fn whole_seconds(d: Duration) -> i32 {
 }
 
 /// What [`Controller::run_shard`](crate::controller::Controller::run_shard) reads of a shard.
-impl crate::controller::HeldShard for Shard {
+impl kinformer_controller::controller::HeldShard for Shard {
     fn index(&self) -> u32 {
         Shard::index(self)
     }
@@ -861,7 +861,9 @@ impl crate::controller::HeldShard for Shard {
 /// What [`Metrics::register_shard_manager`](crate::metrics::Metrics::register_shard_manager)
 /// reads of a manager at each scrape.
 #[cfg(feature = "prometheus")]
-impl<L: Send + Sync + 'static> crate::metrics::ShardManagerStats for ShardManager<L> {
+impl<L: Send + Sync + 'static> kinformer_controller::metrics::ShardManagerStats
+    for ShardManager<L>
+{
     fn manager_name(&self) -> &str {
         &self.config().name
     }

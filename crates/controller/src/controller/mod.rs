@@ -27,8 +27,10 @@
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
 //! use std::time::Duration;
-//! use kinformer::controller::{Action, Context, Controller};
-//! use kinformer::prelude::*;
+//! use kinformer_controller::controller::{Action, Context, Controller};
+//! use kinformer_core::ObjectKey;
+//! use kinformer_workqueue::Queue;
+//! use tokio_util::sync::CancellationToken;
 //!
 //! /// What every reconcile needs; here only a counter.
 //! struct State {
@@ -286,7 +288,9 @@ enum Stop {
     /// (client-go's `ShutDownWithDrain`).
     Drain,
     /// Take no more keys; reconciles in flight get this long to return, then are aborted
-    /// (their keys queued again). The queue stays as it is, for the next term.
+    /// (their keys queued again). The queue stays as it is, for the next term. Only terms
+    /// (`run_elected`, `run_shard`: feature `kube`) halt.
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
     Halt(Duration),
 }
 

@@ -32,8 +32,10 @@
 //! `/metrics`); [`registry`](Metrics::registry) takes your own metrics too.
 //!
 //! ```
-//! use kinformer::metrics::Metrics;
-//! use kinformer::prelude::*;
+//! use kinformer_controller::metrics::Metrics;
+//! use kinformer_workqueue::{
+//!     Queue, QueueConfig, RateLimitingWorkQueue, default_controller_rate_limiter,
+//! };
 //!
 //! let metrics = Metrics::install();
 //! let queue = RateLimitingWorkQueue::<&str>::with_config(
@@ -66,6 +68,8 @@ type StatsSource = Box<dyn Fn() -> Vec<InformerStats> + Send + Sync>;
 pub struct Metrics {
     registry: Mutex<Registry>,
     informers: Arc<Mutex<Vec<StatsSource>>>,
+    /// Filled by `register_shard_manager` (feature `kube`).
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
     shard_managers: Arc<Mutex<Vec<ShardSource>>>,
 }
 
