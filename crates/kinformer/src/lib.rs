@@ -1,10 +1,12 @@
 //! The whole informer pipeline in one crate: each layer as a module, a [`prelude`], the
 //! [`Controller`](controller::Controller) runner and the kit around it (owner mapping,
-//! [`predicates`], `finalizer`, metrics, health endpoints).
+//! [`predicates`], `finalizer`, metrics, health endpoints), sharding across replicas.
 //!
 //! kinformer is client-go's informer machinery in Rust. Each layer is its own crate, usable
 //! alone; this facade re-exports every one of them under a short module name, so a
-//! controller uses one kinformer dependency and `use kinformer::prelude::*;`.
+//! controller uses one kinformer dependency and `use kinformer::prelude::*;`. The controller
+//! runner and its kit are kinformer-controller, whose modules are re-exported here one by
+//! one (`kinformer::controller` is `kinformer_controller::controller`, and so on).
 //!
 //! # What a controller depends on
 //!
@@ -30,14 +32,14 @@
 //! | [`deltafifo`] | kinformer-deltafifo | the in-order FIFO and the DeltaFIFO between the reflector and the cache |
 //! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
 //! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
-//! | [`controller`] | this crate | a rate-limited queue plus N workers running your reconcile function, and what feeds the queue |
-//! | [`predicates`] | this crate | which updates are worth a reconcile (generation, labels, annotations changed) |
-//! | `finalizer` | this crate (feature `kube`, default) | cleanup before an object goes away |
+//! | [`controller`] | kinformer-controller | a rate-limited queue plus N workers running your reconcile function, and what feeds the queue |
+//! | [`predicates`] | kinformer-controller | which updates are worth a reconcile (generation, labels, annotations changed) |
+//! | `finalizer` | kinformer-controller (feature `kube`, default) | cleanup before an object goes away |
 //! | `events` | kinformer-events (feature `kube`) | Kubernetes Events, deduplicated into series as client-go's `tools/events` |
 //! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
 //! | `sharding` | this crate (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), a sharded informer and `Controller::run_shard` per held shard |
-//! | `metrics` | this crate (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
-//! | `server` | this crate (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
+//! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
+//! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
 //!
 //! The data flows top to bottom:
 //!
@@ -228,16 +230,11 @@
 //!   `Controller::run_elected`, `sharding` and `Controller::run_shard`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
 //! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz` endpoints.
+//!
+//! Each one turns on the feature of the same name in the crates it concerns
+//! (kinformer-controller's for all three).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod controller;
-#[cfg(feature = "kube")]
-pub mod finalizer;
-#[cfg(feature = "prometheus")]
-pub mod metrics;
-pub mod predicates;
-#[cfg(feature = "server")]
-pub mod server;
 #[cfg(feature = "kube")]
 pub mod sharding;
 
@@ -264,6 +261,17 @@ pub use kinformer_reflector as reflector;
 /// The `SharedIndexInformer`, its listeners and event handlers, the
 /// `SharedInformerFactory`: kinformer-informer-factory.
 pub use kinformer_informer_factory as informer;
+
+// kinformer-controller's modules under their own names (their docs are the crate's; a doc
+// comment here would be glued in front of them).
+pub use kinformer_controller::controller;
+#[cfg(feature = "kube")]
+pub use kinformer_controller::finalizer;
+#[cfg(feature = "prometheus")]
+pub use kinformer_controller::metrics;
+pub use kinformer_controller::predicates;
+#[cfg(feature = "server")]
+pub use kinformer_controller::server;
 
 /// Kubernetes Events (`events.k8s.io/v1`) written as client-go's `tools/events` does, folded
 /// into series: kinformer-events (feature `kube`).
@@ -314,8 +322,10 @@ pub mod prelude {
     pub use kinformer_informer_factory::{InformerOptions, SharedInformerFactory};
 
     // The worker loop.
-    pub use crate::controller::{Action, Context, Controller, ControllerConfig, EnqueueKeys};
-    pub use crate::predicates::Predicate;
+    pub use kinformer_controller::controller::{
+        Action, Context, Controller, ControllerConfig, EnqueueKeys,
+    };
+    pub use kinformer_controller::predicates::Predicate;
     /// How `Controller::run` is told to stop (tokio-util's token, re-exported).
     pub use tokio_util::sync::CancellationToken;
 }

@@ -839,6 +839,48 @@ fn whole_seconds(d: Duration) -> i32 {
     i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
 }
 
+/// What [`Controller::run_shard`](crate::controller::Controller::run_shard) reads of a shard.
+impl kinformer_controller::controller::HeldShard for Shard {
+    fn index(&self) -> u32 {
+        Shard::index(self)
+    }
+    fn lease(&self) -> &str {
+        Shard::lease(self)
+    }
+    fn token(&self) -> &CancellationToken {
+        Shard::token(self)
+    }
+    fn is_held(&self) -> bool {
+        Shard::is_held(self)
+    }
+    fn grace(&self) -> Duration {
+        Shard::grace(self)
+    }
+}
+
+/// What [`Metrics::register_shard_manager`](crate::metrics::Metrics::register_shard_manager)
+/// reads of a manager at each scrape.
+#[cfg(feature = "prometheus")]
+impl<L: Send + Sync + 'static> kinformer_controller::metrics::ShardManagerStats
+    for ShardManager<L>
+{
+    fn manager_name(&self) -> &str {
+        &self.config().name
+    }
+    fn manager_identity(&self) -> &str {
+        self.identity()
+    }
+    fn shards_held(&self) -> usize {
+        self.held().len()
+    }
+    fn shard_live_replicas(&self) -> usize {
+        self.live_replicas()
+    }
+    fn shard_moves(&self) -> u64 {
+        self.moves()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

@@ -17,7 +17,7 @@ mod traits;
 use keys::{KEY_BUF, LookupKey};
 use state::{NamedIndexFunc, State};
 
-/// The default [`Indexer`]: a thread-safe store with indices (client-go's
+/// The default [`Indexer`](crate::Indexer): a thread-safe store with indices (client-go's
 /// `threadSafeMap` behind its `cache`).
 ///
 /// Every read takes the read lock once and sees the store as it was between two writes;
@@ -140,7 +140,7 @@ fn set_rv(rv: &mut String, new: Option<&str>) {
     rv.push_str(new.unwrap_or(""));
 }
 
-/// Writes. Each is the store's side of kinformer-core's [`Sink`] (which the store also
+/// Writes. Each is the store's side of kinformer-core's [`Sink`](kinformer_core::Sink) (which the store also
 /// implements, for the informer), with this crate's error type.
 impl<K: MetaObject + Send + Sync + 'static> ThreadSafeStore<K> {
     /// Stores `obj` under its key, replacing any object there. Same as
@@ -163,7 +163,7 @@ impl<K: MetaObject + Send + Sync + 'static> ThreadSafeStore<K> {
 
     /// Removes the object stored under `obj`'s key, if any. `obj` is the object's final
     /// state: its resource version becomes the store's
-    /// [`last_sync_resource_version`](Indexer::last_sync_resource_version) (client-go's
+    /// [`last_sync_resource_version`](crate::Indexer::last_sync_resource_version) (client-go's
     /// `DeleteWithObject`).
     ///
     /// # Errors

@@ -95,7 +95,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     /// store that a FIFO consults for tombstones on a relist and for resyncs
     /// (kinformer-core's [`KnownObjects`]); use it or not. The reflector writes into the
     /// queue through its [`Sink`](kinformer_core::Sink) side, the informer pops from it and
-    /// applies every [`Item`] kind (see kinformer-deltafifo's `Item`); `has_synced` of the
+    /// applies every [`Item`](kinformer_deltafifo::Item) kind (see kinformer-deltafifo's `Item`); `has_synced` of the
     /// informer is the queue's.
     ///
     /// ```
@@ -208,7 +208,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     /// A cache of your own instead of the built-in one ([`cache`](Self::cache)): any
     /// [`IndexerWriter`]. The informer keeps the write side to itself and hands out only
     /// the read side ([`SharedIndexInformer::indexer`], listers). Listers need the
-    /// namespace index ([`namespace_indexers`]). The index functions given to
+    /// namespace index ([`namespace_indexers`](kinformer_indexer::namespace_indexers)). The index functions given to
     /// [`indexers`](Self::indexers) are ignored then: give them to your store.
     #[must_use]
     pub fn store(self, store: impl IndexerWriter<K> + 'static) -> Self {

@@ -13,7 +13,7 @@ use crate::listener::ListenerState;
 
 use super::Inner;
 
-/// What an informer reports about itself: see [`SharedIndexInformer::stats`].
+/// What an informer reports about itself: see [`SharedIndexInformer::stats`](crate::SharedIndexInformer::stats).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InformerStats {
@@ -77,10 +77,10 @@ impl<K: MetaObject + Send + Sync + 'static> Registration<K> {
     }
 }
 
-/// A running informer, from [`SharedIndexInformer::start`]: its
+/// A running informer, from [`SharedIndexInformer::start`](crate::SharedIndexInformer::start): its
 /// [`cancellation_token`](TaskHandle::cancellation_token), [`is_finished`](TaskHandle::is_finished)
 /// and [`stop`](TaskHandle::stop), which stops the informer, waits until its task has ended
-/// and returns what [`SharedIndexInformer::run`] returned. Dropping it leaves the informer
+/// and returns what [`SharedIndexInformer::run`](crate::SharedIndexInformer::run) returned. Dropping it leaves the informer
 /// running (as a Tokio `JoinHandle`, and as a client-go informer runs until its stop
 /// channel closes), so `informer.start()?;` is safe; keep it to stop the informer.
 pub type InformerHandle = TaskHandle<Error>;

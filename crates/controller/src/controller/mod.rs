@@ -27,8 +27,10 @@
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicUsize, Ordering};
 //! use std::time::Duration;
-//! use kinformer::controller::{Action, Context, Controller};
-//! use kinformer::prelude::*;
+//! use kinformer_controller::controller::{Action, Context, Controller};
+//! use kinformer_core::ObjectKey;
+//! use kinformer_workqueue::Queue;
+//! use tokio_util::sync::CancellationToken;
 //!
 //! /// What every reconcile needs; here only a counter.
 //! struct State {
@@ -95,14 +97,16 @@ mod context;
 #[cfg(feature = "kube")]
 mod elected;
 mod handlers;
-mod observer;
+pub(crate) mod observer;
 #[cfg(feature = "kube")]
 mod sharded;
 
 pub use action::Action;
 pub use context::Context;
 pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
-use observer::Observer;
+use observer::{Observer, Outcome};
+#[cfg(feature = "kube")]
+pub use sharded::HeldShard;
 
 /// The name a [`Controller`] built by [`with_queue`](Controller::with_queue) has until
 /// [`name`](Controller::name) sets another.
@@ -284,7 +288,9 @@ enum Stop {
     /// (client-go's `ShutDownWithDrain`).
     Drain,
     /// Take no more keys; reconciles in flight get this long to return, then are aborted
-    /// (their keys queued again). The queue stays as it is, for the next term.
+    /// (their keys queued again). The queue stays as it is, for the next term. Only terms
+    /// (`run_elected`, `run_shard`: feature `kube`) halt.
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
     Halt(Duration),
 }
 
@@ -296,14 +302,6 @@ struct Worker<T, Q, F, C> {
     reconcile: F,
     observer: Observer,
     _item: PhantomData<fn(T, C) -> T>,
-}
-
-/// How one reconcile ended.
-pub(crate) enum Outcome {
-    Done,
-    RequeueAfter(Duration),
-    Failed(String),
-    Panicked(String),
 }
 
 /// Marks the key done when dropped, so `done` runs even if the reconcile is aborted (a

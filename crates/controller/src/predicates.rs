@@ -9,7 +9,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use k8s_openapi::api::apps::v1::Deployment;
-//! use kinformer::predicates::{self, Predicate};
+//! use kinformer_controller::predicates::{self, Predicate};
 //!
 //! // Spec changes (the generation moves), or a label change: worth a reconcile.
 //! let p: Predicate<Deployment> =

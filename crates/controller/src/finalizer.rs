@@ -26,9 +26,10 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kinformer::controller::{Action, Context};
-//! use kinformer::finalizer::{finalizer, FinalizerError, FinalizerEvent};
-//! use kinformer::prelude::*;
+//! use kinformer_controller::controller::{Action, Context};
+//! use kinformer_controller::finalizer::{finalizer, FinalizerError, FinalizerEvent};
+//! use kinformer_core::ObjectKey;
+//! use kinformer_indexer::Lister;
 //! use kube::Api;
 //!
 //! struct Ctx { client: kube::Client, cache: Lister<ConfigMap> }

@@ -32,8 +32,10 @@
 //! `/metrics`); [`registry`](Metrics::registry) takes your own metrics too.
 //!
 //! ```
-//! use kinformer::metrics::Metrics;
-//! use kinformer::prelude::*;
+//! use kinformer_controller::metrics::Metrics;
+//! use kinformer_workqueue::{
+//!     Queue, QueueConfig, RateLimitingWorkQueue, default_controller_rate_limiter,
+//! };
 //!
 //! let metrics = Metrics::install();
 //! let queue = RateLimitingWorkQueue::<&str>::with_config(
@@ -47,44 +49,17 @@
 //! ```
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::Duration;
 
 use kinformer_informer_factory::{InformerStats, SharedIndexInformer};
 use kinformer_workqueue::PrometheusMetricsProvider;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
-use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
-use crate::controller::Outcome;
-
-/// controller-runtime's reconcile-time buckets, in seconds.
-const RECONCILE_BUCKETS: [f64; 40] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
-    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
-    25.0, 30.0, 40.0, 50.0, 60.0,
-];
-
-fn reconcile_histogram() -> Histogram {
-    Histogram::new(RECONCILE_BUCKETS)
-}
-
-type Labels = Vec<(&'static str, String)>;
-
-/// The controller families, shared by every controller.
-#[derive(Clone, Debug)]
-struct ControllerFamilies {
-    reconciles: Family<Labels, Counter>,
-    errors: Family<Labels, Counter>,
-    panics: Family<Labels, Counter>,
-    time: Family<Labels, Histogram, fn() -> Histogram>,
-    max_concurrent: Family<Labels, Gauge>,
-    active: Family<Labels, Gauge>,
-}
+use crate::controller::observer::ControllerFamilies;
 
 /// Where informer statistics come from at scrape time.
 type StatsSource = Box<dyn Fn() -> Vec<InformerStats> + Send + Sync>;
@@ -92,8 +67,9 @@ type StatsSource = Box<dyn Fn() -> Vec<InformerStats> + Send + Sync>;
 /// The process's metrics: see the [module docs](self).
 pub struct Metrics {
     registry: Mutex<Registry>,
-    controllers: ControllerFamilies,
     informers: Arc<Mutex<Vec<StatsSource>>>,
+    /// Filled by `register_shard_manager` (feature `kube`).
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
     shard_managers: Arc<Mutex<Vec<ShardSource>>>,
 }
 
@@ -143,52 +119,13 @@ impl Metrics {
                     );
                 }
             }
-            let controllers = ControllerFamilies {
-                reconciles: Family::default(),
-                errors: Family::default(),
-                panics: Family::default(),
-                time: Family::new_with_constructor(reconcile_histogram),
-                max_concurrent: Family::default(),
-                active: Family::default(),
-            };
-            // prometheus-client appends `_total` to counters and a period to help texts.
-            registry.register(
-                "controller_runtime_reconcile",
-                "Total number of reconciliations per controller",
-                controllers.reconciles.clone(),
-            );
-            registry.register(
-                "controller_runtime_reconcile_errors",
-                "Total number of reconciliation errors per controller",
-                controllers.errors.clone(),
-            );
-            registry.register(
-                "controller_runtime_reconcile_panics",
-                "Total number of reconciliation panics per controller",
-                controllers.panics.clone(),
-            );
-            registry.register(
-                "controller_runtime_reconcile_time_seconds",
-                "Length of time per reconciliation per controller",
-                controllers.time.clone(),
-            );
-            registry.register(
-                "controller_runtime_max_concurrent_reconciles",
-                "Maximum number of concurrent reconciles per controller",
-                controllers.max_concurrent.clone(),
-            );
-            registry.register(
-                "controller_runtime_active_workers",
-                "Number of currently used workers per controller",
-                controllers.active.clone(),
-            );
+            ControllerFamilies::install(&mut registry);
             let informers: Arc<Mutex<Vec<StatsSource>>> = Arc::default();
             registry.register_collector(Box::new(InformerCollector(Arc::clone(&informers))));
             let shard_managers: Arc<Mutex<Vec<ShardSource>>> = Arc::default();
             registry.register_collector(Box::new(ShardCollector(Arc::clone(&shard_managers))));
             Metrics {
                 registry: Mutex::new(registry),
-                controllers,
                 informers,
                 shard_managers,
             }
@@ -240,75 +177,40 @@ impl Metrics {
             .push(Box::new(source));
     }
 
-    /// Reports on `manager` at each scrape (kept alive by the metrics from now on): the
-    /// shards it holds, the live replicas it saw last, the shards it gave up to re-balance.
+    /// Reports on `manager` (kinformer's `sharding::ShardManager`) at each scrape (kept
+    /// alive by the metrics from now on): the shards it holds, the live replicas it saw
+    /// last, the shards it gave up to re-balance.
     #[cfg(feature = "kube")]
-    pub fn register_shard_manager<L>(&self, manager: &Arc<crate::sharding::ShardManager<L>>)
-    where
-        L: Send + Sync + 'static,
-    {
+    pub fn register_shard_manager<M: ShardManagerStats>(&self, manager: &Arc<M>) {
         let manager = Arc::clone(manager);
         self.shard_managers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Box::new(move || ShardStats {
-                manager: manager.config().name.clone(),
-                identity: manager.identity().to_owned(),
-                held: manager.held().len(),
-                live: manager.live_replicas(),
-                moves: manager.moves(),
+                manager: manager.manager_name().to_owned(),
+                identity: manager.manager_identity().to_owned(),
+                held: manager.shards_held(),
+                live: manager.shard_live_replicas(),
+                moves: manager.shard_moves(),
             }));
     }
-
-    /// The metrics of controller `name`, which runs `workers` workers.
-    pub(crate) fn controller(&self, name: &str, workers: usize) -> ControllerMetrics {
-        let labels = vec![("controller", name.to_owned())];
-        self.controllers
-            .max_concurrent
-            .get_or_create(&labels)
-            .set(i64::try_from(workers).unwrap_or(i64::MAX));
-        ControllerMetrics {
-            families: self.controllers.clone(),
-            labels,
-        }
-    }
 }
 
-/// One controller's view of the controller families.
-pub(crate) struct ControllerMetrics {
-    families: ControllerFamilies,
-    labels: Labels,
-}
-
-impl ControllerMetrics {
-    pub(crate) fn reconciled(&self, outcome: &Outcome, took: Duration) {
-        let result = match outcome {
-            Outcome::Done => "success",
-            Outcome::RequeueAfter(_) => "requeue_after",
-            Outcome::Failed(_) | Outcome::Panicked(_) => "error",
-        };
-        let mut with_result = self.labels.clone();
-        with_result.push(("result", result.to_owned()));
-        self.families.reconciles.get_or_create(&with_result).inc();
-        if matches!(outcome, Outcome::Failed(_) | Outcome::Panicked(_)) {
-            self.families.errors.get_or_create(&self.labels).inc();
-        }
-        if matches!(outcome, Outcome::Panicked(_)) {
-            self.families.panics.get_or_create(&self.labels).inc();
-        }
-        self.families
-            .time
-            .get_or_create(&self.labels)
-            .observe(took.as_secs_f64());
-    }
-
-    pub(crate) fn worker_started(&self) {
-        self.families.active.get_or_create(&self.labels).inc();
-    }
-
-    pub(crate) fn worker_ended(&self) {
-        self.families.active.get_or_create(&self.labels).dec();
-    }
+/// What [`Metrics::register_shard_manager`] reads of a shard manager at each scrape.
+/// kinformer's `sharding::ShardManager` implements it: the shard manager lives above the
+/// metrics (in the kinformer facade), so the metrics name only what they read of one.
+#[cfg(feature = "kube")]
+pub trait ShardManagerStats: Send + Sync + 'static {
+    /// The manager's name (label `manager`).
+    fn manager_name(&self) -> &str;
+    /// This replica's identity (label `identity`).
+    fn manager_identity(&self) -> &str;
+    /// How many shards this replica holds (`kinformer_shards_held`).
+    fn shards_held(&self) -> usize;
+    /// The live replicas the manager saw at its last retry (`kinformer_shards_live_replicas`).
+    fn shard_live_replicas(&self) -> usize;
+    /// The shards given up to re-balance so far (`kinformer_shard_moves_total`).
+    fn shard_moves(&self) -> u64;
 }
 
 /// Reads the registered shard managers' state at each scrape.

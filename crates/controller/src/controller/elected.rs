@@ -36,9 +36,10 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// lease.
     ///
     /// ```no_run
-    /// use kinformer::controller::{Action, Context, Controller};
-    /// use kinformer::leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
-    /// use kinformer::prelude::*;
+    /// use kinformer_controller::controller::{Action, Context, Controller};
+    /// use kinformer_core::ObjectKey;
+    /// use kinformer_leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock};
+    /// use tokio_util::sync::CancellationToken;
     ///
     /// async fn reconcile(key: ObjectKey, ctx: Context<()>) -> Result<Action, kube::Error> {
     ///     if !ctx.is_leading() {

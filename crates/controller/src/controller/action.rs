@@ -11,7 +11,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use kinformer::controller::Action;
+/// use kinformer_controller::controller::Action;
 ///
 /// // A certificate expires in an hour: look again before it does.
 /// let next = Action::RequeueAfter(Duration::from_secs(50 * 60));

@@ -8,11 +8,13 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use kinformer::controller::{Action, Context, Controller};
-use kinformer::leaderelection::testing::{Fault, MemoryLease, tokio_clock};
-use kinformer::leaderelection::{LeaderElectionConfig, LeaderElector};
-use kinformer::prelude::*;
+use kinformer_controller::controller::{Action, Context, Controller};
+use kinformer_core::ObjectKey;
+use kinformer_leaderelection::testing::{Fault, MemoryLease, tokio_clock};
+use kinformer_leaderelection::{LeaderElectionConfig, LeaderElector};
+use kinformer_workqueue::{Queue, RateLimitingWorkQueue};
 use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
 
 /// One thing a reconcile did: (key, when, what).
 type Entry = (String, Instant, &'static str);

@@ -10,10 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
-use kinformer::controller::{Action, Context, Controller};
-use kinformer::prelude::*;
-use kinformer::workqueue::ItemExponentialFailureRateLimiter;
+use kinformer_controller::controller::{Action, Context, Controller};
+use kinformer_core::{DeletedFinalStateUnknown, DeletedObject, MetaObject, ObjectKey};
+use kinformer_indexer::Indexer;
+use kinformer_informer_factory::ResourceEventHandler;
+use kinformer_workqueue::{
+    ItemExponentialFailureRateLimiter, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
+};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio_util::sync::CancellationToken;
 
 /// What the adapted reconcile functions return.
 type Reconciled<E> = Pin<Box<dyn Future<Output = Result<Action, E>> + Send>>;
@@ -34,7 +39,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 type FastQueue<T> = RateLimitingWorkQueue<T, ItemExponentialFailureRateLimiter<T>>;
 
 /// A queue whose retries wait 1 ms, 2 ms, 4 ms … at most 10 ms: quick tests.
-fn fast_queue<T: kinformer::workqueue::Item>() -> FastQueue<T> {
+fn fast_queue<T: kinformer_workqueue::Item>() -> FastQueue<T> {
     RateLimitingWorkQueue::new(ItemExponentialFailureRateLimiter::new(
         Duration::from_millis(1),
         Duration::from_millis(10),
@@ -448,8 +453,8 @@ async fn max_retries_drops_the_key() {
 /// given and calls them when the test says so.
 struct FakeInformer {
     handlers: Mutex<Vec<Box<dyn ResourceEventHandler<Named> + Send>>>,
-    options: Mutex<Vec<kinformer::informer::HandlerOptions>>,
-    cache: Arc<kinformer::indexer::ThreadSafeStore<Named>>,
+    options: Mutex<Vec<kinformer_informer_factory::HandlerOptions>>,
+    cache: Arc<kinformer_indexer::ThreadSafeStore<Named>>,
 }
 
 impl Default for FakeInformer {
@@ -457,8 +462,8 @@ impl Default for FakeInformer {
         Self {
             handlers: Mutex::default(),
             options: Mutex::default(),
-            cache: Arc::new(kinformer::indexer::ThreadSafeStore::new(
-                kinformer::indexer::namespace_indexers(),
+            cache: Arc::new(kinformer_indexer::ThreadSafeStore::new(
+                kinformer_indexer::namespace_indexers(),
             )),
         }
     }
@@ -485,28 +490,31 @@ impl MetaObject for Named {
 
 struct FakeRegistration;
 
-impl kinformer::informer::HasSynced for FakeRegistration {
+impl kinformer_informer_factory::HasSynced for FakeRegistration {
     fn has_synced(&self) -> bool {
         true
     }
 }
 
-impl kinformer::informer::HandlerRegistration for FakeRegistration {
+impl kinformer_informer_factory::HandlerRegistration for FakeRegistration {
     fn remove(&self) {}
 }
 
-impl kinformer::informer::HasSynced for FakeInformer {
+impl kinformer_informer_factory::HasSynced for FakeInformer {
     fn has_synced(&self) -> bool {
         true
     }
 }
 
-impl kinformer::informer::SharedInformer<Named> for FakeInformer {
+impl kinformer_informer_factory::SharedInformer<Named> for FakeInformer {
     fn add_event_handler_with_options(
         &self,
         handler: Box<dyn ResourceEventHandler<Named> + Send>,
-        options: kinformer::informer::HandlerOptions,
-    ) -> Result<Box<dyn kinformer::informer::HandlerRegistration>, kinformer::informer::Error> {
+        options: kinformer_informer_factory::HandlerOptions,
+    ) -> Result<
+        Box<dyn kinformer_informer_factory::HandlerRegistration>,
+        kinformer_informer_factory::Error,
+    > {
         self.handlers.lock().unwrap().push(handler);
         self.options.lock().unwrap().push(options);
         Ok(Box::new(FakeRegistration))
@@ -554,7 +562,7 @@ async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
     // Key enqueuers lose nothing to a coalescing buffer: the controller asks for one.
     assert_eq!(
         *informer.options.lock().unwrap(),
-        [kinformer::informer::HandlerOptions::new().coalesce_by_key()]
+        [kinformer_informer_factory::HandlerOptions::new().coalesce_by_key()]
     );
     cancel.cancel();
     within("shutdown", run).await.unwrap();
@@ -563,7 +571,7 @@ async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requeue_after_forgets_and_adds_the_key_back_after_the_delay() {
     // The queue's clock moves only when the test steps it.
-    let clock = kinformer::workqueue::FakeClock::new();
+    let clock = kinformer_workqueue::FakeClock::new();
     let queue = RateLimitingWorkQueue::with_config(
         ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)),
         QueueConfig::new().clock(clock.clone()),

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 /// or give up quickly, not start long work.
 ///
 /// ```
-/// use kinformer::controller::{Action, Context};
+/// use kinformer_controller::controller::{Action, Context};
 ///
 /// struct Settings { dry_run: bool }
 ///

@@ -13,9 +13,10 @@
 //! sensitive. A check is a function called on each request: keep it cheap.
 //!
 //! ```no_run
-//! use kinformer::prelude::*;
-//! use kinformer::metrics::Metrics;
-//! use kinformer::server::Server;
+//! use kinformer_controller::metrics::Metrics;
+//! use kinformer_controller::server::Server;
+//! use kinformer_informer_factory::SharedInformerFactory;
+//! use tokio_util::sync::CancellationToken;
 //!
 //! # async fn run(factory: SharedInformerFactory) -> std::io::Result<()> {
 //! Metrics::install().register_factory(&factory);

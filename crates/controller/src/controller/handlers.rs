@@ -22,8 +22,10 @@ use crate::predicates::Predicate;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use kinformer::controller::{Controller, EnqueueKeys};
-/// use kinformer::prelude::*;
+/// use kinformer_controller::controller::{Controller, EnqueueKeys};
+/// use kinformer_core::ObjectKey;
+/// use kinformer_informer_factory::ResourceEventHandler;
+/// use kinformer_workqueue::Queue;
 /// use k8s_openapi::api::core::v1::Pod;
 ///
 /// let controller = Controller::<ObjectKey>::new("pods");
@@ -214,7 +216,9 @@ where
     /// stuck maps its first and last state, not the ones in between.
     ///
     /// ```
-    /// use kinformer::prelude::*;
+    /// use kinformer_controller::controller::Controller;
+    /// use kinformer_core::ObjectKey;
+    /// use kinformer_informer_factory::SharedIndexInformer;
     /// use k8s_openapi::api::core::v1::{ConfigMap, Pod};
     ///
     /// /// Pods name the ConfigMap they read in an annotation: a ConfigMap change reconciles
@@ -227,7 +231,7 @@ where
     ///         .filter_map(|(_, name)| ObjectKey::new(ns, name).ok())
     ///         .collect()
     /// }
-    /// # fn wire(controller: &Controller<ObjectKey>, pods: &SharedIndexInformer<Pod>) -> Result<(), kinformer::informer::Error> {
+    /// # fn wire(controller: &Controller<ObjectKey>, pods: &SharedIndexInformer<Pod>) -> Result<(), kinformer_informer_factory::Error> {
     /// controller.watches(pods, config_of)?;
     /// # Ok(()) }
     /// ```
@@ -256,10 +260,12 @@ where
     /// references match on API group and kind, whatever the version.
     ///
     /// ```no_run
-    /// use kinformer::prelude::*;
+    /// use kinformer_controller::controller::Controller;
+    /// use kinformer_core::ObjectKey;
+    /// use kinformer_informer_factory::SharedInformerFactory;
     /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     ///
-    /// # fn wire(factory: &SharedInformerFactory) -> Result<(), kinformer::informer::Error> {
+    /// # fn wire(factory: &SharedInformerFactory) -> Result<(), kinformer_informer_factory::Error> {
     /// let controller = Controller::<ObjectKey>::new("deployments");
     /// controller.watch(&factory.informer::<Deployment>())?;
     /// controller.owns::<Deployment, ReplicaSet>(&factory.informer::<ReplicaSet>())?;

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use kinformer::controller::{Action, Context, Controller};
-use kinformer::metrics::Metrics;
-use kinformer::prelude::*;
-use kinformer::reflector::ListPage;
-use kinformer::reflector::fake::{FakeListerWatcher, watch_channel};
-use kinformer::server::Server;
+use kinformer_controller::controller::{Action, Context, Controller};
+use kinformer_controller::metrics::Metrics;
+use kinformer_controller::server::Server;
+use kinformer_core::{MetaObject, ObjectKey};
+use kinformer_informer_factory::SharedIndexInformer;
+use kinformer_reflector::ListPage;
+use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
 use prometheus_parse::{Scrape, Value};
+use tokio_util::sync::CancellationToken;
 
 /// A namespaced object with a name.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -229,9 +231,9 @@ async fn metrics_health_and_readiness_over_http() {
     );
 
     // A leader elector built after `install` reports through it, under client-go's names.
-    let lease = kinformer::leaderelection::testing::MemoryLease::new();
-    let elector = kinformer::leaderelection::LeaderElector::new(
-        kinformer::leaderelection::LeaderElectionConfig::default(),
+    let lease = kinformer_leaderelection::testing::MemoryLease::new();
+    let elector = kinformer_leaderelection::LeaderElector::new(
+        kinformer_leaderelection::LeaderElectionConfig::default(),
         lease.lock("me"),
     )
     .unwrap();

@@ -9,14 +9,18 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kinformer::controller::{Action, Context, Controller};
-use kinformer::finalizer::{FinalizerError, FinalizerEvent, finalizer};
-use kinformer::predicates;
-use kinformer::prelude::*;
+use kinformer_controller::controller::{Action, Context, Controller};
+use kinformer_controller::finalizer::{FinalizerError, FinalizerEvent, finalizer};
+use kinformer_controller::predicates;
+use kinformer_core::{DeletedObject, ObjectKey};
+use kinformer_indexer::Lister;
+use kinformer_informer_factory::{InformerHandle, ResourceEventHandlerFuncs, SharedIndexInformer};
+use kinformer_reflector::{KubeListerWatcher, reflector_client};
 use kinformer_testenv::{ControlPlane, Options, pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
