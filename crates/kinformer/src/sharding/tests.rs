@@ -1,0 +1,366 @@
+//! The shard manager on in-memory leases: fair shares, moves, give-ups and cut-offs.
+
+use std::collections::HashMap;
+
+use kinformer_leaderelection::testing::{Fault, MemoryLease, MemoryLock};
+
+use super::*;
+
+/// The Leases of a test, by name, shared by every replica.
+#[derive(Clone, Default)]
+struct Leases(Arc<Mutex<HashMap<String, MemoryLease>>>);
+
+impl Leases {
+    fn lock(&self, name: &str, identity: &str) -> MemoryLock {
+        let mut map = self.0.lock().unwrap();
+        map.entry(name.to_owned()).or_default().lock(identity)
+    }
+
+    fn set_fault_for(&self, identity: &str, fault: Fault) {
+        for lease in self.0.lock().unwrap().values() {
+            lease.set_fault_for(identity, fault);
+        }
+    }
+}
+
+/// Who runs each shard's work now, and every time two did at once.
+#[derive(Clone, Default)]
+struct Owners {
+    now: Arc<Mutex<HashMap<u32, String>>>,
+    overlaps: Arc<Mutex<Vec<String>>>,
+    /// Every (shard, replica) whose work ended.
+    stopped: Arc<Mutex<Vec<(u32, String)>>>,
+    /// How long a shard's work takes to stop once its token is cancelled.
+    stop_delay: Duration,
+}
+
+struct Replica {
+    manager: Arc<ShardManager<MemoryLock>>,
+    stop: CancellationToken,
+    run: JoinHandle<Result<(), Error>>,
+}
+
+fn config(shards: u32) -> ShardingConfig {
+    let mut config = ShardingConfig::new("ctl", shards);
+    config.max_moves = 1;
+    config.move_period = Duration::from_secs(4);
+    config
+}
+
+fn start(leases: &Leases, owners: &Owners, id: &str, config: ShardingConfig) -> Replica {
+    let leases = leases.clone();
+    let me = id.to_owned();
+    let manager = Arc::new(ShardManager::new(config, move |name| leases.lock(name, &me)).unwrap());
+    let stop = CancellationToken::new();
+    let (m, s, owners, id) = (
+        Arc::clone(&manager),
+        stop.clone(),
+        owners.clone(),
+        id.to_owned(),
+    );
+    let run = tokio::spawn(async move {
+        m.run(&s, move |shard: Shard| {
+            let (owners, id) = (owners.clone(), id.clone());
+            async move {
+                if let Some(other) = owners.now.lock().unwrap().insert(shard.index(), id.clone()) {
+                    owners.overlaps.lock().unwrap().push(format!(
+                        "shard {} started by {id} while {other} ran it",
+                        shard.index()
+                    ));
+                }
+                shard.token().cancelled().await;
+                tokio::time::sleep(owners.stop_delay).await;
+                owners.now.lock().unwrap().remove(&shard.index());
+                owners.stopped.lock().unwrap().push((shard.index(), id));
+            }
+        })
+        .await
+    });
+    Replica { manager, stop, run }
+}
+
+fn held(replicas: &[&Replica]) -> Vec<Vec<u32>> {
+    replicas.iter().map(|r| r.manager.held()).collect()
+}
+
+/// Every shard held by exactly one of `replicas`, `share` each.
+fn balanced(replicas: &[&Replica], shards: u32, share: &[usize]) -> bool {
+    let held = held(replicas);
+    let mut all: Vec<u32> = held.iter().flatten().copied().collect();
+    all.sort_unstable();
+    let mut sizes: Vec<usize> = held.iter().map(Vec::len).collect();
+    sizes.sort_unstable();
+    all == (0..shards).collect::<Vec<_>>() && sizes == share
+}
+
+/// Advances the paused clock until `cond`, at most `limit`; how long it took.
+async fn within(limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    start.elapsed()
+}
+
+#[test]
+fn the_fair_share_is_the_ceiling_of_shards_over_live_replicas() {
+    let c = config(12);
+    assert_eq!(c.fair_share(0), 12);
+    assert_eq!(c.fair_share(1), 12);
+    assert_eq!(c.fair_share(3), 4);
+    assert_eq!(c.fair_share(5), 3);
+    assert_eq!(c.fair_share(13), 1);
+    assert!(ShardingConfig::new("x", 0).validate().is_err());
+    assert!(ShardingConfig::new("", 3).validate().is_err());
+    let mut bad = config(3);
+    bad.max_moves = 0;
+    assert!(bad.validate().is_err());
+    bad = config(3);
+    bad.timing.renew_deadline = bad.timing.lease_duration;
+    assert!(bad.validate().is_err());
+}
+
+#[tokio::test]
+async fn locks_of_different_identities_are_refused() {
+    let leases = Leases::default();
+    let n = std::sync::atomic::AtomicU32::new(0);
+    let mixed = ShardManager::new(config(2), |name| {
+        let id = format!("r{}", n.fetch_add(1, Ordering::Relaxed));
+        leases.lock(name, &id)
+    });
+    assert!(matches!(mixed, Err(Error::Identity(..))));
+    let empty = ShardManager::new(config(2), |name| leases.lock(name, ""));
+    assert!(matches!(empty, Err(Error::Identity(..))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_started_together_split_the_shards_fairly_without_moves() {
+    let (leases, owners) = (Leases::default(), Owners::default());
+    let r: Vec<Replica> = ["a", "b", "c"]
+        .iter()
+        .map(|id| start(&leases, &owners, id, config(12)))
+        .collect();
+    let all: Vec<&Replica> = r.iter().collect();
+    within(Duration::from_secs(10), || balanced(&all, 12, &[4, 4, 4])).await;
+    // Stable: nothing moves afterwards.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(balanced(&all, 12, &[4, 4, 4]), "{:?}", held(&all));
+    assert!(r.iter().all(|x| x.manager.live_replicas() == 3));
+    assert_eq!(r.iter().map(|x| x.manager.moves()).sum::<u64>(), 0);
+    assert_eq!(owners.now.lock().unwrap().len(), 12);
+    for x in r {
+        x.stop.cancel();
+        x.run.await.unwrap().unwrap();
+    }
+    assert!(
+        owners.now.lock().unwrap().is_empty(),
+        "work stopped on shutdown"
+    );
+    assert!(owners.overlaps.lock().unwrap().is_empty());
+    // Everything released.
+    for lease in leases.0.lock().unwrap().values() {
+        assert!(lease.record().is_none_or(|r| !r.is_held()));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_joining_replica_gets_its_share_within_the_move_limit_and_a_leaving_ones_is_taken() {
+    let (leases, owners) = (Leases::default(), Owners::default());
+    let a = start(&leases, &owners, "a", config(12));
+    let b = start(&leases, &owners, "b", config(12));
+    within(Duration::from_secs(10), || balanced(&[&a, &b], 12, &[6, 6])).await;
+
+    // c joins: a and b each give up 2, one per move period (4 s) at most.
+    let c = start(&leases, &owners, "c", config(12));
+    let took = within(Duration::from_secs(30), || {
+        balanced(&[&a, &b, &c], 12, &[4, 4, 4])
+    })
+    .await;
+    assert!(
+        took >= Duration::from_secs(4),
+        "two moves each need two periods: {took:?}"
+    );
+    assert_eq!(
+        (a.manager.moves(), b.manager.moves(), c.manager.moves()),
+        (2, 2, 0)
+    );
+
+    // c leaves (releasing): a and b take its shards at once, without moves.
+    c.stop.cancel();
+    c.run.await.unwrap().unwrap();
+    within(Duration::from_secs(20), || balanced(&[&a, &b], 12, &[6, 6])).await;
+    assert_eq!(a.manager.moves() + b.manager.moves(), 4);
+    assert!(
+        owners.overlaps.lock().unwrap().is_empty(),
+        "{:?}",
+        owners.overlaps
+    );
+    for x in [a, b] {
+        x.stop.cancel();
+        x.run.await.unwrap().unwrap();
+    }
+}
+
+#[cfg(feature = "prometheus")]
+#[tokio::test(start_paused = true)]
+async fn a_registered_manager_reports_its_shards_replicas_and_moves_at_each_scrape() {
+    let (leases, owners) = (Leases::default(), Owners::default());
+    let mut config = config(4);
+    config.name = "metrics-ctl".to_owned();
+    let a = start(&leases, &owners, "a", config.clone());
+    within(Duration::from_secs(10), || a.manager.held().len() == 4).await;
+    let metrics = crate::metrics::Metrics::install();
+    metrics.register_shard_manager(&a.manager);
+    let labels = r#"{manager="metrics-ctl",identity="a"}"#;
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains(&format!("kinformer_shards_held{labels} 4")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("kinformer_shards_live_replicas{labels} 1")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("kinformer_shard_moves_total{labels} 0")),
+        "{text}"
+    );
+    // b joins: a gives up two shards, and the next scrape says so.
+    let b = start(&leases, &owners, "b", config);
+    within(Duration::from_secs(20), || balanced(&[&a, &b], 4, &[2, 2])).await;
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains(&format!("kinformer_shards_held{labels} 2")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("kinformer_shards_live_replicas{labels} 2")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("kinformer_shard_moves_total{labels} 2")),
+        "{text}"
+    );
+    for x in [a, b] {
+        x.stop.cancel();
+        x.run.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_run_stops_every_shards_work_and_the_manager_can_run_again() {
+    let (leases, owners) = (Leases::default(), Owners::default());
+    let a = start(&leases, &owners, "a", config(4));
+    within(Duration::from_secs(10), || a.manager.held().len() == 4).await;
+    a.run.abort();
+    let _ = a.run.await;
+    within(Duration::from_secs(1), || {
+        owners.now.lock().unwrap().is_empty()
+    })
+    .await;
+    // Nothing released: the Leases still name a until they expire.
+    let held_by_a = leases
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(name, l)| {
+            name.contains("-shard-") && l.record().is_some_and(|r| r.holder_identity == "a")
+        })
+        .count();
+    assert_eq!(held_by_a, 4);
+    // The same manager runs again, and takes its own Leases back at once.
+    let (m, stop) = (Arc::clone(&a.manager), CancellationToken::new());
+    let again = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            m.run(&stop, |shard: Shard| async move {
+                shard.token().cancelled().await
+            })
+            .await
+        }
+    });
+    within(Duration::from_secs(3), || a.manager.held().len() == 4).await;
+    stop.cancel();
+    again.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn shards_given_up_together_wait_out_their_work_together_and_the_rest_stay_held() {
+    // Work takes 4 s to stop (within the 5 s grace); a gives up 6 shards in one retry.
+    // One after the other that would be 24 s without renewing the 6 it keeps, past their
+    // 10 s renew deadline.
+    let leases = Leases::default();
+    let owners = Owners {
+        stop_delay: Duration::from_secs(4),
+        ..Owners::default()
+    };
+    let mut config = config(12);
+    config.max_moves = 6;
+    let a = start(&leases, &owners, "a", config.clone());
+    within(Duration::from_secs(10), || a.manager.held().len() == 12).await;
+    let b = start(&leases, &owners, "b", config);
+    within(Duration::from_secs(20), || balanced(&[&a, &b], 12, &[6, 6])).await;
+    let kept = a.manager.held();
+    let stopped = owners.stopped.lock().unwrap().clone();
+    assert_eq!(stopped.len(), 6, "{stopped:?}");
+    assert!(
+        stopped.iter().all(|(i, id)| id == "a" && !kept.contains(i)),
+        "only the shards given up stopped: {stopped:?}, kept {kept:?}"
+    );
+    assert_eq!(a.manager.moves(), 6);
+    assert!(
+        owners.overlaps.lock().unwrap().is_empty(),
+        "{:?}",
+        owners.overlaps
+    );
+    for x in [a, b] {
+        x.stop.cancel();
+        x.run.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_off_replica_stops_its_work_at_the_renew_deadline_before_others_take_over() {
+    let (leases, owners) = (Leases::default(), Owners::default());
+    let a = start(&leases, &owners, "a", config(6));
+    let b = start(&leases, &owners, "b", config(6));
+    within(Duration::from_secs(10), || balanced(&[&a, &b], 6, &[3, 3])).await;
+    let b_shards = b.manager.held();
+
+    // b's requests hang: its terms end at the renew deadline (10 s); a takes the shards
+    // once it saw them unchanged for the lease duration (15 s), never before b stopped.
+    leases.set_fault_for("b", Fault::Hang);
+    let cut = Instant::now();
+    within(Duration::from_secs(12), || {
+        let now = owners.now.lock().unwrap();
+        b_shards.iter().all(|i| !now.contains_key(i))
+    })
+    .await;
+    assert!(
+        cut.elapsed() >= Duration::from_secs(8),
+        "{:?}",
+        cut.elapsed()
+    );
+    within(Duration::from_secs(25), || a.manager.held().len() == 6).await;
+    assert!(cut.elapsed() >= Duration::from_secs(15));
+    assert!(
+        owners.overlaps.lock().unwrap().is_empty(),
+        "{:?}",
+        owners.overlaps
+    );
+
+    // b comes back: it gets its share again, by moves from a.
+    leases.set_fault_for("b", Fault::None);
+    within(Duration::from_secs(30), || balanced(&[&a, &b], 6, &[3, 3])).await;
+    assert!(
+        owners.overlaps.lock().unwrap().is_empty(),
+        "{:?}",
+        owners.overlaps
+    );
+    for x in [a, b] {
+        x.stop.cancel();
+        x.run.await.unwrap().unwrap();
+    }
+}
