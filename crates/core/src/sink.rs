@@ -144,11 +144,6 @@ impl<K> ListPart<K> {
     pub fn new(items: Vec<Listed<K>>, starts: bool, end: Option<String>) -> Self {
         Self { items, starts, end }
     }
-
-    /// Whether this part is the whole list.
-    pub fn is_whole(&self) -> bool {
-        self.starts && self.end.is_some()
-    }
 }
 
 /// One object of a list ([`ListPart`]).
