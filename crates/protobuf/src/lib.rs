@@ -45,6 +45,11 @@
 //!   reads each event's type and object (`ERROR` events carry a `Status`; `BOOKMARK`s an
 //!   object with only its metadata).
 //!
+//! - Transcoding: [`Object::transcoder`] hands the same view to any `serde::Serializer`
+//!   instead of a target type, with struct field names as the schema's `&'static str`s and
+//!   `managedFields`' JSON as the text the server sent: kinformer-compact-store's encoding
+//!   straight from the wire with no object built in between (or protobuf to JSON).
+//!
 //! The target is any `Deserialize` type that decodes the object's JSON: k8s-openapi types
 //! (whatever version feature you enable), `kube::core::PartialObjectMeta<K>`,
 //! `serde_json::Value`, your own projections. Nothing here is specific to k8s-openapi.
@@ -109,7 +114,8 @@
 //!   no protobuf form.
 //! - CBOR inside a `RawExtension` or `FieldsV1` (the API server writes JSON there), and
 //!   envelopes with a content encoding: typed errors.
-//! - Encoding: this crate only decodes.
+//! - Encoding into protobuf: this crate reads protobuf; it writes other formats from it
+//!   (transcoding), never protobuf.
 //!
 //! # Performance
 //!
@@ -148,6 +154,6 @@ mod wire;
 pub use error::{Error, Path};
 pub use frame::FrameDecoder;
 pub use list::{Items, List, ListMeta};
-pub use object::{MAGIC, MEDIA_TYPE, Object, from_slice};
+pub use object::{MAGIC, MEDIA_TYPE, Object, Transcoder, from_slice};
 pub use schema::{is_known, schema_source};
 pub use watch::{EventType, WATCH_MEDIA_TYPE, WatchEvent};

@@ -2,9 +2,9 @@
 
 use std::fmt;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize, Serializer};
 
-use crate::de::MessageDe;
+use crate::de::{Failure, MessageDe, Transcode};
 use crate::error::{Error, Segment};
 use crate::schema::{self, Message};
 use crate::wire;
@@ -120,6 +120,75 @@ impl<'a> Object<'a> {
             type_meta: Some((self.api_version, self.kind)),
         })
         .map_err(|e| e.at(Segment::Message(msg.short_name())).into_error())
+    }
+    /// The object as a `Serialize` value, to transcode it into another format without
+    /// building an object in between: a serializer is handed what
+    /// [`deserialize`](Self::deserialize) would hand a target type — the object's JSON,
+    /// `apiVersion` and `kind` first — each message as a struct whose field names are the
+    /// schema's `&'static str`s, and `managedFields`' `FieldsV1` and any `RawExtension` as
+    /// a newtype struct of that name around the JSON text the server sent (a `serde_json`
+    /// `RawValue`: checked, not parsed into a tree).
+    ///
+    /// This is how kinformer's default cache (kinformer-compact-store) can go from the
+    /// bytes on the wire to its encoded entry without decoding a `Pod`. Into serde_json it
+    /// is a protobuf-to-JSON converter:
+    ///
+    /// ```
+    /// # let body = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pod.pb"));
+    /// use kinformer_protobuf::Object;
+    ///
+    /// let object = Object::from_bytes(body)?;
+    /// let transcoder = object.transcoder()?;
+    /// let json = serde_json::to_vec(&transcoder).map_err(|_| transcoder.into_error())?;
+    /// let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    /// assert_eq!(value, object.deserialize::<serde_json::Value>()?);
+    /// # Ok::<(), kinformer_protobuf::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::UnknownKind`] when the schema table does not know the object's type. What
+    /// goes wrong while serializing is the serializer's error; [`Transcoder::into_error`]
+    /// then says what it was, as [`deserialize`](Self::deserialize) would on the same bytes.
+    pub fn transcoder(&self) -> Result<Transcoder<'a>, Error> {
+        Ok(Transcoder {
+            object: *self,
+            msg: self.message()?,
+            failure: Failure::default(),
+        })
+    }
+}
+
+/// An [`Object`] to transcode: `Serialize` it ([`Object::transcoder`]).
+pub struct Transcoder<'a> {
+    object: Object<'a>,
+    msg: &'static Message,
+    failure: Failure,
+}
+
+impl fmt::Debug for Transcoder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Transcoder").field(&self.object).finish()
+    }
+}
+
+impl Serialize for Transcoder<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Transcode {
+            msg: self.msg,
+            buf: self.object.raw,
+            type_meta: Some((self.object.api_version, self.object.kind)),
+            failure: &self.failure,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Transcoder<'_> {
+    /// Why serializing failed, after it did: malformed protobuf ([`Error::Malformed`], with
+    /// its path) or [`Error::Rejected`] when the serializer refused a value (its message is
+    /// not kept: it may quote the value).
+    pub fn into_error(self) -> Error {
+        self.failure.into_error(self.msg)
     }
 }
 

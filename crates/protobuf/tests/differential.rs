@@ -5,7 +5,9 @@
 //! check, since it sees every key and the kind of every number), and as the k8s-openapi
 //! type where k8s-openapi has one (`PartialEq` on the typed objects). Each decoded value
 //! also goes through the encoding of kinformer's default cache (kinformer-compact-store)
-//! and must come back equal: decode(encode(x)) == x for every type the schema knows.
+//! and must come back equal: decode(encode(x)) == x for every type the schema knows. And the
+//! protobuf transcoded without decoding (`Object::transcoder`) must say the same: into
+//! serde_json, the same JSON value; into the cache's encoding, the same typed object.
 //!
 //! A failing record is written to `tests/regressions/` (the protobuf and the JSON); the
 //! `regressions` test decodes every file there, so a fixed difference stays fixed.
@@ -29,6 +31,16 @@ fn compare_value(protobuf: &[u8], json: &[u8]) -> Result<(), String> {
     let from_pb: Value =
         kinformer_protobuf::from_slice(protobuf).map_err(|e| format!("protobuf: {e}"))?;
     let cached = compact_round_trip(&from_pb)?;
+    let transcoded = transcode(protobuf, |t| {
+        serde_json::to_value(t).map_err(|e| e.to_string())
+    })?;
+    if let Some(d) = first_difference(
+        &without_nulls(transcoded),
+        &without_nulls(from_pb.clone()),
+        "",
+    ) {
+        return Err(format!("transcoded into JSON vs decoded: {d}"));
+    }
     let (a, b) = (without_nulls(from_pb), without_nulls(from_json));
     if let Some(d) = first_difference(&a, &b, "") {
         return Err(format!("as JSON values (protobuf vs JSON): {d}"));
@@ -50,6 +62,31 @@ fn compact_round_trip<T: serde::Serialize + DeserializeOwned>(value: &T) -> Resu
         .map_err(|e| format!("the compact encoding does not decode back: {e}"))
 }
 
+/// The protobuf body transcoded by `f` (`Object::transcoder`), with the transcoder's
+/// typed error when `f` fails.
+fn transcode<T>(
+    protobuf: &[u8],
+    f: impl FnOnce(&kinformer_protobuf::Transcoder<'_>) -> Result<T, String>,
+) -> Result<T, String> {
+    let object = kinformer_protobuf::Object::from_bytes(protobuf).map_err(|e| e.to_string())?;
+    let transcoder = object
+        .transcoder()
+        .map_err(|e| format!("transcoder: {e}"))?;
+    match f(&transcoder) {
+        Ok(v) => Ok(v),
+        Err(e) => Err(format!("transcoding: {e}: {}", transcoder.into_error())),
+    }
+}
+
+/// The protobuf body transcoded into the compact store's encoding, then decoded as `T`.
+fn transcoded_compact<T: DeserializeOwned>(protobuf: &[u8]) -> Result<T, String> {
+    let bytes = transcode(protobuf, |t| {
+        kinformer_compact_store::encode_to_vec(t).map_err(|e| e.to_string())
+    })?;
+    kinformer_compact_store::decode_from_slice(&bytes)
+        .map_err(|e| format!("transcoded into the compact encoding, it does not decode: {e}"))
+}
+
 fn compare_typed<T: serde::Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(
     protobuf: &[u8],
     json: &[u8],
@@ -58,8 +95,13 @@ fn compare_typed<T: serde::Serialize + DeserializeOwned + PartialEq + std::fmt::
     let from_pb = kinformer_protobuf::from_slice::<T>(protobuf);
     match (from_pb, from_json) {
         (Ok(a), Ok(b)) if a == b => match compact_round_trip(&a)? {
-            cached if cached == a => Ok(()),
-            _ => Err("typed objects differ through the compact store's encoding".into()),
+            cached if cached != a => {
+                Err("typed objects differ through the compact store's encoding".into())
+            }
+            _ if transcoded_compact::<T>(protobuf)? != a => {
+                Err("typed objects differ transcoded into the compact store's encoding".into())
+            }
+            _ => Ok(()),
         },
         (Ok(a), Ok(b)) => {
             let (a, b) = (format!("{a:#?}"), format!("{b:#?}"));

@@ -108,6 +108,7 @@ fn decode_everything(body: &[u8]) {
         ok_or_typed(object.deserialize::<Secret>());
         ok_or_typed(object.deserialize::<kube::core::PartialObjectMeta<Pod>>());
         ok_or_typed(object.deserialize::<kube::core::Status>());
+        transcode_everything(object);
         match object.list() {
             Ok(list) => {
                 let _ = list.meta();
@@ -130,6 +131,36 @@ fn decode_everything(body: &[u8]) {
             ok_or_typed(ev.object().deserialize::<Pod>());
         }
         Err(e) => check_error(&e),
+    }
+}
+
+/// The object transcoded into JSON and into the compact store's encoding: the same answer
+/// as decoding it into a JSON value (the same value, or an error in both), and a typed
+/// error that stays silent about the body.
+fn transcode_everything(object: Object<'_>) {
+    let transcoder = match object.transcoder() {
+        Ok(t) => t,
+        Err(e) => return check_error(&e),
+    };
+    let json = serde_json::to_vec(&transcoder);
+    let compact = kinformer_compact_store::encode_to_vec(&transcoder);
+    let decoded = object.deserialize::<Value>();
+    match (json, &decoded) {
+        (Ok(json), Ok(value)) => {
+            let transcoded: Value = serde_json::from_slice(&json)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&json)));
+            assert_eq!(&transcoded, value, "transcoded and decoded differ");
+            assert!(
+                compact.is_ok(),
+                "transcodes into JSON but not into the cache's encoding"
+            );
+        }
+        (Err(_), Err(_)) => check_error(&transcoder.into_error()),
+        (Ok(_), Err(e)) => panic!("transcodes, but does not decode: {e}"),
+        (Err(_), Ok(_)) => panic!(
+            "decodes, but does not transcode: {}",
+            transcoder.into_error()
+        ),
     }
 }
 

@@ -294,19 +294,30 @@ fn wrapped_len(b: &[u8]) -> Result<usize> {
     Ok(n)
 }
 
-impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
-    type Error = Error;
+/// A field's value, taken from a [`MessageAccess`] after its key.
+enum Taken<'de> {
+    /// A single value of a field.
+    Single(&'static Field, Value<'de>),
+    /// A repeated field: the message it is in, where its first occurrence starts, and
+    /// whether it is one run.
+    Repeated(&'static Field, &'de [u8], usize, bool),
+    /// `apiVersion` or `kind`, from the envelope.
+    Str(&'de str),
+}
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+impl<'de> MessageAccess<'de> {
+    /// The JSON name of the next field (its value is then pending: [`Self::take_value`]),
+    /// `None` at the end of the message. What the map shows and what the transcoder writes.
+    fn next_field(&mut self) -> Result<Option<&'static str>> {
         if let Some((api_version, kind)) = self.type_meta {
             // apiVersion first, then kind (whose pending value is set when apiVersion's is
-            // taken, see next_value_seed).
+            // taken, see take_value).
             self.type_meta = None;
             self.pending = Pending::TypeMeta(api_version, kind);
-            return seed.deserialize(KeyDe("apiVersion")).map(Some);
+            return Ok(Some("apiVersion"));
         }
         if let Pending::Kind(_) = self.pending {
-            return seed.deserialize(KeyDe("kind")).map(Some);
+            return Ok(Some("kind"));
         }
         loop {
             let key_pos = self.cur.reader.pos();
@@ -357,16 +368,53 @@ impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
                 }
                 self.pending = Pending::Single(field, value);
             }
-            return seed.deserialize(KeyDe(field.json)).map(Some);
+            return Ok(Some(field.json));
+        }
+    }
+
+    /// The value of the field [`Self::next_field`] just named.
+    fn take_value(&mut self) -> Result<Taken<'de>> {
+        Ok(match std::mem::replace(&mut self.pending, Pending::None) {
+            Pending::Single(field, v) => Taken::Single(field, v),
+            Pending::Repeated(field, buf, pos, one_run) => {
+                Taken::Repeated(field, buf, pos, one_run)
+            }
+            Pending::TypeMeta(api_version, kind) => {
+                self.pending = Pending::Kind(kind);
+                Taken::Str(api_version)
+            }
+            Pending::Kind(kind) => Taken::Str(kind),
+            Pending::None => {
+                return Err(Error::rejected("a map value was asked for before its key"));
+            }
+        })
+    }
+
+    /// After a repeated field's elements were read: where the reader goes on, if they were
+    /// one run (the elements' reader wrote where it ended).
+    fn after_repeated(&mut self, buf: &'de [u8]) {
+        if let Some(end) = self.run_end.take() {
+            self.cur.reader = Reader::at(buf, end);
+        }
+    }
+}
+
+impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        match self.next_field()? {
+            Some(key) => seed.deserialize(KeyDe(key)).map(Some),
+            None => Ok(None),
         }
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
-        match std::mem::replace(&mut self.pending, Pending::None) {
-            Pending::Single(field, v) => seed
+        match self.take_value()? {
+            Taken::Single(field, v) => seed
                 .deserialize(ValueDe { ty: &field.ty, v })
                 .map_err(|e| e.at(Segment::Field(field.json))),
-            Pending::Repeated(field, buf, pos, one_run) => {
+            Taken::Repeated(field, buf, pos, one_run) => {
                 let value = seed
                     .deserialize(RepeatedDe {
                         field,
@@ -374,25 +422,20 @@ impl<'de> de::MapAccess<'de> for MessageAccess<'de> {
                         run_end: one_run.then_some(&self.run_end),
                     })
                     .map_err(|e| e.at(Segment::Field(field.json)))?;
-                if let Some(end) = self.run_end.take() {
-                    self.cur.reader = Reader::at(buf, end);
-                }
+                self.after_repeated(buf);
                 Ok(value)
             }
-            Pending::TypeMeta(api_version, kind) => {
-                self.pending = Pending::Kind(kind);
-                seed.deserialize(de::value::BorrowedStrDeserializer::new(api_version))
-            }
-            Pending::Kind(kind) => seed.deserialize(de::value::BorrowedStrDeserializer::new(kind)),
-            Pending::None => Err(Error::rejected("a map value was asked for before its key")),
+            Taken::Str(s) => seed.deserialize(de::value::BorrowedStrDeserializer::new(s)),
         }
     }
 }
 
 mod repeated;
+mod transcode;
 mod value;
 
 use repeated::RepeatedDe;
+pub(crate) use transcode::{Failure, Transcode};
 use value::{KeyDe, ValueDe};
 
 #[cfg(test)]

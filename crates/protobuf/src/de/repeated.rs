@@ -147,10 +147,10 @@ pub(super) struct MapEntries<'de, 'a> {
     pub(super) pending: Option<Value<'de>>,
 }
 
-impl<'de> de::MapAccess<'de> for MapEntries<'de, '_> {
-    type Error = Error;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+impl<'de> MapEntries<'de, '_> {
+    /// The next entry's key (a Go string's bytes) and value (the Go zero value when the
+    /// entry has none).
+    pub(super) fn next_entry(&mut self) -> Result<Option<(&'de [u8], Value<'de>)>> {
         let Some(v) = self.occurrences.next()? else {
             return Ok(None);
         };
@@ -169,12 +169,24 @@ impl<'de> de::MapAccess<'de> for MapEntries<'de, '_> {
             }
         }
         // A missing value is the Go zero value of its type.
-        self.pending = Some(value.unwrap_or(match want {
+        let value = value.unwrap_or(match want {
             WireType::Varint => Value::Varint(0),
             WireType::Fixed64 => Value::Fixed64(0),
             WireType::Fixed32 => Value::Fixed32(0),
             WireType::Len => Value::Len(&[]),
-        }));
+        });
+        Ok(Some((key, value)))
+    }
+}
+
+impl<'de> de::MapAccess<'de> for MapEntries<'de, '_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        let Some((key, value)) = self.next_entry()? else {
+            return Ok(None);
+        };
+        self.pending = Some(value);
         seed.deserialize(GoStrDe(key)).map(Some)
     }
 
