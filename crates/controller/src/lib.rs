@@ -19,8 +19,8 @@
 //!
 //! A program usually depends on the facade (`kinformer`), which re-exports this crate
 //! module by module; the types are the same either way. Sharding across replicas
-//! (`kinformer::sharding`) lives in the facade and runs this crate's controllers through
-//! [`Controller::run_shard`](controller::Controller::run_shard).
+//! (kinformer-sharding, `kinformer::sharding`) lives above this crate and runs its
+//! controllers through [`Controller::run_shard`](controller::Controller::run_shard).
 //!
 //! | module | what it does |
 //! |---|---|

@@ -197,8 +197,9 @@ impl Metrics {
 }
 
 /// What [`Metrics::register_shard_manager`] reads of a shard manager at each scrape.
-/// kinformer's `sharding::ShardManager` implements it: the shard manager lives above the
-/// metrics (in the kinformer facade), so the metrics name only what they read of one.
+/// kinformer-sharding's `ShardManager` implements it (its feature `prometheus`): the shard
+/// manager lives above the metrics (in kinformer-sharding, which depends on this crate), so
+/// the metrics name only what they read of one.
 #[cfg(feature = "kube")]
 pub trait ShardManagerStats: Send + Sync + 'static {
     /// The manager's name (label `manager`).

@@ -37,7 +37,7 @@
 //! | `finalizer` | kinformer-controller (feature `kube`, default) | cleanup before an object goes away |
 //! | `events` | kinformer-events (feature `kube`) | Kubernetes Events, deduplicated into series as client-go's `tools/events` |
 //! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
-//! | `sharding` | this crate (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), a sharded informer and `Controller::run_shard` per held shard |
+//! | [`sharding`] | kinformer-sharding (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), a sharded informer and `Controller::run_shard` per held shard |
 //! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
 //! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
 //!

@@ -129,16 +129,17 @@ impl LeaderElectionConfig {
         Ok(())
     }
 
-    /// The lease duration as the record holds it. Only called on a validated config.
-    pub(crate) fn lease_duration_seconds(&self) -> i32 {
-        i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX)
-    }
-
     /// The timeout of one lock operation.
     pub(crate) fn effective_request_timeout(&self) -> Duration {
         self.request_timeout
             .unwrap_or_else(|| (self.renew_deadline / 2).max(Duration::from_secs(1)))
     }
+}
+
+/// A lease duration as the record holds it: whole seconds (what
+/// [`LeaderElectionConfig::validate`] requires of it).
+pub(crate) fn lease_duration_seconds(lease_duration: Duration) -> i32 {
+    i32::try_from(lease_duration.as_secs()).unwrap_or(i32::MAX)
 }
 
 #[cfg(test)]
@@ -214,7 +215,7 @@ mod tests {
             ..LeaderElectionConfig::default()
         };
         short.validate().unwrap();
-        assert_eq!(short.lease_duration_seconds(), 1);
+        assert_eq!(lease_duration_seconds(short.lease_duration), 1);
         assert_eq!(short.effective_request_timeout(), Duration::from_secs(1));
     }
 }

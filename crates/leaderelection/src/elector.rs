@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::attempt::{LeaseAttempt, ObservedRecord, Release};
 use crate::callbacks::NoCallbacks;
 use crate::config::JITTER_FACTOR;
-use crate::lock::DynLock;
+use crate::lock::{BoxedLock, DynLock};
 use crate::metrics::leader_metric;
-use crate::record::truncate_to_micros;
 use crate::{
-    Clock, Error, LeaderCallbacks, LeaderElectionConfig, LeaderElectionRecord, LeaderMetric,
-    Leading, Lock, MetricsProvider, SystemClock,
+    Clock, Error, LeaderCallbacks, LeaderElectionConfig, LeaderMetric, Leading, Lock,
+    MetricsProvider, SystemClock,
 };
 
 #[cfg(test)]
@@ -51,7 +51,7 @@ struct Inner {
     name: String,
     identity: String,
     description: String,
-    lock: Box<dyn DynLock>,
+    lock: BoxedLock,
     clock: Arc<dyn Clock>,
     metrics: Box<dyn LeaderMetric>,
     callbacks: Arc<dyn LeaderCallbacks>,
@@ -64,7 +64,7 @@ struct Inner {
 struct State {
     /// The last record seen (read or written), and when it was first seen as it is, on the
     /// monotonic clock. The record's own times are never used for decisions.
-    observed: Option<(LeaderElectionRecord, Instant)>,
+    observed: Option<ObservedRecord>,
     /// The holder last reported to [`LeaderCallbacks::new_leader`].
     reported_leader: Option<String>,
     /// The renew deadline while this candidate leads.
@@ -131,7 +131,7 @@ impl LeaderElectorBuilder {
                 name,
                 identity,
                 description,
-                lock: self.lock,
+                lock: BoxedLock(self.lock),
                 clock: self.clock,
                 metrics,
                 callbacks: self.callbacks,
@@ -194,7 +194,7 @@ impl LeaderElector {
             .state()
             .observed
             .as_ref()
-            .map(|(r, _)| r.holder_identity.clone())
+            .map(|o| o.record.holder_identity.clone())
             .filter(|h| !h.is_empty())
     }
 
@@ -216,13 +216,13 @@ impl LeaderElector {
     pub fn check(&self, max_tolerable_expired_lease: Duration) -> Result<(), Error> {
         let inner = &self.inner;
         let state = inner.state();
-        let Some((record, seen)) = &state.observed else {
+        let Some(seen) = &state.observed else {
             return Ok(());
         };
-        if record.holder_identity != inner.identity {
+        if !seen.names(&inner.identity) {
             return Ok(());
         }
-        let since = inner.clock.now().saturating_duration_since(*seen);
+        let since = inner.clock.now().saturating_duration_since(seen.since);
         if since > inner.config.lease_duration + max_tolerable_expired_lease {
             return Err(Error::LeaseNotRenewed {
                 name: inner.name.clone(),
@@ -470,84 +470,31 @@ impl Inner {
         }
     }
 
-    /// client-go's `tryAcquireOrRenew`: one attempt to take or keep the lock.
+    /// The one step of the lease algorithm on this elector's lock, clock and timing.
+    fn attempt<'a>(
+        &'a self,
+        on_slow_path: &'a (dyn Fn() + Send + Sync),
+    ) -> LeaseAttempt<'a, BoxedLock> {
+        LeaseAttempt::new(
+            &self.lock,
+            self.config.lease_duration,
+            self.config.effective_request_timeout(),
+            &*self.clock,
+        )
+        .on_slow_path(on_slow_path)
+    }
+
+    /// client-go's `tryAcquireOrRenew`: one attempt to take or keep the lock
+    /// ([`LeaseAttempt::try_acquire_or_renew`]).
     async fn try_acquire_or_renew(&self) -> bool {
-        let now = self.clock.now();
-        let wall = truncate_to_micros(self.clock.wall_now());
-        let mut record = LeaderElectionRecord {
-            holder_identity: self.identity.clone(),
-            lease_duration_seconds: self.config.lease_duration_seconds(),
-            acquire_time: Some(wall),
-            renew_time: Some(wall),
-            leader_transitions: 0,
-        };
-
-        // 1. Fast path: the leader writes over the version it last saw.
-        if let Some(observed) = self.observed_if_valid_leader(now) {
-            record.acquire_time = observed.acquire_time;
-            record.leader_transitions = observed.leader_transitions;
-            match self.call(self.lock.update(&record)).await {
-                Ok(()) => {
-                    self.set_observed(record);
-                    return true;
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "failed to update lease optimistically, falling back to slow path")
-                }
-            }
-        }
-
-        // 2. Read the record, or create it.
-        let old = match self.call(self.lock.get()).await {
-            Ok(Some(old)) => old,
-            Ok(None) => {
-                return match self.call(self.lock.create(&record)).await {
-                    Ok(()) => {
-                        self.set_observed(record);
-                        true
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "error initially creating lease lock");
-                        false
-                    }
-                };
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "error retrieving lease lock");
-                return false;
-            }
-        };
-
-        // 3. Note when the record changed; leave a valid lease to its holder.
-        self.observe(&old);
-        let is_me = old.holder_identity == self.identity;
-        if old.is_held() && !is_me && self.is_lease_valid(now) {
-            tracing::trace!(holder = %old.holder_identity, "lease is held and has not yet expired");
-            return false;
-        }
-
-        // 4. Take (or keep) it, over the version just read.
-        if is_me {
-            record.acquire_time = old.acquire_time;
-            record.leader_transitions = old.leader_transitions;
-            self.metrics.slowpath_exercised(&self.name);
-        } else {
-            record.leader_transitions = old.leader_transitions.saturating_add(1);
-        }
-        match self.call(self.lock.update(&record)).await {
-            Ok(()) => {
-                self.set_observed(record);
-                true
-            }
-            Err(Error::Conflict) => {
-                tracing::debug!("lost a race to update the lease");
-                false
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "failed to update lease");
-                false
-            }
-        }
+        let mut observed = self.state().observed.clone();
+        let slow_path = || self.metrics.slowpath_exercised(&self.name);
+        let attempt = self
+            .attempt(&slow_path)
+            .try_acquire_or_renew(&mut observed)
+            .await;
+        self.state().observed = observed;
+        attempt.is_held()
     }
 
     /// client-go's `release`: clears the holder if the record (read afresh) still names this
@@ -563,63 +510,19 @@ impl Inner {
         }
     }
 
+    /// [`LeaseAttempt::release`], logged.
     async fn release(&self) {
-        let current = match self.call(self.lock.get()).await {
-            Ok(Some(current)) => current,
-            Ok(None) => {
-                tracing::info!("lease lock not found; nothing to release");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "error retrieving lease lock to release it");
-                return;
-            }
-        };
-        // client-go checks the record it saw last, which can be older than the one just
-        // read; the fresh one is what the update will overwrite.
-        if current.holder_identity != self.identity {
-            return;
-        }
-        let now = Some(truncate_to_micros(self.clock.wall_now()));
-        let released = LeaderElectionRecord {
-            holder_identity: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: now,
-            renew_time: now,
-            leader_transitions: current.leader_transitions,
-        };
-        match self.call(self.lock.update(&released)).await {
-            Ok(()) => {
-                self.set_observed(released);
+        let mut observed = self.state().observed.clone();
+        let released = self.attempt(&|| {}).release(&mut observed).await;
+        self.state().observed = observed;
+        match released {
+            Ok(Release::Released) => {
                 self.maybe_report_transition();
                 tracing::info!("released the lease");
             }
+            Ok(Release::NotFound) => tracing::info!("lease lock not found; nothing to release"),
+            Ok(Release::NotHolder) => {}
             Err(e) => tracing::warn!(error = %e, "failed to release lease"),
-        }
-    }
-
-    /// One lock operation, cut at the request timeout.
-    async fn call<T>(&self, op: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
-        let limit = self.config.effective_request_timeout();
-        tokio::select! {
-            result = op => result,
-            () = self.clock.sleep_until(self.clock.now() + limit) => Err(Error::Timeout(limit)),
-        }
-    }
-
-    /// Records `record` as seen now (client-go's `setObservedRecord`).
-    fn set_observed(&self, record: LeaderElectionRecord) {
-        let now = self.clock.now();
-        self.state().observed = Some((record, now));
-    }
-
-    /// Records `record` as seen now if it differs from the last one seen; an unchanged
-    /// record keeps the time it was first seen.
-    fn observe(&self, record: &LeaderElectionRecord) {
-        let now = self.clock.now();
-        let mut state = self.state();
-        if state.observed.as_ref().is_none_or(|(r, _)| r != record) {
-            state.observed = Some((record.clone(), now));
         }
     }
 
@@ -627,37 +530,19 @@ impl Inner {
         self.state()
             .observed
             .as_ref()
-            .is_some_and(|(r, _)| r.holder_identity == self.identity)
+            .is_some_and(|o| o.names(&self.identity))
     }
 
     fn get_observed_holder(&self) -> Option<String> {
         self.state()
             .observed
             .as_ref()
-            .map(|(r, _)| r.holder_identity.clone())
+            .map(|o| o.record.holder_identity.clone())
     }
 
     /// When the last record seen expires on this clock: first seen + its lease duration.
     fn observed_expiry(&self) -> Option<Instant> {
-        self.state().observed.as_ref().map(|(r, seen)| {
-            let secs = u64::try_from(r.lease_duration_seconds).unwrap_or(0);
-            *seen + Duration::from_secs(secs)
-        })
-    }
-
-    /// client-go's `isLeaseValid`: the last record seen has not been unchanged for its
-    /// lease duration yet.
-    fn is_lease_valid(&self, now: Instant) -> bool {
-        self.observed_expiry().is_some_and(|expiry| expiry > now)
-    }
-
-    /// The last record seen, if it names this candidate and is still valid.
-    fn observed_if_valid_leader(&self, now: Instant) -> Option<LeaderElectionRecord> {
-        let observed = self.state().observed.clone();
-        observed
-            .filter(|(r, _)| r.holder_identity == self.identity)
-            .filter(|_| self.is_lease_valid(now))
-            .map(|(r, _)| r)
+        self.state().observed.as_ref().map(ObservedRecord::expiry)
     }
 
     /// client-go's `maybeReportTransition`.
@@ -667,7 +552,7 @@ impl Inner {
             let holder = state
                 .observed
                 .as_ref()
-                .map(|(r, _)| r.holder_identity.clone());
+                .map(|o| o.record.holder_identity.clone());
             match holder {
                 Some(h) if state.reported_leader.as_ref() != Some(&h) => {
                     state.reported_leader = Some(h.clone());

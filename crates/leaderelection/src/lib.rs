@@ -187,6 +187,7 @@
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod attempt;
 mod callbacks;
 mod config;
 mod elector;
@@ -202,6 +203,7 @@ mod record;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
+pub use attempt::{Attempt, LeaseAttempt, ObservedRecord, Release};
 pub use callbacks::{LeaderCallbacks, NoCallbacks};
 pub use config::{JITTER_FACTOR, LeaderElectionConfig};
 pub use elector::{LeaderElector, LeaderElectorBuilder, TermEnd};

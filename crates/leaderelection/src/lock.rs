@@ -82,3 +82,28 @@ impl<L: Lock> DynLock for L {
         Lock::describe(self)
     }
 }
+
+/// The elector's boxed lock, a [`Lock`] again for [`LeaseAttempt`](crate::LeaseAttempt).
+pub(crate) struct BoxedLock(pub(crate) Box<dyn DynLock>);
+
+impl Lock for BoxedLock {
+    async fn get(&self) -> Result<Option<LeaderElectionRecord>, Error> {
+        self.0.get().await
+    }
+
+    async fn create(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
+        self.0.create(record).await
+    }
+
+    async fn update(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
+        self.0.update(record).await
+    }
+
+    fn identity(&self) -> &str {
+        self.0.identity()
+    }
+
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+}

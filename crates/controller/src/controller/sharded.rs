@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use super::{Action, Context, Controller, Stop};
 
 /// A shard this replica holds, as [`Controller::run_shard`] sees it: a term that ends when
-/// the shard is lost. kinformer's `sharding::Shard` implements it: the shard manager lives
-/// above the controller (in the kinformer facade), so the controller names only what it
-/// reads of a shard.
+/// the shard is lost. kinformer-sharding's `Shard` (`kinformer::sharding::Shard`)
+/// implements it: the shard manager lives above the controller (in kinformer-sharding,
+/// which depends on this crate), so the controller names only what it reads of a shard.
 pub trait HeldShard: Clone + Send + Sync + 'static {
     /// The shard's index (logged).
     fn index(&self) -> u32;

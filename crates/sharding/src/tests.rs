@@ -210,7 +210,7 @@ async fn a_registered_manager_reports_its_shards_replicas_and_moves_at_each_scra
     config.name = "metrics-ctl".to_owned();
     let a = start(&leases, &owners, "a", config.clone());
     within(Duration::from_secs(10), || a.manager.held().len() == 4).await;
-    let metrics = crate::metrics::Metrics::install();
+    let metrics = kinformer_controller::metrics::Metrics::install();
     metrics.register_shard_manager(&a.manager);
     let labels = r#"{manager="metrics-ctl",identity="a"}"#;
     let text = metrics.encode().unwrap();

@@ -1,17 +1,20 @@
 //! One controller across many replicas: the objects split into shards, each shard held by
-//! one replica at a time through a Lease, each replica holding its fair share (feature
-//! `kube`).
+//! one replica at a time through a Lease, each replica holding its fair share.
 //!
 //! Leader election lets one replica do all the work. [`ShardManager`] splits it: `N`
 //! shards, shard `i` being range `i` of `N` of the 64-bit hash of each object's uid (or
 //! namespace), and one Lease per shard, `<name>-shard-<i>`. Each replica holds about
 //! `ceil(N / live replicas)` of them and runs, per held shard, whatever the caller asks —
-//! usually a sharded informer (see
-//! [`kinformer_reflector::ShardSelector`]) and a
-//! [`Controller`](crate::controller::Controller) through
-//! [`Controller::run_shard`](crate::controller::Controller::run_shard). The API server
-//! sends each informer only its shard's objects (Kubernetes 1.36 with the gate
-//! `ShardedListAndWatch`; without it the informer filters).
+//! usually a sharded informer (see [`kinformer_reflector::ShardSelector`]) and a
+//! controller through
+//! [`Controller::run_shard`](kinformer_controller::controller::Controller::run_shard),
+//! which takes a [`Shard`] (it implements
+//! [`HeldShard`](kinformer_controller::controller::HeldShard)). The API server sends each
+//! informer only its shard's objects (Kubernetes 1.36 with the gate `ShardedListAndWatch`;
+//! without it the informer filters).
+//!
+//! The facade re-exports this crate as `kinformer::sharding`; its module docs show a
+//! whole sharded controller on a cluster, and `examples/sharded_controller.rs` runs one.
 //!
 //! # The rules
 //!
@@ -21,7 +24,9 @@
 //!    `<name>-member-<j>` (any free one), and reads the others: the live replicas are the
 //!    holders of membership Leases not yet expired. A replica beyond the `N`-th has nothing
 //!    to do and waits for a free one.
-//! 2. **Holds each shard Lease as a leader election holds its Lease** (the rules of
+//! 2. **Holds each shard Lease as a leader election holds its Lease**, with the very step
+//!    the [`LeaderElector`](kinformer_leaderelection::LeaderElector) runs
+//!    ([`LeaseAttempt`], the rules of
 //!    [`kinformer_leaderelection`]): takes only a free one (no record, released, or seen
 //!    unchanged for its lease duration on this replica's monotonic clock), writes over the
 //!    version it read, renews every retry period, and stops the shard's work the moment
@@ -50,50 +55,74 @@
 //! [`kinformer_leaderelection`]'s docs). [`Shard::is_held`] answers for the deadline, to
 //! check right before a write that must not happen twice.
 //!
-//! ```no_run
-//! use k8s_openapi::api::core::v1::Pod;
-//! use kinformer::controller::{Action, Context, Controller};
-//! use kinformer::informer::SharedIndexInformer;
-//! use kinformer::leaderelection::LeaseLock;
-//! use kinformer::prelude::*;
-//! use kinformer::reflector::ShardKey;
-//! use kinformer::sharding::{Shard, ShardManager, ShardingConfig};
+//! Two replicas sharing four shards, on in-memory Leases and Tokio's paused clock (in a
+//! cluster: a `LeaseLock` per name, and the real clock):
 //!
-//! async fn reconcile(key: ObjectKey, ctx: Context<()>) -> Result<Action, kube::Error> {
-//!     if !ctx.is_leading() {
-//!         return Ok(Action::Done); // the shard's next holder does it
-//!     }
-//!     // ... act on `key`
-//!     Ok(Action::Done)
-//! }
+//! ```
+//! use std::collections::HashMap;
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
 //!
-//! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let identity = std::env::var("POD_NAME")?;
-//! let config = ShardingConfig::new("my-controller", 12);
-//! let manager = ShardManager::new(config, |lease: &str| {
-//!     LeaseLock::new(client.clone(), "kube-system", lease, identity.clone())
-//! })?;
-//! let shutdown = CancellationToken::new();
-//! let pods = kube::Api::<Pod>::all(client.clone());
-//! manager
-//!     .run(&shutdown, move |shard: Shard| {
-//!         let pods = pods.clone();
-//!         async move {
-//!             // This shard's pods only, and a controller for them while the shard is held.
-//!             let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
-//!                 .shard(shard.selector(ShardKey::Uid))
-//!                 .build();
-//!             let controller = Controller::<ObjectKey>::new("my-controller");
-//!             let _ = controller.watch(&informer);
-//!             let Ok(running) = informer.start() else { return };
-//!             controller.run_shard(&shard, reconcile, ()).await;
-//!             let _ = running.stop().await;
-//!         }
+//! use kinformer_leaderelection::testing::MemoryLease;
+//! use kinformer_reflector::ShardKey;
+//! use kinformer_sharding::{Shard, ShardManager, ShardingConfig};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), kinformer_sharding::Error> {
+//! // The Leases by name, shared by both replicas.
+//! let leases = Arc::new(Mutex::new(HashMap::<String, MemoryLease>::new()));
+//! let replica = |identity: &'static str| {
+//!     let leases = Arc::clone(&leases);
+//!     ShardManager::new(ShardingConfig::new("my-controller", 4), move |lease: &str| {
+//!         let mut leases = leases.lock().unwrap();
+//!         leases.entry(lease.to_owned()).or_default().lock(identity)
 //!     })
-//!     .await?;
+//! };
+//! let (a, b) = (Arc::new(replica("a")?), Arc::new(replica("b")?));
+//!
+//! let shutdown = CancellationToken::new();
+//! let runs: Vec<_> = [&a, &b]
+//!     .into_iter()
+//!     .map(|manager| {
+//!         let (manager, shutdown) = (Arc::clone(manager), shutdown.clone());
+//!         tokio::spawn(async move {
+//!             manager
+//!                 .run(&shutdown, |shard: Shard| async move {
+//!                     // This shard's objects, for a sharded informer; a controller runs
+//!                     // here with `Controller::run_shard(&shard, ..)`.
+//!                     let _selector = shard.selector(ShardKey::Uid);
+//!                     // The work runs until the shard is lost, given up, or shut down.
+//!                     shard.token().cancelled().await;
+//!                 })
+//!                 .await
+//!         })
+//!     })
+//!     .collect();
+//!
+//! tokio::time::sleep(Duration::from_secs(10)).await;
+//! assert_eq!((a.held().len(), b.held().len()), (2, 2));
+//! assert_eq!(a.live_replicas(), 2);
+//!
+//! // Shutdown stops every shard's work and releases every Lease.
+//! shutdown.cancel();
+//! for run in runs {
+//!     run.await.unwrap()?;
+//! }
+//! assert!(a.held().is_empty() && b.held().is_empty());
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Where the pieces live
+//!
+//! The shard selector, the hash and the sharded lister-watcher stay in
+//! kinformer-reflector ([`kinformer_reflector::ShardSelector`],
+//! [`kinformer_reflector::ShardedListerWatcher`]): the reflector's own `ListOptions` and
+//! `WatchOptions` carry a `ShardSelector`, so they cannot live above it. This crate holds
+//! what decides *which replica holds which shard*.
+
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
@@ -102,7 +131,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use kinformer_leaderelection::{LeaderElectionConfig, LeaderElectionRecord, Lock};
+use kinformer_leaderelection::{
+    Attempt, Clock, LeaderElectionConfig, LeaseAttempt, Lock, ObservedRecord, Release, Sleep,
+};
 use kinformer_reflector::{ShardKey, ShardRange, ShardSelector};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -274,7 +305,7 @@ struct Status {
 }
 
 /// Holds this replica's fair share of `N` shard Leases and runs work for each held shard:
-/// see the [module docs](self).
+/// see the [crate docs](crate).
 pub struct ShardManager<L> {
     config: ShardingConfig,
     identity: String,
@@ -302,15 +333,16 @@ struct Slot<'a, L> {
     range: Option<ShardRange>,
     name: &'a str,
     lock: &'a L,
-    /// The record last read or written, and when this replica first saw it so.
-    seen: Option<(Option<LeaderElectionRecord>, Instant)>,
+    /// Whether the Lease's state is known: the last read or write of it succeeded.
+    known: bool,
+    /// The record last read or written, and when this replica first saw it so (`None`:
+    /// none seen, or there is no record).
+    observed: Option<ObservedRecord>,
     held: Option<Held>,
 }
 
 /// A Lease this replica holds.
 struct Held {
-    /// The record it last wrote.
-    record: LeaderElectionRecord,
     deadline: watch::Sender<Instant>,
     term: CancellationToken,
     /// The shard's work (none for a membership Lease).
@@ -429,7 +461,8 @@ impl<L: Lock> ShardManager<L> {
                     range: ranges.get(index as usize).copied(),
                     name,
                     lock,
-                    seen: None,
+                    known: false,
+                    observed: None,
                     held: None,
                 })
                 .collect()
@@ -473,7 +506,7 @@ impl<L: Lock> ShardManager<L> {
         Ok(())
     }
 
-    /// One retry period's work: rules 1 to 4 of the module docs.
+    /// One retry period's work: rules 1 to 4 of the crate docs.
     async fn tick<'s, F, Fut>(
         &self,
         shards: &mut [Slot<'s, L>],
@@ -580,57 +613,57 @@ impl<L: Lock> ShardManager<L> {
             .collect();
     }
 
+    /// The one lease step of kinformer-leaderelection on `lock`, each request bounded by the
+    /// retry period, on Tokio's clock.
+    fn attempt<'l>(&self, lock: &'l L) -> LeaseAttempt<'l, L> {
+        LeaseAttempt::new(
+            lock,
+            self.config.timing.lease_duration,
+            self.config.timing.retry_period,
+            &TokioClock,
+        )
+    }
+
     /// Renews a held Lease, or reads one that is not.
     async fn refresh(&self, slot: &mut Slot<'_, L>) {
-        let timeout = self.config.timing.retry_period;
-        if let Some(held) = &mut slot.held {
+        let step = self.attempt(slot.lock);
+        if let Some(held) = &slot.held {
             if held.term.is_cancelled() {
                 return;
             }
-            let mut record = held.record.clone();
             let sent = Instant::now();
-            record.renew_time = Some(SystemTime::now());
-            match tokio::time::timeout(timeout, slot.lock.update(&record)).await {
-                Ok(Ok(())) => {
-                    held.record = record.clone();
+            match step.try_acquire_or_renew(&mut slot.observed).await {
+                Attempt::Held => {
+                    slot.known = true;
                     held.deadline
                         .send_replace(sent + self.config.timing.renew_deadline);
-                    slot.seen = Some((Some(record), sent));
-                    return;
                 }
-                Ok(Err(kinformer_leaderelection::Error::Conflict)) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(lease = slot.name, error = %e, "renewing a shard Lease failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::warn!(lease = slot.name, "renewing a shard Lease timed out");
-                    return;
-                }
-            }
-        }
-        // Not held, or the renewal conflicted: read it.
-        match tokio::time::timeout(timeout, slot.lock.get()).await {
-            Ok(Ok(record)) => {
-                let now = Instant::now();
-                let changed = slot.seen.as_ref().is_none_or(|(r, _)| *r != record);
-                if let Some(held) = &slot.held
-                    && record
+                attempt => {
+                    if slot
+                        .observed
                         .as_ref()
-                        .is_none_or(|r| r.holder_identity != self.identity)
-                {
-                    tracing::warn!(
-                        lease = slot.name,
-                        "a held Lease was taken by another replica"
-                    );
-                    held.term.cancel();
-                }
-                if changed {
-                    slot.seen = Some((record, now));
+                        .is_none_or(|o| !o.names(&self.identity))
+                    {
+                        tracing::warn!(
+                            lease = slot.name,
+                            "a held Lease was taken by another replica"
+                        );
+                        held.term.cancel();
+                    } else if let Attempt::Failed(e) = attempt {
+                        tracing::warn!(lease = slot.name, error = %e, "renewing a shard Lease failed");
+                    }
                 }
             }
-            Ok(Err(e)) => tracing::debug!(lease = slot.name, error = %e, "reading a Lease failed"),
-            Err(_) => tracing::debug!(lease = slot.name, "reading a Lease timed out"),
+            return;
+        }
+        match step.read(&mut slot.observed).await {
+            Ok(record) => {
+                if record.is_none() {
+                    slot.observed = None;
+                }
+                slot.known = true;
+            }
+            Err(e) => tracing::debug!(lease = slot.name, error = %e, "reading a Lease failed"),
         }
     }
 
@@ -663,73 +696,49 @@ impl<L: Lock> ShardManager<L> {
         }
     }
 
-    /// Whether this replica sees the Lease free for the taking.
+    /// Whether this replica sees the Lease free for the taking (the elector's rule:
+    /// [`ObservedRecord::is_free_for`]); unknown is not free.
     fn is_free(&self, slot: &Slot<'_, L>) -> bool {
-        match &slot.seen {
-            // Never read successfully: unknown, not free.
-            None => false,
-            Some((None, _)) => true,
-            Some((Some(r), since)) => {
-                !r.is_held()
-                    || r.holder_identity == self.identity
-                    || since.elapsed() >= seconds(r.lease_duration_seconds)
-            }
-        }
+        let now = TokioClock.now();
+        slot.known
+            && slot
+                .observed
+                .as_ref()
+                .is_none_or(|o| o.is_free_for(&self.identity, now))
     }
 
     /// Whether a Lease this replica does not hold has a live holder.
     fn is_live(&self, slot: &Slot<'_, L>) -> bool {
-        match &slot.seen {
-            Some((Some(r), since)) => {
-                r.is_held()
-                    && r.holder_identity != self.identity
-                    && since.elapsed() < seconds(r.lease_duration_seconds)
-            }
-            _ => false,
-        }
+        let now = TokioClock.now();
+        slot.known
+            && slot
+                .observed
+                .as_ref()
+                .is_some_and(|o| o.record.is_held() && !o.names(&self.identity) && o.is_valid(now))
     }
 
-    /// Takes a Lease seen free, writing over the version read; for a shard, starts its
-    /// work. Whether it was taken.
+    /// Takes a Lease seen free, with the lease step (which reads it again, unless this
+    /// replica's own record is still valid, and writes over the version read); for a
+    /// shard, starts its work. Whether it was taken.
     async fn acquire<F, Fut>(&self, slot: &mut Slot<'_, L>, work: Option<&F>) -> bool
     where
         F: Fn(Shard) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let Some((seen, _)) = &slot.seen else {
-            return false;
-        };
-        let now = SystemTime::now();
-        let transitions = seen.as_ref().map_or(0, |r| {
-            if r.holder_identity == self.identity {
-                r.leader_transitions
-            } else {
-                r.leader_transitions.saturating_add(1)
-            }
-        });
-        let record = LeaderElectionRecord {
-            holder_identity: self.identity.clone(),
-            lease_duration_seconds: whole_seconds(self.config.timing.lease_duration),
-            acquire_time: Some(now),
-            renew_time: Some(now),
-            leader_transitions: transitions,
-        };
         let sent = Instant::now();
-        let timeout = self.config.timing.retry_period;
-        let written = match seen {
-            None => tokio::time::timeout(timeout, slot.lock.create(&record)).await,
-            Some(_) => tokio::time::timeout(timeout, slot.lock.update(&record)).await,
-        };
-        match written {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::debug!(lease = slot.name, error = %e, "taking a Lease failed");
+        match self
+            .attempt(slot.lock)
+            .try_acquire_or_renew(&mut slot.observed)
+            .await
+        {
+            Attempt::Held => slot.known = true,
+            Attempt::HeldByOther => return false,
+            attempt => {
+                if let Attempt::Failed(e) = attempt {
+                    tracing::debug!(lease = slot.name, error = %e, "taking a Lease failed");
+                }
                 // Read it again next time.
-                slot.seen = None;
-                return false;
-            }
-            Err(_) => {
-                slot.seen = None;
+                slot.known = false;
                 return false;
             }
         }
@@ -750,9 +759,7 @@ impl<L: Lock> ShardManager<L> {
             tracing::info!(lease = slot.name, identity = %self.identity, shard = slot.index, "shard taken: its work started");
             tokio::spawn(work(shard))
         });
-        slot.seen = Some((Some(record.clone()), sent));
         slot.held = Some(Held {
-            record,
             deadline,
             term,
             work: task,
@@ -760,37 +767,25 @@ impl<L: Lock> ShardManager<L> {
         true
     }
 
-    /// Stops a held Lease's work, waits for it, then releases the Lease (an empty holder,
-    /// a 1 s lease, as client-go's release) so that another replica takes it at once.
+    /// Stops a held Lease's work, waits for it, then releases the Lease (the lease step's
+    /// release: an empty holder, a 1 s lease, as client-go's, if the record read afresh
+    /// still names this replica) so that another replica takes it at once.
     async fn give_up(&self, slot: &mut Slot<'_, L>, why: &'static str) {
         let Some(held) = slot.held.take() else { return };
         held.term.cancel();
         self.join(slot.name, held.work).await;
-        let now = SystemTime::now();
-        let record = LeaderElectionRecord {
-            holder_identity: String::new(),
-            lease_duration_seconds: 1,
-            acquire_time: Some(now),
-            renew_time: Some(now),
-            leader_transitions: held.record.leader_transitions,
-        };
-        match tokio::time::timeout(self.config.timing.retry_period, slot.lock.update(&record)).await
-        {
-            Ok(Ok(())) => {
+        match self.attempt(slot.lock).release(&mut slot.observed).await {
+            Ok(Release::Released) => {
                 tracing::info!(lease = slot.name, identity = %self.identity, why, "Lease released");
-                slot.seen = Some((Some(record), Instant::now()));
+                slot.known = true;
             }
-            Ok(Err(e)) => {
+            Ok(_) => {
+                tracing::info!(lease = slot.name, identity = %self.identity, why, "the Lease no longer names this replica: nothing to release");
+                slot.known = false;
+            }
+            Err(e) => {
                 tracing::warn!(lease = slot.name, error = %e, why, "releasing a Lease failed; it expires instead");
-                slot.seen = None;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    lease = slot.name,
-                    why,
-                    "releasing a Lease timed out; it expires instead"
-                );
-                slot.seen = None;
+                slot.known = false;
             }
         }
     }
@@ -830,16 +825,26 @@ async fn watchdog(term: CancellationToken, mut deadline: watch::Receiver<Instant
     }
 }
 
-fn seconds(s: i32) -> Duration {
-    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+/// Tokio's clock (pausable in tests, as every other time of the manager), for the lease
+/// step.
+#[derive(Clone, Copy, Debug)]
+struct TokioClock;
+
+impl Clock for TokioClock {
+    fn now(&self) -> std::time::Instant {
+        Instant::now().into_std()
+    }
+
+    fn wall_now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn sleep_until(&self, deadline: std::time::Instant) -> Sleep {
+        Box::pin(tokio::time::sleep_until(Instant::from_std(deadline)))
+    }
 }
 
-/// A lease duration in whole seconds (validated to fit by the timing rules).
-fn whole_seconds(d: Duration) -> i32 {
-    i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
-}
-
-/// What [`Controller::run_shard`](crate::controller::Controller::run_shard) reads of a shard.
+/// What [`Controller::run_shard`](kinformer_controller::controller::Controller::run_shard) reads of a shard.
 impl kinformer_controller::controller::HeldShard for Shard {
     fn index(&self) -> u32 {
         Shard::index(self)
@@ -858,7 +863,7 @@ impl kinformer_controller::controller::HeldShard for Shard {
     }
 }
 
-/// What [`Metrics::register_shard_manager`](crate::metrics::Metrics::register_shard_manager)
+/// What `Metrics::register_shard_manager` (kinformer-controller, feature `prometheus`)
 /// reads of a manager at each scrape.
 #[cfg(feature = "prometheus")]
 impl<L: Send + Sync + 'static> kinformer_controller::metrics::ShardManagerStats
