@@ -153,7 +153,7 @@ mod wire;
 
 pub use error::{Error, Path};
 pub use frame::FrameDecoder;
-pub use list::{Items, List, ListMeta};
+pub use list::{Items, List, ListMeta, Objects};
 pub use object::{MAGIC, MEDIA_TYPE, Object, Transcoder, from_slice};
 pub use schema::{is_known, schema_source};
 pub use watch::{EventType, WATCH_MEDIA_TYPE, WatchEvent};

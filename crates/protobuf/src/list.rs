@@ -178,29 +178,55 @@ impl<'a> List<'a> {
     /// `PartialObjectMetadata`, as the API server writes them in JSON.
     pub fn items<T: Deserialize<'a>>(&self) -> Items<'a, T> {
         Items {
+            raw: self.raw_items(),
+            _t: PhantomData,
+        }
+    }
+
+    /// The items as [`Object`]s, without decoding them: to [`Object::deserialize`] or
+    /// [`Object::transcode`](Object::transcoder) each one. An item shows what
+    /// [`items`](Self::items) would decode (no `apiVersion`/`kind`, except in a
+    /// `PartialObjectMetadataList`); its [`Object::kind`] is the item's type (`Pod`), its
+    /// [`Object::api_version`] the list's. Malformed protobuf ends the iteration after its
+    /// error.
+    ///
+    /// ```
+    /// # let body = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pod-list.pb"));
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_protobuf::Object;
+    ///
+    /// let list = Object::from_bytes(body)?.list()?;
+    /// for item in list.objects() {
+    ///     let item = item?;
+    ///     assert_eq!(item.kind(), "Pod");
+    ///     let pod: Pod = item.deserialize()?;
+    ///     assert!(pod.metadata.name.is_some());
+    /// }
+    /// # Ok::<(), kinformer_protobuf::Error>(())
+    /// ```
+    pub fn objects(&self) -> Objects<'a> {
+        Objects {
+            raw: self.raw_items(),
+            api_version: self.object.api_version(),
+        }
+    }
+
+    fn raw_items(&self) -> RawItems<'a> {
+        RawItems {
             reader: Reader::new(self.object.raw()),
             number: self.items.number,
             item: self.item,
             list: self.list,
-            type_meta: nested_type_meta(self.item),
             index: 0,
             remaining: self.len,
             done: false,
-            _t: PhantomData,
         }
     }
 }
 
 /// The items of a [`List`], decoded one at a time.
 pub struct Items<'a, T> {
-    reader: Reader<'a>,
-    number: u32,
-    item: &'static Message,
-    list: &'static Message,
-    type_meta: Option<(&'static str, &'static str)>,
-    index: usize,
-    remaining: usize,
-    done: bool,
+    raw: RawItems<'a>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -208,14 +234,71 @@ impl<'a, T: Deserialize<'a>> Iterator for Items<'a, T> {
     type Item = Result<T, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        let (index, buf) = match self.raw.next()? {
+            Ok(item) => item,
+            Err(e) => return Some(Err(e)),
+        };
+        let raw = &self.raw;
+        Some(
+            T::deserialize(MessageDe {
+                msg: raw.item,
+                buf,
+                type_meta: nested_type_meta(raw.item),
+            })
+            .map_err(|e| raw.at(e.into_error(), index)),
+        )
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.raw.size_hint()
+    }
+}
+
+/// The items of a [`List`] as [`Object`]s ([`List::objects`]).
+pub struct Objects<'a> {
+    raw: RawItems<'a>,
+    api_version: &'a str,
+}
+
+impl<'a> Iterator for Objects<'a> {
+    type Item = Result<Object<'a>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(
+            self.raw
+                .next()?
+                .map(|(_, buf)| Object::item(self.api_version, self.raw.item, buf)),
+        )
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.raw.size_hint()
+    }
+}
+
+/// The bytes of each item of a list, in order, with its index.
+struct RawItems<'a> {
+    reader: Reader<'a>,
+    number: u32,
+    item: &'static Message,
+    list: &'static Message,
+    index: usize,
+    remaining: usize,
+    done: bool,
+}
+
+impl<'a> RawItems<'a> {
+    /// `e` at item `index` of the list.
+    fn at(&self, e: Error, index: usize) -> Error {
+        e.at(Segment::Index(index))
+            .at(Segment::Field("items"))
+            .at(Segment::Message(self.list.short_name()))
+    }
+
+    fn next(&mut self) -> Option<Result<(usize, &'a [u8]), Error>> {
         if self.done {
             return None;
         }
-        let at = |e: Error, index: usize, list: &'static Message| {
-            e.at(Segment::Index(index))
-                .at(Segment::Field("items"))
-                .at(Segment::Message(list.short_name()))
-        };
         loop {
             match self.reader.field() {
                 Ok(None) => {
@@ -226,17 +309,12 @@ impl<'a, T: Deserialize<'a>> Iterator for Items<'a, T> {
                     let index = self.index;
                     self.index += 1;
                     self.remaining = self.remaining.saturating_sub(1);
-                    let item = T::deserialize(MessageDe {
-                        msg: self.item,
-                        buf,
-                        type_meta: self.type_meta,
-                    });
-                    return Some(item.map_err(|e| at(e.into_error(), index, self.list)));
+                    return Some(Ok((index, buf)));
                 }
                 Ok(Some(_)) => {}
                 Err(fault) => {
                     self.done = true;
-                    return Some(Err(at(Error::malformed(fault), self.index, self.list)));
+                    return Some(Err(self.at(Error::malformed(fault), self.index)));
                 }
             }
         }

@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::de::{Failure, MessageDe, Transcode};
+use crate::de::{Failure, MessageDe, Transcode, nested_type_meta};
 use crate::error::{Error, Segment};
 use crate::schema::{self, Message};
 use crate::wire;
@@ -34,6 +34,9 @@ pub struct Object<'a> {
     api_version: &'a str,
     kind: &'a str,
     raw: &'a [u8],
+    /// For an item of a list ([`List::objects`](crate::List::objects)): its message, which
+    /// shows no `apiVersion`/`kind` (unless metadata-only).
+    item: Option<&'static Message>,
 }
 
 impl fmt::Debug for Object<'_> {
@@ -78,7 +81,27 @@ impl<'a> Object<'a> {
             api_version: text(api_version)?,
             kind: text(kind)?,
             raw,
+            item: None,
         })
+    }
+
+    /// An item of a list of `api_version`, of message `msg`.
+    pub(crate) fn item(api_version: &'a str, msg: &'static Message, raw: &'a [u8]) -> Self {
+        let (api_version, kind) = nested_type_meta(msg).unwrap_or((api_version, msg.short_name()));
+        Object {
+            api_version,
+            kind,
+            raw,
+            item: Some(msg),
+        }
+    }
+
+    /// The `apiVersion` and `kind` shown first: the envelope's, none for a list item.
+    fn type_meta(&self) -> Option<(&'a str, &'a str)> {
+        match self.item {
+            None => Some((self.api_version, self.kind)),
+            Some(msg) => nested_type_meta(msg),
+        }
     }
 
     /// The envelope's apiVersion, e.g. `v1` or `apps/v1`.
@@ -97,6 +120,9 @@ impl<'a> Object<'a> {
     }
 
     pub(crate) fn message(&self) -> Result<&'static Message, Error> {
+        if let Some(msg) = self.item {
+            return Ok(msg);
+        }
         schema::lookup(self.api_version, self.kind)
             .ok_or_else(|| Error::unknown_kind(self.api_version, self.kind))
     }
@@ -117,7 +143,7 @@ impl<'a> Object<'a> {
         T::deserialize(MessageDe {
             msg,
             buf: self.raw,
-            type_meta: Some((self.api_version, self.kind)),
+            type_meta: self.type_meta(),
         })
         .map_err(|e| e.at(Segment::Message(msg.short_name())).into_error())
     }
@@ -176,7 +202,7 @@ impl Serialize for Transcoder<'_> {
         Transcode {
             msg: self.msg,
             buf: self.object.raw,
-            type_meta: Some((self.object.api_version, self.object.kind)),
+            type_meta: self.object.type_meta(),
             failure: &self.failure,
         }
         .serialize(serializer)

@@ -41,6 +41,7 @@ fn compare_value(protobuf: &[u8], json: &[u8]) -> Result<(), String> {
     ) {
         return Err(format!("transcoded into JSON vs decoded: {d}"));
     }
+    compare_list_items(protobuf)?;
     let (a, b) = (without_nulls(from_pb), without_nulls(from_json));
     if let Some(d) = first_difference(&a, &b, "") {
         return Err(format!("as JSON values (protobuf vs JSON): {d}"));
@@ -76,6 +77,31 @@ fn transcode<T>(
         Ok(v) => Ok(v),
         Err(e) => Err(format!("transcoding: {e}: {}", transcoder.into_error())),
     }
+}
+
+/// For a list: each item as an `Object` (`List::objects`) decodes and transcodes to what
+/// `List::items` decodes.
+fn compare_list_items(protobuf: &[u8]) -> Result<(), String> {
+    let Ok(list) = kinformer_protobuf::Object::from_bytes(protobuf).and_then(|o| o.list()) else {
+        return Ok(());
+    };
+    for (i, (object, item)) in list.objects().zip(list.items::<Value>()).enumerate() {
+        let (object, item) = match (object, item) {
+            (Ok(o), Ok(v)) => (o, v),
+            (Err(_), Err(_)) => continue,
+            _ => return Err(format!("item {i}: objects() and items() disagree")),
+        };
+        let decoded: Value = object.deserialize().map_err(|e| format!("item {i}: {e}"))?;
+        if decoded != item {
+            return Err(format!("item {i}: decoded as an object, it differs"));
+        }
+        let transcoder = object.transcoder().map_err(|e| format!("item {i}: {e}"))?;
+        let transcoded = serde_json::to_value(&transcoder).map_err(|e| format!("item {i}: {e}"))?;
+        if let Some(d) = first_difference(&without_nulls(transcoded), &without_nulls(item), "") {
+            return Err(format!("item {i} transcoded vs decoded: {d}"));
+        }
+    }
+    Ok(())
 }
 
 /// The protobuf body transcoded into the compact store's encoding, then decoded as `T`.

@@ -118,6 +118,12 @@ fn decode_everything(body: &[u8]) {
                 for item in list.items::<Pod>() {
                     ok_or_typed(item);
                 }
+                for object in list.objects() {
+                    match object {
+                        Ok(object) => transcode_everything(object),
+                        Err(e) => check_error(&e),
+                    }
+                }
             }
             Err(e) => check_error(&e),
         }
