@@ -127,11 +127,13 @@
 
 mod cache;
 mod codec;
+mod encoded;
 mod entry;
 mod labels;
 mod store;
 
 pub use codec::{CodecError, RAW_JSON_TYPES};
+pub use encoded::Encoded;
 
 /// The encoding the store keeps `value` in (see [The encoding](crate#the-encoding)): for
 /// sizing objects and for checking that a type round-trips. The bytes are this process's

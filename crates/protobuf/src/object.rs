@@ -114,6 +114,11 @@ impl<'a> Object<'a> {
         self.kind
     }
 
+    /// The size of the encoded object in bytes (without the envelope).
+    pub fn byte_len(&self) -> usize {
+        self.raw.len()
+    }
+
     /// Whether the schema table knows this object's type (see [`is_known`](crate::is_known)).
     pub fn is_known(&self) -> bool {
         schema::is_known(self.api_version, self.kind)
@@ -199,6 +204,10 @@ impl fmt::Debug for Transcoder<'_> {
 
 impl Serialize for Transcoder<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // A serializer may give up and serialize again (the compact store's encoder does
+        // when it meets a field name for the first time): only the last attempt's
+        // failure counts.
+        self.failure.clear();
         Transcode {
             msg: self.msg,
             buf: self.object.raw,

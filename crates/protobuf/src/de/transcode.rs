@@ -68,6 +68,11 @@ impl Failure {
         self.0.set(Some(e.at(segment)));
     }
 
+    /// Forgets the failure of an earlier attempt.
+    pub(crate) fn clear(&self) {
+        self.0.set(None);
+    }
+
     /// The failure as the crate's error, once the transcode gave up.
     pub(crate) fn into_error(self, msg: &'static Message) -> Error {
         self.0

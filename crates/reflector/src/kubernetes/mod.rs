@@ -92,8 +92,15 @@ pub struct KubeListerWatcher<K> {
     requests: Requests,
     expected: Expected,
     modify: Option<Modify<K>>,
+    protobuf: Option<ProtobufDecode<K>>,
     _k: PhantomData<fn() -> K>,
 }
+
+/// How a [`KubeListerWatcher`] makes an object of one protobuf list item or watch event
+/// instead of `K`'s `Deserialize` ([`KubeListerWatcher::decode_protobuf_with`]).
+pub type ProtobufDecode<K> = Arc<
+    dyn Fn(&kinformer_protobuf::Object<'_>) -> Result<K, kinformer_protobuf::Error> + Send + Sync,
+>;
 
 impl<K> Clone for KubeListerWatcher<K> {
     fn clone(&self) -> Self {
@@ -102,6 +109,7 @@ impl<K> Clone for KubeListerWatcher<K> {
             requests: self.requests.clone(),
             expected: self.expected.clone(),
             modify: self.modify.clone(),
+            protobuf: self.protobuf.clone(),
             _k: PhantomData,
         }
     }
@@ -113,6 +121,7 @@ impl<K> fmt::Debug for KubeListerWatcher<K> {
             .field("requests", &self.requests)
             .field("expected", &self.expected.to_string())
             .field("modify", &self.modify.is_some())
+            .field("protobuf_decode", &self.protobuf.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -233,6 +242,44 @@ impl<K> KubeListerWatcher<K> {
             client: api.into_client(),
             expected,
             modify: None,
+            protobuf: None,
+            _k: PhantomData,
+        }
+    }
+
+    /// The same requests, for objects of another type `T`, which `decode` makes of each
+    /// protobuf list item and watch event's object (JSON still goes through `T`'s
+    /// `Deserialize`): a type that is not built by decoding, such as kinformer-compact-store's
+    /// `Encoded<K>`, which transcodes the bytes into its encoding
+    /// (`kinformer_protobuf::Object::transcoder`). A [`modify`](Self::modify) given
+    /// before does not carry over (it changes a `K`). An object `decode` refuses is
+    /// reported and skipped as one `K` refuses is (`ListPage::undecodable`).
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # fn f(client: kube::Client) {
+    /// // Just the pods' names and labels from protobuf, nothing else decoded.
+    /// #[derive(serde::Deserialize)]
+    /// struct Slim { metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta }
+    /// let lw = KubeListerWatcher::new(kube::Api::<Pod>::all(client))
+    ///     .decode_protobuf_with(|object| object.deserialize::<Slim>());
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    pub fn decode_protobuf_with<T>(
+        self,
+        decode: impl Fn(&kinformer_protobuf::Object<'_>) -> Result<T, kinformer_protobuf::Error>
+        + Send
+        + Sync
+        + 'static,
+    ) -> KubeListerWatcher<T> {
+        KubeListerWatcher {
+            client: self.client,
+            requests: self.requests,
+            expected: self.expected,
+            modify: None,
+            protobuf: Some(Arc::new(decode)),
             _k: PhantomData,
         }
     }
@@ -249,7 +296,9 @@ where
         let body = response::read_body(body).await?;
         let (expected, modify) = (&self.expected, self.modify.as_ref());
         match format {
-            Format::Protobuf => protobuf::decode_list(body.as_ref(), expected, modify),
+            Format::Protobuf => {
+                protobuf::decode_list(body.as_ref(), expected, modify, self.protobuf.as_ref())
+            }
             Format::Json => {
                 let text = std::str::from_utf8(body.as_ref())
                     .map_err(|_| Error::decode("list", "not UTF-8"))?;
@@ -269,9 +318,10 @@ where
         // I/O error inside.
         let chunks = body.into_data_stream().map_err(std::io::Error::other);
         let (expected, modify) = (self.expected.clone(), self.modify.clone());
+        let custom = self.protobuf.clone();
         Ok(match format {
             Format::Protobuf => framing::watch_frames(chunks, move |frame| {
-                protobuf::decode_frame(frame, &expected, modify.as_ref())
+                protobuf::decode_frame(frame, &expected, modify.as_ref(), custom.as_ref())
             }),
             Format::Json => framing::watch_lines(chunks.into_async_read(), move |line| {
                 json::decode_line(line, &expected, modify.as_ref())

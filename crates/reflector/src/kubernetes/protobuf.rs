@@ -5,6 +5,7 @@
 use kinformer_protobuf as pb;
 use serde::de::DeserializeOwned;
 
+use super::ProtobufDecode;
 use super::decode::{BookmarkObject, Expected, KeyOnly, Modify, finish, undecodable};
 use crate::{Bookmark, Error, ListPage, WatchEvent};
 
@@ -33,13 +34,18 @@ pub(super) fn decode_list<K: DeserializeOwned>(
     body: &[u8],
     expected: &Expected,
     modify: Option<&Modify<K>>,
+    custom: Option<&ProtobufDecode<K>>,
 ) -> Result<ListPage<K>, Error> {
     let object = pb::Object::from_bytes(body).map_err(|e| decode_error("list", &e))?;
     check_list(expected, &object)?;
     let list = object.list().map_err(|e| decode_error("list", &e))?;
     let mut items = Vec::with_capacity(list.len());
     let mut skipped = Vec::new();
-    for (i, item) in list.items::<K>().enumerate() {
+    let decoded: Box<dyn Iterator<Item = Result<K, pb::Error>>> = match custom {
+        None => Box::new(list.items::<K>()),
+        Some(decode) => Box::new(list.objects().map(|o| o.and_then(|o| decode(&o)))),
+    };
+    for (i, item) in decoded.enumerate() {
         match item {
             Ok(item) => items.push(finish(item, modify)),
             Err(e) => {
@@ -67,6 +73,7 @@ pub(super) fn decode_frame<K: DeserializeOwned>(
     frame: &[u8],
     expected: &Expected,
     modify: Option<&Modify<K>>,
+    custom: Option<&ProtobufDecode<K>>,
 ) -> Result<WatchEvent<K>, Error> {
     use pb::EventType;
 
@@ -74,7 +81,11 @@ pub(super) fn decode_frame<K: DeserializeOwned>(
     let object = event.object();
     let decode = |ty: EventType| {
         expected.check(Some(object.api_version()), Some(object.kind()))?;
-        let mut obj: K = object.deserialize().map_err(|e| {
+        let decoded = match custom {
+            None => object.deserialize(),
+            Some(decode) => decode(&object),
+        };
+        let mut obj: K = decoded.map_err(|e| {
             let err = decode_error(format!("{ty} object"), &e);
             let key = object.deserialize::<KeyOnly>().ok();
             match undecodable(err, key) {
@@ -236,7 +247,7 @@ pub(super) mod tests {
     fn added_modified_deleted_decode_to_objects() {
         for t in ["ADDED", "MODIFIED", "DELETED"] {
             let frame = event(t, &envelope("v1", "Pod", &pod("a", "5")));
-            let (ty, pod) = object_of(decode_frame::<Pod>(&frame, &pods(), None).unwrap());
+            let (ty, pod) = object_of(decode_frame::<Pod>(&frame, &pods(), None, None).unwrap());
             assert_eq!(ty, t);
             assert_eq!(pod.metadata.resource_version.as_deref(), Some("5"));
             assert_eq!(pod.metadata.namespace.as_deref(), Some("ns"));
@@ -254,12 +265,12 @@ pub(super) mod tests {
             &object_meta("", "210", &[(INITIAL_EVENTS_END, "true")]),
         );
         let frame = event("BOOKMARK", &envelope("v1", "Pod", &marked));
-        let ev = decode_frame::<Pod>(&frame, &pods(), None).unwrap();
+        let ev = decode_frame::<Pod>(&frame, &pods(), None, None).unwrap();
         assert_eq!(ev, WatchEvent::Bookmark(Bookmark::new("210", true)));
         let mut plain = Vec::new();
         field(&mut plain, 1, &object_meta("", "211", &[]));
         let frame = event("BOOKMARK", &envelope("v1", "Pod", &plain));
-        let ev = decode_frame::<Pod>(&frame, &pods(), None).unwrap();
+        let ev = decode_frame::<Pod>(&frame, &pods(), None, None).unwrap();
         assert_eq!(ev, WatchEvent::Bookmark(Bookmark::new("211", false)));
     }
 
@@ -269,7 +280,7 @@ pub(super) mod tests {
             "ERROR",
             &status_envelope(410, "Expired", "too old resource version: 1 (5)"),
         );
-        let err = decode_frame::<Pod>(&frame, &pods(), None).unwrap_err();
+        let err = decode_frame::<Pod>(&frame, &pods(), None, None).unwrap_err();
         assert!(err.is_expired(), "{err}");
         assert_eq!(err.status_code(), Some(410));
     }
@@ -277,7 +288,7 @@ pub(super) mod tests {
     #[test]
     fn an_object_of_another_kind_is_unexpected_kind_not_decode() {
         let frame = event("ADDED", &envelope("v1", "ConfigMap", &pod("a", "1")));
-        match decode_frame::<Pod>(&frame, &pods(), None).unwrap_err() {
+        match decode_frame::<Pod>(&frame, &pods(), None, None).unwrap_err() {
             Error::UnexpectedKind { expected, actual } => {
                 assert_eq!(
                     (expected.as_str(), actual.as_str()),
@@ -287,7 +298,7 @@ pub(super) mod tests {
             other => panic!("{other:?}"),
         }
         let list = envelope("v1", "ConfigMapList", &[]);
-        match decode_list::<Pod>(&list, &pods(), None).unwrap_err() {
+        match decode_list::<Pod>(&list, &pods(), None, None).unwrap_err() {
             Error::UnexpectedKind { actual, .. } => assert_eq!(actual, "v1/ConfigMap"),
             other => panic!("{other:?}"),
         }
@@ -304,7 +315,7 @@ pub(super) mod tests {
             event("ADDED", &envelope("v1", "Pod", &[0xff, 0xff, 0xff])),
         ];
         for frame in &cases {
-            let err = decode_frame::<Pod>(frame, &pods(), None).unwrap_err();
+            let err = decode_frame::<Pod>(frame, &pods(), None, None).unwrap_err();
             let shown = format!("{err} {err:?}");
             assert!(matches!(err, Error::Decode { .. }), "{shown}");
             assert!(!shown.contains("secret-name"), "{shown}");
@@ -315,7 +326,7 @@ pub(super) mod tests {
             kind: "Widget".into(),
         };
         let frame = event("ADDED", &envelope("example.com/v1", "Widget", &[]));
-        let err = decode_frame::<serde_json::Value>(&frame, &widgets, None).unwrap_err();
+        let err = decode_frame::<serde_json::Value>(&frame, &widgets, None, None).unwrap_err();
         assert!(err.to_string().contains("WireFormat::Json"), "{err}");
     }
 
@@ -338,11 +349,11 @@ pub(super) mod tests {
         struct Strict {
             data: BTreeMap<String, u32>,
         }
-        let err = decode_frame::<Strict>(&frame, &exp, None).unwrap_err();
+        let err = decode_frame::<Strict>(&frame, &exp, None, None).unwrap_err();
         let shown = format!("{err} {err:?}");
         assert!(matches!(err, Error::Decode { .. }), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(decode_frame::<Secret>(&frame, &exp, None).is_ok());
+        assert!(decode_frame::<Secret>(&frame, &exp, None, None).is_ok());
     }
 
     #[test]
@@ -359,19 +370,59 @@ pub(super) mod tests {
             containers: u32,
         }
         let body = pod_list(&[pod("a", "1")], "10", "");
-        let page = decode_list::<Strict>(&body, &pods(), None).unwrap();
+        let page = decode_list::<Strict>(&body, &pods(), None, None).unwrap();
         assert!(page.items.is_empty());
         assert_eq!(page.resource_version, "10");
         assert_eq!(page.undecodable.len(), 1);
         assert_eq!(page.undecodable[0].key.as_str(), "ns/a");
         for (ty, deleted) in [("ADDED", false), ("MODIFIED", false), ("DELETED", true)] {
             let frame = event(ty, &envelope("v1", "Pod", &pod("a", "1")));
-            match decode_frame::<Strict>(&frame, &pods(), None).unwrap_err() {
+            match decode_frame::<Strict>(&frame, &pods(), None, None).unwrap_err() {
                 Error::Undecodable { object, deleted: d } => {
                     assert_eq!((object.key.as_str(), d), ("ns/a", deleted), "{ty}");
                 }
                 other => panic!("{ty}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_custom_protobuf_decoder_makes_every_item_and_event_and_its_refusals_are_skipped_alone() {
+        // A decoder of names only, which refuses the object named "b".
+        let names: ProtobufDecode<String> = Arc::new(|o: &pb::Object<'_>| {
+            #[derive(Deserialize)]
+            struct Named {
+                metadata: NameOnly,
+            }
+            #[derive(Deserialize)]
+            struct NameOnly {
+                name: String,
+            }
+            let name = o.deserialize::<Named>()?.metadata.name;
+            if name == "b" {
+                // What a target type's refusal looks like.
+                return o.deserialize::<u32>().map(|n| n.to_string());
+            }
+            Ok(name)
+        });
+        let body = pod_list(&[pod("a", "1"), pod("b", "2"), pod("c", "3")], "10", "");
+        let page = decode_list::<String>(&body, &pods(), None, Some(&names)).unwrap();
+        let got: Vec<&str> = page.items.iter().map(|n| n.as_str()).collect();
+        assert_eq!(got, ["a", "c"]);
+        assert_eq!(page.undecodable.len(), 1);
+        assert_eq!(page.undecodable[0].key.as_str(), "ns/b");
+
+        let frame = event("MODIFIED", &envelope("v1", "Pod", &pod("a", "3")));
+        match decode_frame::<String>(&frame, &pods(), None, Some(&names)).unwrap() {
+            WatchEvent::Modified(name) => assert_eq!(name, "a"),
+            other => panic!("{other:?}"),
+        }
+        let frame = event("DELETED", &envelope("v1", "Pod", &pod("b", "4")));
+        match decode_frame::<String>(&frame, &pods(), None, Some(&names)).unwrap_err() {
+            Error::Undecodable { object, deleted } => {
+                assert_eq!((object.key.as_str(), deleted), ("ns/b", true));
+            }
+            other => panic!("{other:?}"),
         }
     }
 
@@ -384,7 +435,7 @@ pub(super) mod tests {
             counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             p.spec = None;
         });
-        let page = decode_list::<Pod>(&body, &pods(), Some(&strip)).unwrap();
+        let page = decode_list::<Pod>(&body, &pods(), Some(&strip), None).unwrap();
         assert_eq!(page.resource_version, "10");
         assert_eq!(page.continue_token.as_deref(), Some("c1"));
         let names: Vec<_> = page
@@ -397,17 +448,17 @@ pub(super) mod tests {
         assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 2);
 
         let last = pod_list(&[], "11", "");
-        let page = decode_list::<Pod>(&last, &pods(), None).unwrap();
+        let page = decode_list::<Pod>(&last, &pods(), None, None).unwrap();
         assert!(page.items.is_empty());
         assert_eq!(page.continue_token, None);
 
         let bad = pod_list(&[pod("a", "1"), vec![0x0a, 0x05, 0x01]], "12", "");
-        match decode_list::<Pod>(&bad, &pods(), None).unwrap_err() {
+        match decode_list::<Pod>(&bad, &pods(), None, None).unwrap_err() {
             Error::Decode { what, .. } => assert_eq!(what, "list item 1"),
             other => panic!("{other:?}"),
         }
         let modified = event("MODIFIED", &envelope("v1", "Pod", &pod("a", "3")));
-        match decode_frame::<Pod>(&modified, &pods(), Some(&strip)).unwrap() {
+        match decode_frame::<Pod>(&modified, &pods(), Some(&strip), None).unwrap() {
             WatchEvent::Modified(p) => assert!(p.spec.is_none()),
             other => panic!("{other:?}"),
         }
@@ -427,14 +478,14 @@ pub(super) mod tests {
         field(&mut list, 1, &meta);
         field(&mut list, 2, &item);
         let body = envelope("meta.k8s.io/v1", "PartialObjectMetadataList", &list);
-        let page = decode_list::<PartialObjectMeta<Pod>>(&body, &exp, None).unwrap();
+        let page = decode_list::<PartialObjectMeta<Pod>>(&body, &exp, None, None).unwrap();
         assert_eq!(page.items[0].metadata.name.as_deref(), Some("a"));
         assert_eq!(page.resource_version, "9");
         let frame = event(
             "ADDED",
             &envelope("meta.k8s.io/v1", "PartialObjectMetadata", &item),
         );
-        match decode_frame::<PartialObjectMeta<Pod>>(&frame, &exp, None).unwrap() {
+        match decode_frame::<PartialObjectMeta<Pod>>(&frame, &exp, None, None).unwrap() {
             WatchEvent::Added(p) => {
                 assert_eq!(p.metadata.annotations.unwrap()["k"], "v");
             }
