@@ -95,6 +95,10 @@ pub enum Store {
     Decoded,
     /// kinformer-compact-store's `CompactStore`, given as the informer's store.
     Compact,
+    /// The informer's objects are kinformer-compact-store's `Encoded<Pod>`, transcoded from
+    /// protobuf without building a `Pod` (`KubeListerWatcher::decode_protobuf_with`), in a
+    /// `CacheKind::Decoded` store (they are encoded already).
+    EncodedItems,
 }
 
 /// The command line every contender takes.
@@ -162,7 +166,10 @@ impl Args {
                         "default" => Store::Default,
                         "decoded" => Store::Decoded,
                         "compact" => Store::Compact,
-                        other => bail!("--store {other:?}: want default, decoded or compact"),
+                        "encoded-items" => Store::EncodedItems,
+                        other => bail!(
+                            "--store {other:?}: want default, decoded, compact or encoded-items"
+                        ),
                     };
                 }
                 "--project" => project = true,

@@ -190,8 +190,10 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         }
 
         let for_strip = |strip: bool| {
-            if opts.defaults_only {
+            if opts.defaults_only && strip {
                 &Contender::ALL_BUT_MODIFY[..]
+            } else if opts.defaults_only {
+                &Contender::DEFAULTS_KEPT[..]
             } else {
                 Contender::for_strip(strip)
             }

@@ -171,6 +171,74 @@ pub(super) fn defaults_tables(
             t.push('\n');
         }
     }
+    t.push_str(&encoded_items_table(&counts, samples));
+    t
+}
+
+/// kinformer with `Encoded<Pod>` items (protobuf, managedFields kept) beside client-go's
+/// and kinformer's defaults, when the run measured it.
+fn encoded_items_table(counts: &[usize], samples: &BTreeMap<Key, Vec<Sample>>) -> String {
+    use Contender::{ClientGo, Kinformer, KinformerEncoded};
+    let mut t = String::new();
+    if !counts
+        .iter()
+        .any(|&n| samples.contains_key(&(n, false, KinformerEncoded)))
+    {
+        return t;
+    }
+    let _ = writeln!(
+        t,
+        "Not a default: kinformer whose informer's objects are `Encoded<Pod>` (kinformer-compact-store), \
+         made from protobuf by `KubeListerWatcher::decode_protobuf_with(Encoded::from_protobuf)`, which \
+         transcodes each pod into the cache's encoding without building a `Pod`, in a \
+         `CacheKind::Decoded` store; its handler reads metadata only. Protobuf, managedFields kept, same \
+         runs as above.\n\n\
+         | pods | measure | {} | {} | {} | Encoded items ÷ client-go | Encoded items ÷ kinformer default |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        ClientGo.name(),
+        Kinformer.name(),
+        KinformerEncoded.name(),
+    );
+    let cols = [ClientGo, Kinformer, KinformerEncoded];
+    for &n in counts {
+        #[allow(clippy::cast_precision_loss)]
+        let per_pod = |c: Contender| {
+            (med(samples, (n, false, c), |s| s.rss_kib)
+                - med(samples, (0, false, c), |s| s.rss_kib))
+                * 1024.0
+                / n as f64
+        };
+        let metrics: [(&str, [f64; 3], usize); 4] = [
+            (
+                "sync ms",
+                cols.map(|c| med(samples, (n, false, c), |s| s.spawn_ms)),
+                0,
+            ),
+            (
+                "CPU ms",
+                cols.map(|c| med(samples, (n, false, c), |s| s.cpu_ms)),
+                0,
+            ),
+            (
+                "peak RSS MiB",
+                cols.map(|c| med(samples, (n, false, c), |s| s.rss_kib / 1024.0)),
+                1,
+            ),
+            ("bytes per cached pod (peak)", cols.map(per_pod), 0),
+        ];
+        for (what, [g, k, e], precision) in metrics {
+            let _ = writeln!(
+                t,
+                "| {n} | {what} | {} | {} | {} | {} | {} |",
+                num(g, precision),
+                num(k, precision),
+                num(e, precision),
+                ratio(e, g),
+                ratio(e, k),
+            );
+        }
+    }
+    t.push('\n');
     t
 }
 

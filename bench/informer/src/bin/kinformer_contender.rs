@@ -4,7 +4,8 @@
 //! decoding (`KubeListerWatcher::modify`); with no `--store` (or `--store default`) it
 //! keeps the informer's default cache (`SharedIndexInformer::builder(lw).build()`),
 //! `--store decoded` caches decoded pods (`CacheKind::Decoded`), `--store compact` in a
-//! `CompactStore` given as the informer's store; `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
+//! `CompactStore` given as the informer's store, `--store encoded-items` makes the
+//! informer's objects `Encoded<Pod>`s transcoded from protobuf (no `Pod` built); `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
 //! (see the crate docs for the protocol).
 
 use std::fmt::Debug;
@@ -17,7 +18,7 @@ use kinformer_bench_informer::{
     Args, Latency, PodView, Store, Wire, check_count, has_relist_label, kube_config,
     measure_relist, print_synced, wait_for,
 };
-use kinformer_compact_store::CompactStore;
+use kinformer_compact_store::{CompactStore, Encoded};
 use kinformer_core::KnownObjects as _;
 use kinformer_indexer::namespace_indexers;
 use kinformer_informer_factory::{CacheKind, ResourceEventHandlerFuncs, SharedIndexInformer};
@@ -37,7 +38,9 @@ pub(crate) fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        if args.project {
+        if args.store == Store::EncodedItems {
+            run_encoded(start, args).await
+        } else if args.project {
             run::<PodView>(start, args).await
         } else {
             run::<Pod>(start, args).await
@@ -58,11 +61,7 @@ where
 {
     let client = reflector_client(kube_config(&args).await?)?;
     let mut pods = KubeListerWatcher::new(Api::<K>::namespaced(client, &args.namespace))
-        .wire_format(match args.wire {
-            None => WireFormat::Auto,
-            Some(Wire::Protobuf) => WireFormat::Protobuf,
-            Some(Wire::Json) => WireFormat::Json,
-        });
+        .wire_format(wire_format(&args));
     // A projection is always stripped: client-go's projecting transform clears
     // managedFields too.
     if (args.strip && args.modify) || args.project {
@@ -74,6 +73,7 @@ where
         Store::Default => {}
         Store::Decoded => builder = builder.cache(CacheKind::Decoded),
         Store::Compact => builder = builder.store(CompactStore::<K>::new(namespace_indexers())),
+        Store::EncodedItems => unreachable!("run_encoded"),
     }
     let informer = builder.build();
     if args.strip && !args.modify && !args.project {
@@ -87,6 +87,44 @@ where
             Ok(obj)
         })?;
     }
+    finish(informer, start, args).await
+}
+
+/// The wire format `--wire` asks for; the default `WireFormat::Auto` without it.
+fn wire_format(args: &Args) -> WireFormat {
+    match args.wire {
+        None => WireFormat::Auto,
+        Some(Wire::Protobuf) => WireFormat::Protobuf,
+        Some(Wire::Json) => WireFormat::Json,
+    }
+}
+
+/// `--store encoded-items`: the informer's objects are `Encoded<Pod>`s, transcoded from
+/// protobuf without building a `Pod`.
+async fn run_encoded(start: Instant, args: Args) -> anyhow::Result<()> {
+    if args.strip || args.project {
+        anyhow::bail!("--store encoded-items takes neither --strip nor --project");
+    }
+    let client = reflector_client(kube_config(&args).await?)?;
+    let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace))
+        .wire_format(wire_format(&args))
+        .decode_protobuf_with(|object| Encoded::<Pod>::from_protobuf(object));
+    let informer = SharedIndexInformer::builder(pods)
+        .name("pods")
+        .cache(CacheKind::Decoded)
+        .build();
+    finish(informer, start, args).await
+}
+
+/// Registers the handler, starts the informer, prints the result line and what follows.
+async fn finish<K>(
+    informer: SharedIndexInformer<K>,
+    start: Instant,
+    args: Args,
+) -> anyhow::Result<()>
+where
+    K: kinformer_core::MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
     let latency = Latency::new(args.latency);
     let seen = Arc::clone(&latency);
     let relisted = Arc::new(AtomicBool::new(false));
