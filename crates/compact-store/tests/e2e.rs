@@ -3,7 +3,7 @@
 //! kinformer-compact-store -- --include-ignored` once the control plane is built).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_compact_store::CompactStore;
@@ -11,7 +11,7 @@ use kinformer_core::{DeletedObject, deletion_handling_key};
 use kinformer_indexer::{IndexFunc, namespace_indexers, parse_selector};
 use kinformer_informer_factory::{ResourceEventHandler, SharedInformerFactory};
 use kinformer_reflector::reflector_client;
-use kinformer_testenv::{ControlPlane, create_pods};
+use kinformer_testenv::{ControlPlane, create_pods, eventually};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 
@@ -58,14 +58,6 @@ impl ResourceEventHandler<Pod> for Log {
     }
 }
 
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn node_of(p: &Pod) -> Vec<String> {
     p.spec
         .as_ref()
@@ -109,7 +101,10 @@ async fn a_factory_informer_over_the_compact_store_syncs_serves_listers_and_indi
 
     // Synced: every pod added, once, and in the cache. The cache is synced when the informer
     // has applied the list; the handler gets its adds from its own listener, soon after.
-    eventually("the handler got the initial adds", || log.get().len() >= 20).await;
+    eventually("the handler got the initial adds", TIMEOUT, || {
+        log.get().len() >= 20
+    })
+    .await;
     let mut adds = log.get();
     adds.sort();
     let mut want: Vec<String> = (0..20).map(|i| format!("add before-{i}")).collect();
@@ -131,7 +126,7 @@ async fn a_factory_informer_over_the_compact_store_syncs_serves_listers_and_indi
         spec.node_name = Some("node-1".into());
     }
     pods.create(&Default::default(), &bound).await.unwrap();
-    eventually("the update, the delete and the add", || {
+    eventually("the update, the delete and the add", TIMEOUT, || {
         let l = log.get();
         l.contains(&"update before-3 -->web".to_string())
             && l.contains(&"delete before-4".to_string())

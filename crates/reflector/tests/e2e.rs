@@ -24,6 +24,7 @@ use kinformer_reflector::{
     Error, KubeListerWatcher, ListOptions, ListerWatcher, WatchEvent, WatchOptions,
 };
 use kinformer_testenv::ControlPlane;
+use kinformer_testenv::eventually;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::PartialObjectMeta;

@@ -23,6 +23,7 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_testenv::eventually;
 use kinformer_testenv::{ControlPlane, Options};
 use kube::Api;
 use kube_runtime::WatchStreamExt;

@@ -16,7 +16,9 @@ use super::counting::{Calls, Counting};
 use super::errors::Errors;
 use super::pods::{create_pod, create_pods};
 use super::sink::StateSink;
-use super::wait::{MINUTE, eventually};
+use kinformer_testenv::eventually;
+
+use super::wait::MINUTE;
 
 /// A namespace of a test's own, its pods, and how the test and the reflector reach them.
 pub struct Scene {
