@@ -3,7 +3,7 @@
 //! kinformer-compact-store -- --include-ignored` once the control plane is built).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_compact_store::{CompactStore, Encoded};
@@ -13,7 +13,7 @@ use kinformer_informer_factory::{
     CacheKind, ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
 };
 use kinformer_reflector::{KubeListerWatcher, reflector_client};
-use kinformer_testenv::{ControlPlane, create_pods};
+use kinformer_testenv::{ControlPlane, create_pods, eventually};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 
@@ -60,14 +60,6 @@ impl ResourceEventHandler<Pod> for Log {
     }
 }
 
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn node_of(p: &Pod) -> Vec<String> {
     p.spec
         .as_ref()
@@ -111,7 +103,10 @@ async fn a_factory_informer_over_the_compact_store_syncs_serves_listers_and_indi
 
     // Synced: every pod added, once, and in the cache. The cache is synced when the informer
     // has applied the list; the handler gets its adds from its own listener, soon after.
-    eventually("the handler got the initial adds", || log.get().len() >= 20).await;
+    eventually("the handler got the initial adds", TIMEOUT, || {
+        log.get().len() >= 20
+    })
+    .await;
     let mut adds = log.get();
     adds.sort();
     let mut want: Vec<String> = (0..20).map(|i| format!("add before-{i}")).collect();
@@ -133,7 +128,7 @@ async fn a_factory_informer_over_the_compact_store_syncs_serves_listers_and_indi
         spec.node_name = Some("node-1".into());
     }
     pods.create(&Default::default(), &bound).await.unwrap();
-    eventually("the update, the delete and the add", || {
+    eventually("the update, the delete and the add", TIMEOUT, || {
         let l = log.get();
         l.contains(&"update before-3 -->web".to_string())
             && l.contains(&"delete before-4".to_string())
@@ -307,8 +302,11 @@ async fn an_informer_of_encoded_pods_syncs_from_protobuf_transcoded_and_decodes_
     let log = EncodedLog::default();
     informer.add_event_handler(log.clone()).unwrap();
     let _handle = informer.start().unwrap();
-    eventually("the informer synced", || informer.has_synced()).await;
-    eventually("the initial adds", || log.0.lock().unwrap().len() >= 12).await;
+    eventually("the informer synced", TIMEOUT, || informer.has_synced()).await;
+    eventually("the initial adds", TIMEOUT, || {
+        log.0.lock().unwrap().len() >= 12
+    })
+    .await;
     // Asked for and served in protobuf, so every pod was transcoded (JSON would have gone
     // through Encoded's Deserialize).
     assert!(transcoded.load(std::sync::atomic::Ordering::Relaxed) >= 12);
@@ -330,7 +328,7 @@ async fn an_informer_of_encoded_pods_syncs_from_protobuf_transcoded_and_decodes_
         .patch("e-5", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    eventually("the update", || {
+    eventually("the update", TIMEOUT, || {
         log.0
             .lock()
             .unwrap()

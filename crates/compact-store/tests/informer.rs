@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -13,6 +13,7 @@ use kinformer_indexer::namespace_indexers;
 use kinformer_informer_factory::{FifoKind, ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
 use kinformer_reflector::{ApiStatus, Error, ListPage};
+use kinformer_testenv::eventually;
 
 fn pod(name: &str, rv: &str) -> Pod {
     Pod {
@@ -74,14 +75,12 @@ async fn a_relist_decodes_no_unchanged_object() {
             ))
             .unwrap();
         let handle = informer.start().unwrap();
-        let start = Instant::now();
-        while !updated.load(Ordering::SeqCst) {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "{kind:?}: no relist"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        eventually(
+            &format!("{kind:?}: the relist"),
+            Duration::from_secs(10),
+            || updated.load(Ordering::SeqCst),
+        )
+        .await;
         let stats = store.stats();
         assert_eq!(stats.objects, 200);
         assert!(stats.decodes <= 1, "{kind:?}: {stats:?}");

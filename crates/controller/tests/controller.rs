@@ -14,6 +14,7 @@ use kinformer_controller::controller::{Action, Context, Controller};
 use kinformer_core::{DeletedFinalStateUnknown, DeletedObject, MetaObject, ObjectKey};
 use kinformer_indexer::Indexer;
 use kinformer_informer_factory::ResourceEventHandler;
+use kinformer_testenv::eventually;
 use kinformer_workqueue::{
     ItemExponentialFailureRateLimiter, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
 };
@@ -57,16 +58,6 @@ async fn within<F: Future>(what: &str, future: F) -> F::Output {
     tokio::time::timeout(TIMEOUT, future)
         .await
         .unwrap_or_else(|_| panic!("timed out: {what}"))
-}
-
-/// Waits until `condition` holds, polling (the condition is set by another task).
-async fn eventually(what: &str, condition: impl Fn() -> bool) {
-    within(what, async {
-        while !condition() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    })
-    .await;
 }
 
 #[test]
@@ -362,7 +353,7 @@ async fn shutdown_drains_queued_items_and_waits_for_in_flight() {
 
     assert_eq!(recv(&mut started_rx).await, 1);
     cancel.cancel();
-    eventually("the queue to shut down", || queue.shutting_down()).await;
+    eventually("the queue to shut down", TIMEOUT, || queue.shutting_down()).await;
     queue.add(99); // ignored: the queue is shutting down
     // Key 1 is still held, so run cannot have returned.
     tokio::task::yield_now().await;
@@ -437,7 +428,7 @@ async fn max_retries_drops_the_key() {
     }
     // After the third failure the key is dropped: the worker moves on to the next key
     // (one worker, so "doomed" has been forgotten and marked done by then).
-    eventually("the key to be forgotten", || {
+    eventually("the key to be forgotten", TIMEOUT, || {
         queue.num_requeues(&"doomed") == 0
     })
     .await;
@@ -595,7 +586,10 @@ async fn requeue_after_forgets_and_adds_the_key_back_after_the_delay() {
         cancel.clone(),
     ));
     assert_eq!(recv(&mut rx).await, "cert");
-    eventually("the key to be done", || queue.num_requeues(&"cert") == 0).await;
+    eventually("the key to be done", TIMEOUT, || {
+        queue.num_requeues(&"cert") == 0
+    })
+    .await;
     assert!(queue.is_empty(), "not queued until the delay has passed");
     clock.step(Duration::from_secs(59));
     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -4,7 +4,7 @@
 //! status-only updates. Run with `cargo xtask test`.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -16,21 +16,13 @@ use kinformer_core::{DeletedObject, ObjectKey};
 use kinformer_indexer::Lister;
 use kinformer_informer_factory::{InformerHandle, ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, reflector_client};
-use kinformer_testenv::{ControlPlane, Options, pod};
+use kinformer_testenv::{ControlPlane, Options, eventually, eventually_async, pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// Lines appended by handlers and reconciles, in order.
 #[derive(Clone, Default)]
@@ -137,7 +129,7 @@ async fn owns_maps_child_events_to_the_owner_tombstones_included() {
     let handle = informer.start().unwrap();
     let (cancel, run) = run_logging(controller, &log);
     let parent_key = format!("reconcile {ns}/parent");
-    eventually("the owner reconciled for its children", || {
+    eventually("the owner reconciled for its children", TIMEOUT, || {
         log.count(&parent_key) >= 1
     })
     .await;
@@ -149,7 +141,7 @@ async fn owns_maps_child_events_to_the_owner_tombstones_included() {
     pods.patch("child-0", &PatchParams::default(), &label)
         .await
         .unwrap();
-    eventually("the owner reconciled for the edit", || {
+    eventually("the owner reconciled for the edit", TIMEOUT, || {
         log.count(&parent_key) > after_sync
     })
     .await;
@@ -163,11 +155,11 @@ async fn owns_maps_child_events_to_the_owner_tombstones_included() {
         .unwrap();
     cp.compact_etcd().await.unwrap();
     proxy.heal();
-    eventually("the tombstone", || {
+    eventually("the tombstone", TIMEOUT, || {
         log.count("delete child-1 (tombstone)") == 1
     })
     .await;
-    eventually("the owner reconciled for the tombstone", || {
+    eventually("the owner reconciled for the tombstone", TIMEOUT, || {
         log.count(&parent_key) > after_edit
     })
     .await;
@@ -261,7 +253,7 @@ async fn a_finalizer_is_added_then_cleans_up_even_after_a_deletion_while_the_con
     cms.create(&PostParams::default(), &config_map("guarded"))
         .await
         .unwrap();
-    eventually("the apply", || log.count("apply guarded") >= 1).await;
+    eventually("the apply", TIMEOUT, || log.count("apply guarded") >= 1).await;
     let on_server = cms.get("guarded").await.unwrap();
     assert_eq!(
         on_server.metadata.finalizers.as_deref(),
@@ -282,12 +274,11 @@ async fn a_finalizer_is_added_then_cleans_up_even_after_a_deletion_while_the_con
     );
 
     let (handle, cancel, run) = start_finalizing(&client, &ns, &log);
-    eventually("the cleanup", || log.count("cleanup guarded") == 1).await;
-    let start = Instant::now();
-    while cms.get_opt("guarded").await.unwrap().is_some() {
-        assert!(start.elapsed() < TIMEOUT, "the object was never deleted");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the cleanup", TIMEOUT, || log.count("cleanup guarded") == 1).await;
+    eventually_async("the object to be deleted", TIMEOUT, || async {
+        cms.get_opt("guarded").await.unwrap().is_none()
+    })
+    .await;
     // (An apply may run in between: a list served from the watch cache can predate the
     // deletion. What matters is that the cleanup ran once and the object went.)
     assert_eq!(log.count("cleanup guarded"), 1);
@@ -409,14 +400,14 @@ async fn generation_changed_skips_status_only_updates() {
     let handle = informer.start().unwrap();
     let (cancel, run) = run_logging(controller, &log);
     let key = format!("reconcile {ns}/web");
-    eventually("the initial reconcile", || log.count(&key) == 1).await;
+    eventually("the initial reconcile", TIMEOUT, || log.count(&key) == 1).await;
 
     let status = Patch::Merge(json!({"status": {"observedGeneration": 1, "replicas": 0}}));
     deployments
         .patch_status("web", &PatchParams::default(), &status)
         .await
         .unwrap();
-    eventually("the status update at the informer", || {
+    eventually("the status update at the informer", TIMEOUT, || {
         log.count("update seen") == 1
     })
     .await;
@@ -425,11 +416,14 @@ async fn generation_changed_skips_status_only_updates() {
         .patch("web", &PatchParams::default(), &spec)
         .await
         .unwrap();
-    eventually("the spec update at the informer", || {
+    eventually("the spec update at the informer", TIMEOUT, || {
         log.count("update seen") == 2
     })
     .await;
-    eventually("the spec change reconciled", || log.count(&key) == 2).await;
+    eventually("the spec change reconciled", TIMEOUT, || {
+        log.count(&key) == 2
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         log.count(&key),

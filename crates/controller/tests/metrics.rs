@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kinformer_controller::controller::{Action, Context, Controller};
 use kinformer_controller::metrics::Metrics;
@@ -15,6 +15,7 @@ use kinformer_core::{MetaObject, ObjectKey};
 use kinformer_informer_factory::SharedIndexInformer;
 use kinformer_reflector::ListPage;
 use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
+use kinformer_testenv::eventually;
 use prometheus_parse::{Scrape, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -73,17 +74,6 @@ fn value(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> 
         })
 }
 
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_health_and_readiness_over_http() {
     let metrics = Metrics::install();
@@ -128,7 +118,10 @@ async fn metrics_health_and_readiness_over_http() {
     let controller = Controller::<ObjectKey>::new("metrics-test").workers(3);
     controller.watch(&informer).unwrap();
     let handle = informer.start().unwrap();
-    eventually("the informer to sync", || informer.has_synced()).await;
+    eventually("the informer to sync", Duration::from_secs(20), || {
+        informer.has_synced()
+    })
+    .await;
     let (code, _) = tokio::task::spawn_blocking(move || get(addr, "/readyz"))
         .await
         .unwrap();
@@ -246,7 +239,10 @@ async fn metrics_health_and_readiness_over_http() {
                 .await
         }
     });
-    eventually("the elector to lead", || elector.is_leader()).await;
+    eventually("the elector to lead", Duration::from_secs(20), || {
+        elector.is_leader()
+    })
+    .await;
     let s = tokio::task::spawn_blocking(move || scrape(addr))
         .await
         .unwrap();

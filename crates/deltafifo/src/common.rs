@@ -81,7 +81,7 @@ impl<K, M> FifoBuilder<K, M> {
     /// (kinformer-core's [`TransformFn`]). It never sees a `Sync` delta's object (taken
     /// from the store, already transformed) nor a tombstone's; it runs on the reflector's
     /// task, outside the FIFO's lock, except for a DeltaFIFO delete (see
-    /// [`DeltaFifo::delete`](crate::DeltaFifo::delete)); keep it fast. An informer
+    /// its [`Sink::delete`](kinformer_core::Sink::delete)); keep it fast. An informer
     /// transforms in its reflector instead, so its FIFO gets none.
     #[must_use]
     pub fn transform(
@@ -317,11 +317,12 @@ impl<K> InFlight<K> {
     }
 }
 
-/// The trait glue both FIFOs share: `PopDone`, `FifoQueue` and `Sink` over their inherent
-/// methods. Each FIFO's state has the same bookkeeping fields (`in_flight`, `progress`,
-/// `closed`, `waiters`) and a `take` that pops the next item under the lock.
+/// The trait glue both FIFOs share: `PopDone` and `FifoQueue`. Each FIFO's state has the
+/// same bookkeeping fields (`in_flight`, `progress`, `closed`, `waiters`, and `$queue`,
+/// whose length is the FIFO's) and a `take` that pops the next item under the lock. Each
+/// FIFO implements `Sink` itself.
 macro_rules! fifo_traits {
-    ($fifo:ident) => {
+    ($fifo:ident, $queue:ident) => {
         impl<K: Send + Sync + 'static> $crate::PopDone<K> for $fifo<K> {
             fn pop_done(&self, item: &$crate::Item<K>, token: usize) {
                 let mut st = self.state.lock();
@@ -350,43 +351,28 @@ macro_rules! fifo_traits {
                 std::task::Poll::Pending
             }
             fn try_pop(&self) -> Result<Option<$crate::Popped<'_, K>>, $crate::Error> {
-                $fifo::try_pop(self)
+                let mut st = self.state.lock();
+                match self.take(&mut st) {
+                    Some(p) => Ok(Some(p)),
+                    None if st.closed => Err($crate::Error::Closed),
+                    None => Ok(None),
+                }
             }
             fn has_synced(&self) -> bool {
-                $fifo::has_synced(self)
+                self.state.lock().progress.has_synced()
             }
             fn close(&self) {
-                $fifo::close(self);
+                let mut st = self.state.lock();
+                st.closed = true;
+                let wakers = st.waiters.take();
+                drop(st);
+                $crate::common::wake_all(wakers);
             }
             fn is_closed(&self) -> bool {
-                $fifo::is_closed(self)
+                self.state.lock().closed
             }
             fn len(&self) -> usize {
-                $fifo::len(self)
-            }
-        }
-
-        impl<K: Send + Sync + 'static> kinformer_core::Sink<K> for $fifo<K> {
-            fn add(&self, obj: std::sync::Arc<K>) -> Result<(), kinformer_core::Error> {
-                Ok($fifo::add(self, obj)?)
-            }
-            fn update(&self, obj: std::sync::Arc<K>) -> Result<(), kinformer_core::Error> {
-                Ok($fifo::update(self, obj)?)
-            }
-            fn delete(&self, obj: std::sync::Arc<K>) -> Result<(), kinformer_core::Error> {
-                Ok($fifo::delete(self, obj)?)
-            }
-            fn replace(
-                &self,
-                part: kinformer_core::ListPart<K>,
-            ) -> Result<(), kinformer_core::Error> {
-                Ok($fifo::replace(self, part)?)
-            }
-            fn resync(&self) -> Result<(), kinformer_core::Error> {
-                Ok($fifo::resync(self)?)
-            }
-            fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
-                Ok($fifo::bookmark(self, resource_version)?)
+                self.state.lock().$queue.len()
             }
         }
     };

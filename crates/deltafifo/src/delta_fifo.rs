@@ -5,15 +5,14 @@ use std::sync::Arc;
 
 use kinformer_core::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, ListPart, MetaObject,
-    ObjectKey, WholeList,
+    ObjectKey, Sink, WholeList,
 };
 use parking_lot::Mutex;
 
 use crate::common::{
     Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, resolved, wake_all,
 };
-use crate::queue::PopFuture;
-use crate::{Error, FifoQueue, Item, Popped};
+use crate::{Error, Item, Popped};
 
 /// client-go's DeltaFIFO: the deltas of each key gathered in one list, keys popped in the
 /// order they were first queued.
@@ -26,7 +25,7 @@ use crate::{Error, FifoQueue, Item, Popped};
 ///
 /// ```
 /// use std::sync::Arc;
-/// use kinformer_core::{DeltaType, MetaObject};
+/// use kinformer_core::{DeltaType, MetaObject, Sink};
 /// use kinformer_deltafifo::{DeltaFifo, FifoQueue, Item};
 ///
 /// struct Obj(&'static str, u32);
@@ -48,7 +47,7 @@ use crate::{Error, FifoQueue, Item, Popped};
 /// assert_eq!(kinds, [DeltaType::Added, DeltaType::Updated]);
 /// drop(popped); // processed
 /// assert_eq!(fifo.len(), 1);
-/// # Ok::<(), kinformer_deltafifo::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DeltaFifo<K> {
     config: Config<K>,
@@ -132,56 +131,12 @@ impl<K: MetaObject + Send + Sync + 'static> DeltaFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> DeltaFifo<K> {
-    /// Queues an `Added` delta.
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
-    /// after [`close`](Self::close).
-    pub fn add(&self, obj: Arc<K>) -> Result<(), Error> {
-        self.add_or_update(DeltaType::Added, obj)
-    }
-
-    /// Queues an `Updated` delta.
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
-    /// after [`close`](Self::close).
-    pub fn update(&self, obj: Arc<K>) -> Result<(), Error> {
-        self.add_or_update(DeltaType::Updated, obj)
-    }
-
     fn add_or_update(&self, kind: DeltaType, obj: Arc<K>) -> Result<(), Error> {
         let (key, obj) = self.config.prepare(obj)?;
         let mut st = self.state.lock();
         st.check_open()?;
         st.progress.mark_populated();
         st.push(key, Delta::new(kind, obj));
-        let wakers = st.waiters.take();
-        drop(st);
-        wake_all(wakers);
-        Ok(())
-    }
-
-    /// Queues a `Deleted` delta, unless the key is neither queued nor known (the
-    /// deletion was already delivered, by a relist's tombstone for instance): then it is
-    /// dropped.
-    ///
-    /// The transform runs under the lock here, and only when the delete is kept, so that
-    /// a dropped delete is never transformed (as in client-go).
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
-    /// after [`close`](Self::close).
-    pub fn delete(&self, obj: Arc<K>) -> Result<(), Error> {
-        let key = self.config.key_of(&obj)?;
-        let mut st = self.state.lock();
-        st.check_open()?;
-        st.progress.mark_populated();
-        if !self.delete_is_news(&st, &key) {
-            return Ok(());
-        }
-        let obj = self.config.transform(obj)?;
-        st.push(key, Delta::new(DeltaType::Deleted, obj));
         let wakers = st.waiters.take();
         drop(st);
         wake_all(wakers);
@@ -202,6 +157,128 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         known.get_by_key(key.as_str()).is_some()
     }
 
+    fn take(&self, st: &mut State<K>) -> Option<Popped<'_, K>> {
+        let key = st.queue.pop_front()?;
+        let Some(deltas) = st.items.remove(key.as_str()) else {
+            // Unreachable: `queue` and `items` hold the same keys.
+            tracing::error!(
+                key = key.as_str(),
+                "DeltaFIFO key queued without deltas; skipped"
+            );
+            return None;
+        };
+        if self.config.known.is_some()
+            && let Some(newest) = deltas.last()
+        {
+            st.in_flight.acquire(&key, newest);
+        }
+        let (in_initial, token) = st.progress.popped(1);
+        let item = Item::Deltas { key, deltas };
+        Some(Popped::new(item, in_initial).with_done(self, token))
+    }
+
+    /// The queued keys in line order.
+    pub fn queued_keys(&self) -> Vec<ObjectKey> {
+        self.state.lock().queue.iter().cloned().collect()
+    }
+
+    /// The deltas queued for `key`, oldest first (objects shared, not copied).
+    pub fn deltas_of(&self, key: &str) -> Option<Vec<Delta<K>>> {
+        self.state.lock().items.get(key).cloned()
+    }
+}
+
+fn tombstone<K>(key: ObjectKey, obj: Arc<K>) -> Delta<K> {
+    Delta {
+        kind: DeltaType::Deleted,
+        object: DeltaObject::Tombstone(DeletedFinalStateUnknown { key, obj }),
+    }
+}
+
+impl<K> State<K> {
+    /// Writes after [`close`](crate::FifoQueue::close) are refused, so that a reflector feeding a
+    /// stopped informer stops instead of filling the queue forever.
+    fn check_open(&self) -> Result<(), Error> {
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Appends a delta to the key's list, queueing the key if new, and collapses two
+    /// consecutive deletes. The caller wakes the waiters once the lock is released.
+    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
+        match self.items.entry(key) {
+            Entry::Occupied(mut e) => {
+                let deltas = e.get_mut();
+                deltas.push(delta);
+                dedup_deletes(deltas);
+            }
+            Entry::Vacant(e) => {
+                self.queue.push_back(e.key().clone());
+                e.insert(vec![delta]);
+            }
+        }
+    }
+}
+
+/// Two consecutive deletes are one deletion: keep the older, unless it is a tombstone and
+/// the newer is not (a real delete knows the final state, a tombstone may be stale).
+fn dedup_deletes<K>(deltas: &mut Vec<Delta<K>>) {
+    let n = deltas.len();
+    if n < 2 {
+        return;
+    }
+    let (older, newer) = (&deltas[n - 2], &deltas[n - 1]);
+    if older.kind != DeltaType::Deleted || newer.kind != DeltaType::Deleted {
+        return;
+    }
+    if older.object.tombstone().is_some() {
+        deltas.swap(n - 2, n - 1);
+    }
+    deltas.pop();
+}
+
+crate::common::fifo_traits!(DeltaFifo, queue);
+
+/// The reflector's side of the FIFO. On any error nothing is queued. The errors are
+/// [`kinformer_core::Error`]s, as every sink's: the key function's own error, a failed
+/// transform as [`Other`](kinformer_core::Error::Other), and
+/// [`Closed`](kinformer_core::Error::Closed) after [`close`](crate::FifoQueue::close).
+impl<K: Send + Sync + 'static> Sink<K> for DeltaFifo<K> {
+    /// Queues an `Added` delta.
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.add_or_update(DeltaType::Added, obj)?)
+    }
+
+    /// Queues an `Updated` delta.
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.add_or_update(DeltaType::Updated, obj)?)
+    }
+
+    /// Queues a `Deleted` delta, unless the key is neither queued nor known (the
+    /// deletion was already delivered, by a relist's tombstone for instance): then it is
+    /// dropped.
+    ///
+    /// The transform runs under the lock here, and only when the delete is kept, so that
+    /// a dropped delete is never transformed (as in client-go).
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        let key = self.config.key_of(&obj)?;
+        let mut st = self.state.lock();
+        st.check_open()?;
+        st.progress.mark_populated();
+        if !self.delete_is_news(&st, &key) {
+            return Ok(());
+        }
+        let obj = self.config.transform(obj)?;
+        st.push(key, Delta::new(DeltaType::Deleted, obj));
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
     /// A full list, gathered from its parts ([`ListPart`]) until it ends, as client-go
     /// takes it whole: then queues `Replaced` (or `Sync`, see
     /// [`DeltaFifoBuilder::emit_replaced`]) for every listed object (unchanged ones read
@@ -211,15 +288,11 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     /// no longer holds by the time it is read gets none (its deletion was delivered).
     ///
     /// The first replace before any add, update or delete is the initial list:
-    /// [`has_synced`](FifoQueue::has_synced) waits for its entries, tombstones included.
+    /// [`has_synced`](crate::FifoQueue::has_synced) waits for its entries, tombstones included.
     ///
     /// Tombstones for queued keys go in line order, then for known keys in the order the
     /// view lists them (client-go uses map order for the former).
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`] for any listed object, and the queue is
-    /// unchanged; [`Error::Closed`] after [`close`](Self::close).
-    pub fn replace(&self, part: ListPart<K>) -> Result<(), Error> {
+    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
         self.state.lock().check_open()?;
         // A DeltaFIFO does not track versions.
         let Some((list, _resource_version)) = self.lists.gather(part) else {
@@ -308,10 +381,7 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
     /// that has nothing queued (a queued delta is newer than the store, and a `Sync` of
     /// the stored object after it would roll the object back). Does nothing without a
     /// known-objects view.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] after [`close`](Self::close).
-    pub fn resync(&self) -> Result<(), Error> {
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
         let mut st = self.state.lock();
         st.check_open()?;
         let Some(known) = &self.config.known else {
@@ -347,158 +417,13 @@ impl<K: Send + Sync + 'static> DeltaFifo<K> {
         Ok(())
     }
 
-    /// Pops the oldest key's deltas, blocking while the queue is empty (see
-    /// [`FifoQueue::pop`]).
-    ///
-    /// # Errors
-    /// [`Error::Closed`] once the FIFO is closed and empty.
-    pub fn pop(&self) -> Result<Popped<'_, K>, Error> {
-        FifoQueue::pop(self)
-    }
-
-    /// Pops the oldest key's deltas, waiting without blocking the thread (see
-    /// [`FifoQueueExt::pop_async`](crate::FifoQueueExt::pop_async)).
-    pub fn pop_async(&self) -> PopFuture<'_, K, Self> {
-        crate::FifoQueueExt::pop_async(self)
-    }
-
-    /// Pops the oldest key's deltas if any, without waiting: `Ok(None)` when the FIFO is
-    /// empty and open.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] once the FIFO is closed and empty.
-    pub fn try_pop(&self) -> Result<Option<Popped<'_, K>>, Error> {
-        let mut st = self.state.lock();
-        match self.take(&mut st) {
-            Some(p) => Ok(Some(p)),
-            None if st.closed => Err(Error::Closed),
-            None => Ok(None),
-        }
-    }
-
-    fn take(&self, st: &mut State<K>) -> Option<Popped<'_, K>> {
-        let key = st.queue.pop_front()?;
-        let Some(deltas) = st.items.remove(key.as_str()) else {
-            // Unreachable: `queue` and `items` hold the same keys.
-            tracing::error!(
-                key = key.as_str(),
-                "DeltaFIFO key queued without deltas; skipped"
-            );
-            return None;
-        };
-        if self.config.known.is_some()
-            && let Some(newest) = deltas.last()
-        {
-            st.in_flight.acquire(&key, newest);
-        }
-        let (in_initial, token) = st.progress.popped(1);
-        let item = Item::Deltas { key, deltas };
-        Some(Popped::new(item, in_initial).with_done(self, token))
-    }
-
-    /// Whether the initial list has been popped and processed.
-    pub fn has_synced(&self) -> bool {
-        self.state.lock().progress.has_synced()
-    }
-
     /// The watch reached `resource_version`. A DeltaFIFO does not track versions: this
     /// only checks that the FIFO is open.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] after [`close`](Self::close).
-    pub fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
+    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
         let _ = resource_version;
-        self.state.lock().check_open()
-    }
-
-    /// Closes the FIFO (see [`FifoQueue::close`]).
-    pub fn close(&self) {
-        let mut st = self.state.lock();
-        st.closed = true;
-        let wakers = st.waiters.take();
-        drop(st);
-        wake_all(wakers);
-    }
-
-    /// Whether the FIFO is closed.
-    pub fn is_closed(&self) -> bool {
-        self.state.lock().closed
-    }
-
-    /// How many keys are queued.
-    pub fn len(&self) -> usize {
-        self.state.lock().queue.len()
-    }
-
-    /// Whether no key is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The queued keys in line order.
-    pub fn queued_keys(&self) -> Vec<ObjectKey> {
-        self.state.lock().queue.iter().cloned().collect()
-    }
-
-    /// The deltas queued for `key`, oldest first (objects shared, not copied).
-    pub fn deltas_of(&self, key: &str) -> Option<Vec<Delta<K>>> {
-        self.state.lock().items.get(key).cloned()
+        Ok(self.state.lock().check_open()?)
     }
 }
-
-fn tombstone<K>(key: ObjectKey, obj: Arc<K>) -> Delta<K> {
-    Delta {
-        kind: DeltaType::Deleted,
-        object: DeltaObject::Tombstone(DeletedFinalStateUnknown { key, obj }),
-    }
-}
-
-impl<K> State<K> {
-    /// Writes after [`close`](FifoQueue::close) are refused, so that a reflector feeding a
-    /// stopped informer stops instead of filling the queue forever.
-    fn check_open(&self) -> Result<(), Error> {
-        if self.closed {
-            Err(Error::Closed)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Appends a delta to the key's list, queueing the key if new, and collapses two
-    /// consecutive deletes. The caller wakes the waiters once the lock is released.
-    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
-        match self.items.entry(key) {
-            Entry::Occupied(mut e) => {
-                let deltas = e.get_mut();
-                deltas.push(delta);
-                dedup_deletes(deltas);
-            }
-            Entry::Vacant(e) => {
-                self.queue.push_back(e.key().clone());
-                e.insert(vec![delta]);
-            }
-        }
-    }
-}
-
-/// Two consecutive deletes are one deletion: keep the older, unless it is a tombstone and
-/// the newer is not (a real delete knows the final state, a tombstone may be stale).
-fn dedup_deletes<K>(deltas: &mut Vec<Delta<K>>) {
-    let n = deltas.len();
-    if n < 2 {
-        return;
-    }
-    let (older, newer) = (&deltas[n - 2], &deltas[n - 1]);
-    if older.kind != DeltaType::Deleted || newer.kind != DeltaType::Deleted {
-        return;
-    }
-    if older.object.tombstone().is_some() {
-        deltas.swap(n - 2, n - 1);
-    }
-    deltas.pop();
-}
-
-crate::common::fifo_traits!(DeltaFifo);
 
 impl<K> fmt::Debug for DeltaFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

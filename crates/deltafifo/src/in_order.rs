@@ -4,15 +4,14 @@ use std::sync::Arc;
 
 use kinformer_core::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, ListPart, Listed,
-    MetaObject, ObjectKey,
+    MetaObject, ObjectKey, Sink,
 };
 use parking_lot::Mutex;
 
 use crate::common::{
     Config, FifoBuilder, HashMap, HashSet, InFlight, Progress, Waiters, resolved, wake_all,
 };
-use crate::queue::PopFuture;
-use crate::{Error, FifoQueue, Item, Popped};
+use crate::{Error, Item, Popped};
 
 /// client-go's largest batch (`defaultBatchSize`).
 pub const DEFAULT_BATCH_SIZE: usize = 1000;
@@ -34,7 +33,7 @@ pub const DEFAULT_BATCH_SIZE: usize = 1000;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use kinformer_core::{DeltaType, ListPart, MetaObject};
+/// use kinformer_core::{DeltaType, ListPart, MetaObject, Sink};
 /// use kinformer_deltafifo::{FifoQueue, InOrderFifo, Item};
 ///
 /// struct Obj(&'static str);
@@ -57,7 +56,7 @@ pub const DEFAULT_BATCH_SIZE: usize = 1000;
 ///
 /// let Item::Deltas { key, deltas } = fifo.pop()?.finish() else { unreachable!() };
 /// assert_eq!((key.as_str(), deltas[0].kind), ("ns/a", DeltaType::Updated));
-/// # Ok::<(), kinformer_deltafifo::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct InOrderFifo<K> {
     config: Config<K>,
@@ -93,7 +92,7 @@ fn shrink_after_burst<T>(entries: &mut VecDeque<T>) {
 }
 
 impl<K> State<K> {
-    /// Writes after [`close`](FifoQueue::close) are refused, so that a reflector feeding a
+    /// Writes after [`close`](crate::FifoQueue::close) are refused, so that a reflector feeding a
     /// stopped informer stops instead of filling the queue forever.
     fn check_open(&self) -> Result<(), Error> {
         if self.closed {
@@ -116,7 +115,7 @@ struct State<K> {
     waiters: Waiters,
 }
 
-/// Where the first list, taken in parts, stands (see [`InOrderFifo::replace`]).
+/// Where the first list, taken in parts, stands (see the in-order FIFO's [`Sink::replace`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Parts {
     /// No list in parts under way.
@@ -242,35 +241,6 @@ impl<K: MetaObject + Send + Sync + 'static> InOrderFifo<K> {
 }
 
 impl<K: Send + Sync + 'static> InOrderFifo<K> {
-    /// Queues an `Added` event.
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
-    /// after [`close`](Self::close).
-    pub fn add(&self, obj: Arc<K>) -> Result<(), Error> {
-        self.event(DeltaType::Added, obj)
-    }
-
-    /// Queues an `Updated` event.
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
-    /// after [`close`](Self::close).
-    pub fn update(&self, obj: Arc<K>) -> Result<(), Error> {
-        self.event(DeltaType::Updated, obj)
-    }
-
-    /// Queues a `Deleted` event. Unlike a DeltaFIFO, and like client-go's RealFIFO, a
-    /// delete of a key neither queued nor known is queued too: the informer's delete of
-    /// an absent key is harmless, and no event is ever dropped.
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`], and the queue is unchanged; [`Error::Closed`]
-    /// after [`close`](Self::close).
-    pub fn delete(&self, obj: Arc<K>) -> Result<(), Error> {
-        self.event(DeltaType::Deleted, obj)
-    }
-
     fn event(&self, kind: DeltaType, obj: Arc<K>) -> Result<(), Error> {
         let (key, obj) = self.config.prepare(obj)?;
         let mut st = self.state.lock();
@@ -278,102 +248,6 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         st.progress.mark_populated();
         st.entries
             .push_back(Entry::Event(key, Delta::new(kind, obj)));
-        let wakers = st.waiters.take();
-        drop(st);
-        wake_all(wakers);
-        Ok(())
-    }
-
-    /// A full list, or a part of one ([`ListPart`]).
-    ///
-    /// The first list, until it ends, is queued a part at a time as it comes (rule 52): a
-    /// `Replaced` event per object, in both modes, so an informer caches objects while the
-    /// rest of the list still arrives; the part that ends it queues the rest the same way
-    /// and starts the count for [`has_synced`](Self::has_synced), which waits for every
-    /// part. A first list that queued no part before its end (it came whole) is a plain
-    /// replace, below. A list started again after one of its parts was queued (the
-    /// reflector lost the list midway) is taken whole, so that its replace reconciles
-    /// against what the lost one's parts left.
-    ///
-    /// Every other list is gathered until it ends, then:
-    ///
-    /// Atomic mode: queues one [`Item::ReplacedAll`] with the keyed, transformed objects,
-    /// and the keys of the unchanged ones (the informer's store keeps what it holds).
-    ///
-    /// Per-object mode: queues a `Deleted` tombstone for every key queued or known but
-    /// absent from the list, then `Replaced` for every listed object (unchanged ones read
-    /// from the cache), so that the store never holds a deleted object next to its
-    /// successor. A queued key whose last event is a delete needs no tombstone; a
-    /// tombstone carries the key's newest queued object, else the known one; a known key
-    /// the store no longer holds by the time it is read gets none.
-    ///
-    /// The first replace before any add, update or delete is the initial list:
-    /// everything queued at its end must be popped and processed before
-    /// [`has_synced`](FifoQueue::has_synced).
-    ///
-    /// # Errors
-    /// [`Error::Key`] or [`Error::Transform`] for any object of the part, and nothing of
-    /// it is queued or gathered; [`Error::Closed`] after [`close`](Self::close).
-    pub fn replace(&self, part: ListPart<K>) -> Result<(), Error> {
-        let ListPart {
-            items, starts, end, ..
-        } = part;
-        let items = self.config.prepare_list(items)?;
-        let mut st = self.state.lock();
-        st.check_open()?;
-        if starts {
-            st.gathered.clear();
-            st.parts = match st.parts {
-                Parts::Open { queued: true } | Parts::Spoiled => Parts::Spoiled,
-                _ if st.progress.is_populated() => Parts::None,
-                Parts::None | Parts::Open { queued: false } => Parts::Open { queued: false },
-            };
-        }
-        if let Parts::Open { queued } = st.parts
-            && (queued || end.is_none())
-        {
-            // The first list, a part at a time. Its parts are all the queue and the store
-            // hold (nothing had synced, no other list left parts): nothing to tombstone.
-            let items = resolved(items);
-            if !items.is_empty() {
-                st.parts = Parts::Open { queued: true };
-            }
-            for (key, obj) in items {
-                st.entries
-                    .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
-            }
-            if end.is_some() {
-                st.parts = Parts::None;
-                let count = st.entries.len();
-                st.progress.first_replace(count);
-            }
-        } else {
-            st.gathered.extend(items);
-            let Some(resource_version) = end else {
-                return Ok(());
-            };
-            st.parts = Parts::None;
-            let list = std::mem::take(&mut st.gathered);
-            if self.atomic {
-                let mut objects = Vec::with_capacity(list.len());
-                let mut unchanged = Vec::new();
-                for (key, item) in list {
-                    match item {
-                        Listed::Object(obj) => objects.push((key, obj)),
-                        Listed::Unchanged(_) => unchanged.push(key),
-                    }
-                }
-                st.entries.push_back(Entry::ReplacedAll {
-                    objects,
-                    unchanged,
-                    resource_version,
-                });
-            } else {
-                self.reconcile_locked(&mut st, resolved(list));
-            }
-            let count = st.entries.len();
-            st.progress.first_replace(count);
-        }
         let wakers = st.waiters.take();
         drop(st);
         wake_all(wakers);
@@ -441,74 +315,6 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         }
     }
 
-    /// The periodic resync.
-    ///
-    /// Atomic mode: queues one [`Item::SyncAll`]. Per-object mode: queues `Sync` with the
-    /// stored object for every known key that has no event queued (a queued event is
-    /// newer than the store); nothing without a known-objects view.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] after [`close`](Self::close).
-    pub fn resync(&self) -> Result<(), Error> {
-        if self.atomic {
-            return self.push_alone(Entry::SyncAll);
-        }
-        let mut st = self.state.lock();
-        st.check_open()?;
-        let Some(known) = &self.config.known else {
-            return Ok(());
-        };
-        let mut pending: HashSet<&str> = st
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Event(k, _) => Some(k.as_str()),
-                _ => None,
-            })
-            .collect();
-        let mut syncs: Vec<(ObjectKey, Arc<K>)> = Vec::new();
-        for (key, _) in st.in_flight.iter() {
-            if pending.insert(key.as_str())
-                && let Some(obj) = st.in_flight.settled_object(key.as_str())
-            {
-                syncs.push((key.clone(), Arc::clone(obj)));
-            }
-        }
-        for key in known.list_keys() {
-            if pending.contains(key.as_str()) {
-                continue;
-            }
-            match known.get_by_key(key.as_str()) {
-                Some(obj) => syncs.push((key, obj)),
-                None => tracing::debug!(
-                    key = key.as_str(),
-                    "known key gone from the store during resync; nothing to sync"
-                ),
-            }
-        }
-        drop(pending);
-        for (key, obj) in syncs {
-            st.entries
-                .push_back(Entry::Event(key, Delta::new(DeltaType::Sync, obj)));
-        }
-        let wakers = st.waiters.take();
-        drop(st);
-        wake_all(wakers);
-        Ok(())
-    }
-
-    /// The watch reached `resource_version`: queued as an [`Item::Bookmark`] when
-    /// [`emit_bookmarks`](InOrderFifoBuilder::emit_bookmarks) is on, ignored otherwise.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] after [`close`](Self::close).
-    pub fn bookmark(&self, resource_version: &str) -> Result<(), Error> {
-        if !self.emit_bookmarks {
-            return self.state.lock().check_open();
-        }
-        self.push_alone(Entry::Bookmark(resource_version.to_owned()))
-    }
-
     fn push_alone(&self, entry: Entry<K>) -> Result<(), Error> {
         let mut st = self.state.lock();
         st.check_open()?;
@@ -517,34 +323,6 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         drop(st);
         wake_all(wakers);
         Ok(())
-    }
-
-    /// Pops the next batch, blocking while the queue is empty (see [`FifoQueue::pop`]).
-    ///
-    /// # Errors
-    /// [`Error::Closed`] once the FIFO is closed and empty.
-    pub fn pop(&self) -> Result<Popped<'_, K>, Error> {
-        FifoQueue::pop(self)
-    }
-
-    /// Pops the next batch, waiting without blocking the thread (see
-    /// [`FifoQueueExt::pop_async`](crate::FifoQueueExt::pop_async)).
-    pub fn pop_async(&self) -> PopFuture<'_, K, Self> {
-        crate::FifoQueueExt::pop_async(self)
-    }
-
-    /// Pops the next batch if any, without waiting: `Ok(None)` when the FIFO is empty
-    /// and open.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] once the FIFO is closed and empty.
-    pub fn try_pop(&self) -> Result<Option<Popped<'_, K>>, Error> {
-        let mut st = self.state.lock();
-        match self.take(&mut st) {
-            Some(p) => Ok(Some(p)),
-            None if st.closed => Err(Error::Closed),
-            None => Ok(None),
-        }
     }
 
     fn take(&self, st: &mut State<K>) -> Option<Popped<'_, K>> {
@@ -618,42 +396,190 @@ impl<K: Send + Sync + 'static> InOrderFifo<K> {
         n
     }
 
-    /// Whether the initial list has been popped and processed.
-    pub fn has_synced(&self) -> bool {
-        self.state.lock().progress.has_synced()
-    }
-
-    /// Closes the FIFO (see [`FifoQueue::close`]).
-    pub fn close(&self) {
-        let mut st = self.state.lock();
-        st.closed = true;
-        let wakers = st.waiters.take();
-        drop(st);
-        wake_all(wakers);
-    }
-
-    /// Whether the FIFO is closed.
-    pub fn is_closed(&self) -> bool {
-        self.state.lock().closed
-    }
-
-    /// How many entries (events and atomic entries) are queued.
-    pub fn len(&self) -> usize {
-        self.state.lock().entries.len()
-    }
-
-    /// Whether nothing is queued.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Whether the FIFO is in atomic mode.
     pub fn is_atomic(&self) -> bool {
         self.atomic
     }
 }
 
-crate::common::fifo_traits!(InOrderFifo);
+crate::common::fifo_traits!(InOrderFifo, entries);
+
+/// The reflector's side of the FIFO. On any error nothing is queued. The errors are
+/// [`kinformer_core::Error`]s, as every sink's: the key function's own error, a failed
+/// transform as [`Other`](kinformer_core::Error::Other), and
+/// [`Closed`](kinformer_core::Error::Closed) after [`close`](crate::FifoQueue::close).
+impl<K: Send + Sync + 'static> Sink<K> for InOrderFifo<K> {
+    /// Queues an `Added` event.
+    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.event(DeltaType::Added, obj)?)
+    }
+
+    /// Queues an `Updated` event.
+    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.event(DeltaType::Updated, obj)?)
+    }
+
+    /// Queues a `Deleted` event. Unlike a DeltaFIFO, and like client-go's RealFIFO, a
+    /// delete of a key neither queued nor known is queued too: the informer's delete of
+    /// an absent key is harmless, and no event is ever dropped.
+    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
+        Ok(self.event(DeltaType::Deleted, obj)?)
+    }
+
+    /// A full list, or a part of one ([`ListPart`]).
+    ///
+    /// The first list, until it ends, is queued a part at a time as it comes (rule 52): a
+    /// `Replaced` event per object, in both modes, so an informer caches objects while the
+    /// rest of the list still arrives; the part that ends it queues the rest the same way
+    /// and starts the count for [`has_synced`](crate::FifoQueue::has_synced), which waits for every
+    /// part. A first list that queued no part before its end (it came whole) is a plain
+    /// replace, below. A list started again after one of its parts was queued (the
+    /// reflector lost the list midway) is taken whole, so that its replace reconciles
+    /// against what the lost one's parts left.
+    ///
+    /// Every other list is gathered until it ends, then:
+    ///
+    /// Atomic mode: queues one [`Item::ReplacedAll`] with the keyed, transformed objects,
+    /// and the keys of the unchanged ones (the informer's store keeps what it holds).
+    ///
+    /// Per-object mode: queues a `Deleted` tombstone for every key queued or known but
+    /// absent from the list, then `Replaced` for every listed object (unchanged ones read
+    /// from the cache), so that the store never holds a deleted object next to its
+    /// successor. A queued key whose last event is a delete needs no tombstone; a
+    /// tombstone carries the key's newest queued object, else the known one; a known key
+    /// the store no longer holds by the time it is read gets none.
+    ///
+    /// The first replace before any add, update or delete is the initial list:
+    /// everything queued at its end must be popped and processed before
+    /// [`has_synced`](crate::FifoQueue::has_synced).
+    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
+        let ListPart {
+            items, starts, end, ..
+        } = part;
+        let items = self.config.prepare_list(items)?;
+        let mut st = self.state.lock();
+        st.check_open()?;
+        if starts {
+            st.gathered.clear();
+            st.parts = match st.parts {
+                Parts::Open { queued: true } | Parts::Spoiled => Parts::Spoiled,
+                _ if st.progress.is_populated() => Parts::None,
+                Parts::None | Parts::Open { queued: false } => Parts::Open { queued: false },
+            };
+        }
+        if let Parts::Open { queued } = st.parts
+            && (queued || end.is_none())
+        {
+            // The first list, a part at a time. Its parts are all the queue and the store
+            // hold (nothing had synced, no other list left parts): nothing to tombstone.
+            let items = resolved(items);
+            if !items.is_empty() {
+                st.parts = Parts::Open { queued: true };
+            }
+            for (key, obj) in items {
+                st.entries
+                    .push_back(Entry::Event(key, Delta::new(DeltaType::Replaced, obj)));
+            }
+            if end.is_some() {
+                st.parts = Parts::None;
+                let count = st.entries.len();
+                st.progress.first_replace(count);
+            }
+        } else {
+            st.gathered.extend(items);
+            let Some(resource_version) = end else {
+                return Ok(());
+            };
+            st.parts = Parts::None;
+            let list = std::mem::take(&mut st.gathered);
+            if self.atomic {
+                let mut objects = Vec::with_capacity(list.len());
+                let mut unchanged = Vec::new();
+                for (key, item) in list {
+                    match item {
+                        Listed::Object(obj) => objects.push((key, obj)),
+                        Listed::Unchanged(_) => unchanged.push(key),
+                    }
+                }
+                st.entries.push_back(Entry::ReplacedAll {
+                    objects,
+                    unchanged,
+                    resource_version,
+                });
+            } else {
+                self.reconcile_locked(&mut st, resolved(list));
+            }
+            let count = st.entries.len();
+            st.progress.first_replace(count);
+        }
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
+    /// The periodic resync.
+    ///
+    /// Atomic mode: queues one [`Item::SyncAll`]. Per-object mode: queues `Sync` with the
+    /// stored object for every known key that has no event queued (a queued event is
+    /// newer than the store); nothing without a known-objects view.
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        if self.atomic {
+            return Ok(self.push_alone(Entry::SyncAll)?);
+        }
+        let mut st = self.state.lock();
+        st.check_open()?;
+        let Some(known) = &self.config.known else {
+            return Ok(());
+        };
+        let mut pending: HashSet<&str> = st
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Event(k, _) => Some(k.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut syncs: Vec<(ObjectKey, Arc<K>)> = Vec::new();
+        for (key, _) in st.in_flight.iter() {
+            if pending.insert(key.as_str())
+                && let Some(obj) = st.in_flight.settled_object(key.as_str())
+            {
+                syncs.push((key.clone(), Arc::clone(obj)));
+            }
+        }
+        for key in known.list_keys() {
+            if pending.contains(key.as_str()) {
+                continue;
+            }
+            match known.get_by_key(key.as_str()) {
+                Some(obj) => syncs.push((key, obj)),
+                None => tracing::debug!(
+                    key = key.as_str(),
+                    "known key gone from the store during resync; nothing to sync"
+                ),
+            }
+        }
+        drop(pending);
+        for (key, obj) in syncs {
+            st.entries
+                .push_back(Entry::Event(key, Delta::new(DeltaType::Sync, obj)));
+        }
+        let wakers = st.waiters.take();
+        drop(st);
+        wake_all(wakers);
+        Ok(())
+    }
+
+    /// The watch reached `resource_version`: queued as an [`Item::Bookmark`] when
+    /// [`emit_bookmarks`](InOrderFifoBuilder::emit_bookmarks) is on, ignored otherwise.
+    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
+        if !self.emit_bookmarks {
+            return Ok(self.state.lock().check_open()?);
+        }
+        Ok(self.push_alone(Entry::Bookmark(resource_version.to_owned()))?)
+    }
+}
 
 impl<K> fmt::Debug for InOrderFifo<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

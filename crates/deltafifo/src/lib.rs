@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use kinformer_core::{DeltaType, ListPart, MetaObject};
+//! use kinformer_core::{DeltaType, ListPart, MetaObject, Sink};
 //! use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 //!
 //! struct Pod { name: &'static str, phase: &'static str }
@@ -51,7 +51,7 @@
 //!     drain(&fifo),
 //!     ["default/web: Replaced", "default/db: Updated", "default/web: Updated"]
 //! );
-//! # Ok::<(), kinformer_deltafifo::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Which FIFO
@@ -138,13 +138,14 @@
 //! - The per-object [`InOrderFifo`] takes an optional known-objects view (client-go
 //!   requires one); its batch size is a builder option.
 //! - `has_synced` turns true when the last initial item has been processed, not popped.
-//! - After `close`, writes fail with [`Error::Closed`] (kinformer-core's `Sink` contract;
+//! - After `close`, writes fail with [`kinformer_core::Error::Closed`] (the `Sink` contract;
 //!   client-go accepts them), so that the reflector of a stopped informer stops.
 //! - The [`InOrderFifo`] takes the first list in parts as it arrives
-//!   ([`InOrderFifo::replace`], rule 52), in atomic mode too, so the informer
-//!   caches the first pages while the last ones are fetched and never holds the whole
-//!   decoded list at once; client-go queues the whole list at its end, in atomic mode as one
-//!   store transaction. `has_synced` still waits for the list's end. Relists come whole.
+//!   (its [`Sink::replace`](kinformer_core::Sink::replace), rule 52), in atomic mode too,
+//!   so the informer caches the first pages while the last ones are fetched and never
+//!   holds the whole decoded list at once; client-go queues the whole list at its end, in
+//!   atomic mode as one store transaction. `has_synced` still waits for the list's end.
+//!   Relists come whole.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod common;

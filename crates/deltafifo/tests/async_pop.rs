@@ -3,7 +3,7 @@
 
 mod common;
 
-use kinformer_core::ListPart;
+use kinformer_core::{ListPart, Sink};
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;

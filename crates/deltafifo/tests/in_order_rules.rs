@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use kinformer_core::{KnownObjects, ListPart, Listed, ObjectKey, Sink, Unchanged};
-use kinformer_deltafifo::{DEFAULT_BATCH_SIZE, Error, FifoQueueExt, InOrderFifo, Item};
+use kinformer_deltafifo::{DEFAULT_BATCH_SIZE, Error, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 
 fn flat(items: Vec<Vec<String>>) -> Vec<String> {
     items.into_iter().flatten().collect()
@@ -434,14 +434,23 @@ fn a_closed_fifo_refuses_writes_and_still_hands_out_what_is_queued() {
     ] {
         f.add(obj("a", 1)).unwrap();
         f.close();
-        assert!(matches!(f.update(obj("b", 1)), Err(Error::Closed)));
-        assert!(matches!(f.delete(obj("a", 1)), Err(Error::Closed)));
+        assert!(matches!(
+            f.update(obj("b", 1)),
+            Err(kinformer_core::Error::Closed)
+        ));
+        assert!(matches!(
+            f.delete(obj("a", 1)),
+            Err(kinformer_core::Error::Closed)
+        ));
         assert!(matches!(
             f.replace(ListPart::whole(vec![], "1")),
-            Err(Error::Closed)
+            Err(kinformer_core::Error::Closed)
         ));
-        assert!(matches!(f.resync(), Err(Error::Closed)));
-        assert!(matches!(f.bookmark("1"), Err(Error::Closed)));
+        assert!(matches!(f.resync(), Err(kinformer_core::Error::Closed)));
+        assert!(matches!(
+            f.bookmark("1"),
+            Err(kinformer_core::Error::Closed)
+        ));
         let sink: &dyn Sink<Obj> = &f;
         assert!(matches!(
             sink.add(obj("c", 1)),
@@ -883,7 +892,7 @@ fn rule52_a_part_checks_every_key_first_and_a_closed_fifo_refuses_it() {
     f.close();
     assert!(matches!(
         f.replace(first(vec![obj("a", 1)])),
-        Err(Error::Closed)
+        Err(kinformer_core::Error::Closed)
     ));
 }
 

@@ -1,11 +1,11 @@
 //! k8s-openapi objects go through both FIFOs keyed `namespace/name` by default.
 
-use kinformer_core::ListPart;
+use kinformer_core::{ListPart, Sink};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kinformer_deltafifo::{DeltaFifo, Error, InOrderFifo, Item};
+use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo, Item};
 
 fn pod(ns: &str, name: &str) -> Arc<Pod> {
     Arc::new(Pod {
@@ -25,7 +25,7 @@ fn pods_are_keyed_by_namespace_and_name() {
     assert_eq!(fifo.queued_keys()[0].as_str(), "prod/web");
     assert!(matches!(
         fifo.add(Arc::new(Pod::default())),
-        Err(Error::Key(_))
+        Err(kinformer_core::Error::MissingName)
     ));
 
     let fifo = InOrderFifo::<Pod>::atomic();

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinformer_events::{Broadcaster, Config, Error, EventSink, EventType, KubeSink, Reporter};
-use kinformer_testenv::ControlPlane;
+use kinformer_testenv::{ControlPlane, eventually_async};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, Resource};
 use serde::Deserialize;
@@ -364,14 +364,13 @@ async fn a_finished_series_whose_event_was_deleted_is_created_again_with_its_cou
     publish(); // counted, not written
     // The check after the series has been quiet for 2 s patches, finds nothing (404),
     // and creates the event again with the series as counted.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let again = loop {
-        if let Ok(event) = events.get(&name).await {
-            break event;
-        }
-        assert!(Instant::now() < deadline, "the event was not created again");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    eventually_async(
+        "the event to be created again",
+        Duration::from_secs(15),
+        || async { events.get(&name).await.is_ok() },
+    )
+    .await;
+    let again = events.get(&name).await.unwrap();
     assert_eq!(again.series.as_ref().map(|s| s.count), Some(3));
     assert_eq!(again.note.as_deref(), Some("synced"));
     broadcaster.shutdown().await;

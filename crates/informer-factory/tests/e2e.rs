@@ -13,7 +13,7 @@ use kinformer_informer_factory::{
     SharedIndexInformer,
 };
 use kinformer_reflector::{KubeListerWatcher, reflector_client};
-use kinformer_testenv::{ControlPlane, Options, create_pods, pod};
+use kinformer_testenv::{ControlPlane, Options, create_pods, eventually, pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
@@ -57,14 +57,6 @@ impl ResourceEventHandler<Pod> for Log {
     }
 }
 
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local control plane: cargo xtask test"]
 async fn a_pod_informer_sees_add_update_delete_and_its_lister_serves_them() {
@@ -84,7 +76,7 @@ async fn a_pod_informer_sees_add_update_delete_and_its_lister_serves_them() {
         let log = Log::default();
         let reg = informer.add_event_handler(log.clone()).unwrap();
         let handle = informer.start().unwrap();
-        eventually("the initial sync", || reg.has_synced()).await;
+        eventually("the initial sync", TIMEOUT, || reg.has_synced()).await;
         assert_eq!(log.get(), ["add before true"], "{kind:?}");
 
         pods.create(&PostParams::default(), &pod("after"))
@@ -97,7 +89,7 @@ async fn a_pod_informer_sees_add_update_delete_and_its_lister_serves_them() {
         pods.delete("before", &DeleteParams::default().grace_period(0))
             .await
             .unwrap();
-        eventually("the delete", || {
+        eventually("the delete", TIMEOUT, || {
             log.get().iter().any(|e| e == "delete before")
         })
         .await;
@@ -174,10 +166,10 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 async fn rule_27_live_a_late_handler_first_gets_the_cached_pods_as_initial_adds() {
     let (informer, pods) = pod_informer("late", &["a", "b", "c"]).await;
     let handle = informer.start().unwrap();
-    eventually("the sync", || informer.has_synced()).await;
+    eventually("the sync", TIMEOUT, || informer.has_synced()).await;
     let log = Log::default();
     let reg = informer.add_event_handler(log.clone()).unwrap();
-    eventually("three initial adds", || log.get().len() == 3).await;
+    eventually("three initial adds", TIMEOUT, || log.get().len() == 3).await;
     assert_eq!(
         sorted(log.get()),
         ["add a true", "add b true", "add c true"]
@@ -186,7 +178,7 @@ async fn rule_27_live_a_late_handler_first_gets_the_cached_pods_as_initial_adds(
     pods.create(&PostParams::default(), &pod("d"))
         .await
         .unwrap();
-    eventually("the live add", || log.get().len() == 4).await;
+    eventually("the live add", TIMEOUT, || log.get().len() == 4).await;
     assert_eq!(log.get()[3], "add d false");
     handle.stop().await.unwrap();
 }
@@ -202,7 +194,7 @@ async fn rule_28_live_resync_reaches_only_the_handler_whose_period_is_due() {
         .unwrap();
     informer.add_event_handler(never.clone()).unwrap();
     let handle = informer.start().unwrap();
-    eventually("two resyncs", || {
+    eventually("two resyncs", TIMEOUT, || {
         every_second
             .get()
             .iter()
@@ -218,7 +210,7 @@ async fn rule_28_live_resync_reaches_only_the_handler_whose_period_is_due() {
     )
     .await
     .unwrap();
-    eventually("the real update", || never.get().len() == 2).await;
+    eventually("the real update", TIMEOUT, || never.get().len() == 2).await;
     assert_eq!(
         never.get(),
         ["add a true", "update a"],
@@ -244,10 +236,15 @@ async fn rule_29_live_a_panicking_handler_keeps_its_listener_and_spares_the_othe
     pods.create(&PostParams::default(), &pod("b"))
         .await
         .unwrap();
-    eventually("the calm handler's two adds", || calm.get().len() == 2).await;
-    eventually("the panicking handler called again after its panic", || {
-        *calls.lock().unwrap() == 2
+    eventually("the calm handler's two adds", TIMEOUT, || {
+        calm.get().len() == 2
     })
+    .await;
+    eventually(
+        "the panicking handler called again after its panic",
+        TIMEOUT,
+        || *calls.lock().unwrap() == 2,
+    )
     .await;
     assert!(panicky_reg.has_synced(), "a panic counts as handled");
     handle.stop().await.unwrap();
@@ -261,9 +258,9 @@ async fn rule_30_live_a_registration_syncs_once_its_handler_took_the_initial_add
         .add_func(|_, _| std::thread::sleep(Duration::from_millis(500)));
     let reg = informer.add_event_handler(slow).unwrap();
     let handle = informer.start().unwrap();
-    eventually("the informer's sync", || informer.has_synced()).await;
+    eventually("the informer's sync", TIMEOUT, || informer.has_synced()).await;
     assert!(!reg.has_synced(), "three 500 ms adds are not handled yet");
-    eventually("the registration's sync", || reg.has_synced()).await;
+    eventually("the registration's sync", TIMEOUT, || reg.has_synced()).await;
     assert_eq!(reg.pending(), 0);
     handle.stop().await.unwrap();
 }
@@ -307,14 +304,14 @@ async fn rule_32_live_a_filtering_handler_turns_label_changes_into_adds_and_dele
         .add_event_handler(FilteringResourceEventHandler::new(is_web, log.clone()))
         .unwrap();
     let handle = informer.start().unwrap();
-    eventually("the sync", || informer.has_synced()).await;
+    eventually("the sync", TIMEOUT, || informer.has_synced()).await;
     for app in ["web", "db"] {
         let patch = serde_json::json!({ "metadata": { "labels": { "app": app } } });
         pods.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .unwrap();
     }
-    eventually("the add and the delete", || log.get().len() == 2).await;
+    eventually("the add and the delete", TIMEOUT, || log.get().len() == 2).await;
     assert_eq!(log.get(), ["add a false", "delete a"]);
     handle.stop().await.unwrap();
 }
@@ -333,10 +330,13 @@ async fn live_a_handler_sleeping_1s_per_event_does_not_delay_another() {
     let fast = Log::default();
     informer.add_event_handler(fast.clone()).unwrap();
     let handle = informer.start().unwrap();
-    eventually("the sync", || informer.has_synced()).await;
+    eventually("the sync", TIMEOUT, || informer.has_synced()).await;
     let start = Instant::now();
     create_pods(&pods, "p", 10).await.unwrap();
-    eventually("ten adds for the fast handler", || fast.get().len() == 10).await;
+    eventually("ten adds for the fast handler", TIMEOUT, || {
+        fast.get().len() == 10
+    })
+    .await;
     let took = start.elapsed();
     // The slow one needs ten seconds for them; the fast one is not held back.
     assert!(took < Duration::from_secs(5), "{took:?}");
@@ -381,7 +381,7 @@ async fn deletes_missed_in_a_partition_with_compaction_reach_on_delete_as_tombst
         let log = Log::default();
         informer.add_event_handler(log.clone()).unwrap();
         let handle = informer.start().unwrap();
-        eventually("the sync", || informer.has_synced()).await;
+        eventually("the sync", TIMEOUT, || informer.has_synced()).await;
 
         proxy.partition();
         for name in ["p-0", "p-1"] {
@@ -397,7 +397,10 @@ async fn deletes_missed_in_a_partition_with_compaction_reach_on_delete_as_tombst
         cp.compact_etcd().await.unwrap();
         proxy.heal();
 
-        eventually("the relist's deletes and add", || log.get().len() == 6).await;
+        eventually("the relist's deletes and add", TIMEOUT, || {
+            log.get().len() == 6
+        })
+        .await;
         let seen = sorted(log.get());
         assert_eq!(
             seen,
@@ -525,20 +528,23 @@ async fn one_undecodable_object_is_reported_and_the_rest_of_the_cache_stays_live
         };
 
         // The list syncs without the bad object, which is reported by its key.
-        eventually("the sync", || informer.has_synced()).await;
+        eventually("the sync", TIMEOUT, || informer.has_synced()).await;
         assert_eq!(
             (replicas("good-1"), replicas("good-2")),
             (Some(1), Some(2)),
             "{kind:?}"
         );
         assert_eq!(replicas("bad"), None);
-        eventually("the report", || !reported.lock().unwrap().is_empty()).await;
+        eventually("the report", TIMEOUT, || {
+            !reported.lock().unwrap().is_empty()
+        })
+        .await;
         assert_eq!(reported.lock().unwrap()[0], "bad deleted=false");
 
         // The rest of the cache is live; a fixed object comes in.
         put_gadget(&direct, "good-1", 10.into()).await;
         put_gadget(&direct, "bad", 3.into()).await;
-        eventually("the update and the fix", || {
+        eventually("the update and the fix", TIMEOUT, || {
             replicas("good-1") == Some(10) && replicas("bad") == Some(3)
         })
         .await;
@@ -546,12 +552,15 @@ async fn one_undecodable_object_is_reported_and_the_rest_of_the_cache_stays_live
         // Broken again: the cache keeps its last good version, also through a relist
         // (a partition during which etcd is compacted, so the watch answers 410).
         put_gadget(&direct, "bad", "four".into()).await;
-        eventually("the second report", || reported.lock().unwrap().len() >= 2).await;
+        eventually("the second report", TIMEOUT, || {
+            reported.lock().unwrap().len() >= 2
+        })
+        .await;
         proxy.partition();
         put_gadget(&direct, "good-2", 20.into()).await;
         cp.compact_etcd().await.unwrap();
         proxy.heal();
-        eventually("the relist", || replicas("good-2") == Some(20)).await;
+        eventually("the relist", TIMEOUT, || replicas("good-2") == Some(20)).await;
         assert_eq!(
             replicas("bad"),
             Some(3),
@@ -567,9 +576,9 @@ async fn one_undecodable_object_is_reported_and_the_rest_of_the_cache_stays_live
             .delete("bad", &DeleteParams::default())
             .await
             .unwrap();
-        eventually("the delete", || replicas("bad").is_none()).await;
+        eventually("the delete", TIMEOUT, || replicas("bad").is_none()).await;
         // Handlers run on their own thread, after the cache.
-        eventually("the delete notification", || {
+        eventually("the delete notification", TIMEOUT, || {
             !deletes.lock().unwrap().is_empty()
         })
         .await;

@@ -4,28 +4,20 @@
 //! built).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kinformer_informer_factory::{
     Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
 };
 use kinformer_reflector::{WireFormat, reflector_client};
-use kinformer_testenv::{ControlPlane, pod};
+use kinformer_testenv::{ControlPlane, eventually, pod};
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::discovery::Scope;
 use kube::{Api, CustomResource};
 use serde::{Deserialize, Serialize};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn admin_factory(cp: &ControlPlane) -> (kube::Client, String) {
     let ns = cp.create_namespace("factory").await.unwrap();
@@ -289,7 +281,7 @@ async fn the_factory_transform_runs_exactly_once_per_object() {
     api.create(&PostParams::default(), &pod("t-3"))
         .await
         .unwrap();
-    eventually("t-3 in the cache", || {
+    eventually("t-3 in the cache", TIMEOUT, || {
         pods.lister().list(&kinformer_indexer::everything()).len() == 4
     })
     .await;
@@ -365,7 +357,7 @@ async fn factory_serves_custom_resources_typed_and_dynamic() {
         )
         .await
         .unwrap();
-    eventually("the second widget in both caches", || {
+    eventually("the second widget in both caches", TIMEOUT, || {
         typed.lister().namespaced(&ns).get("w2").is_ok()
             && dynamic.lister().namespaced(&ns).get("w2").is_ok()
     })

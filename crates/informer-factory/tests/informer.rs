@@ -16,6 +16,7 @@ use kinformer_informer_factory::{
 };
 use kinformer_reflector::fake::watch_channel;
 use kinformer_reflector::{ApiStatus, ListPage, WatchEvent};
+use kinformer_testenv::eventually;
 use tokio_util::sync::CancellationToken;
 
 const KINDS: [FifoKind; 3] = [

@@ -10,14 +10,14 @@
 //! -- --include-ignored` once the control plane is built.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_informer_factory::{InformerOptions, SharedIndexInformer, SharedInformerFactory};
 use kinformer_reflector::{
     KubeListerWatcher, ShardFiltering, ShardKey, ShardSelector, reflector_client,
 };
-use kinformer_testenv::{ControlPlane, Options, create_pods, pod};
+use kinformer_testenv::{ControlPlane, Options, create_pods, eventually, pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
@@ -115,11 +115,10 @@ async fn partition_under_churn(cp: &ControlPlane, want: ShardFiltering) -> Vec<u
     for f in &factories {
         f.start().unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !informers.iter().all(SharedIndexInformer::has_synced) {
-        assert!(Instant::now() < deadline, "the informers did not sync");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("the informers to sync", Duration::from_secs(30), || {
+        informers.iter().all(SharedIndexInformer::has_synced)
+    })
+    .await;
 
     let stop = tokio_util::sync::CancellationToken::new();
     let churning = tokio::spawn(churn(direct.clone(), 16, stop.clone()));
@@ -148,21 +147,17 @@ async fn partition_under_churn(cp: &ControlPlane, want: ShardFiltering) -> Vec<u
             })
             .collect()
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let done = informers
-            .iter()
-            .zip(&shards)
-            .all(|(inf, shard)| snapshot(inf) == want_of(shard));
-        if done {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the caches did not converge to the shards of a fresh list"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the caches to converge to the shards of a fresh list",
+        Duration::from_secs(30),
+        || {
+            informers
+                .iter()
+                .zip(&shards)
+                .all(|(inf, shard)| snapshot(inf) == want_of(shard))
+        },
+    )
+    .await;
     let mut union = Snapshot::new();
     let mut sizes = Vec::new();
     for inf in &informers {

@@ -19,6 +19,7 @@ use common::*;
 use kinformer_core::DeletedObject;
 use kinformer_informer_factory::{HandlerOptions, ResourceEventHandler, SharedIndexInformer};
 use kinformer_reflector::WatchEvent;
+use kinformer_testenv::eventually;
 
 /// The system allocator, counting the bytes currently allocated.
 #[global_allocator]

@@ -20,6 +20,7 @@ use kinformer_indexer::{Error as IndexerError, Indexer, IndexerWriter, Indexers}
 use kinformer_informer_factory::SharedIndexInformer;
 use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
 use kinformer_reflector::{ListPage, WatchEvent};
+use kinformer_testenv::eventually;
 
 /// The simplest FIFO that honours the `FifoQueue` contract: one entry per event in arrival
 /// order, a relist queues its tombstones (from the known-objects view) then its objects,

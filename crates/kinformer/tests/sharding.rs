@@ -19,7 +19,7 @@ use kinformer::leaderelection::{LeaderElectionConfig, LeaseLock};
 use kinformer::prelude::*;
 use kinformer::reflector::{ShardKey, ShardSelector};
 use kinformer::sharding::{Shard, ShardManager, ShardingConfig};
-use kinformer_testenv::{ControlPlane, Options, pod};
+use kinformer_testenv::{ControlPlane, Options, eventually, pod};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use tokio::task::JoinHandle;
@@ -185,15 +185,6 @@ fn balanced(replicas: &[&Replica], share: &[usize]) -> bool {
     all == (0..SHARDS).collect::<Vec<_>>() && sizes == share
 }
 
-async fn within(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    start.elapsed()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local control plane: cargo xtask test"]
 async fn replicas_share_the_shards_rebalance_as_they_come_and_go_and_never_overlap() {
@@ -225,7 +216,7 @@ async fn replicas_share_the_shards_rebalance_as_they_come_and_go_and_never_overl
     let a = start(&cp, &ns, "replica-a", &holdings, &reconciles);
     let b = start(&cp, &ns, "replica-b", &holdings, &reconciles);
     let c = start(&cp, &ns, "replica-c", &holdings, &reconciles);
-    within(Duration::from_secs(10), "2/2/2", || {
+    eventually("2/2/2", Duration::from_secs(10), || {
         balanced(&[&a, &b, &c], &[2, 2, 2])
     })
     .await;
@@ -234,7 +225,7 @@ async fn replicas_share_the_shards_rebalance_as_they_come_and_go_and_never_overl
     // c stops (and releases): a and b take its shards at their next retry.
     c.stop.cancel();
     c.run.await.unwrap();
-    let took = within(Duration::from_secs(5), "3/3 after c left", || {
+    let took = eventually("3/3 after c left", Duration::from_secs(5), || {
         balanced(&[&a, &b], &[3, 3])
     })
     .await;
@@ -248,7 +239,7 @@ async fn replicas_share_the_shards_rebalance_as_they_come_and_go_and_never_overl
     // d joins: a and b give up one each, one move per second at most.
     let moves_before = a.manager.moves() + b.manager.moves();
     let d = start(&cp, &ns, "replica-d", &holdings, &reconciles);
-    within(Duration::from_secs(10), "2/2/2 after d joined", || {
+    eventually("2/2/2 after d joined", Duration::from_secs(10), || {
         balanced(&[&a, &b, &d], &[2, 2, 2])
     })
     .await;
@@ -275,7 +266,7 @@ async fn replicas_share_the_shards_rebalance_as_they_come_and_go_and_never_overl
             (key, shard)
         })
         .collect();
-    within(Duration::from_secs(15), "every pod reconciled", || {
+    eventually("every pod reconciled", Duration::from_secs(15), || {
         let done: BTreeSet<String> = reconciles.entries().into_iter().map(|e| e.0).collect();
         shard_of.keys().all(|k| done.contains(k))
     })

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer_reflector::{
     Error, KubeListerWatcher, ListOptions, ListerWatcher, WatchEvent, WatchOptions,
 };
-use kinformer_testenv::ControlPlane;
+use kinformer_testenv::{ControlPlane, eventually};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::PartialObjectMeta;

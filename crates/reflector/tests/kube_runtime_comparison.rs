@@ -23,7 +23,7 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_testenv::{ControlPlane, Options};
+use kinformer_testenv::{ControlPlane, Options, eventually};
 use kube::Api;
 use kube_runtime::WatchStreamExt;
 use kube_runtime::watcher::{self, Event};

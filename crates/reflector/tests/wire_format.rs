@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer_reflector::{
     Error, KubeListerWatcher, ListOptions, ListerWatcher, WatchOptions, WireFormat,
 };
+use kinformer_testenv::eventually;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::PartialObjectMeta;

@@ -62,6 +62,14 @@
 //! and watch (`shardSelector`), which a default control plane ignores, as a default 1.36
 //! cluster does.
 //!
+//! # Waiting
+//!
+//! What a test waits for (an informer's cache, a controller's reconcile, a peer's
+//! observation) happens on other tasks: [`eventually`] polls a condition until it holds
+//! or a timeout passes, then fails the test naming what it waited for;
+//! [`eventually_async`] does the same for a condition that awaits (a request to the API
+//! server). Tests wait with them instead of polling loops of their own.
+//!
 //! # Teardown
 //!
 //! Dropping a [`ControlPlane`] kills both processes and deletes the temp dir, also when
@@ -92,6 +100,8 @@ mod crd;
 mod fixtures;
 mod programs;
 mod recording;
+// Waiting in tests.
+pub mod wait;
 
 mod error;
 
@@ -106,3 +116,4 @@ pub use programs::{example_binary, peer_binary};
 pub use proxy::TcpProxy;
 pub use recording::{ContentTypes, recording_client};
 pub use users::{ADMIN_USER, RESTRICTED_USER};
+pub use wait::{eventually, eventually_async};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use kinformer_core::{Delta, DeltaType, KnownObjects, MetaObject, ObjectKey};
-use kinformer_deltafifo::{DeltaFifo, Error, InOrderFifo, Item};
+use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, InOrderFifo, Item};
 
 /// client-go's `testFifoObject`: a cluster-scoped name (the key) and a value.
 #[derive(Debug, PartialEq, Eq)]
@@ -231,6 +231,6 @@ pub fn in_order(known: Option<Arc<dyn KnownObjects<Obj>>>) -> InOrderFifo<Obj> {
     }
 }
 
-pub fn is_key_error(r: Result<(), Error>) -> bool {
-    matches!(r, Err(Error::Key(kinformer_core::Error::MissingName)))
+pub fn is_key_error(r: Result<(), kinformer_core::Error>) -> bool {
+    matches!(r, Err(kinformer_core::Error::MissingName))
 }

@@ -1,5 +1,5 @@
 //! Helpers for the informer tests: a small object type, a recording handler, a scripted
-//! lister-watcher, polling waits.
+//! lister-watcher.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
@@ -124,15 +124,6 @@ pub fn fake_with(items: Vec<Obj>, rv: &str) -> (FakeListerWatcher<Obj>, WatchSen
     let (tx, stream) = watch_channel();
     fake.push_watch(Ok(stream));
     (fake, tx)
-}
-
-/// Polls `cond` every 5 ms until it holds; panics after `timeout`.
-pub async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 pub const SECS5: Duration = Duration::from_secs(5);

@@ -23,7 +23,7 @@ pub use errors::Errors;
 pub use pods::{create_pod, create_pods, delete_pod, label_pod, pod, truth};
 pub use run::{Builder, PodBuilder, Run, Scene, reflect};
 pub use sink::{Call, StateSink};
-pub use wait::{MINUTE, assert_doubling_backoff, converge, eventually};
+pub use wait::{MINUTE, assert_doubling_backoff, converge};
 pub use wire::{ContentTypes, recorded, recording_client};
 
 /// Logs to the test output when `RUST_LOG` is set.

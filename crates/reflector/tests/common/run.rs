@@ -9,14 +9,14 @@ use kinformer_core::MetaObject;
 use kinformer_reflector::{
     KubeListerWatcher, ListerWatcher, Reflector, ReflectorHandle, ReflectorStatus, reflector_client,
 };
-use kinformer_testenv::{ApiProxy, ControlPlane};
+use kinformer_testenv::{ApiProxy, ControlPlane, eventually};
 use kube::{Api, Client};
 
 use super::counting::{Calls, Counting};
 use super::errors::Errors;
 use super::pods::{create_pod, create_pods};
 use super::sink::StateSink;
-use super::wait::{MINUTE, eventually};
+use super::wait::MINUTE;
 
 /// A namespace of a test's own, its pods, and how the test and the reflector reach them.
 pub struct Scene {

@@ -11,18 +11,6 @@ use super::sink::StateSink;
 /// How long a test waits for one step of a run.
 pub const MINUTE: Duration = Duration::from_secs(60);
 
-/// Polls `f` every 50 ms until it holds; fails the test after `limit`.
-pub async fn eventually(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until the sink holds exactly what the API server holds.
 pub async fn converge(sink: &StateSink, api: &Api<Pod>, limit: Duration) {
     let start = Instant::now();
