@@ -82,6 +82,22 @@
 //! copies of the unchanged ones until they are applied, and with the DeltaFIFO the first
 //! list too.
 //!
+//! # Objects that stay encoded all the way: [`Encoded<K>`]
+//!
+//! The store above still receives decoded objects: the informer's pipeline carries `K` from
+//! the reflector to the handlers, so every listed pod is decoded, encoded here, and dropped.
+//! [`Encoded<K>`] is the other way round: an object type for the informer itself, made of
+//! the bytes on the wire by transcoding them into this encoding (kinformer-protobuf's
+//! `Object::transcoder`, through kinformer-reflector's
+//! `KubeListerWatcher::decode_protobuf_with(Encoded::from_protobuf)`), with the name,
+//! namespace, resource version, uid and labels beside the bytes, and `K` decoded only
+//! when [`Encoded::decode`] is called. Keys, label selectors, the namespace index and
+//! handlers that read metadata need no `K`; kept in a `CacheKind::Decoded` store (the
+//! objects are encoded already). It is opt-in for now, not the informer's default: the
+//! handlers, listers and index functions of such an informer take `Encoded<K>`, not `K`.
+//! What it saves against the default and client-go is BENCHMARKS.md's "Encoded<Pod>
+//! items" table (`cargo xtask bench informer --defaults-only`).
+//!
 //! # The encoding
 //!
 //! The store's own: a tagged binary form shaped like the JSON of the value, in which each

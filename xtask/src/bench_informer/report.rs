@@ -119,43 +119,7 @@ pub(super) fn defaults_tables(
                 KubeRuntime.name(),
             );
             for &n in &counts {
-                #[allow(clippy::cast_precision_loss)]
-                let per_pod = |c: Contender, f: fn(&Sample) -> f64| {
-                    (med(samples, (n, strip, c), f) - med(samples, (0, strip, c), f)) * 1024.0
-                        / n as f64
-                };
-                let metrics: [(&str, [f64; 3], usize); 6] = [
-                    (
-                        "sync ms",
-                        cols.map(|c| med(samples, (n, strip, c), |s| s.spawn_ms)),
-                        0,
-                    ),
-                    (
-                        "CPU ms",
-                        cols.map(|c| med(samples, (n, strip, c), |s| s.cpu_ms)),
-                        0,
-                    ),
-                    (
-                        "peak RSS MiB",
-                        cols.map(|c| med(samples, (n, strip, c), |s| s.rss_kib / 1024.0)),
-                        1,
-                    ),
-                    (
-                        "RSS 2 s later MiB",
-                        cols.map(|c| med(samples, (n, strip, c), |s| s.settled_kib / 1024.0)),
-                        1,
-                    ),
-                    (
-                        "bytes per cached pod (peak)",
-                        cols.map(|c| per_pod(c, |s| s.rss_kib)),
-                        0,
-                    ),
-                    (
-                        "bytes per cached pod (2 s later)",
-                        cols.map(|c| per_pod(c, |s| s.settled_kib)),
-                        0,
-                    ),
-                ];
+                let metrics = sync_metrics(samples, n, strip, cols);
                 for (what, [g, k, r], precision) in metrics {
                     let _ = writeln!(
                         t,
@@ -173,6 +137,37 @@ pub(super) fn defaults_tables(
     }
     t.push_str(&encoded_items_table(&counts, samples));
     t
+}
+
+/// The rows of a defaults table at `n` pods for three contenders: each measure's name, the
+/// three medians, and the decimals to show.
+fn sync_metrics(
+    samples: &BTreeMap<Key, Vec<Sample>>,
+    n: usize,
+    strip: bool,
+    cols: [Contender; 3],
+) -> [(&'static str, [f64; 3], usize); 6] {
+    #[allow(clippy::cast_precision_loss)]
+    let per_pod = |c: Contender, f: fn(&Sample) -> f64| {
+        (med(samples, (n, strip, c), f) - med(samples, (0, strip, c), f)) * 1024.0 / n as f64
+    };
+    let median = |f: fn(&Sample) -> f64| cols.map(|c| med(samples, (n, strip, c), f));
+    [
+        ("sync ms", median(|s| s.spawn_ms), 0),
+        ("CPU ms", median(|s| s.cpu_ms), 0),
+        ("peak RSS MiB", median(|s| s.rss_kib / 1024.0), 1),
+        ("RSS 2 s later MiB", median(|s| s.settled_kib / 1024.0), 1),
+        (
+            "bytes per cached pod (peak)",
+            cols.map(|c| per_pod(c, |s| s.rss_kib)),
+            0,
+        ),
+        (
+            "bytes per cached pod (2 s later)",
+            cols.map(|c| per_pod(c, |s| s.settled_kib)),
+            0,
+        ),
+    ]
 }
 
 /// kinformer with `Encoded<Pod>` items (protobuf, managedFields kept) beside client-go's
@@ -199,33 +194,8 @@ fn encoded_items_table(counts: &[usize], samples: &BTreeMap<Key, Vec<Sample>>) -
         Kinformer.name(),
         KinformerEncoded.name(),
     );
-    let cols = [ClientGo, Kinformer, KinformerEncoded];
     for &n in counts {
-        #[allow(clippy::cast_precision_loss)]
-        let per_pod = |c: Contender| {
-            (med(samples, (n, false, c), |s| s.rss_kib)
-                - med(samples, (0, false, c), |s| s.rss_kib))
-                * 1024.0
-                / n as f64
-        };
-        let metrics: [(&str, [f64; 3], usize); 4] = [
-            (
-                "sync ms",
-                cols.map(|c| med(samples, (n, false, c), |s| s.spawn_ms)),
-                0,
-            ),
-            (
-                "CPU ms",
-                cols.map(|c| med(samples, (n, false, c), |s| s.cpu_ms)),
-                0,
-            ),
-            (
-                "peak RSS MiB",
-                cols.map(|c| med(samples, (n, false, c), |s| s.rss_kib / 1024.0)),
-                1,
-            ),
-            ("bytes per cached pod (peak)", cols.map(per_pod), 0),
-        ];
+        let metrics = sync_metrics(samples, n, false, [ClientGo, Kinformer, KinformerEncoded]);
         for (what, [g, k, e], precision) in metrics {
             let _ = writeln!(
                 t,
