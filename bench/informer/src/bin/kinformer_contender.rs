@@ -108,7 +108,7 @@ async fn run_encoded(start: Instant, args: Args) -> anyhow::Result<()> {
     let client = reflector_client(kube_config(&args).await?)?;
     let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace))
         .wire_format(wire_format(&args))
-        .decode_protobuf_with(|object| Encoded::<Pod>::from_protobuf(object));
+        .decode_protobuf_with(Encoded::<Pod>::from_protobuf);
     let informer = SharedIndexInformer::builder(pods)
         .name("pods")
         .cache(CacheKind::Decoded)
