@@ -95,7 +95,7 @@
 //! handlers that read metadata need no `K`; kept in a `CacheKind::Decoded` store (the
 //! objects are encoded already). It is opt-in for now, not the informer's default: the
 //! handlers, listers and index functions of such an informer take `Encoded<K>`, not `K`.
-//! What it saves against the default and client-go is BENCHMARKS.md's "Encoded<Pod>
+//! What it saves against the default and client-go is BENCHMARKS.md's "`Encoded<Pod>`
 //! items" table (`cargo xtask bench informer --defaults-only`).
 //!
 //! # The encoding
