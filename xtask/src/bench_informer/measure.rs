@@ -123,8 +123,10 @@ pub(super) fn wire_bytes(setup: &Setup<'_>) -> anyhow::Result<WireBytes> {
     for (i, accept) in ACCEPT.into_iter().enumerate() {
         let list = request.list(&ListParams::default())?;
         // The server ends the stream after the timeout: everything up to the end bookmark
-        // is counted, the rest (a periodic bookmark at most) is not.
-        let stream = request.watch(&WatchParams::streaming_lists().timeout(2), "")?;
+        // is counted, the rest (a periodic bookmark at most) is not. The timeout grows with
+        // the pods: 50,000 pods in JSON take longer than 2 s to stream.
+        let timeout = 2 + u32::try_from(n / 2000).unwrap_or(u32::MAX / 2);
+        let stream = request.watch(&WatchParams::streaming_lists().timeout(timeout), "")?;
         for (is_stream, mut req) in [(false, list), (true, stream)] {
             req.headers_mut().insert("accept", accept.parse()?);
             req.headers_mut()
