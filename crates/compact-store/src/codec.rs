@@ -245,12 +245,36 @@ pub(crate) fn encode<T: Serialize + ?Sized>(
 /// [`CodecError::Rejected`] when `T` refuses the value, [`CodecError::Corrupt`] when the
 /// bytes are not this format.
 pub(crate) fn decode<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
+    decode_with(bytes, false)
+}
+
+/// Decodes a `T` from the fields of `bytes` that an object's metadata is: `apiVersion`,
+/// `kind` and `metadata` without its `managedFields`; every other field is skipped as if
+/// it were absent.
+///
+/// # Errors
+/// As [`decode`]; [`CodecError::Rejected`] too when `T` requires a field left out.
+pub(crate) fn decode_metadata<'de, T: serde::Deserialize<'de>>(
+    bytes: &'de [u8],
+) -> Result<T, CodecError> {
+    decode_with(bytes, true)
+}
+
+/// The top-level fields [`decode_metadata`] keeps, and the field of `metadata` it skips.
+const METADATA_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+const MANAGED_FIELDS: &str = "managedFields";
+
+fn decode_with<'de, T: serde::Deserialize<'de>>(
+    bytes: &'de [u8],
+    metadata_only: bool,
+) -> Result<T, CodecError> {
     let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
     let names = guard.as_ref().map_or(&[][..], |n| &n.names[..]);
     let mut d = Decoder {
         input: bytes,
         names,
         depth: 0,
+        metadata_only,
     };
     let value = T::deserialize(&mut d)?;
     if !d.input.is_empty() {
@@ -617,6 +641,8 @@ struct Decoder<'de, 'n> {
     input: &'de [u8],
     names: &'n [&'static str],
     depth: usize,
+    /// Whether only an object's metadata is decoded ([`decode_metadata`]).
+    metadata_only: bool,
 }
 
 impl<'de> Decoder<'de, '_> {
@@ -678,6 +704,68 @@ impl<'de> Decoder<'de, '_> {
     fn raw_json(&mut self) -> Result<&'de [u8], CodecError> {
         let len = self.varint()?;
         self.take(len)
+    }
+
+    /// Whether the field `name` of a struct at the current depth is skipped.
+    fn skips(&self, name: &str) -> bool {
+        self.metadata_only
+            && match self.depth {
+                1 => !METADATA_FIELDS.contains(&name),
+                2 => name == MANAGED_FIELDS,
+                _ => false,
+            }
+    }
+
+    /// Reads past one value.
+    fn skip(&mut self) -> Result<(), CodecError> {
+        match self.byte()? {
+            NULL | FALSE | TRUE => Ok(()),
+            UINT | NEG => self.varint().map(drop),
+            F64 => self.take(8).map(drop),
+            t @ SHORT_STR..=0x7f => self.take(u64::from(t - SHORT_STR)).map(drop),
+            STR | BYTES | RAW_JSON => {
+                let len = self.varint()?;
+                self.take(len).map(drop)
+            }
+            SEQ => {
+                self.enter()?;
+                while self.peek()? != END {
+                    self.skip()?;
+                }
+                self.input = &self.input[1..];
+                self.depth -= 1;
+                Ok(())
+            }
+            MAP => {
+                self.enter()?;
+                while self.peek()? != END {
+                    self.skip()?;
+                    self.skip()?;
+                }
+                self.input = &self.input[1..];
+                self.depth -= 1;
+                Ok(())
+            }
+            STRUCT => {
+                self.enter()?;
+                loop {
+                    let id = self.varint()?;
+                    let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
+                    match id {
+                        END_OF_STRUCT => break,
+                        INLINE_NAME => {
+                            self.string()?;
+                        }
+                        _ => {}
+                    }
+                    self.skip()?;
+                }
+                self.depth -= 1;
+                Ok(())
+            }
+            t if t >= SMALL_UINT => Ok(()),
+            _ => Err(CodecError::Corrupt("unknown tag")),
+        }
     }
 
     fn enter(&mut self) -> Result<(), CodecError> {
@@ -878,10 +966,24 @@ impl<'de> de::MapAccess<'de> for Map<'_, 'de, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, CodecError> {
-        if self.d.peek()? == END {
-            return Ok(None);
+        loop {
+            if self.d.peek()? == END {
+                return Ok(None);
+            }
+            if self.d.metadata_only {
+                // A map in an object's place (a type that flattens, `serde_json::Value`):
+                // its string keys are the fields.
+                let before = self.d.input;
+                if let Ok(key) = self.d.string()
+                    && self.d.skips(key)
+                {
+                    self.d.skip()?;
+                    continue;
+                }
+                self.d.input = before;
+            }
+            return seed.deserialize(&mut *self.d).map(Some);
         }
-        seed.deserialize(&mut *self.d).map(Some)
     }
     fn next_value_seed<V: DeserializeSeed<'de>>(
         &mut self,
@@ -905,29 +1007,36 @@ impl<'de> de::MapAccess<'de> for &mut Struct<'_, 'de, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, CodecError> {
-        if self.done {
-            return Ok(None);
-        }
-        let id = self.d.varint()?;
-        let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
-        let key: &'de str = match id {
-            END_OF_STRUCT => {
-                self.done = true;
+        loop {
+            if self.done {
                 return Ok(None);
             }
-            INLINE_NAME => self.d.string()?,
-            id => {
-                let i =
-                    usize::try_from(id - FIRST_ID).map_err(|_| CodecError::Corrupt("field id"))?;
-                self.d
-                    .names
-                    .get(i)
-                    .copied()
-                    .ok_or(CodecError::Corrupt("unknown field id"))?
+            let id = self.d.varint()?;
+            let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
+            let key: &'de str = match id {
+                END_OF_STRUCT => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                INLINE_NAME => self.d.string()?,
+                id => {
+                    let i = usize::try_from(id - FIRST_ID)
+                        .map_err(|_| CodecError::Corrupt("field id"))?;
+                    self.d
+                        .names
+                        .get(i)
+                        .copied()
+                        .ok_or(CodecError::Corrupt("unknown field id"))?
+                }
+            };
+            if self.d.skips(key) {
+                self.d.skip()?;
+                continue;
             }
-        };
-        seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
-            .map(Some)
+            return seed
+                .deserialize(de::value::BorrowedStrDeserializer::new(key))
+                .map(Some);
+        }
     }
     fn next_value_seed<V: DeserializeSeed<'de>>(
         &mut self,

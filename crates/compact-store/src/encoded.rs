@@ -164,6 +164,26 @@ impl<K> Encoded<K> {
     pub fn encoded_len(&self) -> usize {
         self.bytes.len()
     }
+
+    /// The encoding.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// What a store's entry holds, as an `Encoded` (a copy of the bytes).
+    pub(crate) fn from_entry(entry: &crate::entry::Entry) -> Self {
+        let meta = Meta {
+            name: entry.object_name().map(str::to_owned),
+            namespace: entry.object_namespace().map(str::to_owned),
+            resource_version: entry.object_resource_version().map(str::to_owned),
+            uid: entry.object_uid().map(str::to_owned),
+            labels: None,
+        };
+        Self {
+            labels: entry.shared_labels(),
+            ..Self::from_parts(meta, entry.encoded().to_vec())
+        }
+    }
 }
 
 /// The encoding of an object is about its protobuf's size (BENCHMARKS.md): one allocation.
@@ -198,6 +218,31 @@ impl<K: DeserializeOwned> Encoded<K> {
     /// type, transcoded by [`from_protobuf`](Self::from_protobuf)); no value is reported.
     pub fn decode(&self) -> Result<K, CodecError> {
         codec::decode(&self.bytes)
+    }
+
+    /// The object's `apiVersion`, `kind` and `metadata` (without `managedFields`) decoded
+    /// as a `K` whose other fields are absent, as a `PartialObjectMetadata` has them: what
+    /// a handler that reads only metadata needs (keys, labels, owner references,
+    /// generation, deletion timestamp), at the cost of the metadata alone.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::{Pod, PodSpec};
+    /// use kinformer_compact_store::Encoded;
+    ///
+    /// let mut pod = Pod::default();
+    /// pod.metadata.name = Some("web-0".into());
+    /// pod.spec = Some(PodSpec::default());
+    /// let meta = Encoded::new(&pod)?.decode_metadata()?;
+    /// assert_eq!(meta.metadata, pod.metadata);
+    /// assert_eq!(meta.spec, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`decode`](Self::decode); also when `K` requires a field other than those (a
+    /// custom resource whose `spec` is not optional): decode it whole then.
+    pub fn decode_metadata(&self) -> Result<K, CodecError> {
+        codec::decode_metadata(&self.bytes)
     }
 }
 

@@ -8,7 +8,7 @@ use kinformer_core::{MetaObject, ObjectKey};
 /// Labels, shared by every object that has the same ones (see [`crate::labels`]).
 pub(crate) type Labels = BTreeMap<String, String>;
 
-/// One stored object: its name, namespace, resource version and (with a custom key
+/// One stored object: its name, namespace, resource version, uid and (with a custom key
 /// function) key, then its encoding, in one allocation; its labels, interned; and the
 /// values of the index functions that could not be answered from the name and namespace,
 /// computed when it was written.
@@ -17,10 +17,10 @@ pub(crate) type Labels = BTreeMap<String, String>;
 /// key (`namespace/name`), the namespace index and the labels, so keys, indices, listers'
 /// label matching and the consistency guarantee are the thread-safe store's, unchanged.
 pub(crate) struct Entry {
-    /// `namespace ‖ name ‖ resource version ‖ custom key ‖ encoded object`.
+    /// `namespace ‖ name ‖ resource version ‖ uid ‖ custom key ‖ encoded object`.
     data: Box<[u8]>,
     /// Where each part of `data` ends.
-    ends: [u32; 4],
+    ends: [u32; 5],
     labels: Option<Arc<Labels>>,
     /// By position of the store's computed indices.
     values: Box<[Box<[Box<str>]>]>,
@@ -31,6 +31,7 @@ pub(crate) struct Head<'a> {
     pub(crate) namespace: Option<&'a str>,
     pub(crate) name: Option<&'a str>,
     pub(crate) resource_version: Option<&'a str>,
+    pub(crate) uid: Option<&'a str>,
     /// The key, when the store has a key function of its own (else it is made from the
     /// namespace and name, as the thread-safe store makes it).
     pub(crate) custom_key: Option<&'a ObjectKey>,
@@ -48,11 +49,12 @@ impl Entry {
             head.namespace.unwrap_or(""),
             head.name.unwrap_or(""),
             head.resource_version.unwrap_or(""),
+            head.uid.unwrap_or(""),
             head.custom_key.map_or("", ObjectKey::as_str),
         ];
         let len = parts.iter().map(|p| p.len()).sum::<usize>() + encoded.len();
         let mut data = Vec::with_capacity(len);
-        let mut ends = [0u32; 4];
+        let mut ends = [0u32; 5];
         for (end, part) in ends.iter_mut().zip(parts) {
             data.extend_from_slice(part.as_bytes());
             // Objects are far below 4 GiB (the API server refuses requests over 3 MiB).
@@ -83,13 +85,13 @@ impl Entry {
 
     /// The encoded object.
     pub(crate) fn encoded(&self) -> &[u8] {
-        let start = self.ends[3] as usize;
+        let start = self.ends[4] as usize;
         self.data.get(start..).unwrap_or_default()
     }
 
     /// The key the store's own key function made, if it has one.
     pub(crate) fn custom_key(&self) -> &str {
-        self.part(3)
+        self.part(4)
     }
 
     /// The computed values of the index at `position`.
@@ -129,6 +131,16 @@ impl MetaObject for Entry {
     fn object_labels(&self) -> Option<&Labels> {
         self.labels.as_deref()
     }
+    fn object_uid(&self) -> Option<&str> {
+        non_empty(self.part(3))
+    }
+}
+
+impl Entry {
+    /// The labels, shared.
+    pub(crate) fn shared_labels(&self) -> Option<Arc<Labels>> {
+        self.labels.clone()
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +154,7 @@ mod tests {
             namespace: Some("ns"),
             name: Some("web-0"),
             resource_version: Some("42"),
+            uid: Some("u-1"),
             custom_key: Some(&key),
         };
         let values: Box<[Box<[Box<str>]>]> = vec![vec!["a".into(), "b".into()].into()].into();
@@ -149,6 +162,7 @@ mod tests {
         assert_eq!(e.object_namespace(), Some("ns"));
         assert_eq!(e.object_name(), Some("web-0"));
         assert_eq!(e.object_resource_version(), Some("42"));
+        assert_eq!(e.object_uid(), Some("u-1"));
         assert_eq!(e.custom_key(), "custom/key");
         assert_eq!(e.encoded(), b"\x01\x02");
         assert_eq!(e.values(0).len(), 2);
@@ -159,6 +173,7 @@ mod tests {
                 namespace: None,
                 name: Some("node-1"),
                 resource_version: None,
+                uid: None,
                 custom_key: None,
             },
             b"",

@@ -146,6 +146,7 @@ mod codec;
 mod encoded;
 mod entry;
 mod labels;
+mod side;
 mod store;
 
 pub use codec::{CodecError, RAW_JSON_TYPES};

@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cache::DecodeCache;
 use crate::codec;
+use crate::encoded::Encoded;
 use crate::entry::{Entry, Head};
 use crate::labels::LabelSets;
 
@@ -195,7 +196,7 @@ where
         Arc::clone(&self.indexers.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn key_of(&self, obj: &K) -> Result<ObjectKey, Error> {
+    pub(crate) fn key_of(&self, obj: &K) -> Result<ObjectKey, Error> {
         match &self.key_func {
             None => meta_namespace_key(obj).map_err(Error::Key),
             Some(f) => f(obj).map_err(Error::Key),
@@ -247,18 +248,55 @@ where
             codec::decode::<K>(buf).map_err(|e| Error::Other(Box::new(e)))?;
             self.round_trip_checked.store(true, Ordering::Relaxed);
         }
-        let head = Head {
-            namespace: obj.object_namespace(),
-            name: obj.object_name(),
-            resource_version: obj.object_resource_version(),
-            custom_key: self.key_func.as_ref().map(|_| &key),
+        Ok(self.assemble(obj, &key, buf, labels.intern(obj.object_labels()), values))
+    }
+
+    /// The entry for an object that arrives encoded: stored as it is; decoded only when a
+    /// key function or an index function other than the namespace index needs the object,
+    /// and once per store to check that its bytes are a `K`.
+    fn entry_from_encoded(
+        &self,
+        registered: &[Registered<K>],
+        labels: &mut LabelSets,
+        encoded: &Encoded<K>,
+    ) -> Result<Entry, Error> {
+        let needs_object = self.key_func.is_some()
+            || registered.iter().any(|r| matches!(r.how, Computed::At(_)))
+            || !self.round_trip_checked.load(Ordering::Relaxed);
+        let (key, values) = if needs_object {
+            let obj = encoded.decode().map_err(|e| Error::Other(Box::new(e)))?;
+            self.round_trip_checked.store(true, Ordering::Relaxed);
+            let key = self.key_of(&obj)?;
+            let values = Self::values(registered, &obj, Some(&key))?;
+            (key, values)
+        } else {
+            (
+                meta_namespace_key(encoded).map_err(Error::Key)?,
+                Values::default(),
+            )
         };
-        Ok(Entry::new(
-            &head,
-            buf,
-            labels.intern(obj.object_labels()),
-            values,
-        ))
+        let shared = labels.intern(encoded.object_labels());
+        Ok(self.assemble(encoded, &key, encoded.bytes(), shared, values))
+    }
+
+    /// An entry of `meta`'s metadata, the key (kept when the store has a key function of
+    /// its own), the encoding and the index values.
+    fn assemble(
+        &self,
+        meta: &impl MetaObject,
+        key: &ObjectKey,
+        encoded: &[u8],
+        labels: Option<Arc<crate::entry::Labels>>,
+        values: Values,
+    ) -> Entry {
+        let head = Head {
+            namespace: meta.object_namespace(),
+            name: meta.object_name(),
+            resource_version: meta.object_resource_version(),
+            uid: meta.object_uid(),
+            custom_key: self.key_func.as_ref().map(|_| key),
+        };
+        Entry::new(&head, encoded, labels, values)
     }
 
     /// An entry with the key and resource version of `obj` only: what a delete or a query
@@ -272,6 +310,7 @@ where
             namespace: obj.object_namespace(),
             name: obj.object_name(),
             resource_version: obj.object_resource_version(),
+            uid: None,
             custom_key: key.as_ref(),
         };
         Ok(Entry::new(&head, &[], None, values))
@@ -306,18 +345,45 @@ where
         keep: &[ObjectKey],
         resource_version: &str,
     ) -> Result<(), Error> {
+        let mut buf = Vec::new();
+        self.replace_with(
+            list,
+            keep,
+            resource_version,
+            |store, registered, labels, obj| {
+                store.entry(registered, labels, &obj, &mut buf)
+                // Each object is dropped here: only its encoding stays.
+            },
+        )
+    }
+
+    /// [`replace_all`](Self::replace_all) with objects that arrive encoded.
+    pub(crate) fn replace_all_encoded(
+        &self,
+        list: Vec<Arc<Encoded<K>>>,
+        keep: &[ObjectKey],
+        resource_version: &str,
+    ) -> Result<(), Error> {
+        self.replace_with(
+            list,
+            keep,
+            resource_version,
+            |store, registered, labels, obj| store.entry_from_encoded(registered, labels, &obj),
+        )
+    }
+
+    fn replace_with<T>(
+        &self,
+        list: Vec<T>,
+        keep: &[ObjectKey],
+        resource_version: &str,
+        mut entry: impl FnMut(&Self, &[Registered<K>], &mut LabelSets, T) -> Result<Entry, Error>,
+    ) -> Result<(), Error> {
         let mut labels = self.lock_writer();
         let registered = self.registered();
-        let mut buf = Vec::new();
         let mut entries = Vec::with_capacity(list.len());
         for obj in list {
-            entries.push(Arc::new(self.entry(
-                &registered,
-                &mut labels,
-                &obj,
-                &mut buf,
-            )?));
-            // Each object is dropped here: only its encoding stays.
+            entries.push(Arc::new(entry(self, &registered, &mut labels, obj)?));
         }
         if keep.is_empty() {
             self.inner.replace(entries, resource_version)
@@ -325,6 +391,46 @@ where
             // The kept entries stay where they are: no second copy of the maps.
             self.inner.replace_keeping(entries, keep, resource_version)
         }
+    }
+
+    /// Stores an object that arrives encoded (see [`entry_from_encoded`](Self::entry_from_encoded)).
+    pub(crate) fn put_encoded(&self, obj: &Encoded<K>) -> Result<(), Error> {
+        let mut labels = self.lock_writer();
+        let registered = self.registered();
+        let entry = self.entry_from_encoded(&registered, &mut labels, obj)?;
+        self.inner.add(Arc::new(entry))
+    }
+
+    /// Removes the object `obj` is a version of.
+    pub(crate) fn remove_encoded(&self, obj: &Encoded<K>) -> Result<(), Error> {
+        if self.key_func.is_some() {
+            let obj = obj.decode().map_err(|e| Error::Other(Box::new(e)))?;
+            return self.remove(&obj);
+        }
+        meta_namespace_key(obj).map_err(Error::Key)?;
+        let head = Head {
+            namespace: obj.object_namespace(),
+            name: obj.object_name(),
+            resource_version: obj.object_resource_version(),
+            uid: None,
+            custom_key: None,
+        };
+        let entry = Arc::new(Entry::new(&head, &[], None, Values::default()));
+        let _labels = self.lock_writer();
+        self.inner.delete(entry)
+    }
+
+    /// The entries of the inner store, for the encoded side.
+    pub(crate) fn entries(&self) -> &ThreadSafeStore<Entry> {
+        &self.inner
+    }
+
+    /// The registered index functions, for the encoded side.
+    pub(crate) fn index_functions(&self) -> Vec<(String, IndexFunc<K>)> {
+        self.registered()
+            .iter()
+            .map(|r| (r.name.clone(), r.func.clone()))
+            .collect()
     }
 
     /// The object `entry` encodes: from the decode cache, or decoded. `None` (logged and
@@ -517,17 +623,7 @@ where
     where
         K: MetaObject,
     {
-        let registered = self.registered();
-        let r = registered
-            .iter()
-            .find(|r| r.name == index_name)
-            .ok_or_else(|| Error::UnknownIndex(index_name.to_owned()))?;
-        let values = match r.how {
-            Computed::Namespace => Box::new([]) as Values,
-            Computed::At(_) => Self::values(&registered, obj, self.key_of(obj).ok().as_ref())?,
-        };
-        let query = self.bare_entry_for_query(obj, values);
-        Ok(self.materialize_all(self.inner.index(index_name, &query)?))
+        Ok(self.materialize_all(self.index_entries(index_name, obj)?))
     }
 
     /// Matches the labels kept beside each encoding, and decodes only the matches.
@@ -560,6 +656,25 @@ impl<K> CompactStore<K>
 where
     K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
 {
+    /// The entries `index(index_name, obj)` returns, undecoded.
+    pub(crate) fn index_entries(
+        &self,
+        index_name: &str,
+        obj: &K,
+    ) -> Result<Vec<Arc<Entry>>, Error> {
+        let registered = self.registered();
+        let r = registered
+            .iter()
+            .find(|r| r.name == index_name)
+            .ok_or_else(|| Error::UnknownIndex(index_name.to_owned()))?;
+        let values = match r.how {
+            Computed::Namespace => Box::new([]) as Values,
+            Computed::At(_) => Self::values(&registered, obj, self.key_of(obj).ok().as_ref())?,
+        };
+        let query = self.bare_entry_for_query(obj, values);
+        self.inner.index(index_name, &query)
+    }
+
     /// The entry a query object stands for: its namespace (and key, if it has one) and the
     /// values computed from it. A query object need not have a valid key.
     fn bare_entry_for_query(&self, obj: &K, values: Values) -> Entry {
@@ -568,13 +683,14 @@ where
             namespace: obj.object_namespace(),
             name: obj.object_name(),
             resource_version: None,
+            uid: None,
             custom_key: key.as_ref(),
         };
         Entry::new(&head, &[], None, values)
     }
 }
 
-fn retain_selected(entries: &mut Vec<Arc<Entry>>, selector: &Selector) {
+pub(crate) fn retain_selected(entries: &mut Vec<Arc<Entry>>, selector: &Selector) {
     static NO_LABELS: std::collections::BTreeMap<String, String> =
         std::collections::BTreeMap::new();
     if selector.selects_all() || *selector == everything() {

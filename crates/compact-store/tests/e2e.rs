@@ -342,3 +342,105 @@ async fn an_informer_of_encoded_pods_syncs_from_protobuf_transcoded_and_decodes_
     );
     assert_eq!(cached.decode().unwrap(), patched);
 }
+
+/// Pods that count how often one is decoded (by serde: protobuf into a `Pod`, JSON, or the
+/// store's encoding).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(transparent)]
+struct CountedPod(Pod);
+
+static DECODED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl<'de> serde::Deserialize<'de> for CountedPod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        DECODED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Pod::deserialize(d).map(CountedPod)
+    }
+}
+
+impl k8s_openapi::Resource for CountedPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for CountedPod {
+    type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    fn metadata(&self) -> &Self::Ty {
+        &self.0.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut Self::Ty {
+        &mut self.0.metadata
+    }
+}
+
+fn decoded() -> usize {
+    DECODED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_default_informer_transcodes_from_protobuf_and_decodes_only_what_handlers_and_readers_take()
+ {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("default-cache").await.unwrap();
+    let client = reflector_client(cp.admin_config()).unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    create_pods(&pods, "d", 12).await.unwrap();
+
+    // The defaults: no cache option, a Kubernetes lister-watcher (protobuf for pods).
+    let counted: Api<CountedPod> = Api::namespaced(client, &ns);
+    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(counted)).build();
+    let updates = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&updates);
+    // A handler of updates alone: the first list reaches it as adds, which it lacks.
+    informer
+        .add_event_handler(
+            kinformer_informer_factory::ResourceEventHandlerFuncs::new().update_func(
+                move |_old, new: &Arc<CountedPod>| {
+                    let tier = new.0.metadata.labels.as_ref().and_then(|l| l.get("tier"));
+                    seen.lock().unwrap().push(tier.cloned().unwrap_or_default());
+                },
+            ),
+        )
+        .unwrap();
+    let before = decoded();
+    let _handle = informer.start().unwrap();
+    eventually("the informer synced", TIMEOUT, || informer.has_synced()).await;
+    assert_eq!(informer.stats().objects, 12);
+    // Twelve pods listed and cached, one decoded: the store checks once that what it
+    // keeps decodes as the informer's type.
+    assert_eq!(decoded() - before, 1, "pods decoded during the sync");
+
+    // Selectors, keys and the namespace index from the metadata kept beside the bytes;
+    // a read decodes what it returns, equal to what the API server serves.
+    let lister = informer.lister();
+    let before = decoded();
+    let one = lister.namespaced(&ns).get("d-3").unwrap();
+    assert_eq!(one.0, pods.get("d-3").await.unwrap());
+    assert_eq!(decoded() - before, 1);
+    assert_eq!(
+        informer
+            .indexer()
+            .index_keys("namespace", &ns)
+            .unwrap()
+            .len(),
+        12
+    );
+
+    // A watch event: transcoded, then decoded for the update handler (old and new).
+    let patch = serde_json::json!({ "metadata": { "labels": { "tier": "web" } } });
+    let patched = pods
+        .patch("d-5", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    eventually("the update", TIMEOUT, || {
+        updates.lock().unwrap().contains(&"web".to_string())
+    })
+    .await;
+    assert_eq!(lister.namespaced(&ns).get("d-5").unwrap().0, patched);
+    assert_eq!(informer.stats().undecodable, 0);
+}

@@ -35,6 +35,7 @@ type Check<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
 pub struct Predicate<K> {
     name: Arc<str>,
     check: Check<K>,
+    metadata_only: bool,
 }
 
 impl<K> Clone for Predicate<K> {
@@ -42,6 +43,7 @@ impl<K> Clone for Predicate<K> {
         Self {
             name: Arc::clone(&self.name),
             check: Arc::clone(&self.check),
+            metadata_only: self.metadata_only,
         }
     }
 }
@@ -58,12 +60,29 @@ impl<K> Predicate<K> {
         Self {
             name: name.into(),
             check: Arc::new(check),
+            metadata_only: false,
+        }
+    }
+
+    /// A predicate of your own that reads only the objects' metadata (every one of this
+    /// module's does): a handler filtered by it still needs only metadata
+    /// (kinformer-informer-factory's `Needs::metadata_only`), so the default cache decodes
+    /// just that for it.
+    pub fn on_metadata(name: &str, check: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
+        Self {
+            metadata_only: true,
+            ..Self::new(name, check)
         }
     }
 
     /// Whether the update from `old` to `new` passes.
     pub fn matches(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
         (self.check)(old, new)
+    }
+
+    /// Whether it reads only metadata ([`on_metadata`](Self::on_metadata)).
+    pub fn reads_only_metadata(&self) -> bool {
+        self.metadata_only
     }
 }
 
@@ -75,9 +94,13 @@ impl<K: 'static> Predicate<K> {
             "any({})",
             all.iter().map(|p| &*p.name).collect::<Vec<_>>().join(", ")
         );
-        Self::new(&name, move |old, new| {
-            all.iter().any(|p| (p.check)(old, new))
-        })
+        let metadata_only = all.iter().all(|p| p.metadata_only);
+        Self {
+            metadata_only,
+            ..Self::new(&name, move |old, new| {
+                all.iter().any(|p| (p.check)(old, new))
+            })
+        }
     }
 
     /// Passes when every one of `predicates` does (controller-runtime's `predicate.And`).
@@ -87,9 +110,13 @@ impl<K: 'static> Predicate<K> {
             "all({})",
             all.iter().map(|p| &*p.name).collect::<Vec<_>>().join(", ")
         );
-        Self::new(&name, move |old, new| {
-            all.iter().all(|p| (p.check)(old, new))
-        })
+        let metadata_only = all.iter().all(|p| p.metadata_only);
+        Self {
+            metadata_only,
+            ..Self::new(&name, move |old, new| {
+                all.iter().all(|p| (p.check)(old, new))
+            })
+        }
     }
 }
 
@@ -99,7 +126,7 @@ impl<K: 'static> Predicate<K> {
 /// for them.
 #[cfg(feature = "kube")]
 pub fn generation_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::new("generation_changed", |old: &K, new: &K| {
+    Predicate::on_metadata("generation_changed", |old: &K, new: &K| {
         old.meta().generation != new.meta().generation
     })
 }
@@ -108,7 +135,7 @@ pub fn generation_changed<K: kube_core::Resource>() -> Predicate<K> {
 /// empty map are the same.
 #[cfg(feature = "kube")]
 pub fn labels_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::new("labels_changed", |old: &K, new: &K| {
+    Predicate::on_metadata("labels_changed", |old: &K, new: &K| {
         map_or_empty(&old.meta().labels) != map_or_empty(&new.meta().labels)
     })
 }
@@ -117,7 +144,7 @@ pub fn labels_changed<K: kube_core::Resource>() -> Predicate<K> {
 /// annotations and an empty map are the same.
 #[cfg(feature = "kube")]
 pub fn annotations_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::new("annotations_changed", |old: &K, new: &K| {
+    Predicate::on_metadata("annotations_changed", |old: &K, new: &K| {
         map_or_empty(&old.meta().annotations) != map_or_empty(&new.meta().annotations)
     })
 }
@@ -127,7 +154,7 @@ pub fn annotations_changed<K: kube_core::Resource>() -> Predicate<K> {
 /// `ResourceVersionChangedPredicate`).
 #[cfg(feature = "kube")]
 pub fn resource_version_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::new("resource_version_changed", |old: &K, new: &K| {
+    Predicate::on_metadata("resource_version_changed", |old: &K, new: &K| {
         old.meta().resource_version != new.meta().resource_version
     })
 }

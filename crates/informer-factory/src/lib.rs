@@ -242,7 +242,9 @@ pub use factory::{
     CacheSyncReport, InformerId, InformerOptions, SharedInformerFactory,
     SharedInformerFactoryBuilder,
 };
-pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
+pub use handler::{
+    FilteringResourceEventHandler, Needs, ResourceEventHandler, ResourceEventHandlerFuncs,
+};
 pub use informer::{
     FifoKind, HandlerOptions, InformerHandle, InformerStats, MINIMUM_RESYNC_PERIOD, Registration,
     SharedIndexInformer, SharedIndexInformerBuilder,

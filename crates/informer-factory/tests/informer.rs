@@ -688,3 +688,67 @@ async fn a_key_function_of_its_own_keys_the_fifo_the_cache_the_relist_and_coales
         }
     }
 }
+
+/// With the default cache, objects travel encoded and each handler's thread decodes them
+/// as far as the handler says it needs ([`Needs`]): whole for the usual handler, the
+/// metadata alone for a handler of metadata, nothing for a callback it lacks. Readers
+/// decode what they read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handlers_get_objects_decoded_as_far_as_they_need() {
+    use k8s_openapi::api::core::v1::{Pod, PodSpec};
+    use kinformer_informer_factory::Needs;
+    use kinformer_reflector::fake::FakeListerWatcher;
+
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("web-0".into());
+    pod.metadata.namespace = Some("ns".into());
+    pod.metadata.resource_version = Some("1".into());
+    pod.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    pod.spec = Some(PodSpec {
+        node_name: Some("node-1".into()),
+        ..PodSpec::default()
+    });
+    let fake = FakeListerWatcher::new();
+    let listed = pod.clone();
+    fake.on_list(move |_| Ok(ListPage::new(vec![listed.clone()], "1")));
+    let (tx, stream) = watch_channel();
+    fake.push_watch(Ok(stream));
+    let informer = SharedIndexInformer::builder(fake).build();
+
+    let whole = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let metadata = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (w, m) = (Arc::clone(&whole), Arc::clone(&metadata));
+    let whole_handler = ResourceEventHandlerFuncs::new()
+        .add_func(move |p: &Arc<Pod>, _| w.lock().unwrap().push((**p).clone()));
+    let metadata_handler = ResourceEventHandlerFuncs::new()
+        .add_func(move |p: &Arc<Pod>, _| m.lock().unwrap().push((**p).clone()))
+        .update_func(|_, _| {})
+        .metadata_only();
+    assert_eq!(
+        metadata_handler.needs(),
+        Needs {
+            add: true,
+            update: true,
+            delete: false,
+            metadata_only: true
+        }
+    );
+    let r1 = informer.add_event_handler(whole_handler).unwrap();
+    let r2 = informer.add_event_handler(metadata_handler).unwrap();
+    let handle = informer.start().unwrap();
+    eventually("sync", SECS5, || r1.has_synced() && r2.has_synced()).await;
+
+    assert_eq!(*whole.lock().unwrap(), [pod.clone()]);
+    let got = metadata.lock().unwrap()[0].clone();
+    assert_eq!(got.metadata, pod.metadata);
+    assert_eq!(got.spec, None);
+    // A read is the whole object.
+    assert_eq!(
+        *informer.lister().namespaced("ns").get("web-0").unwrap(),
+        pod
+    );
+    tx.send(Ok(WatchEvent::Deleted(pod.clone())));
+    eventually("the delete", SECS5, || informer.stats().objects == 0).await;
+    assert_eq!(informer.stats().undecodable, 0);
+    handle.stop().await.unwrap();
+}

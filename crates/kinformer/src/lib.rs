@@ -314,7 +314,7 @@ pub mod prelude {
 
     // Informers and handlers.
     pub use kinformer_informer_factory::{
-        CacheKind, FifoKind, FilteringResourceEventHandler, InformerHandle, Registration,
+        CacheKind, FifoKind, FilteringResourceEventHandler, InformerHandle, Needs, Registration,
         ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformer,
         wait_for_cache_sync,
     };

@@ -8,7 +8,7 @@ use kinformer_core::{
     DeletedObject, ErrorChain, MetaObject, ObjectKey, deletion_handling_key, meta_namespace_key,
 };
 use kinformer_informer_factory::{
-    HandlerOptions, HandlerRegistration, ResourceEventHandler, SharedInformer,
+    HandlerOptions, HandlerRegistration, Needs, ResourceEventHandler, SharedInformer,
 };
 use kinformer_workqueue::{Queue, RateLimitingQueue};
 
@@ -78,6 +78,13 @@ where
     fn on_delete(&self, obj: &DeletedObject<K>) {
         enqueue(&*self.queue, deletion_handling_key(obj));
     }
+    /// Keys are metadata.
+    fn needs(&self) -> Needs {
+        Needs {
+            metadata_only: true,
+            ..Needs::ALL
+        }
+    }
 }
 
 /// The keys an object of a related resource stands for: see [`Controller::watches`].
@@ -90,6 +97,7 @@ type MapFn<K> = Arc<dyn Fn(&K) -> Vec<ObjectKey> + Send + Sync>;
 pub struct EnqueueMapped<K, Q> {
     queue: Arc<Q>,
     map: MapFn<K>,
+    metadata_only: bool,
 }
 
 impl<K, Q> fmt::Debug for EnqueueMapped<K, Q> {
@@ -104,7 +112,17 @@ impl<K, Q: Queue<ObjectKey>> EnqueueMapped<K, Q> {
         Self {
             queue,
             map: Arc::new(map),
+            metadata_only: false,
         }
+    }
+
+    /// Says that `map` reads only the objects' metadata (owner references, labels,
+    /// annotations): with the default cache, the informer then decodes just that for
+    /// this handler.
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
+        self
     }
 
     fn enqueue(&self, obj: &K) {
@@ -124,6 +142,12 @@ impl<K, Q: Queue<ObjectKey>> ResourceEventHandler<K> for EnqueueMapped<K, Q> {
     }
     fn on_delete(&self, obj: &DeletedObject<K>) {
         self.enqueue(obj.object());
+    }
+    fn needs(&self) -> Needs {
+        Needs {
+            metadata_only: self.metadata_only,
+            ..Needs::ALL
+        }
     }
 }
 
@@ -161,6 +185,14 @@ impl<K, H: ResourceEventHandler<K>> ResourceEventHandler<K> for WithPredicate<K,
     }
     fn on_delete(&self, obj: &DeletedObject<K>) {
         self.inner.on_delete(obj);
+    }
+    /// The inner handler's, and metadata only when the predicate reads only metadata too.
+    fn needs(&self) -> Needs {
+        let inner = self.inner.needs();
+        Needs {
+            metadata_only: inner.metadata_only && self.predicate.reads_only_metadata(),
+            ..inner
+        }
     }
 }
 
@@ -280,7 +312,10 @@ where
         P::Scope: 'static,
         C: kube_core::Resource + 'static,
     {
-        self.watches(informer, owner_keys::<P, C>)
+        // Owner references are metadata.
+        let handler =
+            EnqueueMapped::new(Arc::clone(&self.queue), owner_keys::<P, C>).metadata_only();
+        informer.add_event_handler_with_options(Box::new(handler), enqueuing())
     }
 }
 

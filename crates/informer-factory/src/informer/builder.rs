@@ -1,12 +1,14 @@
 //! Building a [`SharedIndexInformer`]: its options, its FIFO and its cache.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use kinformer_compact_store::{CompactStore, Encoded};
 use kinformer_core::{KeyFunc, KnownObjects, MetaObject, meta_namespace_key};
 use kinformer_deltafifo::FifoQueue;
-use kinformer_indexer::{IndexerWriter, Indexers};
+use kinformer_indexer::{IndexerWriter, Indexers, namespace_indexers};
 use kinformer_reflector::{
     Backoff, ListerWatcher, ShardFilteringHandle, ShardSelector, ShardedListerWatcher,
 };
@@ -16,7 +18,9 @@ use serde::de::DeserializeOwned;
 use crate::CacheKind;
 use crate::listener::Processor;
 
-use super::{Config, FifoKind, Inner, SharedIndexInformer, normalize_resync};
+use super::carried::{Encoding, default_key};
+use super::core::{Config, Core, Inner};
+use super::{FifoKind, SharedIndexInformer, normalize_resync};
 
 /// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
 /// and resyncs; see [`SharedIndexInformerBuilder::custom_fifo`].
@@ -40,17 +44,20 @@ impl<K> fmt::Debug for FifoChoice<K> {
 
 /// Builds a [`SharedIndexInformer`]; see [`SharedIndexInformer::builder`].
 pub struct SharedIndexInformerBuilder<K> {
-    pub(super) lw: Arc<dyn ListerWatcher<K>>,
-    pub(super) name: String,
-    pub(super) resync: Duration,
-    pub(super) fifo: FifoChoice<K>,
-    pub(super) watch_list: bool,
-    pub(super) backoff: Backoff,
-    pub(super) indexers: Indexers<K>,
-    pub(super) cache: CacheKind,
-    pub(super) store: Option<Arc<dyn IndexerWriter<K>>>,
-    pub(super) key_func: Option<KeyFunc<K>>,
-    pub(super) shard: Option<ShardFilteringHandle>,
+    lw: Arc<dyn ListerWatcher<K>>,
+    /// The same lister-watcher as it was given, for a look at its type: a Kubernetes one
+    /// can transcode from the wire.
+    given: Arc<dyn Any + Send + Sync>,
+    name: String,
+    resync: Duration,
+    fifo: FifoChoice<K>,
+    watch_list: bool,
+    backoff: Backoff,
+    indexers: Indexers<K>,
+    cache: CacheKind,
+    store: Option<Arc<dyn IndexerWriter<K>>>,
+    key_func: Option<KeyFunc<K>>,
+    shard: Option<ShardSelector>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
@@ -66,6 +73,24 @@ impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
 }
 
 impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
+    /// A builder of the defaults over `lw`, given as `given` too.
+    pub(super) fn new(lw: Arc<dyn ListerWatcher<K>>, given: Arc<dyn Any + Send + Sync>) -> Self {
+        Self {
+            lw,
+            given,
+            name: String::from("informer"),
+            resync: Duration::ZERO,
+            fifo: FifoChoice::Kind(FifoKind::default()),
+            watch_list: true,
+            backoff: Backoff::default(),
+            indexers: namespace_indexers(),
+            cache: CacheKind::default(),
+            store: None,
+            key_func: None,
+            shard: None,
+        }
+    }
+
     /// The name of the informer's and its reflector's tracing spans (e.g. `"pods"`).
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
@@ -243,9 +268,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     /// ```
     #[must_use]
     pub fn shard(mut self, selector: ShardSelector) -> Self {
-        let sharded = ShardedListerWatcher::new(Arc::clone(&self.lw), selector);
-        self.shard = Some(sharded.filtering_handle());
-        self.lw = Arc::new(sharded);
+        self.shard = Some(selector);
         self
     }
 }
@@ -257,40 +280,108 @@ where
     /// The informer, not started.
     ///
     /// `K` must be serde's both ways (every Kubernetes object type is): the default cache
-    /// keeps objects encoded.
+    /// keeps objects encoded. With it (no store, key function or FIFO of your own), the
+    /// informer's objects travel encoded from the reflector to the handlers' threads:
+    /// a Kubernetes lister-watcher ([`KubeListerWatcher`](kinformer_reflector::KubeListerWatcher)
+    /// without `modify`) transcodes protobuf from the wire without building a `K`; any
+    /// other lister-watcher's objects are encoded as they arrive.
     pub fn build(self) -> SharedIndexInformer<K> {
         let default_resync = normalize_resync(self.resync);
-        let (cache, indexers) = (self.cache, self.indexers);
-        let store = self
-            .store
-            .unwrap_or_else(|| cache.store(indexers, self.key_func.clone()));
-        let key_func = self
-            .key_func
-            .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
-        SharedIndexInformer {
-            inner: Arc::new(Inner {
-                name: self.name,
-                key_func,
-                lw: self.lw,
-                store,
-                processor: Arc::new(Processor::default()),
-                watch_list: self.watch_list,
-                backoff: self.backoff,
-                default_resync,
-                config: Mutex::new(Config {
-                    started: false,
-                    stopped: false,
-                    transform: None,
-                    on_error: None,
-                    resync_check: default_resync,
-                    fifo: Some(self.fifo),
-                }),
-                deliver: Mutex::new(()),
-                drained: tokio::sync::Notify::new(),
-                fifo: OnceLock::new(),
-                status: OnceLock::new(),
-                shard: self.shard,
-            }),
+        let encoded_pipeline = self.store.is_none()
+            && self.cache == CacheKind::Encoded
+            && self.key_func.is_none()
+            && matches!(self.fifo, FifoChoice::Kind(_));
+        let core: Arc<dyn Core<K>> = match self.fifo {
+            FifoChoice::Kind(kind) if encoded_pipeline => {
+                let store = Arc::new(CompactStore::<K>::new(self.indexers));
+                let lw = transcoding::<K>(&self.given)
+                    .unwrap_or_else(|| Arc::new(Encoding::new(self.lw)));
+                let (lw, shard) = sharded(lw, self.shard);
+                Arc::new(Inner::<K, Encoded<K>> {
+                    name: self.name,
+                    key_func: Arc::new(|obj: &Encoded<K>| default_key(obj)),
+                    lw,
+                    store: store.encoded_side(),
+                    cache: store,
+                    processor: Arc::new(Processor::default()),
+                    watch_list: self.watch_list,
+                    backoff: self.backoff,
+                    default_resync,
+                    config: Mutex::new(Config::new(default_resync, FifoChoice::Kind(kind))),
+                    deliver: Mutex::new(()),
+                    drained: tokio::sync::Notify::new(),
+                    fifo: OnceLock::new(),
+                    status: OnceLock::new(),
+                    shard,
+                    undecodable: Arc::default(),
+                })
+            }
+            fifo => {
+                let store = self
+                    .store
+                    .unwrap_or_else(|| self.cache.store(self.indexers, self.key_func.clone()));
+                let key_func = self
+                    .key_func
+                    .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
+                let (lw, shard) = sharded(self.lw, self.shard);
+                Arc::new(Inner::<K, K> {
+                    name: self.name,
+                    key_func,
+                    lw,
+                    store: Arc::clone(&store),
+                    cache: store,
+                    processor: Arc::new(Processor::default()),
+                    watch_list: self.watch_list,
+                    backoff: self.backoff,
+                    default_resync,
+                    config: Mutex::new(Config::new(default_resync, fifo)),
+                    deliver: Mutex::new(()),
+                    drained: tokio::sync::Notify::new(),
+                    fifo: OnceLock::new(),
+                    status: OnceLock::new(),
+                    shard,
+                    undecodable: Arc::default(),
+                })
+            }
+        };
+        SharedIndexInformer { core }
+    }
+}
+
+/// `lw` wrapped for one shard, with the handle that says how the server filters.
+fn sharded<R: MetaObject + Send + Sync + 'static>(
+    lw: Arc<dyn ListerWatcher<R>>,
+    shard: Option<ShardSelector>,
+) -> (Arc<dyn ListerWatcher<R>>, Option<ShardFilteringHandle>) {
+    match shard {
+        None => (lw, None),
+        Some(selector) => {
+            let sharded = ShardedListerWatcher::new(lw, selector);
+            let handle = sharded.filtering_handle();
+            (Arc::new(sharded), Some(handle))
         }
     }
+}
+
+/// The lister-watcher of [`Encoded<K>`] that reads the same responses as `given`, when it
+/// is a Kubernetes one that decodes objects as they are: protobuf is transcoded into the
+/// encoding without building a `K` (JSON still goes through `K`).
+#[cfg(feature = "kube")]
+fn transcoding<K>(given: &Arc<dyn Any + Send + Sync>) -> Option<Arc<dyn ListerWatcher<Encoded<K>>>>
+where
+    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    let kube = given.downcast_ref::<kinformer_reflector::KubeListerWatcher<K>>()?;
+    if !kube.decodes_as_is() {
+        return None;
+    }
+    let lw = kube
+        .clone()
+        .decode_protobuf_with(Encoded::<K>::from_protobuf);
+    Some(Arc::new(lw))
+}
+
+#[cfg(not(feature = "kube"))]
+fn transcoding<K>(_: &Arc<dyn Any + Send + Sync>) -> Option<Arc<dyn ListerWatcher<Encoded<K>>>> {
+    None
 }

@@ -1,24 +1,20 @@
 //! The SharedIndexInformer: reflector → FIFO → indexer → listeners. Here the informer and
-//! its public methods; its builder (`builder.rs`), its task and how popped items reach the
-//! cache and the handlers (`process.rs`), what it reports (`stats.rs`).
+//! its public methods; its builder (`builder.rs`), its state and how it starts (`core.rs`),
+//! what its pipeline carries, `K` or `Encoded<K>` (`carried.rs`), its task and how popped
+//! items reach the cache and the handlers (`process.rs`), what it reports (`stats.rs`).
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use kinformer_core::{BoxError, KeyFunc, KnownObjects, MetaObject, ObjectKey, TransformFn};
-use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo};
-use kinformer_indexer::{Indexer, IndexerWriter, Indexers, Lister, namespace_indexers};
-use kinformer_reflector::{
-    Backoff, ListerWatcher, Reflector, ReflectorStatus, ShardFiltering, ShardFilteringHandle,
-    TaskHandle, WatchErrorHandler,
-};
+use kinformer_core::{BoxError, MetaObject};
+use kinformer_indexer::{Indexer, Indexers, Lister};
+use kinformer_reflector::{ListerWatcher, ReflectorStatus, ShardFiltering, TaskHandle};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::listener::{Buffering, Processor};
-use crate::{CacheKind, Error, ResourceEventHandler};
+use crate::{Error, ResourceEventHandler};
 
 /// The shortest resync period a handler can have (client-go's `minimumResyncPeriod`).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -51,44 +47,6 @@ fn normalize_resync(period: Duration) -> Option<Duration> {
     } else {
         Some(period.max(MINIMUM_RESYNC_PERIOD))
     }
-}
-
-struct Config<K> {
-    started: bool,
-    stopped: bool,
-    transform: Option<TransformFn<K>>,
-    on_error: Option<WatchErrorHandler>,
-    /// How often the reflector asks whether a handler's resync is due (client-go's
-    /// `resyncCheckPeriod`).
-    resync_check: Option<Duration>,
-    /// Taken when the informer starts.
-    fifo: Option<FifoChoice<K>>,
-}
-
-struct Inner<K> {
-    name: String,
-    /// How the FIFO, the cache, the reflector and coalescing handlers key objects.
-    key_func: KeyFunc<K>,
-    lw: Arc<dyn ListerWatcher<K>>,
-    /// The write side of the cache: only the informer holds it; everybody else gets the
-    /// read side ([`SharedIndexInformer::indexer`]).
-    store: Arc<dyn IndexerWriter<K>>,
-    processor: Arc<Processor<K>>,
-    watch_list: bool,
-    backoff: Backoff,
-    default_resync: Option<Duration>,
-    config: Mutex<Config<K>>,
-    /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
-    /// a late handler takes its snapshot of the cache, so that it misses nothing and gets
-    /// nothing twice. Never held across a handler call or an `.await`.
-    deliver: Mutex<()>,
-    /// Told after every popped item is applied: a reflector paced by the FIFO's backlog
-    /// waits on it ([`Inner::caught_up`]).
-    drained: tokio::sync::Notify,
-    fifo: OnceLock<Arc<dyn FifoQueue<K>>>,
-    status: OnceLock<ReflectorStatus>,
-    /// For a sharded informer: whether the server filters by shard.
-    shard: Option<ShardFilteringHandle>,
 }
 
 /// How a handler is registered: its resync period and its buffer
@@ -150,13 +108,13 @@ impl HandlerOptions {
 /// Cloning is cheap and shares the informer. See the [crate docs](crate) for the pipeline,
 /// its threads and its locks.
 pub struct SharedIndexInformer<K> {
-    inner: Arc<Inner<K>>,
+    core: Arc<dyn Core<K>>,
 }
 
 impl<K> Clone for SharedIndexInformer<K> {
     fn clone(&self) -> Self {
         Self {
-            inner: Arc::clone(&self.inner),
+            core: Arc::clone(&self.core),
         }
     }
 }
@@ -164,7 +122,7 @@ impl<K> Clone for SharedIndexInformer<K> {
 impl<K> fmt::Debug for SharedIndexInformer<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedIndexInformer")
-            .field("name", &self.inner.name)
+            .field("name", &self.core.name())
             .finish_non_exhaustive()
     }
 }
@@ -184,34 +142,16 @@ where
 impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// A builder: the in-order FIFO in atomic mode, streaming initial list, the encoded
     /// cache with the namespace index, no resync, named `"informer"`.
-    pub fn builder(
-        lister_watcher: impl ListerWatcher<K> + 'static,
+    pub fn builder<L: ListerWatcher<K> + 'static>(
+        lister_watcher: L,
     ) -> SharedIndexInformerBuilder<K> {
-        SharedIndexInformerBuilder {
-            lw: Arc::new(lister_watcher),
-            name: String::from("informer"),
-            resync: Duration::ZERO,
-            fifo: FifoChoice::Kind(FifoKind::default()),
-            watch_list: true,
-            backoff: Backoff::default(),
-            indexers: namespace_indexers(),
-            cache: CacheKind::default(),
-            store: None,
-            key_func: None,
-            shard: None,
-        }
+        let lw = Arc::new(lister_watcher);
+        SharedIndexInformerBuilder::new(Arc::clone(&lw) as Arc<dyn ListerWatcher<K>>, lw)
     }
 
     /// Whether `self` and `other` are the same informer (clones of one another).
     pub fn is_same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    fn config(&self) -> MutexGuard<'_, Config<K>> {
-        self.inner
-            .config
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        std::ptr::addr_eq(Arc::as_ptr(&self.core), Arc::as_ptr(&other.core))
     }
 
     /// Registers `handler` with the informer's default resync period and an unbounded
@@ -257,6 +197,9 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// object, taken while no item is being applied: it misses no later event and sees none
     /// twice.
     ///
+    /// With the default cache, objects travel encoded: the handler's thread decodes each
+    /// one it is given, for the callbacks it has ([`ResourceEventHandler::callbacks`]).
+    ///
     /// # Errors
     /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
     /// listener's thread cannot be started.
@@ -268,64 +211,13 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     where
         H: ResourceEventHandler<K> + Send + 'static,
     {
-        let period = options
-            .resync
-            .unwrap_or_else(|| self.inner.default_resync.unwrap_or_default());
-        let mut resync = normalize_resync(period);
-        let buffering = if options.coalesce {
-            let key_func = Arc::clone(&self.inner.key_func);
-            Buffering::CoalesceByKey(Arc::new(move |n| notification_key(&key_func, n)))
-        } else {
-            Buffering::Unbounded
-        };
-        // Held throughout, so that a concurrent stop cannot miss the new listener.
-        let mut cfg = self.config();
-        if cfg.stopped {
-            return Err(Error::Stopped);
-        }
-        if let Some(period) = resync {
-            match (cfg.started, cfg.resync_check) {
-                (false, check) => {
-                    cfg.resync_check = Some(check.map_or(period, |c| c.min(period)));
-                }
-                (true, Some(check)) if period < check => {
-                    tracing::warn!(
-                        informer = %self.inner.name,
-                        requested_ms = period.as_millis() as u64,
-                        check_ms = check.as_millis() as u64,
-                        "the informer has started: a handler's resync period is raised to its resync check period"
-                    );
-                    resync = Some(check);
-                }
-                (true, Some(_)) => {}
-                (true, None) => tracing::warn!(
-                    informer = %self.inner.name,
-                    "the informer was started without any resync: this handler will not be resynced"
-                ),
-            }
-        }
-        let (id, state) = if cfg.started {
-            let _deliver = self.lock_deliver();
-            let snapshot = self.inner.store.list();
-            self.inner
-                .processor
-                .add(handler, resync, buffering, snapshot)?
-        } else {
-            self.inner
-                .processor
-                .add(handler, resync, buffering, Vec::new())?
-        };
-        drop(cfg);
+        let (id, state, resync) = self.core.add_handler(Box::new(handler), &options)?;
         Ok(Registration {
             id,
             state,
             resync,
-            inner: Arc::clone(&self.inner),
+            core: Arc::clone(&self.core),
         })
-    }
-
-    fn lock_deliver(&self) -> MutexGuard<'_, ()> {
-        self.inner.lock_deliver()
     }
 
     /// Sets the transform that runs once on every object from the server before it is
@@ -336,7 +228,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// first; `KubeListerWatcher::modify` (which the factory's `transform_meta` uses)
     /// changes objects while they are decoded. Objects already cached (resyncs,
     /// tombstones) are not transformed again. An error skips a watch event and fails a
-    /// list, which is retried.
+    /// list, which is retried. With the default cache, the object is decoded for the
+    /// transform and encoded after it (the objects travel encoded).
     ///
     /// # Errors
     /// [`Error::AlreadyStarted`] once the informer has started.
@@ -344,12 +237,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         &self,
         transform: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
     ) -> Result<(), Error> {
-        let mut cfg = self.config();
-        if cfg.started {
-            return Err(Error::AlreadyStarted);
-        }
-        cfg.transform = Some(Arc::new(transform));
-        Ok(())
+        self.core.set_transform(Arc::new(transform))
     }
 
     /// Sets the hook that receives every error of the informer's reflector (client-go's
@@ -361,12 +249,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         &self,
         handler: impl Fn(&kinformer_reflector::Error) + Send + Sync + 'static,
     ) -> Result<(), Error> {
-        let mut cfg = self.config();
-        if cfg.started {
-            return Err(Error::AlreadyStarted);
-        }
-        cfg.on_error = Some(Arc::new(handler));
-        Ok(())
+        self.core.set_watch_error_handler(Arc::new(handler))
     }
 
     /// Adds index functions; the objects already cached are indexed at once.
@@ -375,18 +258,14 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// [`Error::Stopped`] once the informer has stopped, [`Error::Indexer`] for a duplicate
     /// name or an index function that fails on a cached object (nothing is added then).
     pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
-        if self.config().stopped {
-            return Err(Error::Stopped);
-        }
-        self.inner.store.add_indexers(indexers)?;
-        Ok(())
+        self.core.add_indexers(indexers)
     }
 
     /// The informer's cache, for reads by key and by index: its read side only, so no
     /// reader can change what the informer keeps in step with the API server (client-go's
     /// `GetIndexer`, minus the writes).
     pub fn indexer(&self) -> Arc<dyn Indexer<K>> {
-        Arc::clone(&self.inner.store) as Arc<dyn Indexer<K>>
+        self.core.indexer()
     }
 
     /// A lister over the informer's cache.
@@ -397,38 +276,38 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// Whether the informer has started and the whole first list has been applied to the
     /// cache (its FIFO's `has_synced`).
     pub fn has_synced(&self) -> bool {
-        self.inner.has_synced()
+        self.core.has_synced()
     }
 
     /// The resource version of the last list, watch event or bookmark the reflector got;
     /// empty before start.
     pub fn last_sync_resource_version(&self) -> String {
-        self.inner
-            .status
-            .get()
-            .map(ReflectorStatus::last_sync_resource_version)
+        self.core
+            .status()
+            .map(|s| s.last_sync_resource_version())
             .unwrap_or_default()
     }
 
     /// The reflector's live progress (last resourceVersion, counters of lists, watches and
     /// events); `None` before start.
     pub fn reflector_status(&self) -> Option<ReflectorStatus> {
-        self.inner.status.get().cloned()
+        self.core.status().cloned()
     }
 
     /// A snapshot of the informer's state for metrics and health checks: cheap (a few
     /// atomic loads and the cache's size), safe to take at any time.
     pub fn stats(&self) -> InformerStats {
-        let status = self.inner.status.get();
+        let status = self.core.status();
         InformerStats {
-            name: self.inner.name.clone(),
+            name: self.core.name().to_owned(),
             started: self.is_started(),
             synced: self.has_synced(),
-            objects: self.inner.store.len(),
+            objects: self.core.objects(),
             last_sync_resource_version: status
                 .map(ReflectorStatus::last_sync_resource_version)
                 .unwrap_or_default(),
             reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
+            undecodable: self.core.undecodable(),
         }
     }
 
@@ -437,23 +316,23 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// shard's objects are picked out here ([`ShardFiltering::Client`]), as far as seen;
     /// `None` for an informer of every object.
     pub fn shard_filtering(&self) -> Option<ShardFiltering> {
-        self.inner.shard.as_ref().map(ShardFilteringHandle::get)
+        self.core.shard_filtering()
     }
 
     /// Whether [`run`](Self::run) or [`start`](Self::start) was called.
     pub fn is_started(&self) -> bool {
-        self.config().started
+        self.core.is_started()
     }
 
     /// Whether the informer has stopped.
     pub fn is_stopped(&self) -> bool {
-        self.config().stopped
+        self.core.is_stopped()
     }
 
     /// How many handlers are registered (removed ones and those of a stopped informer do
     /// not count).
     pub fn handler_count(&self) -> usize {
-        self.inner.processor.len()
+        self.core.handler_count()
     }
 
     /// Runs the informer until `cancel` is cancelled, then stops it: the FIFO is closed,
@@ -465,8 +344,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// [`Error::AlreadyStarted`] when called twice, [`Error::Stopped`] after a stop,
     /// [`Error::Reflector`] outside a Tokio runtime.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), Error> {
-        let prepared = self.prepare()?;
-        run_prepared(Arc::clone(&self.inner), prepared, cancel).await
+        Arc::clone(&self.core).run(cancel)?.await
     }
 
     /// Starts the informer on a Tokio task; the handle stops it.
@@ -476,102 +354,19 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     pub fn start(&self) -> Result<InformerHandle, Error> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::Reflector(kinformer_reflector::Error::NoRuntime))?;
-        let prepared = self.prepare()?;
         let cancel = CancellationToken::new();
-        let task = rt.spawn(run_prepared(
-            Arc::clone(&self.inner),
-            prepared,
-            cancel.clone(),
-        ));
+        let task = rt.spawn(Arc::clone(&self.core).run(cancel.clone())?);
         Ok(TaskHandle::new(cancel, task))
     }
-
-    /// Marks the informer started and builds its FIFO and reflector.
-    fn prepare(&self) -> Result<Prepared<K>, Error> {
-        let mut cfg = self.config();
-        if cfg.stopped {
-            return Err(Error::Stopped);
-        }
-        if cfg.started {
-            return Err(Error::AlreadyStarted);
-        }
-        let inner = &self.inner;
-        let known = Arc::clone(&inner.store) as Arc<dyn KnownObjects<K>>;
-        let fifo: Arc<dyn FifoQueue<K>> = match cfg.fifo.take() {
-            Some(FifoChoice::Custom(make)) => make(known),
-            Some(FifoChoice::Kind(FifoKind::DeltaFifo)) => Arc::new(
-                DeltaFifo::builder()
-                    .key_fn(key_fn(&inner.key_func))
-                    .known_objects(known)
-                    .build(),
-            ),
-            Some(FifoChoice::Kind(FifoKind::InOrder)) => Arc::new(
-                InOrderFifo::builder()
-                    .key_fn(key_fn(&inner.key_func))
-                    .known_objects(known)
-                    .build()?,
-            ),
-            Some(FifoChoice::Kind(FifoKind::InOrderAtomic)) | None => Arc::new(
-                InOrderFifo::builder()
-                    .key_fn(key_fn(&inner.key_func))
-                    .atomic(true)
-                    .emit_bookmarks(true)
-                    .build()?,
-            ),
-        };
-        let mut reflector = Reflector::new(Arc::clone(&inner.lw), Arc::clone(&fifo))
-            .name(inner.name.clone())
-            .watch_list(inner.watch_list)
-            .backoff(inner.backoff.clone())
-            .key_func(Arc::clone(&inner.key_func))
-            // Objects that do not decode keep their cached version (and can be deleted).
-            .known_objects(Arc::clone(&inner.store) as Arc<dyn KnownObjects<K>>);
-        if let Some(check) = cfg.resync_check {
-            let processor = Arc::clone(&inner.processor);
-            reflector = reflector
-                .resync_period(check)
-                .should_resync(move || processor.should_resync(Instant::now()));
-        }
-        if let Some(on_error) = cfg.on_error.clone() {
-            reflector = reflector.on_watch_error(move |e| on_error(e));
-        }
-        // In the reflector, not the FIFO: a streaming list then never holds every object
-        // untransformed at once (see `Reflector::transform`).
-        if let Some(t) = cfg.transform.clone() {
-            reflector = reflector.transform(t);
-        }
-        // A first list in parts goes no faster than the cache takes it: decoding outruns
-        // encoding into the default cache, and the decoded objects waiting in the FIFO were
-        // most of the sync's peak memory.
-        let paced = (Arc::clone(&fifo), Arc::clone(inner));
-        reflector = reflector.pace(Arc::new(move || {
-            let (fifo, inner) = (Arc::clone(&paced.0), Arc::clone(&paced.1));
-            Box::pin(async move { inner.caught_up(&*fifo).await })
-        }));
-        // The only place that sets them, under the config lock, once.
-        let _ = inner.status.set(reflector.status());
-        let _ = inner.fifo.set(Arc::clone(&fifo));
-        cfg.started = true;
-        Ok(Prepared { fifo, reflector })
-    }
-}
-
-/// `key_func` as a FIFO builder takes it.
-fn key_fn<K>(
-    key_func: &KeyFunc<K>,
-) -> impl Fn(&K) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static
-where
-    K: 'static,
-{
-    let f = Arc::clone(key_func);
-    move |obj: &K| f(obj)
 }
 
 mod builder;
+mod carried;
+mod core;
 mod process;
 mod stats;
 
-use builder::FifoChoice;
+use core::Core;
+
 pub use builder::SharedIndexInformerBuilder;
-use process::{Prepared, notification_key, run_prepared};
 pub use stats::{InformerHandle, InformerStats, Registration};

@@ -18,7 +18,7 @@ use tracing::Instrument;
 use crate::Error;
 use crate::listener::Notification;
 
-use super::Inner;
+use super::core::Inner;
 
 /// The key a coalescing listener files `n` under: the object's key in the cache (a
 /// tombstone's own key).
@@ -45,26 +45,22 @@ pub(super) struct Prepared<K> {
 
 /// Closes the FIFO, ends every listener and marks the informer stopped, however `run`
 /// ends (returned, or its future dropped).
-pub(super) struct StopGuard<K: MetaObject + Send + Sync + 'static> {
-    inner: Arc<Inner<K>>,
+pub(super) struct StopGuard<U, K: MetaObject + Send + Sync + 'static> {
+    inner: Arc<Inner<U, K>>,
     fifo: Arc<dyn FifoQueue<K>>,
 }
 
-impl<K: MetaObject + Send + Sync + 'static> Drop for StopGuard<K> {
+impl<U, K: MetaObject + Send + Sync + 'static> Drop for StopGuard<U, K> {
     fn drop(&mut self) {
-        self.inner
-            .config
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .stopped = true;
+        self.inner.config().stopped = true;
         self.fifo.close();
         self.inner.processor.stop_all();
         tracing::debug!(informer = %self.inner.name, "informer stopped");
     }
 }
 
-pub(super) async fn run_prepared<K: MetaObject + Send + Sync + 'static>(
-    inner: Arc<Inner<K>>,
+pub(super) async fn run_prepared<U, K: MetaObject + Send + Sync + 'static>(
+    inner: Arc<Inner<U, K>>,
     prepared: Prepared<K>,
     cancel: CancellationToken,
 ) -> Result<(), Error> {
@@ -85,8 +81,8 @@ pub(super) async fn run_prepared<K: MetaObject + Send + Sync + 'static>(
 }
 
 /// client-go's `processLoop`: pop, apply, tell the listeners, until cancelled.
-pub(super) async fn pop_loop<K: MetaObject + Send + Sync + 'static>(
-    inner: &Inner<K>,
+pub(super) async fn pop_loop<U, K: MetaObject + Send + Sync + 'static>(
+    inner: &Inner<U, K>,
     fifo: &dyn FifoQueue<K>,
     cancel: &CancellationToken,
 ) {
@@ -116,7 +112,9 @@ pub(super) const PACED_BACKLOG: usize = kinformer_reflector::STREAMED_PART;
 /// entries it hands out only once the list ends must slow the list, not stall it.
 pub(super) const PACE_PATIENCE: Duration = Duration::from_secs(5);
 
-impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
+/// Here `K` is what the pipeline carries (the informer's `R`): `U` is the user's type,
+/// which nothing here needs.
+impl<U, K: MetaObject + Send + Sync + 'static> Inner<U, K> {
     pub(super) fn lock_deliver(&self) -> MutexGuard<'_, ()> {
         self.deliver.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kinformer_core::MetaObject;
 use kinformer_reflector::{ReflectorCounters, TaskHandle};
 
 use crate::Error;
 use crate::listener::ListenerState;
 
-use super::Inner;
+use super::core::Core;
 
 /// What an informer reports about itself: see [`SharedIndexInformer::stats`](crate::SharedIndexInformer::stats).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,6 +29,10 @@ pub struct InformerStats {
     pub last_sync_resource_version: String,
     /// What its reflector did: lists by reason, watches, events by type.
     pub reflector: ReflectorCounters,
+    /// Objects that did not decode for a handler (with the default cache, objects travel
+    /// encoded and each handler's thread decodes them): logged with their key, not handed
+    /// on. Anything but 0 is a type whose encoding and decoding disagree.
+    pub undecodable: u64,
 }
 
 /// A handler's registration with an informer (client-go's `ResourceEventHandlerRegistration`).
@@ -39,7 +42,7 @@ pub struct Registration<K> {
     pub(super) id: u64,
     pub(super) state: Arc<ListenerState>,
     pub(super) resync: Option<Duration>,
-    pub(super) inner: Arc<Inner<K>>,
+    pub(super) core: Arc<dyn Core<K>>,
 }
 
 impl<K> fmt::Debug for Registration<K> {
@@ -52,12 +55,12 @@ impl<K> fmt::Debug for Registration<K> {
     }
 }
 
-impl<K: MetaObject + Send + Sync + 'static> Registration<K> {
+impl<K> Registration<K> {
     /// Whether the informer has synced *and* this handler has handled every initial add
     /// it was given (the first list, or the cache replay of a late handler).
     pub fn has_synced(&self) -> bool {
         // The informer first: once it has synced, every initial add has been counted.
-        self.inner.has_synced() && self.state.initial_pending.load(Ordering::Acquire) == 0
+        self.core.has_synced() && self.state.initial_pending.load(Ordering::Acquire) == 0
     }
 
     /// How many notifications wait in this handler's buffer or are being handled.
@@ -73,7 +76,7 @@ impl<K: MetaObject + Send + Sync + 'static> Registration<K> {
     /// Removes the handler: it gets no more notifications, and its thread ends after the
     /// call in progress, if any. Removing twice is harmless.
     pub fn remove(&self) {
-        self.inner.processor.remove(self.id);
+        self.core.remove_handler(self.id);
     }
 }
 

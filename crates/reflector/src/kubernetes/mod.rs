@@ -247,6 +247,16 @@ impl<K> KubeListerWatcher<K> {
         }
     }
 
+    /// Whether objects are decoded by `K`'s own `Deserialize`, with nothing changed while
+    /// they are ([`modify`](Self::modify)) and no decode function of your own
+    /// ([`decode_protobuf_with`](Self::decode_protobuf_with)): then another decode of the
+    /// same responses ([`decode_protobuf_with`](Self::decode_protobuf_with) on a clone)
+    /// gives the same objects in another form. An informer of the default cache checks it
+    /// before it transcodes from the wire.
+    pub fn decodes_as_is(&self) -> bool {
+        self.modify.is_none() && self.protobuf.is_none()
+    }
+
     /// The same requests, for objects of another type `T`, which `decode` makes of each
     /// protobuf list item and watch event's object (JSON still goes through `T`'s
     /// `Deserialize`): a type that is not built by decoding, such as kinformer-compact-store's
