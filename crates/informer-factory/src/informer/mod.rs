@@ -132,7 +132,7 @@ where
     K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
 {
     /// An informer over `lister_watcher` with the default FIFO
-    /// ([`FifoKind::InOrderAtomic`]), the default cache ([`CacheKind::Encoded`]), the
+    /// ([`FifoKind::InOrderAtomic`]), the default cache ([`CacheKind::Encoded`](crate::CacheKind::Encoded)), the
     /// namespace index and `resync` as the default handler resync period (zero: none).
     pub fn new(lister_watcher: impl ListerWatcher<K> + 'static, resync: Duration) -> Self {
         Self::builder(lister_watcher).resync_period(resync).build()
@@ -198,7 +198,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// twice.
     ///
     /// With the default cache, objects travel encoded: the handler's thread decodes each
-    /// one it is given, for the callbacks it has ([`ResourceEventHandler::callbacks`]).
+    /// one it is given, as far as the handler needs ([`ResourceEventHandler::needs`]).
     ///
     /// # Errors
     /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
