@@ -88,34 +88,30 @@
 //!   function on the old object — which would read cold memory, and could fail.
 //!
 //! `by_index` therefore walks a set of slot ids into the dense array instead of looking
-//! every key up again, which is what makes it an order of magnitude faster than client-go's
-//! `threadSafeMap` shape (`key → object`, `value → set of keys`) at the same cost for `get`
-//! and `update`. `benches/structures.rs` measures the candidates on the workload
-//! (100k pods, 100 namespaces, 1000 nodes, a namespace and a `byNode` index, strided
-//! access, an update replacing a pod with a new version; criterion medians of two runs on
-//! the project's shared 2-core machines, where numbers move by 10–30 % between runs):
+//! every key up again. `benches/structures.rs` measures the candidates on the issue's
+//! workload (100k pods, 100 namespaces, 1000 nodes, a namespace and a `byNode` index,
+//! strided access, an update replacing a pod with a new version): one lock over slots (this
+//! one), one lock over client-go's `threadSafeMap` shape (`key → object`, `value → set of
+//! keys`), and sharded dashmap items and indices. When the structure was chosen
+//! (2026-11-29, before the keys' hasher changed; no figures are kept here because that run
+//! is superseded), slots made `by_index` about an order of magnitude faster than the keyed
+//! shape at the same cost for `get` and `update`, and sharding bought nothing: all three
+//! were bound by cache misses on 100k objects of 2.4 KB each, not by locking. Run
+//! `cargo bench -p kinformer-indexer --bench structures` for today's figures. Sharding would
+//! also cost the consistency guarantee below, and the informer is the only writer while
+//! readers of a `RwLock` do not block each other. A lock-free read path (copy-on-write
+//! snapshots, or left-right's two copies) was ruled out without a prototype: each write
+//! would copy or double a 100k-entry index, and memory per cached object is one of the
+//! project's targets.
 //!
-//! | structure                                   | get         | by_index (100 pods) | update      |
-//! | ------------------------------------------- | ----------- | ------------------- | ----------- |
-//! | this one (one lock, slots)                  | 320–340 ns  | 1.9–2.6 µs          | 665–685 ns  |
-//! | client-go's shape (one lock, keyed)         | 325–335 ns  | 30–31 µs            | 680–720 ns  |
-//! | sharded (dashmap items and indices)         | 315–330 ns  | 31–32 µs            | 685–825 ns  |
-//!
-//! All three are bound by cache misses on 100k objects of 2.4 KB each, not by locking:
-//! sharding buys nothing here, since the informer is the only writer and readers of a
-//! `RwLock` do not block each other, and it would cost the consistency guarantee below. A
-//! lock-free read path (copy-on-write snapshots, or left-right's two copies) was ruled out
-//! without a prototype: each write would copy or double a 100k-entry index, and memory per
-//! cached object is one of the project's targets.
-//!
-//! Against client-go v0.36.3's `ThreadSafeStore` on the same workload in the same session
-//! (`benches/indexer.rs` and its Go twin, alternating, medians of three): `by_index` 3.2×,
-//! namespaced list by selector 4.3×, cluster-wide list by selector 2.4×, selector parsing
-//! 15×, update 1.9× faster. `get` is 3–4× slower than Go's `GetByKey`, which never touches
-//! the object it returns, and on par with a `GetByKey` that then reads the pod's name:
-//! handing out an `Arc` writes the object's reference count, a cache miss on a cold
-//! object. The store adds about 157 heap bytes per entry with two indices (resident-memory
-//! growth while adding 100k existing pods), against client-go's 159 (Go heap growth).
+//! Against client-go v0.36.3's `ThreadSafeStore` on the same workload (`benches/indexer.rs`
+//! and its Go twin, both run by `cargo xtask bench indexer`), the figures and which targets
+//! they meet are in BENCHMARKS.md's `indexer` section in the repository; they are not
+//! copied here, so that they cannot go stale. One difference in kind: a get
+//! ([`KnownObjects::get_by_key`]) hands out an `Arc`, which writes the object's reference
+//! count (a cache miss on a cold object), while client-go's `GetByKey` returns the object
+//! without touching it; so the fair comparison, and the one the project's target uses, is a
+//! `GetByKey` that then reads the object, as every caller does.
 //!
 //! ## The consistency guarantee
 //!
