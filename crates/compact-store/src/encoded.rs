@@ -17,8 +17,10 @@ use crate::codec::{self, CodecError};
 /// with its name, namespace, resource version, uid and labels beside it, decoded into a
 /// `K` only when [`decode`](Self::decode) is called.
 ///
-/// Use it as an informer's object type where the handlers, keys, selectors and indexes
-/// need only metadata (a controller that enqueues keys), and decode in the reconcile:
+/// The default informer of `K` carries its objects as `Encoded<K>` from the wire to the
+/// cache and decodes them for its handlers and readers (see the [crate docs](crate)). It
+/// can also be an informer's object type itself, where handlers and listers should take
+/// the encoded objects and decode where they choose. It is made:
 ///
 /// - from protobuf, [`from_protobuf`](Self::from_protobuf) transcodes the bytes on the wire
 ///   straight into the encoding (kinformer-protobuf's `Object::transcoder`): no `K` is

@@ -69,8 +69,10 @@
 //! # What to expect from it
 //!
 //! An entry takes about what the object takes on the wire: `managedFields` cost their JSON
-//! text, the rest of a pod 1.0–1.2 KB where the decoded k8s-openapi pod takes ~7 KB without
-//! `managedFields` and several times that with them (each `FieldsV1` a tree of JSON maps).
+//! text, the rest of a pod about what its protobuf takes, where the decoded k8s-openapi pod
+//! takes several times that (every optional nested struct inline, each `FieldsV1` a tree
+//! of JSON maps); BENCHMARKS.md's "compact-store" and "informer-defaults" sections have
+//! the measured bytes per pod.
 //! The measurements against client-go with each side's defaults are BENCHMARKS.md's
 //! "defaults" rows (`cargo xtask bench informer`). They hold because the informer never
 //! has the whole list decoded at once: the first list reaches the store in parts as it
@@ -84,19 +86,21 @@
 //!
 //! # Objects that stay encoded all the way: [`Encoded<K>`]
 //!
-//! The store above still receives decoded objects: the informer's pipeline carries `K` from
-//! the reflector to the handlers, so every listed pod is decoded, encoded here, and dropped.
-//! [`Encoded<K>`] is the other way round: an object type for the informer itself, made of
-//! the bytes on the wire by transcoding them into this encoding (kinformer-protobuf's
-//! `Object::transcoder`, through kinformer-reflector's
-//! `KubeListerWatcher::decode_protobuf_with(Encoded::from_protobuf)`), with the name,
-//! namespace, resource version, uid and labels beside the bytes, and `K` decoded only
-//! when [`Encoded::decode`] is called. Keys, label selectors, the namespace index and
-//! handlers that read metadata need no `K`; kept in a `CacheKind::Decoded` store (the
-//! objects are encoded already). It is opt-in for now, not the informer's default: the
-//! handlers, listers and index functions of such an informer take `Encoded<K>`, not `K`.
-//! What it saves against the default and client-go is BENCHMARKS.md's "`Encoded<Pod>`
-//! items" table (`cargo xtask bench informer --defaults-only`).
+//! [`Encoded<K>`] is an object kept in this encoding with its name, namespace, resource
+//! version, uid and labels beside the bytes, decoded into a `K` only when
+//! [`Encoded::decode`] (or [`Encoded::decode_metadata`], the metadata alone) is called.
+//! [`Encoded::from_protobuf`] makes one from the bytes on the wire by transcoding them
+//! (kinformer-protobuf's `Object::transcoder`): no `K` is built, `managedFields` stay the
+//! JSON text the server sent.
+//!
+//! The default informer uses it inside: its reflector, FIFO and listeners carry
+//! `Encoded<K>` (a Kubernetes lister-watcher transcodes protobuf through
+//! `KubeListerWatcher::decode_protobuf_with(Encoded::from_protobuf)`), the store takes the
+//! entries as they are through [`CompactStore::encoded_side`], and each handler's thread
+//! decodes what its handler needs. Keys, label selectors, the namespace index and the
+//! relist comparison need no `K`. An informer can also take `Encoded<K>` as its object
+//! type (handlers and listers then get `Encoded<K>` and decode what they read); keep it
+//! in a `CacheKind::Decoded` store then, as its objects are encoded already.
 //!
 //! # The encoding
 //!

@@ -28,17 +28,21 @@ use serde::de::DeserializeOwned;
 pub enum CacheKind {
     /// Objects kept encoded and decoded when read (kinformer-compact-store's
     /// [`CompactStore`]): a few KB per pod, about its size on the wire, with
-    /// `managedFields` kept as the JSON text the server sent. A read decodes what it
-    /// returns and hands out a new `Arc` (two reads give equal objects, not one
-    /// allocation); label selectors and index lookups are answered before decoding, and a
-    /// small cache keeps recently written and read objects decoded. The default: most
-    /// controllers read one object per reconcile.
+    /// `managedFields` kept as the JSON text the server sent. The informer's objects travel
+    /// encoded from the wire to the cache (protobuf is transcoded without building a `K`);
+    /// each handler's thread decodes what its handler needs
+    /// ([`ResourceEventHandler::needs`](crate::ResourceEventHandler::needs)), so handlers
+    /// get their own copies. A read decodes what it returns and hands out a new `Arc` (two
+    /// reads give equal objects, not one allocation); label selectors and index lookups
+    /// are answered before decoding, and a small cache keeps recently read objects
+    /// decoded. The default: most controllers read one object per reconcile.
     #[default]
     Encoded,
     /// Decoded objects shared as `Arc` (kinformer-indexer's [`ThreadSafeStore`], what
-    /// client-go keeps): reads cost nothing and return the cached allocation, the cache
-    /// takes several times the memory. Pick it when handlers or reconciles list most of
-    /// the cache on every pass.
+    /// client-go keeps): reads cost nothing and return the cached allocation, every
+    /// handler gets the same `Arc`, the cache takes several times the memory and the
+    /// sync decodes every object. Pick it when handlers or reconciles list most of the
+    /// cache on every pass.
     Decoded,
 }
 

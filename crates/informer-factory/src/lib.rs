@@ -116,6 +116,9 @@
 //! - The **cache** keeps objects encoded by default ([`CacheKind::Encoded`],
 //!   kinformer-compact-store's `CompactStore`): about an object's size on the wire, with
 //!   `managedFields` as the JSON text the server sent; a read decodes what it returns.
+//!   The objects travel encoded too, from the wire to the cache and the listeners
+//!   (kinformer-compact-store's `Encoded<K>`; protobuf is transcoded without building a
+//!   `K`), and each listener decodes what its handler needs ([`Needs`]).
 //!   [`CacheKind::Decoded`] keeps decoded objects shared as `Arc` (kinformer-indexer's
 //!   `ThreadSafeStore`, what client-go keeps): free reads, several times the memory. Pick
 //!   it when handlers or reconciles list most of the cache on every pass.
@@ -153,9 +156,12 @@
 //! unbounded channels — and never across an `.await`. No lock is held while a handler
 //! runs: handlers run on their listener threads. The popped item is dropped (marking it
 //! applied for the FIFO's `has_synced`) after every one of these locks is released, as
-//! kinformer-deltafifo requires. Objects travel as `Arc<K>`: every handler shares the
-//! allocation the reflector decoded; the encoded cache hands each reader a decoded copy
-//! (equal, not the same allocation), the decoded cache the very `Arc` it holds.
+//! kinformer-deltafifo requires. With the default cache objects travel as
+//! `Arc<Encoded<K>>` and each listener thread decodes them for its handler, so decoding
+//! runs on the handlers' threads, not on the pop loop, and every handler and reader gets
+//! its own copy (equal, not the same allocation). With the decoded cache or a store, key
+//! function or FIFO of your own they travel as `Arc<K>`: every handler shares the
+//! allocation the reflector decoded, and the decoded cache hands readers that very `Arc`.
 //!
 //! # Stopping
 //!
@@ -177,7 +183,9 @@
 //!   over a store that keeps objects encoded those updates come after the others (rule 53).
 //! - The cache keeps objects encoded by default, where client-go's holds decoded objects:
 //!   a lister read returns a decoded copy, not the cached pointer (which client-go's callers
-//!   must not mutate either), and an update's old object is decoded from the cache.
+//!   must not mutate either), handlers get copies decoded for them (of the metadata alone
+//!   for a handler that says it reads only that), and an object that does not decode for a
+//!   handler is logged and counted instead of reaching it.
 //! - A panicking handler is caught instead of crashing the process.
 //! - The transform ([`set_transform`](SharedIndexInformer::set_transform)) runs in the
 //!   reflector as each object arrives, not in the FIFO: a streaming initial list then
