@@ -119,18 +119,19 @@
 //!
 //! # Performance
 //!
-//! A protobuf pod is about half the bytes of its JSON (4.8 KB against 9.3 KB for the
-//! realistic pod of `benches/decode.rs`). Decoding time depends on the target:
+//! A protobuf pod takes fewer bytes than its JSON (BENCHMARKS.md's "informer-defaults" wire
+//! table measures realistic pods both ways). Decoding time depends on the target:
 //!
-//! - into a projection struct that names a few fields, protobuf is about 3x faster than
-//!   serde_json on the JSON: a field the target does not name is stepped over by its length,
-//!   where JSON has to be scanned;
+//! - into a projection struct that names a few fields, protobuf is faster than serde_json on
+//!   the JSON: a field the target does not name is stepped over by its length, where JSON
+//!   has to be scanned;
 //! - into a whole k8s-openapi `Pod`, building the object (strings, vectors, maps, the
-//!   `serde_json::Value` of managedFields) is most of the time either way: serde_json spends
-//!   about 5 us of its 30 to 40 us on parsing that pod's JSON, the rest on the object. Here
-//!   this crate is not faster than serde_json: it takes 1.0 to 1.3 times as long, its
+//!   `serde_json::Value` of managedFields) is most of the time either way, and this crate's
 //!   per-field work (a schema lookup, the omitempty and inline rules, the special types'
-//!   JSON forms) costing more than serde_json's parsing of the same field.
+//!   JSON forms) is not cheaper than serde_json's parsing of the same field;
+//! - into another encoding ([`Object::transcoder`]), no object is built at all: what the
+//!   default informer does (BENCHMARKS.md's "compact-store" section has the per-pod times
+//!   of transcoding against decoding and encoding).
 //!
 //! `cargo bench -p kinformer-protobuf --bench decode` measures both formats in one run.
 //!

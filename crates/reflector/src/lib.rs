@@ -154,9 +154,9 @@
 //! `DynamicObject` stays JSON under `Auto`: it is how client-go serves types known only at
 //! run time; `Protobuf` decodes it from protobuf too when its type is built in.
 //!
-//! What it buys: a protobuf pod is about 0.6 of its JSON's bytes on the wire, and the API
-//! server streams protobuf two to three times faster than JSON, which bounds an initial
-//! sync in JSON (see BENCHMARKS.md in the repository).
+//! What it buys: fewer bytes on the wire (a realistic pod's protobuf is about two thirds of
+//! its JSON: BENCHMARKS.md's "informer-defaults" wire table) and a faster initial sync, as
+//! the same section's protobuf and JSON tables show for both kinformer and client-go.
 //!
 //! # Clients: kube's retry layer
 //!
