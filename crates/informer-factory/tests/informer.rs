@@ -752,3 +752,50 @@ async fn handlers_get_objects_decoded_as_far_as_they_need() {
     assert_eq!(informer.stats().undecodable, 0);
     handle.stop().await.unwrap();
 }
+
+/// With the default cache the transform runs before the objects are encoded: what it
+/// refuses is handled as the reflector's own transform handles it (a list fails and is
+/// retried, a watch event is skipped), and what it returns is what is cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transform_before_encoding_fails_a_list_and_skips_a_watch_event_it_refuses() {
+    let fake = kinformer_reflector::fake::FakeListerWatcher::new();
+    let lists = Arc::new(AtomicUsize::new(0));
+    let l = Arc::clone(&lists);
+    fake.on_list(move |_| {
+        // The first list holds an object the transform refuses, the next does not.
+        let items = if l.fetch_add(1, Ordering::SeqCst) == 0 {
+            vec![obj("a", "1"), obj("refused", "1")]
+        } else {
+            vec![obj("a", "1")]
+        };
+        Ok(ListPage::new(items, "1"))
+    });
+    let (tx, stream) = watch_channel();
+    fake.push_watch(Ok(stream));
+    let informer = SharedIndexInformer::builder(fake).watch_list(false).build();
+    informer
+        .set_transform(|o: Arc<Obj>| {
+            if o.name == "refused" {
+                return Err("refused".into());
+            }
+            let mut o = (*o).clone();
+            o.labels.insert("seen".into(), "yes".into());
+            Ok(Arc::new(o))
+        })
+        .unwrap();
+    let rec = Recorder::new();
+    informer.add_event_handler(rec.clone()).unwrap();
+    let _handle = informer.start().unwrap();
+    eventually("sync after the refused list", SECS5, || {
+        informer.has_synced()
+    })
+    .await;
+    assert!(lists.load(Ordering::SeqCst) >= 2);
+    tx.send(Ok(WatchEvent::Added(obj("refused", "2"))));
+    tx.send(Ok(WatchEvent::Added(obj("b", "3"))));
+    eventually("b", SECS5, || informer.stats().objects == 2).await;
+    let indexer = informer.indexer();
+    assert!(indexer.get_by_key("ns/refused").is_none());
+    assert_eq!(indexer.get_by_key("ns/b").unwrap().labels["seen"], "yes");
+    assert_eq!(rec.events(), [add("a", "1", true), add("b", "3", false)]);
+}

@@ -184,7 +184,10 @@ impl Error {
     pub(crate) fn skips_event(&self) -> bool {
         matches!(
             self,
-            Self::UnexpectedKind { .. } | Self::InvalidObject(_) | Self::Undecodable { .. }
+            Self::UnexpectedKind { .. }
+                | Self::InvalidObject(_)
+                | Self::Undecodable { .. }
+                | Self::Transform { .. }
         )
     }
 

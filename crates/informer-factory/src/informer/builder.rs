@@ -19,7 +19,7 @@ use crate::CacheKind;
 use crate::listener::Processor;
 
 use super::carried::{Encoding, default_key};
-use super::core::{Config, Core, Inner};
+use super::core::{Config, Core, Inner, TransformedLw};
 use super::{FifoKind, SharedIndexInformer, normalize_resync};
 
 /// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
@@ -294,13 +294,32 @@ where
         let core: Arc<dyn Core<K>> = match self.fifo {
             FifoChoice::Kind(kind) if encoded_pipeline => {
                 let store = Arc::new(CompactStore::<K>::new(self.indexers));
-                let lw = transcoding::<K>(&self.given)
-                    .unwrap_or_else(|| Arc::new(Encoding::new(self.lw)));
-                let (lw, shard) = sharded(lw, self.shard);
+                let transcoded = transcoding::<K>(&self.given);
+                // One shard's objects however they are decoded, one view of the server's
+                // filtering.
+                let (lw_k, transcoded, shard) = match self.shard {
+                    None => (self.lw, transcoded, None),
+                    Some(selector) => {
+                        let sharded = ShardedListerWatcher::new(self.lw, selector);
+                        let transcoded = transcoded.map(|t| {
+                            Arc::new(sharded.sharing(t)) as Arc<dyn ListerWatcher<Encoded<K>>>
+                        });
+                        let handle = sharded.filtering_handle();
+                        (
+                            Arc::new(sharded) as Arc<dyn ListerWatcher<K>>,
+                            transcoded,
+                            Some(handle),
+                        )
+                    }
+                };
+                let lw = transcoded.unwrap_or_else(|| Arc::new(Encoding::new(Arc::clone(&lw_k))));
+                let transformed_lw: TransformedLw<K, Encoded<K>> =
+                    Box::new(move |t| Arc::new(Encoding::with_transform(Arc::clone(&lw_k), t)));
                 Arc::new(Inner::<K, Encoded<K>> {
                     name: self.name,
                     key_func: Arc::new(|obj: &Encoded<K>| default_key(obj)),
                     lw,
+                    transformed_lw: Some(transformed_lw),
                     store: store.encoded_side(),
                     cache: store,
                     processor: Arc::new(Processor::default()),
@@ -328,6 +347,7 @@ where
                     name: self.name,
                     key_func,
                     lw,
+                    transformed_lw: None,
                     store: Arc::clone(&store),
                     cache: store,
                     processor: Arc::new(Processor::default()),

@@ -190,13 +190,40 @@ where
 /// reported as undecodable, as one that does not decode is.
 pub(crate) struct Encoding<K> {
     inner: Arc<dyn ListerWatcher<K>>,
+    /// Runs on each object before it is encoded (the informer's transform): an error fails
+    /// a list and skips a watch event, as the reflector's own transform.
+    transform: Option<TransformFn<K>>,
 }
 
 impl<K> Encoding<K> {
     pub(crate) fn new(inner: Arc<dyn ListerWatcher<K>>) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            transform: None,
+        }
+    }
+
+    /// The same, with `transform` run on each object before it is encoded.
+    pub(crate) fn with_transform(
+        inner: Arc<dyn ListerWatcher<K>>,
+        transform: TransformFn<K>,
+    ) -> Self {
+        Self {
+            inner,
+            transform: Some(transform),
+        }
+    }
+
+    fn transformed(&self, obj: Arc<K>) -> Result<Arc<K>, ReflectorError> {
+        match &self.transform {
+            Some(t) => t(obj).map_err(|source| ReflectorError::Transform { source }),
+            None => Ok(obj),
+        }
     }
 }
+
+/// How a watch event of an encoded object is made.
+type MakeEvent<K> = fn(Encoded<K>) -> WatchEvent<Encoded<K>>;
 
 /// `obj` encoded; an object that cannot be is undecodable, as one that does not decode.
 fn encode<K: Serialize + MetaObject>(obj: &K, deleted: bool) -> Result<Encoded<K>, ReflectorError> {
@@ -231,7 +258,7 @@ where
                 out.undecodable = page.undecodable;
                 out.items.reserve(page.items.len());
                 for obj in page.items {
-                    match encode(&*obj, false) {
+                    match encode(&*self.transformed(obj)?, false) {
                         Ok(e) => out.items.push(Arc::new(e)),
                         Err(ReflectorError::Undecodable { object, .. }) => {
                             out.undecodable.push(object);
@@ -248,15 +275,24 @@ where
         &'a self,
         options: &'a WatchOptions,
     ) -> futures::future::BoxFuture<'a, Result<WatchStream<Encoded<K>>, ReflectorError>> {
+        let transform = self.transform.clone();
         self.inner
             .watch(options)
             .map(|stream| {
                 stream.map(|s| {
-                    s.map(|event| match event? {
-                        WatchEvent::Added(o) => encode(&o, false).map(WatchEvent::Added),
-                        WatchEvent::Modified(o) => encode(&o, false).map(WatchEvent::Modified),
-                        WatchEvent::Deleted(o) => encode(&o, true).map(WatchEvent::Deleted),
-                        WatchEvent::Bookmark(b) => Ok(WatchEvent::Bookmark(b)),
+                    s.map(move |event| {
+                        let (o, deleted, make): (K, bool, MakeEvent<K>) = match event? {
+                            WatchEvent::Added(o) => (o, false, WatchEvent::Added),
+                            WatchEvent::Modified(o) => (o, false, WatchEvent::Modified),
+                            WatchEvent::Deleted(o) => (o, true, WatchEvent::Deleted),
+                            WatchEvent::Bookmark(b) => return Ok(WatchEvent::Bookmark(b)),
+                        };
+                        let o = match &transform {
+                            Some(t) => t(Arc::new(o))
+                                .map_err(|source| ReflectorError::Transform { source })?,
+                            None => Arc::new(o),
+                        };
+                        encode(&*o, deleted).map(make)
                     })
                     .boxed()
                 })

@@ -25,6 +25,10 @@ use super::carried::{Carried, Decoding, carried_transform};
 use super::process::{Prepared, notification_key, run_prepared};
 use super::{FifoKind, HandlerOptions, normalize_resync};
 
+/// Makes the lister-watcher that runs a transform before carrying objects.
+pub(super) type TransformedLw<K, R> =
+    Box<dyn Fn(TransformFn<K>) -> Arc<dyn ListerWatcher<R>> + Send + Sync>;
+
 /// A handler as the informer is given it.
 pub(super) type BoxHandler<K> = Box<dyn ResourceEventHandler<K> + Send>;
 
@@ -92,6 +96,9 @@ pub(super) struct Inner<K, R> {
     /// How the FIFO, the cache, the reflector and coalescing handlers key objects.
     pub(super) key_func: KeyFunc<R>,
     pub(super) lw: Arc<dyn ListerWatcher<R>>,
+    /// With a transform, where `lw` would have to decode what it carries for it: the
+    /// lister-watcher whose objects are transformed, then carried.
+    pub(super) transformed_lw: Option<TransformedLw<K, R>>,
     /// The write side of the cache, as the pipeline writes it: only the informer holds it.
     pub(super) store: Arc<dyn IndexerWriter<R>>,
     /// The same cache as readers see it ([`Core::indexer`]) and index functions are added
@@ -297,7 +304,13 @@ where
                     .build()?,
             ),
         };
-        let mut reflector = Reflector::new(Arc::clone(&self.lw), Arc::clone(&fifo))
+        // A transform runs on `K`: before the objects are encoded where the pipeline
+        // carries them encoded (no transcoding to decode again), else in the reflector.
+        let (lw, transform) = match (cfg.transform.clone(), &self.transformed_lw) {
+            (Some(t), Some(make)) => (make(t), None),
+            (t, _) => (Arc::clone(&self.lw), t.map(carried_transform::<K, R>)),
+        };
+        let mut reflector = Reflector::new(lw, Arc::clone(&fifo))
             .name(self.name.clone())
             .watch_list(self.watch_list)
             .backoff(self.backoff.clone())
@@ -315,8 +328,8 @@ where
         }
         // In the reflector, not the FIFO: a streaming list then never holds every object
         // untransformed at once (see `Reflector::transform`).
-        if let Some(t) = cfg.transform.clone() {
-            reflector = reflector.transform(carried_transform::<K, R>(t));
+        if let Some(t) = transform {
+            reflector = reflector.transform(t);
         }
         // A first list in parts goes no faster than the cache takes it: the objects
         // waiting in the FIFO would be most of the sync's peak memory.

@@ -228,8 +228,9 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// first; `KubeListerWatcher::modify` (which the factory's `transform_meta` uses)
     /// changes objects while they are decoded. Objects already cached (resyncs,
     /// tombstones) are not transformed again. An error skips a watch event and fails a
-    /// list, which is retried. With the default cache, the object is decoded for the
-    /// transform and encoded after it (the objects travel encoded).
+    /// list, which is retried. With the default cache, the transform runs on each object
+    /// decoded from the wire, before it is encoded (a Kubernetes lister-watcher then
+    /// decodes protobuf into `K` instead of transcoding it).
     ///
     /// # Errors
     /// [`Error::AlreadyStarted`] once the informer has started.

@@ -98,6 +98,9 @@ where
                             self.report_undecodable(object, deleted);
                             continue;
                         }
+                        // A transform that refuses an object fails a list, as the
+                        // reflector's own transform does (a lister-watcher may run one).
+                        Some(Err(e @ Error::Transform { .. })) => break Some(e),
                         Some(Err(e)) if e.skips_event() => {
                             tracing::warn!(error = %ErrorChain(&e), "skipping an event of the streaming list");
                             self.report(&e);

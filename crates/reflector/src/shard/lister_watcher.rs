@@ -117,6 +117,17 @@ impl<L> ShardedListerWatcher<L> {
         }
     }
 
+    /// The same shard of another lister-watcher's objects (the same source decoded another
+    /// way), sharing what is seen of the server's filtering with this one.
+    pub fn sharing<M>(&self, inner: M) -> ShardedListerWatcher<M> {
+        ShardedListerWatcher {
+            inner,
+            selector: self.selector.clone(),
+            wire: Arc::clone(&self.wire),
+            state: Arc::clone(&self.state),
+        }
+    }
+
     /// A handle that reads [`filtering`](Self::filtering) after this lister-watcher has
     /// been handed to an informer.
     pub fn filtering_handle(&self) -> ShardFilteringHandle {
