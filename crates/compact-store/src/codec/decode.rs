@@ -1,0 +1,502 @@
+//! Decoding the encoding: a serde `Deserializer` over the bytes, whole or the metadata alone.
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
+
+use super::*;
+
+/// Decodes a `T` from `bytes`, which [`encode`] wrote.
+///
+/// # Errors
+/// [`CodecError::Rejected`] when `T` refuses the value, [`CodecError::Corrupt`] when the
+/// bytes are not this format.
+pub(crate) fn decode<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
+    decode_with(bytes, false)
+}
+
+/// Decodes a `T` from the fields of `bytes` that an object's metadata is: `apiVersion`,
+/// `kind` and `metadata` without its `managedFields`; every other field is skipped as if
+/// it were absent.
+///
+/// # Errors
+/// As [`decode`]; [`CodecError::Rejected`] too when `T` requires a field left out.
+pub(crate) fn decode_metadata<'de, T: serde::Deserialize<'de>>(
+    bytes: &'de [u8],
+) -> Result<T, CodecError> {
+    decode_with(bytes, true)
+}
+
+/// The top-level fields [`decode_metadata`] keeps, and the field of `metadata` it skips.
+const METADATA_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
+const MANAGED_FIELDS: &str = "managedFields";
+
+fn decode_with<'de, T: serde::Deserialize<'de>>(
+    bytes: &'de [u8],
+    metadata_only: bool,
+) -> Result<T, CodecError> {
+    let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
+    let names = guard.as_ref().map_or(&[][..], |n| &n.names[..]);
+    let mut d = Decoder {
+        input: bytes,
+        names,
+        depth: 0,
+        metadata_only,
+    };
+    let value = T::deserialize(&mut d)?;
+    if !d.input.is_empty() {
+        return Err(CodecError::Corrupt("bytes after the value"));
+    }
+    Ok(value)
+}
+
+struct Decoder<'de, 'n> {
+    input: &'de [u8],
+    names: &'n [&'static str],
+    depth: usize,
+    /// Whether only an object's metadata is decoded ([`decode_metadata`]).
+    metadata_only: bool,
+}
+
+impl<'de> Decoder<'de, '_> {
+    fn byte(&mut self) -> Result<u8, CodecError> {
+        let (&b, rest) = self
+            .input
+            .split_first()
+            .ok_or(CodecError::Corrupt("truncated"))?;
+        self.input = rest;
+        Ok(b)
+    }
+
+    fn peek(&self) -> Result<u8, CodecError> {
+        self.input
+            .first()
+            .copied()
+            .ok_or(CodecError::Corrupt("truncated"))
+    }
+
+    fn varint(&mut self) -> Result<u64, CodecError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(CodecError::Corrupt("varint too long"))
+    }
+
+    fn take(&mut self, len: u64) -> Result<&'de [u8], CodecError> {
+        let len = usize::try_from(len).map_err(|_| CodecError::Corrupt("length"))?;
+        if len > self.input.len() {
+            return Err(CodecError::Corrupt("truncated"));
+        }
+        let (head, rest) = self.input.split_at(len);
+        self.input = rest;
+        Ok(head)
+    }
+
+    fn str_of(&mut self, len: u64) -> Result<&'de str, CodecError> {
+        std::str::from_utf8(self.take(len)?).map_err(|_| CodecError::Corrupt("invalid UTF-8"))
+    }
+
+    /// A string value, for map keys and enum variants.
+    fn string(&mut self) -> Result<&'de str, CodecError> {
+        match self.byte()? {
+            t @ SHORT_STR..=0x7f => self.str_of(u64::from(t - SHORT_STR)),
+            STR => {
+                let len = self.varint()?;
+                self.str_of(len)
+            }
+            _ => Err(CodecError::Corrupt("expected a string")),
+        }
+    }
+
+    /// The JSON text after a [`RAW_JSON`] tag.
+    fn raw_json(&mut self) -> Result<&'de [u8], CodecError> {
+        let len = self.varint()?;
+        self.take(len)
+    }
+
+    /// Whether the field `name` of a struct at the current depth is skipped.
+    fn skips(&self, name: &str) -> bool {
+        self.metadata_only
+            && match self.depth {
+                1 => !METADATA_FIELDS.contains(&name),
+                2 => name == MANAGED_FIELDS,
+                _ => false,
+            }
+    }
+
+    /// Reads past one value.
+    fn skip(&mut self) -> Result<(), CodecError> {
+        match self.byte()? {
+            NULL | FALSE | TRUE => Ok(()),
+            UINT | NEG => self.varint().map(drop),
+            F64 => self.take(8).map(drop),
+            t @ SHORT_STR..=0x7f => self.take(u64::from(t - SHORT_STR)).map(drop),
+            STR | BYTES | RAW_JSON => {
+                let len = self.varint()?;
+                self.take(len).map(drop)
+            }
+            SEQ => {
+                self.enter()?;
+                while self.peek()? != END {
+                    self.skip()?;
+                }
+                self.input = &self.input[1..];
+                self.depth -= 1;
+                Ok(())
+            }
+            MAP => {
+                self.enter()?;
+                while self.peek()? != END {
+                    self.skip()?;
+                    self.skip()?;
+                }
+                self.input = &self.input[1..];
+                self.depth -= 1;
+                Ok(())
+            }
+            STRUCT => {
+                self.enter()?;
+                loop {
+                    let id = self.varint()?;
+                    let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
+                    match id {
+                        END_OF_STRUCT => break,
+                        INLINE_NAME => {
+                            self.string()?;
+                        }
+                        _ => {}
+                    }
+                    self.skip()?;
+                }
+                self.depth -= 1;
+                Ok(())
+            }
+            t if t >= SMALL_UINT => Ok(()),
+            _ => Err(CodecError::Corrupt("unknown tag")),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), CodecError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(CodecError::Corrupt("nested too deep"));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
+    type Error = CodecError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, CodecError> {
+        match self.byte()? {
+            NULL => visitor.visit_unit(),
+            FALSE => visitor.visit_bool(false),
+            TRUE => visitor.visit_bool(true),
+            UINT => visitor.visit_u64(self.varint()?),
+            NEG => {
+                let n = self.varint()?;
+                let n = i64::try_from(n).map_err(|_| CodecError::Corrupt("integer"))?;
+                visitor.visit_i64(-1 - n)
+            }
+            F64 => {
+                let b = self.take(8)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                visitor.visit_f64(f64::from_le_bytes(a))
+            }
+            t @ SHORT_STR..=0x7f => {
+                visitor.visit_borrowed_str(self.str_of(u64::from(t - SHORT_STR))?)
+            }
+            STR => {
+                let len = self.varint()?;
+                visitor.visit_borrowed_str(self.str_of(len)?)
+            }
+            BYTES => {
+                let len = self.varint()?;
+                visitor.visit_borrowed_bytes(self.take(len)?)
+            }
+            SEQ => {
+                self.enter()?;
+                let v = visitor.visit_seq(Seq { d: &mut *self })?;
+                self.depth -= 1;
+                match self.byte()? {
+                    END => Ok(v),
+                    _ => Err(CodecError::Rejected(
+                        "a sequence longer than the type takes".into(),
+                    )),
+                }
+            }
+            MAP => {
+                self.enter()?;
+                let v = visitor.visit_map(Map { d: &mut *self })?;
+                self.depth -= 1;
+                match self.byte()? {
+                    END => Ok(v),
+                    _ => Err(CodecError::Rejected(
+                        "a map the type did not read to its end".into(),
+                    )),
+                }
+            }
+            STRUCT => {
+                self.enter()?;
+                let mut s = Struct {
+                    d: &mut *self,
+                    done: false,
+                };
+                let v = visitor.visit_map(&mut s)?;
+                let done = s.done;
+                self.depth -= 1;
+                if done || self.varint()? == u64::from(END_OF_STRUCT) {
+                    Ok(v)
+                } else {
+                    Err(CodecError::Rejected(
+                        "a struct the type did not read to its end".into(),
+                    ))
+                }
+            }
+            RAW_JSON => {
+                let json = self.raw_json()?;
+                from_json(json, |d| d.deserialize_any(visitor))
+            }
+            t if t >= SMALL_UINT => visitor.visit_u64(u64::from(t - SMALL_UINT)),
+            _ => Err(CodecError::Corrupt("unknown tag")),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, CodecError> {
+        if self.peek()? == NULL {
+            self.input = &self.input[1..];
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        if self.peek()? == RAW_JSON {
+            self.input = &self.input[1..];
+            let json = self.raw_json()?;
+            return from_json(json, |d| visitor.visit_newtype_struct(d));
+        }
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        if self.peek()? == MAP {
+            self.input = &self.input[1..];
+            self.enter()?;
+            let v = visitor.visit_enum(Enum { d: &mut *self })?;
+            self.depth -= 1;
+            match self.byte()? {
+                END => Ok(v),
+                _ => Err(CodecError::Rejected(
+                    "an enum map with more than one entry".into(),
+                )),
+            }
+        } else {
+            let variant = self.string()?;
+            visitor.visit_enum(variant.into_deserializer())
+        }
+    }
+
+    fn is_human_readable(&self) -> bool {
+        // The values are those of the JSON form (times and quantities as strings).
+        true
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// Runs `f` on a `serde_json` deserializer over `json`, which must hold one value.
+fn from_json<'de, T>(
+    json: &'de [u8],
+    f: impl FnOnce(
+        &mut serde_json::Deserializer<serde_json::de::SliceRead<'de>>,
+    ) -> serde_json::Result<T>,
+) -> Result<T, CodecError> {
+    let mut d = serde_json::Deserializer::from_slice(json);
+    let value = f(&mut d).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => CodecError::Rejected(json_error_kind(&e).into()),
+        _ => CodecError::Corrupt("invalid JSON text"),
+    })?;
+    d.end()
+        .map_err(|_| CodecError::Corrupt("bytes after the JSON text"))?;
+    Ok(value)
+}
+
+/// What went wrong in `serde_json`, without its message (which may quote the value).
+pub(super) fn json_error_kind(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "JSON: I/O",
+        serde_json::error::Category::Syntax => "JSON: syntax",
+        serde_json::error::Category::Data => "JSON: a value the type does not take",
+        serde_json::error::Category::Eof => "JSON: ends early",
+    }
+}
+
+struct Seq<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+}
+
+impl<'de> de::SeqAccess<'de> for Seq<'_, 'de, '_> {
+    type Error = CodecError;
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, CodecError> {
+        if self.d.peek()? == END {
+            return Ok(None);
+        }
+        seed.deserialize(&mut *self.d).map(Some)
+    }
+}
+
+struct Map<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+}
+
+impl<'de> de::MapAccess<'de> for Map<'_, 'de, '_> {
+    type Error = CodecError;
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, CodecError> {
+        loop {
+            if self.d.peek()? == END {
+                return Ok(None);
+            }
+            if self.d.metadata_only {
+                // A map in an object's place (a type that flattens, `serde_json::Value`):
+                // its string keys are the fields.
+                let before = self.d.input;
+                if let Ok(key) = self.d.string()
+                    && self.d.skips(key)
+                {
+                    self.d.skip()?;
+                    continue;
+                }
+                self.d.input = before;
+            }
+            return seed.deserialize(&mut *self.d).map(Some);
+        }
+    }
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, CodecError> {
+        seed.deserialize(&mut *self.d)
+    }
+}
+
+/// A struct's fields: keys are the numbered names (or inline ones), handed to the type as
+/// strings, exactly as a JSON object's keys.
+struct Struct<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+    /// Whether the end of the struct was read.
+    done: bool,
+}
+
+impl<'de> de::MapAccess<'de> for &mut Struct<'_, 'de, '_> {
+    type Error = CodecError;
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, CodecError> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            let id = self.d.varint()?;
+            let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
+            let key: &'de str = match id {
+                END_OF_STRUCT => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                INLINE_NAME => self.d.string()?,
+                id => {
+                    let i = usize::try_from(id - FIRST_ID)
+                        .map_err(|_| CodecError::Corrupt("field id"))?;
+                    self.d
+                        .names
+                        .get(i)
+                        .copied()
+                        .ok_or(CodecError::Corrupt("unknown field id"))?
+                }
+            };
+            if self.d.skips(key) {
+                self.d.skip()?;
+                continue;
+            }
+            return seed
+                .deserialize(de::value::BorrowedStrDeserializer::new(key))
+                .map(Some);
+        }
+    }
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, CodecError> {
+        seed.deserialize(&mut *self.d)
+    }
+}
+
+struct Enum<'a, 'de, 'n> {
+    d: &'a mut Decoder<'de, 'n>,
+}
+
+impl<'de> de::EnumAccess<'de> for Enum<'_, 'de, '_> {
+    type Error = CodecError;
+    type Variant = Self;
+    fn variant_seed<V: DeserializeSeed<'de>>(
+        self,
+        seed: V,
+    ) -> Result<(V::Value, Self), CodecError> {
+        let name = self.d.string()?;
+        let v = seed.deserialize(de::value::BorrowedStrDeserializer::<CodecError>::new(name))?;
+        Ok((v, self))
+    }
+}
+
+impl<'de> de::VariantAccess<'de> for Enum<'_, 'de, '_> {
+    type Error = CodecError;
+    fn unit_variant(self) -> Result<(), CodecError> {
+        de::Deserialize::deserialize(&mut *self.d)
+    }
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, CodecError> {
+        seed.deserialize(&mut *self.d)
+    }
+    fn tuple_variant<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        de::Deserializer::deserialize_any(&mut *self.d, visitor)
+    }
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, CodecError> {
+        de::Deserializer::deserialize_any(&mut *self.d, visitor)
+    }
+}
