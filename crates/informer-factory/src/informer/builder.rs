@@ -2,7 +2,7 @@
 
 use std::any::Any;
 use std::fmt;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kinformer_compact_store::{CompactStore, Encoded};
@@ -16,10 +16,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::CacheKind;
-use crate::listener::Processor;
 
 use super::carried::{Encoding, default_key};
-use super::core::{Config, Core, Inner, TransformedLw};
+use super::core::{Core, Inner, Pipeline, TransformedLw};
 use super::{FifoKind, SharedIndexInformer, normalize_resync};
 
 /// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
@@ -315,25 +314,22 @@ where
                 let lw = transcoded.unwrap_or_else(|| Arc::new(Encoding::new(Arc::clone(&lw_k))));
                 let transformed_lw: TransformedLw<K, Encoded<K>> =
                     Box::new(move |t| Arc::new(Encoding::with_transform(Arc::clone(&lw_k), t)));
-                Arc::new(Inner::<K, Encoded<K>> {
-                    name: self.name,
+                let pipeline = Pipeline::<K, Encoded<K>> {
                     key_func: Arc::new(|obj: &Encoded<K>| default_key(obj)),
                     lw,
                     transformed_lw: Some(transformed_lw),
                     store: store.encoded_side(),
                     cache: store,
-                    processor: Arc::new(Processor::default()),
-                    watch_list: self.watch_list,
-                    backoff: self.backoff,
-                    default_resync,
-                    config: Mutex::new(Config::new(default_resync, FifoChoice::Kind(kind))),
-                    deliver: Mutex::new(()),
-                    drained: tokio::sync::Notify::new(),
-                    fifo: OnceLock::new(),
-                    status: OnceLock::new(),
+                    fifo: FifoChoice::Kind(kind),
                     shard,
-                    undecodable: Arc::default(),
-                })
+                };
+                Arc::new(Inner::new(
+                    self.name,
+                    self.watch_list,
+                    self.backoff,
+                    default_resync,
+                    pipeline,
+                ))
             }
             fifo => {
                 let store = self
@@ -343,25 +339,22 @@ where
                     .key_func
                     .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
                 let (lw, shard) = sharded(self.lw, self.shard);
-                Arc::new(Inner::<K, K> {
-                    name: self.name,
+                let pipeline = Pipeline::<K, K> {
                     key_func,
                     lw,
                     transformed_lw: None,
                     store: Arc::clone(&store),
                     cache: store,
-                    processor: Arc::new(Processor::default()),
-                    watch_list: self.watch_list,
-                    backoff: self.backoff,
-                    default_resync,
-                    config: Mutex::new(Config::new(default_resync, fifo)),
-                    deliver: Mutex::new(()),
-                    drained: tokio::sync::Notify::new(),
-                    fifo: OnceLock::new(),
-                    status: OnceLock::new(),
+                    fifo,
                     shard,
-                    undecodable: Arc::default(),
-                })
+                };
+                Arc::new(Inner::new(
+                    self.name,
+                    self.watch_list,
+                    self.backoff,
+                    default_resync,
+                    pipeline,
+                ))
             }
         };
         SharedIndexInformer { core }

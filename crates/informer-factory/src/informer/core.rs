@@ -76,7 +76,7 @@ pub(super) struct Config<K, R> {
 }
 
 impl<K, R> Config<K, R> {
-    pub(super) fn new(default_resync: Option<Duration>, fifo: FifoChoice<R>) -> Self {
+    fn new(default_resync: Option<Duration>, fifo: FifoChoice<R>) -> Self {
         Self {
             started: false,
             stopped: false,
@@ -124,7 +124,56 @@ pub(super) struct Inner<K, R> {
     pub(super) undecodable: Arc<AtomicU64>,
 }
 
+/// The parts of an [`Inner`] that differ with what its pipeline carries.
+pub(super) struct Pipeline<K, R> {
+    pub(super) key_func: KeyFunc<R>,
+    pub(super) lw: Arc<dyn ListerWatcher<R>>,
+    pub(super) transformed_lw: Option<TransformedLw<K, R>>,
+    pub(super) store: Arc<dyn IndexerWriter<R>>,
+    pub(super) cache: Arc<dyn IndexerWriter<K>>,
+    pub(super) fifo: FifoChoice<R>,
+    pub(super) shard: Option<ShardFilteringHandle>,
+}
+
 impl<K, R> Inner<K, R> {
+    /// An informer, not started, of `pipeline`.
+    pub(super) fn new(
+        name: String,
+        watch_list: bool,
+        backoff: Backoff,
+        default_resync: Option<Duration>,
+        pipeline: Pipeline<K, R>,
+    ) -> Self {
+        let Pipeline {
+            key_func,
+            lw,
+            transformed_lw,
+            store,
+            cache,
+            fifo,
+            shard,
+        } = pipeline;
+        Self {
+            name,
+            key_func,
+            lw,
+            transformed_lw,
+            store,
+            cache,
+            processor: Arc::new(Processor::default()),
+            watch_list,
+            backoff,
+            default_resync,
+            config: Mutex::new(Config::new(default_resync, fifo)),
+            deliver: Mutex::new(()),
+            drained: tokio::sync::Notify::new(),
+            fifo: OnceLock::new(),
+            status: OnceLock::new(),
+            shard,
+            undecodable: Arc::default(),
+        }
+    }
+
     pub(super) fn config(&self) -> MutexGuard<'_, Config<K, R>> {
         self.config.lock().unwrap_or_else(PoisonError::into_inner)
     }
