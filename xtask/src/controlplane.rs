@@ -112,7 +112,8 @@ fn go(args: &[&str]) -> Command {
 }
 
 /// A fingerprint of everything the binaries are built from: the Go toolchain, go.mod,
-/// go.sum, every .go file of the module and the link flags.
+/// go.sum, every .go file of the module (its path within the module and its bytes) and the
+/// link flags.
 fn fingerprint() -> anyhow::Result<String> {
     let version = go(&["version"])
         .output()
@@ -121,10 +122,18 @@ fn fingerprint() -> anyhow::Result<String> {
     hash.write(&version.stdout);
     hash.write(ldflags().as_bytes());
     let mut files = Vec::new();
-    collect_sources(&go_dir(), &mut files)?;
+    let root = go_dir();
+    collect_sources(&root, &mut files)?;
     files.sort();
     for f in files {
-        hash.write(f.to_string_lossy().as_bytes());
+        // Relative: a clone elsewhere (CI's) has the same sources, and must not relink
+        // every binary (minutes on two cores).
+        hash.write(
+            f.strip_prefix(&root)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .as_bytes(),
+        );
         hash.write(&fs::read(&f).with_context(|| format!("reading {}", f.display()))?);
     }
     Ok(format!("{:016x}", hash.0))

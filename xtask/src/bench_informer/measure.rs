@@ -220,7 +220,7 @@ pub(super) fn latency(setup: &Setup<'_>, c: Contender, round: usize) -> anyhow::
         c.name(),
         setup.opts.latency_rate
     ));
-    let mut run = setup.spawn(c, true, After::Latency(m))?;
+    let mut run = setup.spawn(c, false, After::Latency(m))?;
     run.next_json(RUN_TIMEOUT)?;
     // Let the watch that follows the list start before the first patch.
     std::thread::sleep(Duration::from_secs(1));
@@ -289,7 +289,7 @@ pub(super) fn churn(
         setup.opts.churn_rates,
         setup.opts.churn_secs
     ));
-    let mut run = setup.spawn(c, true, After::Latency(total))?;
+    let mut run = setup.spawn(c, false, After::Latency(total))?;
     run.next_json(RUN_TIMEOUT)?;
     std::thread::sleep(Duration::from_secs(1));
     let times = setup.rt.block_on(async {

@@ -24,8 +24,8 @@
 //!    option and no transform); `--defaults-only` runs just these syncs (the contenders
 //!    without `modify`) and the wire bytes, and records just those tables in their own
 //!    section.
-//! 2. Event latency, on the smallest pod count with stripping: each contender in its
-//!    default wire format in turn
+//! 2. Event latency, on the smallest pod count: each program with its defaults
+//!    (default wire format, `managedFields` kept) in turn
 //!    syncs, then this driver patches one pod label per tick at `--latency-rate` and
 //!    notes the wall-clock times each patch was sent and its response arrived; the
 //!    contender notes when its handler saw each new version. Latency = handler time −
@@ -35,7 +35,7 @@
 //!    reports the rate it reached, the updates per second the handler saw and their p99.
 //!
 //! 4. Memory rows ([`memory`]), at 0 pods and the largest count: bytes per cached pod of
-//!    kinformer's decoded store (whole pods, managedFields stripped), its compact store
+//!    kinformer's decoded store (whole pods, managedFields stripped), its default cache
 //!    and a projection, each against client-go caching the same fields, with sync and CPU
 //!    times;
 //!    then, on a control plane of their own without watch cache, the peak RSS of a

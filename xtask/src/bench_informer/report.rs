@@ -220,7 +220,7 @@ pub(super) fn tables(
     latency_pods: usize,
     opts: &Opts,
 ) -> String {
-    use Contender::{ClientGo, Kinformer, KinformerModify};
+    use Contender::{ClientGo, Kinformer};
     let mut t = String::new();
     let label = |strip: bool| if strip { "stripped" } else { "kept" };
     // kinformer (protobuf) with the transform, and with `modify` when stripping.
@@ -346,7 +346,7 @@ pub(super) fn tables(
         let (g50, g99) = (quantile(&go.from_send, 0.5), quantile(&go.from_send, 0.99));
         let _ = writeln!(
             t,
-            "\nEvent latency on {} pods (managedFields stripped): {} label patches at {}/s, one pod each. \
+            "\nEvent latency on {} pods, each program's defaults (managedFields kept): {} label patches at {}/s, one pod each. \
              From sent: the handler's wall-clock time − the time the patch request was sent; from response: − \
              the time the patch's response arrived (negative when the watch event beat the response).\n\n\
              | contender | p50 ms from sent | p99 ms from sent | max ms from sent | p50 ÷ client-go | p99 ÷ client-go | \
@@ -367,7 +367,7 @@ pub(super) fn tables(
                 quantile(&l.from_ack, 0.99),
                 l.from_send.len(),
                 l.patched,
-                if matches!(c, Kinformer | KinformerModify) {
+                if *c == Kinformer {
                     verdict(p99 <= g99)
                 } else {
                     "–"
@@ -390,7 +390,7 @@ pub(super) fn churn_table(
     }
     let _ = writeln!(
         t,
-        "\nChurn on {pods} pods (managedFields stripped): label patches at each rate for {} s, at most 64 in \
+        "\nChurn on {pods} pods, each program's defaults (managedFields kept): label patches at each rate for {} s, at most 64 in \
          flight, one contender at a time; achieved = patches sent per second (first to last send), handled = \
          updates the handler saw per second (first send to last sighting), p99 from send to handler.\n\n\
          | patches/s asked | contender | patches/s achieved | updates/s handled | p99 ms | seen / sent |\n\
