@@ -176,6 +176,17 @@ impl<K> Listed<K> {
         }
     }
 
+    /// The same item as it should wait for the end of its list: an unchanged one without
+    /// its listed copy when the cache can hand out its own ([`Unchanged::without_copy`]
+    /// drops it in any case). [`WholeList`] gathers items this way.
+    #[must_use]
+    pub fn lightened(self) -> Self {
+        match self {
+            Self::Object(o) => Self::Object(o),
+            Self::Unchanged(u) => Self::Unchanged(u.lightened()),
+        }
+    }
+
     /// The listed objects, and the keys of the unchanged ones: what a sink that is the
     /// cache itself needs (it keeps its entries under those keys).
     pub fn split(list: Vec<Self>) -> (Vec<Arc<K>>, Vec<ObjectKey>) {
@@ -245,6 +256,27 @@ impl<K> Unchanged<K> {
         &self.key
     }
 
+    /// The same, without the listed copy: for a sink that keeps the cache's entry (the
+    /// atomic FIFO, a store), which never reads the copy, so that a list gathered until it
+    /// ends does not hold a second copy of everything unchanged.
+    #[must_use]
+    pub fn without_copy(mut self) -> Self {
+        self.listed = None;
+        self
+    }
+
+    /// The same, without the listed copy when the cache can hand out its own allocation
+    /// ([`KnownObjects::get_shared`], what [`object`](Self::object) takes first): the copy
+    /// would only be dropped later.
+    #[must_use]
+    fn lightened(self) -> Self {
+        if self.listed.is_some() && self.cache.get_shared(self.key.as_str()).is_some() {
+            self.without_copy()
+        } else {
+            self
+        }
+    }
+
     /// The object: the cache's own allocation when it can hand it out as it is
     /// ([`KnownObjects::get_shared`]: the decoded store), so that nothing holds a second
     /// copy; else the listed copy; else read from the cache (for a store that keeps
@@ -282,7 +314,8 @@ impl<K> std::fmt::Debug for WholeList<K> {
 impl<K> WholeList<K> {
     /// Adds `part` to the list under way (a part that starts a list drops what an earlier,
     /// unended list left); once `part` ends the list: the whole list and its resource
-    /// version.
+    /// version. Items wait [`lightened`](Listed::lightened): a relist holds no second copy
+    /// of what the cache can hand out.
     pub fn gather(&self, part: ListPart<K>) -> Option<(Vec<Listed<K>>, String)> {
         let ListPart { items, starts, end } = part;
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
@@ -291,7 +324,7 @@ impl<K> WholeList<K> {
         }
         match end {
             None => {
-                pending.extend(items);
+                pending.extend(items.into_iter().map(Listed::lightened));
                 None
             }
             Some(rv) if pending.is_empty() => Some((items, rv)),

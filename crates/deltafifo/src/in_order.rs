@@ -486,7 +486,16 @@ impl<K: Send + Sync + 'static> Sink<K> for InOrderFifo<K> {
                 st.progress.first_replace(count);
             }
         } else {
-            st.gathered.extend(items);
+            // Until the list ends, an unchanged object waits as its key alone in atomic mode
+            // (the store keeps its entry), else without a copy the cache can stand for: a
+            // relist holds no second copy of everything unchanged.
+            st.gathered
+                .extend(items.into_iter().map(|(key, item)| match item {
+                    Listed::Unchanged(u) if self.atomic => {
+                        (key, Listed::Unchanged(u.without_copy()))
+                    }
+                    item => (key, item.lightened()),
+                }));
             let Some(resource_version) = end else {
                 return Ok(());
             };

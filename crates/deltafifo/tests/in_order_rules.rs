@@ -944,6 +944,37 @@ fn rule53_the_atomic_fifo_queues_unchanged_objects_as_keys_in_its_one_replaced_a
     assert!(f.has_synced());
 }
 
+/// While a relist is gathered until it ends, no FIFO keeps the copy the reflector listed of
+/// an unchanged object: the atomic FIFO holds its key alone, per-object mode and the
+/// DeltaFIFO the cache's own object, which the cache hands out. Else a relist held a second
+/// copy of everything unchanged until its end (the memory bench's relist rows: twice the
+/// steady state).
+#[test]
+fn rule53_a_relist_gathered_in_parts_keeps_no_listed_copy_of_an_unchanged_object() {
+    let cache = known(&[("a", 1)]);
+    let copy = obj("a", 1);
+    let relist_part = || {
+        let key = ObjectKey::parse("a").unwrap();
+        let item = Unchanged::new(key, Arc::clone(&cache)).with_listed(Arc::clone(&copy));
+        ListPart::new(vec![Listed::Unchanged(item)], true, None)
+    };
+    let per_object = InOrderFifo::new(Some(Arc::clone(&cache)));
+    let atomic = atomic(false);
+    for f in [&per_object, &atomic] {
+        f.replace(ListPart::whole(vec![], "1")).unwrap();
+        drain_in_order(f);
+        f.replace(relist_part()).unwrap();
+        assert!(f.is_empty(), "a relist is gathered");
+        assert_eq!(Arc::strong_count(&copy), 1, "the listed copy was dropped");
+        f.replace(end(vec![], "2")).unwrap();
+    }
+    let d = delta_fifo(Some(Arc::clone(&cache)), true);
+    d.replace(relist_part()).unwrap();
+    assert_eq!(Arc::strong_count(&copy), 1, "the listed copy was dropped");
+    d.replace(end(vec![], "2")).unwrap();
+    assert_eq!(d.len(), 1, "a, as the cache holds it");
+}
+
 /// Per-object mode, the end of a first list taken in parts and the DeltaFIFO queue an
 /// event per object, so they read unchanged ones from the cache, in list order; one the
 /// cache no longer holds counts as not listed.
