@@ -1,14 +1,12 @@
 //! `pop_async` for the informer's task: it waits without blocking a tokio worker, close
 //! wakes it, and dropping it pops nothing.
 
-mod common;
-
 use kinformer_core::{ListPart, Sink};
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 
 /// Runs `fut` on a single-threaded runtime on its own thread; fails instead of hanging.

@@ -3,14 +3,12 @@
 //! own and on both FIFOs. The real informer running on a user's FIFO is proven in
 //! kinformer-informer-factory's `tests/swap_points.rs`.
 
-mod common;
-
 use kinformer_core::{ListPart, Listed, WholeList};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use common::*;
+use crate::common::*;
 use kinformer_core::{Delta, DeltaType, MetaObject, Sink, meta_namespace_key};
 use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, InOrderFifo, Item, Popped};
 

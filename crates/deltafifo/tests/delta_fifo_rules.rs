@@ -1,15 +1,13 @@
 //! Rules 11-16 (ARCHITECTURE.md) on the DeltaFIFO, with the edge cases client-go's
 //! delta_fifo_test.go pins down (named after them where they mirror one).
 
-mod common;
-
 use kinformer_core::ListPart;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink};
 use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, Item};
 

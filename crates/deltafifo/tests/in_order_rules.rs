@@ -1,13 +1,11 @@
 //! Rules 11-17 (ARCHITECTURE.md) on the in-order FIFO, with the edge cases client-go's
 //! the_real_fifo_test.go pins down (named after them where they mirror one).
 
-mod common;
-
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kinformer_core::{KnownObjects, ListPart, Listed, ObjectKey, Sink, Unchanged};
 use kinformer_deltafifo::{DEFAULT_BATCH_SIZE, Error, FifoQueue, FifoQueueExt, InOrderFifo, Item};
 

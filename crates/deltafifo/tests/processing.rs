@@ -1,15 +1,13 @@
 //! The FIFO's lock is not held while an item is processed, and the decisions that read
 //! the store (replace, resync, delete) stay right while an item is in flight.
 
-mod common;
-
 use kinformer_core::ListPart;
 use std::collections::BTreeMap;
 use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use kinformer_core::{KnownObjects, Sink};
 use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, InOrderFifo};
 

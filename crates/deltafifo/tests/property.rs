@@ -2,13 +2,11 @@
 //! the informer's store at any point, the store ends where applying the operations
 //! directly to an empty store ends.
 
-mod common;
-
 use kinformer_core::ListPart;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use kinformer_core::{KnownObjects, Sink};
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo, Item};
 use proptest::prelude::*;

@@ -1,9 +1,7 @@
 //! What is folded into a series and when it is written, on a fake clock: client-go's
 //! `tools/events` broadcaster, step by step.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kinformer_events::{EventType, Reporter};

@@ -1,11 +1,9 @@
 //! How writes fail, are retried and are bounded, on a fake clock: client-go's
 //! `recordEvent` / `attemptRecording` rules, and kinformer's bounds on top.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use kinformer_events::{Broadcaster, Config, Error, EventType, FakeClock};
 
 fn publish(h: &Harness, name: &str, reason: &str) -> Result<(), Error> {

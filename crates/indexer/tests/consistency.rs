@@ -11,15 +11,13 @@
 //! its index and its items under separate locks, to show that the check does catch a store
 //! that breaks the guarantee.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Forward, TestObj, by_node, obj, relist};
+use crate::common::{Forward, TestObj, by_node, obj, relist};
 use kinformer_core::{KnownObjects, ListPart, Listed, ObjectKey, Sink, meta_namespace_key};
 use kinformer_indexer::{
     Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore, namespace_indexers,
@@ -214,7 +212,7 @@ fn rule20_the_compact_store_sees_whole_writes_only() {
 }
 
 /// The same check through a decorator that forwards only the required methods of every
-/// store trait (`common::Forward`): what such a wrapper loses must never be a rule.
+/// store trait (`crate::common::Forward`): what such a wrapper loses must never be a rule.
 #[test]
 fn rule20_stores_behind_a_forwarding_decorator_see_whole_writes_only() {
     check_whole_writes_only(Arc::new(Forward(ThreadSafeStore::new(indexers()))));

@@ -2,8 +2,7 @@
 //! the namespace index, and not found is a typed error — for k8s-openapi types, CRDs and
 //! `DynamicObject`.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,12 +2,12 @@
 //! default `ThreadSafeStore` and against `NaiveIndexer` (a second implementation plugged
 //! in through the `Indexer` trait).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{TestObj, by_node, implementations, keys, names, obj, relist, test_indexers, w};
+use crate::common::{
+    TestObj, by_node, implementations, keys, names, obj, relist, test_indexers, w,
+};
 use kinformer_core::{ListPart, MetaObject};
 use kinformer_indexer::{
     Error, IndexFunc, Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, everything,

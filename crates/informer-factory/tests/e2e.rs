@@ -439,7 +439,7 @@ async fn deletes_missed_in_a_partition_with_compaction_reach_on_delete_as_tombst
     namespaced,
     schema = "disabled"
 )]
-pub struct GadgetSpec {
+pub(crate) struct GadgetSpec {
     replicas: i32,
 }
 

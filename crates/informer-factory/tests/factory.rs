@@ -1,6 +1,6 @@
 //! Rule 33 and the factory's types, end to end against the real etcd + kube-apiserver of
 //! kinformer-testenv. Run with `cargo xtask test` (or `cargo test -p
-//! kinformer-informer-factory --test factory -- --include-ignored` once the control plane is
+//! kinformer-informer-factory --test integration factory:: -- --include-ignored` once the control plane is
 //! built).
 
 use std::sync::Arc;
@@ -299,7 +299,7 @@ async fn the_factory_transform_runs_exactly_once_per_object() {
     namespaced,
     schema = "disabled"
 )]
-pub struct WidgetSpec {
+pub(crate) struct WidgetSpec {
     size: i32,
 }
 

@@ -1,13 +1,11 @@
 //! The informer driven by the reflector's in-memory `FakeListerWatcher` (no cluster):
 //! Rules 27–32 (ARCHITECTURE.md), panic and slow-handler isolation, all three FIFOs.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use kinformer_core::DeletedObject;
 use kinformer_indexer::{IndexFunc, Indexers, KnownObjects, parse_selector};
 use kinformer_informer_factory::{

@@ -6,8 +6,8 @@
 //! the informers filter), and on one without the gate (the informers filter); the last two
 //! without the watch cache, so that the compaction's `410 Gone` makes every shard relist.
 //!
-//! Run with `cargo xtask test`, or `cargo test -p kinformer-informer-factory --test sharded
-//! -- --include-ignored` once the control plane is built.
+//! Run with `cargo xtask test`, or `cargo test -p kinformer-informer-factory --test integration
+//! sharded:: -- --include-ignored` once the control plane is built.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

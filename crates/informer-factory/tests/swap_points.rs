@@ -3,14 +3,12 @@
 //! pipeline — list, watch events, a relist with a vanished object, handlers, listers.
 //! (The lister-watcher is swapped in every informer test: the fake is one.)
 
-mod common;
-
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::task::{Context, Poll, Waker};
 
-use common::*;
+use crate::common::*;
 use kinformer_core::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, ListPart, Listed,
     MetaObject, ObjectKey, Sink, WholeList, meta_namespace_key,

@@ -19,13 +19,11 @@
 //! (`KINFORMER_LEADER_CHAOS_SECS`), with longer faults. `KINFORMER_LEADER_CHAOS_SEED`
 //! replays a schedule (the seed is printed).
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::journal::{Interval, closest_handover, duration, intervals, overlaps, secs};
-use common::peers::{Arena, Kind, Peer, now_ns};
+use crate::common::journal::{Interval, closest_handover, duration, intervals, overlaps, secs};
+use crate::common::peers::{Arena, Kind, Peer, now_ns};
 
 /// A fault that lasts a while: a process paused (SIGSTOP) or cut off by its proxy.
 #[derive(Clone, Copy, Debug)]

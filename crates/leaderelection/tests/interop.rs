@@ -6,12 +6,10 @@
 //! once `cargo xtask controlplane build` has built the control plane and `leader-peer`.
 //! Timings: lease 4 s, renew deadline 2.5 s, retry 0.5 s.
 
-mod common;
-
 use std::time::Duration;
 
-use common::journal::{duration, intervals, overlaps};
-use common::peers::{Arena, Kind, Peer};
+use crate::common::journal::{duration, intervals, overlaps};
+use crate::common::peers::{Arena, Kind, Peer};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Handover {

@@ -5,10 +5,9 @@
 //! the same resourceVersion. Every object decodes to the same k8s-openapi value, field by
 //! field, and to the same `serde_json::Value`.
 
-mod support;
-
 use std::fmt::Debug;
 
+use crate::support::{first_difference, without_embedded_type_meta, without_nulls};
 use futures::future::try_join_all;
 use http::StatusCode;
 use k8s_openapi::api::{apps, autoscaling, batch, coordination, core, events, networking};
@@ -19,7 +18,6 @@ use kinformer_testenv::ControlPlane;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use support::{first_difference, without_embedded_type_meta, without_nulls};
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 const JSON: &str = "application/json";

@@ -12,14 +12,12 @@
 //! A failing record is written to `tests/regressions/` (the protobuf and the JSON); the
 //! `regressions` test decodes every file there, so a fixed difference stays fixed.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::support::{first_difference, without_nulls};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use support::{first_difference, without_nulls};
 
 const PER_TYPE: usize = 100;
 const SEED: u64 = 1;
@@ -301,7 +299,7 @@ fn check(
 
 #[test]
 fn fuzzed_objects_of_every_type_decode_from_protobuf_as_from_json() {
-    let records = support::corpus(PER_TYPE, SEED);
+    let records = crate::support::corpus(PER_TYPE, SEED);
     let typed = typed();
     let mut per_kind: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut typed_kinds = 0;

@@ -1,13 +1,11 @@
 //! The fixtures of tests/data, written by Go's own encoders (`go run ./cmd/proto-corpus
 //! -fixtures` in xtask/go): each protobuf body decodes to what its JSON twin decodes to.
 
-mod support;
-
+use crate::support::without_nulls;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kinformer_protobuf::{Error, EventType, FrameDecoder, Object, WatchEvent};
 use serde_json::Value;
-use support::without_nulls;
 
 const POD_PB: &[u8] = include_bytes!("data/pod.pb");
 const POD_JSON: &[u8] = include_bytes!("data/pod.json");

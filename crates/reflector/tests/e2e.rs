@@ -11,13 +11,11 @@
 //! client, straight or through a proxy) and [`reflect`] (a reflector recording its
 //! calls, its sink and its errors), and states only what it varies.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer_reflector::{

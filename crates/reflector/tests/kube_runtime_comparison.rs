@@ -14,13 +14,11 @@
 //!
 //! The test prints the table it measured and asserts it.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_testenv::{ControlPlane, Options, eventually};

@@ -4,8 +4,8 @@
 //! JSON and protobuf), watches and streaming lists — and a server without the gate ignores
 //! the selector (no `shardInfo`, every object).
 //!
-//! Run with `cargo xtask test`, or `cargo test -p kinformer-reflector --test shard --
-//! --include-ignored` once the control plane is built.
+//! Run with `cargo xtask test`, or `cargo test -p kinformer-reflector --test integration
+//! shard:: -- --include-ignored` once the control plane is built.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

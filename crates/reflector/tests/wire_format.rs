@@ -7,13 +7,11 @@
 //! compaction. Run with `cargo xtask test` (or `cargo test -p kinformer-reflector --
 //! --include-ignored` once the control-plane binaries are built).
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kinformer_reflector::{

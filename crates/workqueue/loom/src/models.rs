@@ -1,21 +1,4 @@
-//! Loom model checks of the base queue's add / get / done / shutdown.
-//!
-//! Run with:
-//!
-//! ```text
-//! RUSTFLAGS="--cfg kinformer_loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p kinformer-workqueue --release --test loom_queue
-//! ```
-//!
-//! (a separate target directory, so the `--cfg kinformer_loom` build does not evict the normal one;
-//! about two seconds on two cores). The blocking `get`'s brief spin is off under loom; the
-//! randomized stress test in `tests/concurrency.rs` covers it.
-//!
-//! Under `--cfg kinformer_loom` the queue's mutex and condition variables are loom's, and loom runs
-//! every interleaving of the threads below (bounded by `LOOM_MAX_PREEMPTIONS`, default 5
-//! here). Loom reports a deadlock if every thread is blocked, so "drain terminates" is
-//! checked by the models finishing at all.
-#![cfg(kinformer_loom)]
+//! The models (see the crate docs).
 
 use std::sync::Arc;
 

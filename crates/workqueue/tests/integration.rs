@@ -1,0 +1,8 @@
+//! The integration tests of kinformer-workqueue, in one test binary: each module below was a
+//! binary of its own. One binary links once and compiles the code its modules share with
+//! their dependencies (Tokio, kube, serde's generated code) once, not once per file.
+
+mod concurrency;
+mod model;
+mod robustness;
+mod rules;
