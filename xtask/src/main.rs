@@ -25,6 +25,7 @@ mod release;
 mod soak;
 mod soak_leader;
 mod test;
+mod test_binaries;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};

@@ -63,33 +63,14 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     // The workspace's end-to-end tests run the control plane and the events, leader and
     // controller peers; all are built, so that a test running one more still finds it.
     crate::controlplane::build(&crate::controlplane::ALL, false)?;
-    let mut test = cargo(&[
-        "test",
-        "--workspace",
-        "--all-features",
-        "--",
-        "--include-ignored",
-    ]);
-    test.args(test_args).env(
-        "KINFORMER_CONTROLPLANE_BIN",
-        kinformer_testenv::binary_dir(),
-    );
-    check(
-        "cargo test (unit, integration, doc and end-to-end tests)",
-        test,
-    )?;
+    // Unit, integration, doc and end-to-end tests: `cargo test`'s, a few binaries at a time.
+    crate::test_binaries::run(test_args)?;
     // After the tests, whose dev-profile build the soak's subject reuses.
     crate::soak::run_ci()?;
-    // The loom model check needs the crate built with `--cfg kinformer_loom`, in a target dir of
-    // its own so that it does not invalidate the normal build.
-    let mut loom = cargo(&[
-        "test",
-        "-p",
-        "kinformer-workqueue",
-        "--release",
-        "--test",
-        "loom_queue",
-    ]);
+    // The loom model check needs the queue built with `--cfg kinformer_loom`, in a target dir
+    // of its own so that it does not invalidate the normal build; its crate depends on the
+    // queue and loom alone, so that build is small.
+    let mut loom = cargo(&["test", "-p", "kinformer-workqueue-loom", "--release"]);
     loom.env("RUSTFLAGS", "--cfg kinformer_loom")
         .env("CARGO_TARGET_DIR", target_dir().join("loom"));
     check("loom model check of the workqueue", loom)?;
