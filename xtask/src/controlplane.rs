@@ -34,6 +34,9 @@ pub(crate) const SOAK_PEER: Binary = Binary("soak-peer");
 pub(crate) const LEADER_PEER: Binary = Binary("leader-peer");
 /// client-go's pod controller in the leader election failover test (examples/tests).
 pub(crate) const CONTROLLER_PEER: Binary = Binary("controller-peer");
+/// The generator of kinformer-protobuf's schema table (`cargo xtask gen-proto`): built and
+/// kept like the others, so that its check does not link it again on every run.
+pub(crate) const GEN_PROTO: Binary = Binary("gen-proto");
 
 /// What a control plane runs: all `cargo xtask demo` and `controlplane up` need.
 pub(crate) const CONTROL_PLANE: [Binary; 2] = [ETCD, KUBE_APISERVER];

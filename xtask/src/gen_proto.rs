@@ -17,15 +17,13 @@ fn table_path() -> PathBuf {
 }
 
 pub(crate) fn run(check: bool) -> anyhow::Result<()> {
-    let step = Step::start("go run ./cmd/gen-proto (compiles client-go's scheme on first run)");
-    let output = Command::new("go")
-        .args(["run", "./cmd/gen-proto"])
-        .current_dir(crate::workspace_root().join("xtask").join("go"))
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
+    let generator = crate::controlplane::GEN_PROTO;
+    crate::controlplane::build(&[generator], false)?;
+    let step = Step::start("gen-proto (the schema table from client-go's scheme)");
+    let output = Command::new(generator.path())
         .stdin(Stdio::null())
         .output()
-        .context("running `go run ./cmd/gen-proto` (is Go 1.26+ installed?)")?;
+        .context("running gen-proto")?;
     if !output.status.success() {
         step.finish("FAILED");
         bail!(
