@@ -7,7 +7,17 @@
 //! ```text
 //! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]
 //!              [--store default|decoded|compact] [--project] [--relist] [--settle [--trim]]
+//! <contender> --kubeconfig PATH --namespace NS --expect N --resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]
+//!              [--latency M] [--relist] [--settle]
 //! ```
+//!
+//! `--resource` (with `--kind`) syncs that custom resource instead of pods, in JSON (the
+//! only format the API server serves custom resources in), each program with its defaults
+//! and no transform: as the typed struct [`ScaledObject`] (`#[derive(CustomResource)]`,
+//! the only custom resource the contenders are built with: KEDA's, as
+//! `kinformer_testenv::apply_realistic_scaled_objects` makes them), or with `--dynamic`
+//! (kinformer only) as kube's `DynamicObject`. The Go peer takes the same `--resource`
+//! and syncs it with client-go's dynamic informer.
 //!
 //! `--wire` is the encoding kinformer and client-go ask the API server for: `protobuf`
 //! (the default of both for built-in types) or `json`; kube-runtime speaks JSON only and
@@ -53,6 +63,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Pod;
+
+mod scaled_object;
+
+pub use scaled_object::{
+    Advanced, AuthenticationRef, Condition, GroupVersionKindResource, HpaBehavior, HpaConfig,
+    ScaleTargetRef, ScaleTrigger, ScaledObject, ScaledObjectSpec, ScaledObjectStatus,
+    ScalingPolicy, ScalingRules,
+};
 
 /// The label the driver's patch loop sets to the patch's sequence number.
 pub const SEQ_LABEL: &str = "kinformer-bench/seq";
@@ -129,6 +147,83 @@ pub struct Args {
     pub trim: bool,
     /// Two seconds after the result line, print `{"settled_rss_kib"}` (`VmRSS`).
     pub settle: bool,
+    /// Sync this custom resource instead of pods (`--resource` and `--kind`).
+    pub resource: Option<CustomResource>,
+    /// kinformer only: the custom resource as `DynamicObject` rather than [`ScaledObject`].
+    pub dynamic: bool,
+}
+
+/// A custom resource to sync (`--resource GROUP/VERSION/PLURAL --kind KIND`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomResource {
+    /// The API group.
+    pub group: String,
+    /// The version.
+    pub version: String,
+    /// The plural: the resource's name in URLs.
+    pub plural: String,
+    /// The kind its objects carry.
+    pub kind: String,
+}
+
+impl CustomResource {
+    /// `group/version/plural` and `kind`.
+    ///
+    /// # Errors
+    /// When `resource` does not have three parts, or its version, plural or `kind` is
+    /// empty (the group may be: the core group's name is empty).
+    pub fn parse(resource: &str, kind: &str) -> anyhow::Result<Self> {
+        let parts: Vec<&str> = resource.split('/').collect();
+        let [group, version, plural] = parts[..] else {
+            bail!("--resource {resource:?}: want group/version/plural");
+        };
+        if [version, plural, kind].iter().any(|p| p.is_empty()) {
+            bail!("--resource {resource:?} --kind {kind:?}: version, plural and kind must be set");
+        }
+        Ok(Self {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            plural: plural.to_owned(),
+            kind: kind.to_owned(),
+        })
+    }
+
+    /// kube's description of the resource, for `DynamicObject`.
+    pub fn api_resource(&self) -> kube::api::ApiResource {
+        kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(&self.group, &self.version, &self.kind),
+            &self.plural,
+        )
+    }
+
+    /// Fails unless this is [`ScaledObject`]'s resource, the one typed custom resource the
+    /// contenders know.
+    ///
+    /// # Errors
+    /// When it is another resource.
+    pub fn check_typed(&self) -> anyhow::Result<()> {
+        use kube::Resource as _;
+        let ours = Self {
+            group: ScaledObject::group(&()).into_owned(),
+            version: ScaledObject::version(&()).into_owned(),
+            plural: ScaledObject::plural(&()).into_owned(),
+            kind: ScaledObject::kind(&()).into_owned(),
+        };
+        if *self != ours {
+            bail!(
+                "the typed contenders know {}/{}/{} ({}) only, not {}/{}/{} ({}); use --dynamic",
+                ours.group,
+                ours.version,
+                ours.plural,
+                ours.kind,
+                self.group,
+                self.version,
+                self.plural,
+                self.kind
+            );
+        }
+        Ok(())
+    }
 }
 
 impl Args {
@@ -137,6 +232,14 @@ impl Args {
     /// # Errors
     /// On an unknown flag, a missing value or a missing required flag.
     pub fn parse() -> anyhow::Result<Self> {
+        Self::parse_from(std::env::args().skip(1))
+    }
+
+    /// Parses `args` (the arguments without the program's name).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse).
+    pub fn parse_from(args: impl IntoIterator<Item = String>) -> anyhow::Result<Self> {
         let mut kubeconfig = None;
         let mut namespace = None;
         let mut expect = None;
@@ -146,7 +249,8 @@ impl Args {
         let mut wire = None;
         let mut store = Store::Default;
         let (mut project, mut relist, mut trim, mut settle) = (false, false, false, false);
-        let mut it = std::env::args().skip(1);
+        let (mut resource, mut kind, mut dynamic) = (None, None, false);
+        let mut it = args.into_iter();
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
             match flag.as_str() {
@@ -178,10 +282,32 @@ impl Args {
                 "--settle" => settle = true,
                 "--strip" => strip = true,
                 "--modify" => modify = true,
+                "--resource" => resource = Some(value()?),
+                "--kind" => kind = Some(value()?),
+                "--dynamic" => dynamic = true,
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|decoded|compact] [--project] [--relist] [--trim] [--settle]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|decoded|compact] [--project] [--relist] [--trim] [--settle] [--resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]]"
                 ),
             }
+        }
+        let resource = match (resource, kind) {
+            (Some(r), Some(k)) => Some(CustomResource::parse(&r, &k)?),
+            (None, None) => None,
+            _ => bail!("--resource and --kind go together"),
+        };
+        if resource.is_some()
+            && (strip
+                || modify
+                || project
+                || store != Store::Default
+                || wire == Some(Wire::Protobuf))
+        {
+            bail!(
+                "--resource syncs with each program's defaults in JSON: no --strip, --modify, --project, --store or --wire protobuf"
+            );
+        }
+        if dynamic && resource.is_none() {
+            bail!("--dynamic needs --resource");
         }
         Ok(Self {
             kubeconfig: kubeconfig.context("--kubeconfig is required")?,
@@ -196,6 +322,8 @@ impl Args {
             relist,
             trim,
             settle,
+            resource,
+            dynamic,
         })
     }
 }
@@ -484,17 +612,67 @@ pub async fn wait_for(synced: impl Fn() -> bool) {
     }
 }
 
-/// Fails unless the cache holds the pods the namespace holds.
+/// Fails unless the cache holds the objects the namespace holds.
 ///
 /// # Errors
 /// When `objects != args.expect`.
 pub fn check_count(args: &Args, objects: usize) -> anyhow::Result<()> {
     if objects != args.expect {
         bail!(
-            "synced {objects} pods, expected {} in {}",
+            "synced {objects} objects, expected {} in {}",
             args.expect,
             args.namespace
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &str) -> anyhow::Result<Args> {
+        Args::parse_from(
+            format!("--kubeconfig k --namespace ns --expect 3 {args}")
+                .split_whitespace()
+                .map(str::to_owned),
+        )
+    }
+
+    #[test]
+    fn a_custom_resource_takes_its_resource_and_kind_and_nothing_but_the_defaults() {
+        let a = parse("--resource keda.sh/v1alpha1/scaledobjects --kind ScaledObject --settle")
+            .unwrap();
+        let r = a.resource.as_ref().unwrap();
+        assert_eq!(
+            (&*r.group, &*r.version, &*r.plural, &*r.kind),
+            ("keda.sh", "v1alpha1", "scaledobjects", "ScaledObject")
+        );
+        assert!(a.settle && !a.dynamic && a.expect == 3);
+        r.check_typed().unwrap();
+        let ar = r.api_resource();
+        assert_eq!(
+            (&*ar.api_version, &*ar.plural),
+            ("keda.sh/v1alpha1", "scaledobjects")
+        );
+        let d = parse("--resource g.io/v1/things --kind Thing --dynamic").unwrap();
+        assert!(d.dynamic);
+        assert!(d.resource.unwrap().check_typed().is_err());
+
+        for wrong in [
+            "--resource keda.sh/v1alpha1/scaledobjects",
+            "--kind ScaledObject",
+            "--dynamic",
+            "--resource keda.sh/scaledobjects --kind ScaledObject",
+            "--resource keda.sh/v1alpha1/ --kind ScaledObject",
+            "--resource keda.sh/v1alpha1/scaledobjects --kind ScaledObject --strip",
+            "--resource keda.sh/v1alpha1/scaledobjects --kind ScaledObject --store decoded",
+            "--resource keda.sh/v1alpha1/scaledobjects --kind ScaledObject --wire protobuf",
+        ] {
+            assert!(parse(wrong).is_err(), "{wrong}");
+        }
+        // The core group has no name: `/v1/pods` is three parts.
+        assert!(parse("--resource /v1/pods --kind Pod").is_ok());
+        assert!(parse("").unwrap().resource.is_none());
+    }
 }

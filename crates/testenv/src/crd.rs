@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use serde_json::Value;
 
 use crate::error::{Error, kube_err};
 
@@ -27,6 +28,30 @@ pub async fn create_crd(
     let schema = schema.unwrap_or_else(
         || serde_json::json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true }),
     );
+    let version = serde_json::json!({
+        "name": "v1", "served": true, "storage": true,
+        "schema": { "openAPIV3Schema": schema }
+    });
+    install_crd(
+        client,
+        &GroupVersionKind::gvk(group, "v1", kind),
+        plural,
+        version,
+    )
+    .await
+}
+
+/// Creates the namespaced CRD of `gvk` (`plural`) with one served and stored `version`
+/// (its entry of `spec.versions`: name, schema, subresources) unless it exists, and waits
+/// until it is served.
+pub(crate) async fn install_crd(
+    client: &Client,
+    gvk: &GroupVersionKind,
+    plural: &str,
+    version: Value,
+) -> Result<ApiResource, Error> {
+    let group = &gvk.group;
+    let kind = &gvk.kind;
     let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -35,10 +60,7 @@ pub async fn create_crd(
             "group": group,
             "names": { "kind": kind, "plural": plural, "singular": kind.to_lowercase() },
             "scope": "Namespaced",
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": schema }
-            }]
+            "versions": [version]
         }
     }))
     .map_err(|e| Error::Kubeconfig(format!("building the CRD: {e}")))?;
@@ -50,7 +72,7 @@ pub async fn create_crd(
         Err(kube::Error::Api(status)) if status.is_already_exists() => {}
         Err(e) => return Err(kube_err(format!("creating the CRD {plural}.{group}"))(e)),
     }
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural);
+    let ar = ApiResource::from_gvk_with_plural(gvk, plural);
     let all = kube::Api::<DynamicObject>::all_with(client.clone(), &ar);
     let start = Instant::now();
     // A new CRD takes a moment to be served.

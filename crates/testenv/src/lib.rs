@@ -100,6 +100,7 @@ mod crd;
 mod fixtures;
 mod programs;
 mod recording;
+mod scaled_objects;
 // Waiting in tests.
 pub mod wait;
 
@@ -115,5 +116,9 @@ pub use options::{Options, SHARDED_LIST_AND_WATCH};
 pub use programs::{example_binary, peer_binary};
 pub use proxy::TcpProxy;
 pub use recording::{ContentTypes, recording_client};
+pub use scaled_objects::{
+    SCALED_OBJECT_GROUP, SCALED_OBJECT_KIND, SCALED_OBJECT_PLURAL, SCALED_OBJECT_VERSION,
+    apply_realistic_scaled_objects, create_scaled_object_crd, scaled_object_resource,
+};
 pub use users::{ADMIN_USER, RESTRICTED_USER};
 pub use wait::{eventually, eventually_async};

@@ -145,6 +145,18 @@ impl Binaries {
         &self.kinformer_mimalloc
     }
 
+    /// Made-up paths, for tests of the command lines.
+    #[cfg(test)]
+    pub(super) fn for_tests() -> Self {
+        Self {
+            client_go: "go".into(),
+            kinformer: "kin".into(),
+            kinformer_mimalloc: "kin-mimalloc".into(),
+            kube_runtime: "kr".into(),
+        }
+    }
+
+    /// The program of `c`.
     pub(super) fn path(&self, c: Contender) -> &Path {
         match c {
             Contender::ClientGo | Contender::ClientGoJson => &self.client_go,

@@ -108,48 +108,66 @@ const ACCEPT: [&str; 2] = [
 /// Lists the pods and streams them once in each format, and divides the bytes by the
 /// number of pods.
 pub(super) fn wire_bytes(setup: &Setup<'_>) -> anyhow::Result<WireBytes> {
-    use kube::api::{ListParams, WatchParams};
-
     let n = setup.names.len();
     let step = Step::start(format!("bytes on the wire per pod ({n} pods)"));
     let client = setup.api.clone().into_client();
-    let request = kube::core::Request::new(setup.api.resource_url());
-    #[allow(clippy::cast_precision_loss)]
-    let per_pod = |bytes: usize| bytes as f64 / n as f64;
     let mut out = WireBytes {
         list: [f64::NAN; 2],
         stream: [f64::NAN; 2],
     };
     for (i, accept) in ACCEPT.into_iter().enumerate() {
-        let list = request.list(&ListParams::default())?;
-        // The server ends the stream after the timeout: everything up to the end bookmark
-        // is counted, the rest (a periodic bookmark at most) is not. The timeout grows with
-        // the pods: 50,000 pods in JSON take longer than 2 s to stream.
-        let timeout = 2 + u32::try_from(n / 2000).unwrap_or(u32::MAX / 2);
-        let stream = request.watch(&WatchParams::streaming_lists().timeout(timeout), "")?;
-        for (is_stream, mut req) in [(false, list), (true, stream)] {
-            req.headers_mut().insert("accept", accept.parse()?);
-            req.headers_mut()
-                .insert("accept-encoding", "identity".parse()?);
-            let body = setup.rt.block_on(async {
-                let resp = client.send(req.map(kube::client::Body::from)).await?;
-                anyhow::ensure!(resp.status().is_success(), "{accept}: {}", resp.status());
-                Ok(resp.into_body().collect_bytes().await?)
-            })?;
-            if is_stream {
-                let end = initial_events_end(&body, i == 0).with_context(|| {
-                    format!("no initial-events-end bookmark in the {accept} stream")
-                })?;
-                out.stream[i] = per_pod(end);
-            } else {
-                out.list[i] = per_pod(body.len());
-            }
-        }
+        let (list, stream) =
+            bytes_per_object(setup.rt, &client, setup.api.resource_url(), n, accept)?;
+        out.list[i] = list;
+        out.stream[i] = stream;
     }
     step.finish(&format!(
         "list {:.0} / {:.0} B, streaming list {:.0} / {:.0} B (protobuf / JSON)",
         out.list[0], out.list[1], out.stream[0], out.stream[1]
     ));
+    Ok(out)
+}
+
+/// Bytes per object of the `n` objects at `url` (a resource's collection), uncompressed,
+/// asking with `accept`: `(one list, a streaming list up to its end bookmark)`.
+pub(super) fn bytes_per_object(
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+    url: &str,
+    n: usize,
+    accept: &str,
+) -> anyhow::Result<(f64, f64)> {
+    use kube::api::{ListParams, WatchParams};
+
+    let request = kube::core::Request::new(url);
+    #[allow(clippy::cast_precision_loss)]
+    let per_object = |bytes: usize| bytes as f64 / n as f64;
+    let protobuf = accept.starts_with("application/vnd.kubernetes.protobuf");
+    let list = request.list(&ListParams::default())?;
+    // The server ends the stream after the timeout: everything up to the end bookmark
+    // is counted, the rest (a periodic bookmark at most) is not. The timeout grows with
+    // the objects: 50,000 pods in JSON take longer than 2 s to stream.
+    let timeout = 2 + u32::try_from(n / 2000).unwrap_or(u32::MAX / 2);
+    let stream = request.watch(&WatchParams::streaming_lists().timeout(timeout), "")?;
+    let mut out = (f64::NAN, f64::NAN);
+    for (is_stream, mut req) in [(false, list), (true, stream)] {
+        req.headers_mut().insert("accept", accept.parse()?);
+        req.headers_mut()
+            .insert("accept-encoding", "identity".parse()?);
+        let body = rt.block_on(async {
+            let resp = client.send(req.map(kube::client::Body::from)).await?;
+            anyhow::ensure!(resp.status().is_success(), "{accept}: {}", resp.status());
+            Ok(resp.into_body().collect_bytes().await?)
+        })?;
+        if is_stream {
+            let end = initial_events_end(&body, protobuf).with_context(|| {
+                format!("no initial-events-end bookmark in the {accept} stream")
+            })?;
+            out.1 = per_object(end);
+        } else {
+            out.0 = per_object(body.len());
+        }
+    }
     Ok(out)
 }
 
@@ -177,27 +195,32 @@ fn initial_events_end(body: &[u8], protobuf: bool) -> Option<usize> {
 /// One initial sync: spawns the contender, times it to its result line, reads the peak
 /// RSS and CPU time it reports there and the RSS it reports two seconds later.
 pub(super) fn sync_once(setup: &Setup<'_>, c: Contender, strip: bool) -> anyhow::Result<Sample> {
-    let n = setup.names.len();
-    let mut run = setup.spawn(c, strip, After::Settle)?;
+    let run = setup.spawn(c, strip, After::Settle)?;
+    settled_sample(run, c.name(), setup.names.len())
+}
+
+/// The sample of a contender started with `--settle` on `n` objects: the time from its
+/// spawn to its result line, the peak RSS and CPU time it reports there, the RSS it
+/// reports two seconds later; waits for its exit.
+pub(super) fn settled_sample(mut run: Running, name: &str, n: usize) -> anyhow::Result<Sample> {
     let v = run.next_json(RUN_TIMEOUT)?;
     let spawn_ms = run.spawned.elapsed().as_secs_f64() * 1e3;
     let settled = run
         .next_json(Duration::from_secs(30))
-        .with_context(|| format!("{}: settled RSS", c.name()))?;
+        .with_context(|| format!("{name}: settled RSS"))?;
     run.finish()?;
     let positive = |v: &Value, field: &str| {
         v[field]
             .as_f64()
             .filter(|r| *r > 0.0)
-            .with_context(|| format!("{} reported no {field}: {v}", c.name()))
+            .with_context(|| format!("{name} reported no {field}: {v}"))
     };
     let rss_kib = positive(&v, "rss_kib")?;
     let cpu_ms = positive(&v, "cpu_ms")?;
     let settled_kib = positive(&settled, "settled_rss_kib")?;
     if let Some(k) = v["transform_clones"].as_u64().filter(|&k| k > 0) {
         eprintln!(
-            "\nnote: {}'s transform had to clone {k} of {n} pods (their Arc was shared)",
-            c.name()
+            "\nnote: {name}'s transform had to clone {k} of {n} objects (their Arc was shared)"
         );
     }
     // Give the API server a moment between runs (it answered a big list).

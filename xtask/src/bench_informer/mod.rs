@@ -42,6 +42,13 @@
 //!    relist forced by `410 Gone` against the steady state. `--memory-only` runs just
 //!    these and records just their section.
 //!
+//! 5. Custom resources ([`crd`]), with `--crd-only` (and nothing else): KEDA `ScaledObject`s
+//!    ([`kinformer_testenv::apply_realistic_scaled_objects`]), `--pods` of them per count,
+//!    synced in JSON by each program with its defaults: client-go's dynamic informer,
+//!    kinformer's default informer over a typed `#[derive(CustomResource)]` struct and over
+//!    `DynamicObject`, kube-runtime over the typed struct; sync, CPU, RSS and bytes per
+//!    cached object against client-go, recorded in their own section.
+//!
 //! Medians, ratios to client-go, the exact command and three SVG charts
 //! (`bench/informer/charts/`) go to BENCHMARKS.md.
 //!
@@ -51,6 +58,7 @@
 
 mod charts;
 mod contenders;
+mod crd;
 mod measure;
 mod memory;
 mod report;
@@ -107,6 +115,11 @@ struct Opts {
     /// Only the memory rows and the relist runs (recorded in their own section).
     #[arg(long, conflicts_with = "defaults_only")]
     memory_only: bool,
+    /// Only custom resources: `--pods` KEDA ScaledObjects per count, synced in JSON by
+    /// client-go's dynamic informer, kinformer (typed and DynamicObject) and kube-runtime,
+    /// each with its defaults (recorded in their own section).
+    #[arg(long, conflicts_with_all = ["memory_only", "defaults_only"])]
+    crd_only: bool,
     /// Only the defaults-against-defaults tables: the syncs they need and the wire bytes,
     /// no latency, churn, memory or relist runs (recorded in their own section).
     #[arg(long)]
@@ -153,6 +166,27 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let cp = rt.block_on(kinformer_testenv::ControlPlane::start())?;
     step.finish("ready");
     let client = rt.block_on(async { cp.client() })?;
+
+    if opts.crd_only {
+        // kube clients are made inside the runtime.
+        let runs = {
+            let _in_runtime = rt.enter();
+            crd::measure(&rt, &cp, &bins, &pods, opts.runs)?
+        };
+        drop(cp);
+        let load_after = load_average();
+        let elapsed = began.elapsed();
+        let tables = runs.tables(&pods, opts.runs);
+        println!("\n{tables}");
+        eprintln!(
+            "the custom resource runs took {:.1} min (load average {load_before} before, {load_after} after)",
+            elapsed.as_secs_f64() / 60.0
+        );
+        if !opts.no_record {
+            report::record_crd(&root, &command, &load_before, &load_after, elapsed, &tables)?;
+        }
+        return Ok(());
+    }
 
     let mut samples: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
     let mut latency: BTreeMap<Contender, Latencies> = BTreeMap::new();
@@ -384,5 +418,18 @@ mod tests {
         let q = Opts::parse_from(["x", "--defaults-only", "--pods", "0,10000", "--runs", "5"]);
         assert!(q.defaults_only && q.runs == 5);
         assert!(Opts::try_parse_from(["x", "--defaults-only", "--memory-only"]).is_err());
+        let c = Opts::parse_from(["x", "--crd-only", "--pods", "0,10000", "--runs", "3"]);
+        assert!(c.crd_only && !c.defaults_only && !c.memory_only);
+        assert_eq!((c.pods, c.runs), (vec![0, 10000], 3));
+        assert!(!d.crd_only);
+        for other in ["--memory-only", "--defaults-only"] {
+            assert!(Opts::try_parse_from(["x", "--crd-only", other]).is_err());
+            assert!(Opts::try_parse_from(["x", other, "--crd-only"]).is_err());
+        }
+        assert!(
+            Opts::try_parse_from(["x", "--crd-only", "--no-record"])
+                .unwrap()
+                .no_record
+        );
     }
 }

@@ -470,6 +470,28 @@ pub(super) fn record_defaults(
     Ok(())
 }
 
+/// Writes the custom resources' section of BENCHMARKS.md (`--crd-only`), appended at the
+/// end of the file with its markers when they are not there yet.
+pub(super) fn record_crd(
+    root: &Path,
+    command: &str,
+    load_before: &str,
+    load_after: &str,
+    elapsed: Duration,
+    tables: &str,
+) -> anyhow::Result<()> {
+    let body = format!(
+        "Measured by `{command}` on a {cores}-core machine: load average {load_before} before the run and \
+         {load_after} after it; the run took {min:.1} min. The commit that changed this section dates it. \
+         `--pods` counts scaled objects here.\n\n{tables}",
+        cores = std::thread::available_parallelism().map_or(0, usize::from),
+        min = elapsed.as_secs_f64() / 60.0,
+    );
+    record_section(&root.join("BENCHMARKS.md"), &format!("{SUITE}-crd"), &body)?;
+    eprintln!("recorded in BENCHMARKS.md ({SUITE}-crd)");
+    Ok(())
+}
+
 /// Writes the memory rows' section of BENCHMARKS.md.
 pub(super) fn record_memory(
     root: &Path,

@@ -7,6 +7,12 @@
 //! `CompactStore` given as the informer's store, `--store encoded-items` makes the
 //! informer's objects `Encoded<Pod>`s transcoded from protobuf (no `Pod` built); `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
 //! (see the crate docs for the protocol).
+//!
+//! With `--resource` it syncs that custom resource with the informer's defaults,
+//! `SharedIndexInformer::builder(lw).build()` over `KubeListerWatcher` (JSON, the only
+//! format of custom resources; `WireFormat::Auto` picks it), as the typed
+//! [`ScaledObject`] or with `--dynamic` as kube's
+//! `DynamicObject`.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -15,14 +21,15 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_bench_informer::{
-    Args, Latency, PodView, Store, Wire, check_count, has_relist_label, kube_config,
-    measure_relist, print_synced, wait_for,
+    Args, CustomResource, Latency, PodView, ScaledObject, Store, Wire, check_count,
+    has_relist_label, kube_config, measure_relist, print_synced, wait_for,
 };
 use kinformer_compact_store::{CompactStore, Encoded};
 use kinformer_core::KnownObjects as _;
 use kinformer_indexer::namespace_indexers;
 use kinformer_informer_factory::{CacheKind, ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
+use kube::api::DynamicObject;
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -38,7 +45,9 @@ pub(crate) fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        if args.store == Store::EncodedItems {
+        if let Some(resource) = args.resource.clone() {
+            run_custom_resource(start, args, &resource).await
+        } else if args.store == Store::EncodedItems {
             run_encoded(start, args).await
         } else if args.project {
             run::<PodView>(start, args).await
@@ -96,6 +105,32 @@ fn wire_format(args: &Args) -> WireFormat {
         None => WireFormat::Auto,
         Some(Wire::Protobuf) => WireFormat::Protobuf,
         Some(Wire::Json) => WireFormat::Json,
+    }
+}
+
+/// `--resource`: the custom resource with the informer's defaults, as the typed
+/// `ScaledObject` or (`--dynamic`) as `DynamicObject`.
+async fn run_custom_resource(
+    start: Instant,
+    args: Args,
+    resource: &CustomResource,
+) -> anyhow::Result<()> {
+    let client = reflector_client(kube_config(&args).await?)?;
+    if args.dynamic {
+        let ar = resource.api_resource();
+        let api = Api::<DynamicObject>::namespaced_with(client, &args.namespace, &ar);
+        let lw = KubeListerWatcher::new_with(api, &ar);
+        let informer = SharedIndexInformer::builder(lw)
+            .name(resource.plural.clone())
+            .build();
+        finish(informer, start, args).await
+    } else {
+        resource.check_typed()?;
+        let lw = KubeListerWatcher::new(Api::<ScaledObject>::namespaced(client, &args.namespace));
+        let informer = SharedIndexInformer::builder(lw)
+            .name(resource.plural.clone())
+            .build();
+        finish(informer, start, args).await
     }
 }
 

@@ -2,6 +2,14 @@
 // SharedInformerFactory's pod informer over one namespace, run as a separate process.
 //
 //	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M] [--project] [--relist] [--settle]
+//	informer-peer --kubeconfig PATH --namespace NS --expect N --resource GROUP/VERSION/PLURAL [--latency M] [--relist] [--settle]
+//
+// --resource syncs that custom resource instead of pods, with client-go's default for a
+// resource without generated clients: a dynamic informer
+// (dynamicinformer.NewFilteredDynamicSharedInformerFactory, which is
+// NewDynamicSharedInformerFactory for one namespace) caching unstructured objects, no
+// transform. The dynamic client speaks JSON (it sets the config's content type itself), so
+// --wire is json there; --strip and --project are for pods only.
 //
 // --wire picks the encoding client-go asks the API server for. protobuf is client-go's
 // default for built-in types since v0.32 (typed clients are built with
@@ -43,8 +51,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -59,38 +72,91 @@ const grace = 5 * time.Second
 func main() {
 	start := time.Now()
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the control plane")
-	namespace := flag.String("namespace", "", "namespace whose pods to sync")
-	expect := flag.Int("expect", -1, "pods the namespace holds")
+	namespace := flag.String("namespace", "", "namespace whose pods (or --resource objects) to sync")
+	expect := flag.Int("expect", -1, "objects the namespace holds")
 	strip := flag.Bool("strip", false, "strip managedFields with a transform")
 	latency := flag.Int("latency", 0, "labelled updates to wait for after the sync")
 	wire := flag.String("wire", "protobuf", "encoding to ask for: protobuf (client-go's default) or json")
 	project := flag.Bool("project", false, "keep only metadata, node name, containers' names and images, phase")
 	relist := flag.Bool("relist", false, "measure the peak RSS of a relist after the sync")
 	settle := flag.Bool("settle", false, "print the RSS two seconds after the sync")
+	resource := flag.String("resource", "", "sync this custom resource (group/version/plural) with a dynamic informer instead of pods")
 	flag.Parse()
-	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *strip, *latency, *project, *relist, *settle); err != nil {
+	wireSet := false
+	flag.Visit(func(f *flag.Flag) { wireSet = wireSet || f.Name == "wire" })
+	if *resource != "" {
+		// The dynamic client's wire format, whatever --wire's default says.
+		if wireSet && *wire != "json" {
+			fmt.Fprintln(os.Stderr, "informer-peer: --resource syncs in JSON (the dynamic client's format); --wire", *wire, "is for pods")
+			os.Exit(2)
+		}
+		if *strip || *project {
+			fmt.Fprintln(os.Stderr, "informer-peer: --strip and --project are for pods, not --resource")
+			os.Exit(2)
+		}
+		*wire = "json"
+	}
+	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *resource, *strip, *latency, *project, *relist, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "informer-peer:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-func run(start time.Time, kubeconfig, namespace string, expect int, wire string, strip bool, want int, project, relist, settle bool) error {
+// informer is what run needs of the informer it syncs and the factory that made it.
+type informer struct {
+	cache.SharedIndexInformer
+	start func(stop <-chan struct{})
+}
+
+func run(start time.Time, kubeconfig, namespace string, expect int, wire, resource string, strip bool, want int, project, relist, settle bool) error {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
+	var inf informer
+	if resource != "" {
+		inf, err = dynamicInformer(config, namespace, resource)
+	} else {
+		inf, err = podInformer(config, namespace, wire, strip, project)
+	}
+	if err != nil {
+		return err
+	}
+	return syncAndReport(start, inf, namespace, expect, wire, strip, want, relist, settle)
+}
+
+// dynamicInformer is the informer of the custom resource group/version/plural in
+// namespace, as client-go's dynamic informer factory makes it: unstructured objects, no
+// transform, no resync.
+func dynamicInformer(config *rest.Config, namespace, resource string) (informer, error) {
+	parts := strings.Split(resource, "/")
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return informer{}, fmt.Errorf("--resource %q: want group/version/plural", resource)
+	}
+	gvr := schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}
+	client, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return informer{}, err
+	}
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil)
+	return informer{SharedIndexInformer: factory.ForResource(gvr).Informer(), start: factory.Start}, nil
+}
+
+// podInformer is the pod informer of a SharedInformerFactory over namespace, with the
+// wire format, transform or projection asked for.
+func podInformer(config *rest.Config, namespace, wire string, strip, project bool) (informer, error) {
 	switch wire {
 	case "protobuf":
 		// client-go's default: nothing to set.
 	case "json":
 		config.ContentType = "application/json"
 	default:
-		return fmt.Errorf("--wire %q: want protobuf or json", wire)
+		return informer{}, fmt.Errorf("--wire %q: want protobuf or json", wire)
 	}
 	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
-		return err
+		return informer{}, err
 	}
 	opts := []informers.SharedInformerOption{informers.WithNamespace(namespace)}
 	if project {
@@ -117,24 +183,39 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 		}))
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
-	informer := factory.Core().V1().Pods().Informer()
+	return informer{SharedIndexInformer: factory.Core().V1().Pods().Informer(), start: factory.Start}, nil
+}
 
+// labelsOf is the labels of a pod or an unstructured object, nil for anything else.
+func labelsOf(obj any) map[string]string {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return o.Labels
+	case *unstructured.Unstructured:
+		return o.GetLabels()
+	}
+	return nil
+}
+
+// syncAndReport registers the handler, starts the informer, prints the result line once
+// it has synced, then what --settle, --relist and --latency ask for.
+func syncAndReport(start time.Time, inf informer, namespace string, expect int, wire string, strip bool, want int, relist, settle bool) error {
 	var mu sync.Mutex
 	seen := make(map[int]int64, want)
 	var relisted atomic.Bool
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, newObj any) {
-			pod, ok := newObj.(*corev1.Pod)
-			if !ok {
+			labels := labelsOf(newObj)
+			if labels == nil {
 				return
 			}
-			if _, ok := pod.Labels[relistLabel]; ok {
+			if _, ok := labels[relistLabel]; ok {
 				relisted.Store(true)
 			}
 			if want == 0 {
 				return
 			}
-			seq, err := strconv.Atoi(pod.Labels[seqLabel])
+			seq, err := strconv.Atoi(labels[seqLabel])
 			if err != nil {
 				return
 			}
@@ -149,13 +230,13 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 		return err
 	}
 	stop := make(chan struct{})
-	factory.Start(stop)
+	inf.start(stop)
 	// Polled every millisecond like the Rust contenders (WaitForCacheSync polls every
 	// 100 ms, which would be client-go's handicap, not its speed).
-	for !informer.HasSynced() {
+	for !inf.HasSynced() {
 		time.Sleep(time.Millisecond)
 	}
-	objects := len(informer.GetStore().ListKeys())
+	objects := len(inf.GetStore().ListKeys())
 	out := bufio.NewWriter(os.Stdout)
 	line, _ := json.Marshal(map[string]any{
 		"contender":   "client-go",
@@ -172,7 +253,7 @@ func run(start time.Time, kubeconfig, namespace string, expect int, wire string,
 		return err
 	}
 	if objects != expect {
-		return fmt.Errorf("synced %d pods, expected %d in %s", objects, expect, namespace)
+		return fmt.Errorf("synced %d objects, expected %d in %s", objects, expect, namespace)
 	}
 	if settle {
 		time.Sleep(2 * time.Second)
