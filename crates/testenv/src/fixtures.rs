@@ -316,6 +316,17 @@ fn realistic_status(name: &str, i: usize) -> Value {
     })
 }
 
+/// Each `managedFields` entry's manager and subresource: what the realistic fixtures' tests
+/// check.
+#[cfg(test)]
+pub(crate) fn managers(meta: &ObjectMeta) -> Vec<(&str, Option<&str>)> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .map(|m| (m.manager.as_deref().unwrap_or(""), m.subresource.as_deref()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,15 +340,8 @@ mod tests {
         let pods = apply_realistic_pods(&api, "web", 3).await.unwrap();
         assert_eq!(pods.len(), 3);
         for p in &pods {
-            let managers: Vec<(&str, Option<&str>)> = p
-                .metadata
-                .managed_fields
-                .iter()
-                .flatten()
-                .map(|m| (m.manager.as_deref().unwrap(), m.subresource.as_deref()))
-                .collect();
             assert_eq!(
-                managers,
+                managers(&p.metadata),
                 [(SPEC_MANAGER, None), (STATUS_MANAGER, Some("status"))]
             );
             let status = p.status.as_ref().unwrap();

@@ -342,15 +342,8 @@ mod tests {
             .unwrap();
         assert_eq!(objects.len(), 3);
         for o in &objects {
-            let managers: Vec<(&str, Option<&str>)> = o
-                .metadata
-                .managed_fields
-                .iter()
-                .flatten()
-                .map(|m| (m.manager.as_deref().unwrap(), m.subresource.as_deref()))
-                .collect();
             assert_eq!(
-                managers,
+                crate::fixtures::managers(&o.metadata),
                 [(SPEC_MANAGER, None), (STATUS_MANAGER, Some("status"))]
             );
             // Nothing was pruned: the schema names every field written.

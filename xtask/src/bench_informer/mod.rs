@@ -183,7 +183,18 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             elapsed.as_secs_f64() / 60.0
         );
         if !opts.no_record {
-            report::record_crd(&root, &command, &load_before, &load_after, elapsed, &tables)?;
+            report::record_part(
+                &root,
+                "crd",
+                &report::Run {
+                    command: &command,
+                    load_before: &load_before,
+                    load_after: &load_after,
+                    elapsed,
+                },
+                " `--pods` counts scaled objects here.",
+                &tables,
+            )?;
         }
         return Ok(());
     }
@@ -312,7 +323,18 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             elapsed.as_secs_f64() / 60.0
         );
         if !opts.no_record {
-            report::record_defaults(&root, &command, &load_before, &load_after, elapsed, &tables)?;
+            report::record_part(
+                &root,
+                "defaults",
+                &report::Run {
+                    command: &command,
+                    load_before: &load_before,
+                    load_after: &load_after,
+                    elapsed,
+                },
+                "",
+                &tables,
+            )?;
         }
         return Ok(());
     }

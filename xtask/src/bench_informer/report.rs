@@ -445,51 +445,37 @@ pub(super) fn wire_table(t: &mut String, wire: &BTreeMap<usize, WireBytes>) {
     }
 }
 
-/// Writes the defaults-against-defaults section of BENCHMARKS.md (`--defaults-only`),
-/// appended at the end of the file with its markers when they are not there yet.
-pub(super) fn record_defaults(
+/// Writes the section `<suite>-<part>` of BENCHMARKS.md (`defaults` for `--defaults-only`,
+/// `crd` for `--crd-only`): the command, the machine's load, the run's length, `note` and the
+/// tables; appended at the end of the file with its markers when they are not there yet.
+pub(super) fn record_part(
     root: &Path,
-    command: &str,
-    load_before: &str,
-    load_after: &str,
-    elapsed: Duration,
+    part: &str,
+    run: &Run<'_>,
+    note: &str,
     tables: &str,
 ) -> anyhow::Result<()> {
     let body = format!(
-        "Measured by `{command}` on a {cores}-core machine: load average {load_before} before the run and \
-         {load_after} after it; the run took {min:.1} min. The commit that changed this section dates it.\n\n{tables}",
+        "Measured by `{command}` on a {cores}-core machine: load average {before} before the run and \
+         {after} after it; the run took {min:.1} min. The commit that changed this section dates it.{note}\n\n{tables}",
+        command = run.command,
+        before = run.load_before,
+        after = run.load_after,
         cores = std::thread::available_parallelism().map_or(0, usize::from),
-        min = elapsed.as_secs_f64() / 60.0,
+        min = run.elapsed.as_secs_f64() / 60.0,
     );
-    record_section(
-        &root.join("BENCHMARKS.md"),
-        &format!("{SUITE}-defaults"),
-        &body,
-    )?;
-    eprintln!("recorded in BENCHMARKS.md ({SUITE}-defaults)");
+    let section = format!("{SUITE}-{part}");
+    record_section(&root.join("BENCHMARKS.md"), &section, &body)?;
+    eprintln!("recorded in BENCHMARKS.md ({section})");
     Ok(())
 }
 
-/// Writes the custom resources' section of BENCHMARKS.md (`--crd-only`), appended at the
-/// end of the file with its markers when they are not there yet.
-pub(super) fn record_crd(
-    root: &Path,
-    command: &str,
-    load_before: &str,
-    load_after: &str,
-    elapsed: Duration,
-    tables: &str,
-) -> anyhow::Result<()> {
-    let body = format!(
-        "Measured by `{command}` on a {cores}-core machine: load average {load_before} before the run and \
-         {load_after} after it; the run took {min:.1} min. The commit that changed this section dates it. \
-         `--pods` counts scaled objects here.\n\n{tables}",
-        cores = std::thread::available_parallelism().map_or(0, usize::from),
-        min = elapsed.as_secs_f64() / 60.0,
-    );
-    record_section(&root.join("BENCHMARKS.md"), &format!("{SUITE}-crd"), &body)?;
-    eprintln!("recorded in BENCHMARKS.md ({SUITE}-crd)");
-    Ok(())
+/// What every recorded section says of its run.
+pub(super) struct Run<'a> {
+    pub(super) command: &'a str,
+    pub(super) load_before: &'a str,
+    pub(super) load_after: &'a str,
+    pub(super) elapsed: Duration,
 }
 
 /// Writes the memory rows' section of BENCHMARKS.md.
