@@ -11,7 +11,7 @@ use crate::progress::Step;
 use crate::test::cargo;
 
 /// The workspace's packages as `cargo metadata` sees them.
-fn metadata() -> anyhow::Result<Value> {
+pub(crate) fn metadata() -> anyhow::Result<Value> {
     let out = cargo(&["metadata", "--no-deps", "--format-version", "1"])
         .output()
         .context("running cargo metadata")?;
