@@ -586,8 +586,10 @@ async fn requeue_after_forgets_and_adds_the_key_back_after_the_delay() {
         cancel.clone(),
     ));
     assert_eq!(recv(&mut rx).await, "cert");
-    eventually("the key to be done", TIMEOUT, || {
-        queue.num_requeues(&"cert") == 0
+    // The worker forgets the key, then adds it after the delay, measured from the clock's
+    // time then: step only once it waits, or the delay would start after the step.
+    eventually("the key to be forgotten and waiting", TIMEOUT, || {
+        queue.num_requeues(&"cert") == 0 && queue.inner().waiting_len() == 1
     })
     .await;
     assert!(queue.is_empty(), "not queued until the delay has passed");
