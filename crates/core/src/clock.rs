@@ -1,5 +1,5 @@
-//! Time, real or fake: the one clock that the workqueue, the event recorder and the leader
-//! elector read and sleep on.
+//! Time, real or fake: the one clock that the workqueue, the event recorder, the leader
+//! elector, the reflector and the informer read and sleep on.
 //!
 //! Why here: every crate that takes a clock (kinformer-workqueue, kinformer-events,
 //! kinformer-leaderelection) can depend on kinformer-core at no cost, while none of them
@@ -13,6 +13,8 @@
 //!   down: event timestamps, the leader record), `sleep_until` / `sleep`, and
 //!   [`subscribe`](Clock::subscribe) for a clock that moves only when told.
 //! - [`RealClock`]: [`Instant::now`], [`SystemTime::now`], a timer thread.
+//! - `TokioClock` (feature `tokio`): Tokio's pausable instant and its timer; what the
+//!   reflector and the informer run on by default.
 //! - [`FakeClock`]: stands still until [`step`](FakeClock::step) or
 //!   [`set`](FakeClock::set) move it, which wake the sleeps now due and call every
 //!   [`TimeListener`] before returning; or, built with
@@ -27,8 +29,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 mod fake;
 mod timer;
+#[cfg(feature = "tokio")]
+mod tokio;
 
 pub use fake::FakeClock;
+#[cfg(feature = "tokio")]
+pub use tokio::TokioClock;
 
 /// A sleep handed out by a [`Clock`]: resolves once the clock has reached the deadline
 /// asked for. Dropping it cancels it.

@@ -2,8 +2,9 @@
 //!
 //! This crate plays the part `tower-service` plays for tower: small, stable and free of
 //! runtimes. It has no tokio and no Kubernetes client; the optional `kube` feature only
-//! implements [`MetaObject`] for every `kube_core::Resource`. (The real clock's sleeps are
-//! futures that any executor polls, woken by one timer thread; see [`clock`].)
+//! implements [`MetaObject`] for every `kube_core::Resource`, and the optional `tokio` feature
+//! only adds `TokioClock`. (The real clock's sleeps are futures that any executor polls,
+//! woken by one timer thread; see [`clock`].)
 //!
 //! - [`ObjectKey`]: the `namespace/name` (or cluster-scoped `name`) key of client-go's
 //!   `MetaNamespaceKeyFunc`, with [`split_key`] for the reverse direction.
@@ -13,8 +14,9 @@
 //!   bookmark), so that it can feed a DeltaFIFO, an in-order FIFO or any store.
 //! - [`KnownObjects`]: the read-only view of the informer's store that the FIFOs consult
 //!   for tombstones on relist and for resync.
-//! - [`Clock`]: the one clock of the workqueue, the event recorder and the leader elector,
-//!   with [`RealClock`] and a [`FakeClock`] for tests (module [`clock`]).
+//! - [`Clock`]: the one clock of the workqueue, the event recorder, the leader elector, the
+//!   reflector and the informer, with [`RealClock`], `TokioClock` (feature `tokio`) and a
+//!   [`FakeClock`] for tests (module [`clock`]).
 //!
 //! ```
 //! use kinformer_core::{split_key, ObjectKey};
@@ -41,6 +43,8 @@ mod object;
 mod sink;
 mod util;
 
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
 pub use clock::{Clock, FakeClock, RealClock, Sleep, TimeListener};
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaObject, DeltaType};
 pub use error::Error;

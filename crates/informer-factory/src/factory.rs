@@ -4,9 +4,9 @@ use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kinformer_core::{ErrorChain, MetaObject};
+use kinformer_core::{Clock, ErrorChain, MetaObject, TokioClock};
 use kinformer_indexer::IndexerWriter;
 use kinformer_reflector::{Backoff, KubeListerWatcher, ShardSelector, WireFormat};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
@@ -14,7 +14,7 @@ use kube::discovery::{ApiResource, Scope};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::sync::SYNC_POLL;
+use crate::sync::poll_until;
 use crate::{CacheKind, Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
 
 /// What a factory's informer watches besides its resource: the namespace and the list
@@ -219,6 +219,7 @@ struct Config {
     fifo: FifoKind,
     cache: CacheKind,
     backoff: Backoff,
+    clock: Arc<dyn Clock>,
     wire_format: WireFormat,
 }
 
@@ -393,6 +394,16 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
+    /// The clock every informer's reflector and resyncs read and sleep on, and that
+    /// [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync) times out on
+    /// (default [`TokioClock`]; see
+    /// [`SharedIndexInformerBuilder::clock`](crate::SharedIndexInformerBuilder::clock)).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.config.clock = clock;
+        self
+    }
+
     /// The encoding every informer asks the API server for (default
     /// [`WireFormat::Auto`]: protobuf for built-in types, JSON for custom resources and
     /// [`DynamicObject`], as client-go's typed and dynamic clients).
@@ -525,6 +536,7 @@ impl SharedInformerFactory {
                 fifo: FifoKind::default(),
                 cache: CacheKind::default(),
                 backoff: Backoff::default(),
+                clock: Arc::new(TokioClock),
                 wire_format: WireFormat::default(),
             },
         }
@@ -646,7 +658,8 @@ impl SharedInformerFactory {
             .resync_period(resync)
             .fifo(config.fifo)
             .cache(config.cache)
-            .backoff(config.backoff.clone());
+            .backoff(config.backoff.clone())
+            .clock(Arc::clone(&config.clock));
         if let Some(shard) = &id.options.shard {
             builder = builder.shard(shard.clone());
         }
@@ -688,17 +701,31 @@ impl SharedInformerFactory {
     }
 
     /// Waits until every informer the factory has started has synced, or `timeout` has
-    /// passed, and reports on each (client-go's `WaitForCacheSync`).
+    /// passed on the factory's clock, and reports on each.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> CacheSyncReport {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let report = self.sync_report();
-            let now = Instant::now();
-            if report.all_synced() || now >= deadline {
-                return report;
-            }
-            tokio::time::sleep(SYNC_POLL.min(deadline - now)).await;
-        }
+        self.wait_for_cache_sync_until(self.inner.config.clock.sleep(timeout))
+            .await
+    }
+
+    /// Waits until every informer the factory has started has synced, or `stop` resolves,
+    /// and reports on each (client-go's `WaitForCacheSync(stopCh)`): `stop` is a
+    /// cancellation token's `cancelled()` for a wait as long as the program runs.
+    ///
+    /// ```no_run
+    /// # async fn f(factory: kinformer_informer_factory::SharedInformerFactory) {
+    /// let shutdown = tokio_util::sync::CancellationToken::new();
+    /// let report = factory.wait_for_cache_sync_until(shutdown.cancelled()).await;
+    /// if !report.all_synced() {
+    ///     return; // shutting down before the caches synced
+    /// }
+    /// # }
+    /// ```
+    pub async fn wait_for_cache_sync_until(
+        &self,
+        stop: impl Future<Output = ()>,
+    ) -> CacheSyncReport {
+        poll_until(|| self.sync_report().all_synced(), stop).await;
+        self.sync_report()
     }
 
     /// A snapshot of every informer the factory handed out, in request order: for

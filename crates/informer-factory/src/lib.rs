@@ -205,8 +205,10 @@
 //! waits. The factory-wide transform is a function of an object's metadata
 //! ([`transform_meta`](SharedInformerFactoryBuilder::transform_meta)) because Rust has no
 //! closure generic over every type; per type, set one on the informer before start.
-//! [`wait_for_cache_sync`] (the free function) is client-go's `cache.WaitForCacheSync`
-//! over any [`HasSynced`]: informers, registrations, closures.
+//! [`wait_for_cache_sync_until`] (the free function) is client-go's
+//! `cache.WaitForCacheSync` over any [`HasSynced`] (informers, registrations, closures),
+//! with a future (a cancellation token's `cancelled()`) for the stop channel;
+//! [`wait_for_cache_sync`] waits at most a timeout. The factory has both too.
 //!
 //! Difference: client-go's `Start` after `Shutdown` silently does nothing; here it is
 //! [`Error::Stopped`].
@@ -258,4 +260,4 @@ pub use informer::{
     SharedIndexInformer, SharedIndexInformerBuilder,
 };
 pub use shared::{HandlerRegistration, SharedInformer};
-pub use sync::{HasSynced, wait_for_cache_sync};
+pub use sync::{HasSynced, wait_for_cache_sync, wait_for_cache_sync_until};

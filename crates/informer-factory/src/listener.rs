@@ -323,6 +323,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         resync: Option<Duration>,
         buffering: Buffering<K>,
         initial: Vec<Arc<K>>,
+        now: Instant,
     ) -> Result<(u64, Arc<ListenerState>), Error>
     where
         H: ResourceEventHandler<K> + Send + 'static,
@@ -349,7 +350,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
             buffer,
             state: Arc::clone(&state),
             resync,
-            next_resync: Instant::now() + resync.unwrap_or_default(),
+            next_resync: now + resync.unwrap_or_default(),
             syncing: false,
         };
         for obj in initial {
@@ -516,16 +517,17 @@ mod tests {
     fn should_resync_marks_only_due_listeners() {
         let p = Processor::<u32>::default();
         let (due, never) = (Count::default(), Count::default());
+        let now = Instant::now();
         p.add(
             due.clone(),
             Some(Duration::from_secs(1)),
             Buffering::Unbounded,
             vec![],
+            now,
         )
         .unwrap();
-        p.add(never.clone(), None, Buffering::Unbounded, vec![])
+        p.add(never.clone(), None, Buffering::Unbounded, vec![], now)
             .unwrap();
-        let now = Instant::now();
         assert!(!p.should_resync(now));
         assert!(p.should_resync(now + Duration::from_secs(2)));
         p.distribute(
@@ -560,6 +562,7 @@ mod tests {
                 None,
                 Buffering::Unbounded,
                 vec![Arc::new(1), Arc::new(2)],
+                Instant::now(),
             )
             .unwrap();
         wait(|| state.initial_pending.load(Ordering::Acquire) == 0);
@@ -700,6 +703,7 @@ mod tests {
                 None,
                 Buffering::CoalesceByKey(Arc::new(key_of)),
                 vec![],
+                Instant::now(),
             )
             .unwrap();
         // 10 keys, 1,000 events each, while the handler is stuck on its first one.

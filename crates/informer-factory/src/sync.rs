@@ -1,7 +1,8 @@
 //! Waiting for caches to sync: client-go's `cache.WaitForCacheSync` over anything that
 //! knows whether it has synced.
 
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::time::Duration;
 
 use kinformer_core::MetaObject;
 
@@ -36,9 +37,9 @@ impl<F: Fn() -> bool> HasSynced for F {
     }
 }
 
-/// Waits until every one of `synced` has synced, or `timeout` has passed (client-go's
-/// `cache.WaitForCacheSync`, with a timeout in place of the stop channel). Returns whether
-/// all synced.
+/// Waits until every one of `synced` has synced, or `timeout` has passed on Tokio's clock.
+/// Returns whether all synced. [`wait_for_cache_sync_until`] waits on a stop signal
+/// instead (client-go's stop channel).
 ///
 /// ```no_run
 /// # use kinformer_informer_factory::{wait_for_cache_sync, SharedIndexInformer};
@@ -51,15 +52,42 @@ impl<F: Fn() -> bool> HasSynced for F {
 /// # }
 /// ```
 pub async fn wait_for_cache_sync(timeout: Duration, synced: &[&dyn HasSynced]) -> bool {
-    let deadline = Instant::now() + timeout;
+    wait_for_cache_sync_until(tokio::time::sleep(timeout), synced).await
+}
+
+/// Waits until every one of `synced` has synced, or `stop` resolves (client-go's
+/// `cache.WaitForCacheSync(stopCh, ...)`: no timeout of its own). Returns whether all
+/// synced; `false` means `stop` came first.
+///
+/// ```no_run
+/// # use kinformer_informer_factory::{wait_for_cache_sync_until, SharedIndexInformer};
+/// # use k8s_openapi::api::core::v1::Pod;
+/// # async fn f(pods: SharedIndexInformer<Pod>) {
+/// let shutdown = tokio_util::sync::CancellationToken::new();
+/// if !wait_for_cache_sync_until(shutdown.cancelled(), &[&pods]).await {
+///     return; // asked to stop before the pod cache synced
+/// }
+/// # }
+/// ```
+pub async fn wait_for_cache_sync_until(
+    stop: impl Future<Output = ()>,
+    synced: &[&dyn HasSynced],
+) -> bool {
+    poll_until(|| synced.iter().all(|s| s.has_synced()), stop).await
+}
+
+/// Asks `synced` every [`SYNC_POLL`] until it answers `true` (returns `true`) or `stop`
+/// resolves (returns its last answer).
+pub(crate) async fn poll_until(synced: impl Fn() -> bool, stop: impl Future<Output = ()>) -> bool {
+    let mut stop = std::pin::pin!(stop);
     loop {
-        if synced.iter().all(|s| s.has_synced()) {
+        if synced() {
             return true;
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
+        tokio::select! {
+            biased;
+            () = &mut stop => return synced(),
+            () = tokio::time::sleep(SYNC_POLL) => {}
         }
-        tokio::time::sleep(SYNC_POLL.min(deadline - now)).await;
     }
 }

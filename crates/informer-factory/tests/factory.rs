@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kinformer_informer_factory::{
     Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
+    wait_for_cache_sync_until,
 };
 use kinformer_reflector::{WireFormat, reflector_client};
 use kinformer_testenv::{ControlPlane, eventually, pod};
@@ -16,6 +17,7 @@ use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::discovery::Scope;
 use kube::{Api, CustomResource};
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -166,6 +168,18 @@ async fn rule_33_wait_for_cache_sync_reports_per_type() {
     // The free function, client-go's cache.WaitForCacheSync, over anything that syncs.
     assert!(wait_for_cache_sync(TIMEOUT, &[&pods]).await);
     assert!(!wait_for_cache_sync(Duration::from_millis(50), &[&pods, &config_maps]).await);
+    // Without a timeout: until synced, or until told to stop (client-go's stop channel).
+    let stop = CancellationToken::new();
+    assert!(wait_for_cache_sync_until(stop.cancelled(), &[&pods]).await);
+    let waiting = tokio::spawn({
+        let (stop, factory) = (stop.clone(), factory.clone());
+        async move { factory.wait_for_cache_sync_until(stop.cancelled()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "no timeout of its own");
+    stop.cancel();
+    let report = waiting.await.unwrap();
+    assert_eq!(report.unsynced().count(), 1, "{report}");
     factory.shutdown().await.unwrap();
 }
 

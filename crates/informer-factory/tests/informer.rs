@@ -260,6 +260,37 @@ async fn rule_28_resync_reaches_only_due_listeners() {
     assert_eq!(never.events(), [add("a", "1", true), update("a", "1", "2")]);
 }
 
+/// Rule 28 on the informer's clock: resyncs come when a fake clock is moved to them, not
+/// while real time passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule_28_resyncs_run_on_the_informers_clock() {
+    let (fake, _tx) = fake_with(vec![obj("a", "1")], "1");
+    let clock = kinformer_core::FakeClock::new();
+    let informer = SharedIndexInformer::builder(fake)
+        .clock(Arc::new(clock.clone()))
+        .build();
+    let rec = Recorder::new();
+    let reg = informer
+        .add_event_handler_with_resync(rec.clone(), Duration::from_secs(60))
+        .unwrap();
+    let _handle = informer.start().unwrap();
+    eventually("sync", SECS5, || reg.has_synced()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        rec.events(),
+        [add("a", "1", true)],
+        "no resync before the clock moves"
+    );
+    clock.step(Duration::from_secs(59));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(rec.len(), 1, "59 s is not the period");
+    clock.step(Duration::from_secs(1));
+    eventually("the resync", SECS5, || {
+        rec.events().contains(&update("a", "1", "1"))
+    })
+    .await;
+}
+
 /// Rule 29: a panicking handler is caught and its listener goes on; other listeners are
 /// unaffected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

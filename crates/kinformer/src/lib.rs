@@ -316,7 +316,7 @@ pub mod prelude {
     pub use kinformer_informer_factory::{
         CacheKind, FifoKind, FilteringResourceEventHandler, InformerHandle, Needs, Registration,
         ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformer,
-        wait_for_cache_sync,
+        wait_for_cache_sync, wait_for_cache_sync_until,
     };
     #[cfg(feature = "kube")]
     pub use kinformer_informer_factory::{InformerOptions, SharedInformerFactory};

@@ -228,7 +228,7 @@ pub use record::LeaderElectionRecord;
 /// `testing::tokio_clock()` (feature `test-util`) is a [`FakeClock`] that follows Tokio's
 /// clock, which a test can pause and advance.
 pub use kinformer_core::clock::Clock;
-pub use kinformer_core::clock::{FakeClock, RealClock, Sleep, TimeListener};
+pub use kinformer_core::clock::{FakeClock, RealClock, Sleep, TimeListener, TokioClock};
 
 /// The default clock: kinformer-core's `RealClock` under the name this crate has always
 /// used ([`Instant::now`](std::time::Instant::now),

@@ -32,9 +32,9 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-use crate::{Clock, Error, FakeClock, LeaderElectionRecord, Lock, Sleep};
+use crate::{Error, FakeClock, LeaderElectionRecord, Lock, TokioClock};
 
 /// A [`FakeClock`] that follows Tokio's clock: in a runtime with paused time
 /// (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`) it stands still until the
@@ -46,33 +46,13 @@ use crate::{Clock, Error, FakeClock, LeaderElectionRecord, Lock, Sleep};
 /// [`FakeClock::elapsed`] is the time since it was made.
 ///
 /// It is kinformer-core's `FakeClock` (the workqueue's and the event recorder's) made with
-/// [`FakeClock::following`] a clock that reads Tokio's `Instant::now` and sleeps on Tokio's
-/// timer. A `FakeClock::new()` stands still until stepped: an elector on it waits for the
+/// [`FakeClock::following`] [`TokioClock`] (Tokio's `Instant::now` and timer). A
+/// `FakeClock::new()` stands still until stepped: an elector on it waits for the
 /// test to move it.
 pub fn tokio_clock() -> FakeClock {
-    let clock = FakeClock::following(TokioTime);
+    let clock = FakeClock::following(TokioClock);
     clock.set_wall(UNIX_EPOCH + Duration::from_secs(1_767_225_600));
     clock
-}
-
-/// Tokio's clock: its (pausable) instant and its timer.
-#[derive(Clone, Copy, Debug)]
-struct TokioTime;
-
-impl Clock for TokioTime {
-    fn now(&self) -> Instant {
-        tokio::time::Instant::now().into_std()
-    }
-
-    fn wall_now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-
-    fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Box::pin(tokio::time::sleep_until(tokio::time::Instant::from_std(
-            deadline,
-        )))
-    }
 }
 
 /// What [`MemoryLease`] does to the requests it gets.

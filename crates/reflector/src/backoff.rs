@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::time::Instant;
 
 /// How the reflector spaces its retries: client-go's reflector backoff, with two changes that
 /// make it recover at once when the server is back (both can be turned off:
@@ -29,8 +29,8 @@ use tokio::time::Instant;
 ///   or `5xx`, and those keep the full escalation to `max`. Jitter still spreads
 ///   reconnecting clients.
 ///
-/// Time is Tokio's ([`tokio::time::Instant`], [`tokio::time::sleep`]), so tests can run it
-/// on paused time.
+/// Time is the reflector's [`Clock`](kinformer_core::Clock) ([`Reflector::clock`](crate::Reflector::clock);
+/// Tokio's by default, so tests can run it on paused time).
 ///
 /// ```
 /// use std::time::Duration;
@@ -156,41 +156,45 @@ pub(crate) fn random_watch_timeout(min: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
+    use kinformer_core::{Clock, FakeClock};
+
     use super::*;
 
     fn secs(d: Duration) -> f64 {
         d.as_secs_f64()
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn backoff_doubles_from_800ms_with_jitter_and_caps_at_30s() {
+    #[test]
+    fn backoff_doubles_from_800ms_with_jitter_and_caps_at_30s() {
+        let clock = FakeClock::new();
         let mut b = BackoffState::new(Backoff::client_go());
         let mut base = 0.8_f64;
         for step in 0..12 {
-            let d = secs(b.next_delay(Instant::now(), false));
+            let d = secs(b.next_delay(clock.now(), false));
             let want = base.min(30.0);
             assert!(
                 d >= want && d < 2.0 * want,
                 "step {step}: {d} not in [{want}, {})",
                 2.0 * want
             );
-            tokio::time::advance(Duration::from_secs_f64(d)).await;
+            clock.step(Duration::from_secs_f64(d));
             base *= 2.0;
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn backoff_resets_after_two_quiet_minutes_only() {
+    #[test]
+    fn backoff_resets_after_two_quiet_minutes_only() {
+        let clock = FakeClock::new();
         let mut b = BackoffState::new(Backoff::client_go());
         for _ in 0..6 {
-            b.next_delay(Instant::now(), false);
-            tokio::time::advance(Duration::from_secs(60)).await;
+            b.next_delay(clock.now(), false);
+            clock.step(Duration::from_secs(60));
         }
         // Steps a minute apart never reset: the server is still failing.
-        let d = secs(b.next_delay(Instant::now(), false));
+        let d = secs(b.next_delay(clock.now(), false));
         assert!(d >= 25.6, "{d}");
-        tokio::time::advance(Duration::from_secs(121)).await;
-        let d = secs(b.next_delay(Instant::now(), false));
+        clock.step(Duration::from_secs(121));
+        let d = secs(b.next_delay(clock.now(), false));
         assert!((0.8..1.6).contains(&d), "after 2 quiet minutes: {d}");
     }
 

@@ -129,10 +129,10 @@ use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use kinformer_leaderelection::{
-    Attempt, Clock, LeaderElectionConfig, LeaseAttempt, Lock, ObservedRecord, Release, Sleep,
+    Attempt, Clock, LeaderElectionConfig, LeaseAttempt, Lock, ObservedRecord, Release, TokioClock,
 };
 use kinformer_reflector::{ShardKey, ShardRange, ShardSelector};
 use tokio::sync::watch;
@@ -822,25 +822,6 @@ async fn watchdog(term: CancellationToken, mut deadline: watch::Receiver<Instant
                 }
             }
         }
-    }
-}
-
-/// Tokio's clock (pausable in tests, as every other time of the manager), for the lease
-/// step.
-#[derive(Clone, Copy, Debug)]
-struct TokioClock;
-
-impl Clock for TokioClock {
-    fn now(&self) -> std::time::Instant {
-        Instant::now().into_std()
-    }
-
-    fn wall_now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-
-    fn sleep_until(&self, deadline: std::time::Instant) -> Sleep {
-        Box::pin(tokio::time::sleep_until(Instant::from_std(deadline)))
     }
 }
 

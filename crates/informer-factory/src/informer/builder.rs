@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinformer_compact_store::{CompactStore, Encoded};
-use kinformer_core::{KeyFunc, KnownObjects, MetaObject, meta_namespace_key};
+use kinformer_core::{Clock, KeyFunc, KnownObjects, MetaObject, TokioClock, meta_namespace_key};
 use kinformer_deltafifo::FifoQueue;
 use kinformer_indexer::{IndexerWriter, Indexers, namespace_indexers};
 use kinformer_reflector::{
@@ -52,6 +52,7 @@ pub struct SharedIndexInformerBuilder<K> {
     fifo: FifoChoice<K>,
     watch_list: bool,
     backoff: Backoff,
+    clock: Arc<dyn Clock>,
     indexers: Indexers<K>,
     cache: CacheKind,
     store: Option<Arc<dyn IndexerWriter<K>>>,
@@ -82,6 +83,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
             fifo: FifoChoice::Kind(FifoKind::default()),
             watch_list: true,
             backoff: Backoff::default(),
+            clock: Arc::new(TokioClock),
             indexers: namespace_indexers(),
             cache: CacheKind::default(),
             store: None,
@@ -181,6 +183,17 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     #[must_use]
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// The clock the informer's reflector and resyncs read and sleep on (default:
+    /// [`TokioClock`], Tokio's time, which a paused test runtime drives; see
+    /// [`Reflector::clock`](kinformer_reflector::Reflector::clock)). A test hands the same
+    /// [`FakeClock`](kinformer_core::FakeClock) to the informer, the work queue and the
+    /// elector to drive them all by hand.
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -327,6 +340,7 @@ where
                     self.name,
                     self.watch_list,
                     self.backoff,
+                    self.clock,
                     default_resync,
                     pipeline,
                 ))
@@ -352,6 +366,7 @@ where
                     self.name,
                     self.watch_list,
                     self.backoff,
+                    self.clock,
                     default_resync,
                     pipeline,
                 ))

@@ -4,11 +4,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use kinformer_core::{KeyFunc, KnownObjects, MetaObject, ObjectKey, TransformFn};
+use kinformer_core::{Clock, KeyFunc, KnownObjects, MetaObject, ObjectKey, TransformFn};
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo};
 use kinformer_indexer::{Indexer, IndexerWriter, Indexers};
 use kinformer_reflector::{
@@ -107,6 +107,8 @@ pub(super) struct Inner<K, R> {
     pub(super) processor: Arc<Processor<R>>,
     pub(super) watch_list: bool,
     pub(super) backoff: Backoff,
+    /// What the reflector and the handlers' resyncs read and sleep on.
+    pub(super) clock: Arc<dyn Clock>,
     pub(super) default_resync: Option<Duration>,
     pub(super) config: Mutex<Config<K, R>>,
     /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
@@ -141,6 +143,7 @@ impl<K, R> Inner<K, R> {
         name: String,
         watch_list: bool,
         backoff: Backoff,
+        clock: Arc<dyn Clock>,
         default_resync: Option<Duration>,
         pipeline: Pipeline<K, R>,
     ) -> Self {
@@ -163,6 +166,7 @@ impl<K, R> Inner<K, R> {
             processor: Arc::new(Processor::default()),
             watch_list,
             backoff,
+            clock,
             default_resync,
             config: Mutex::new(Config::new(default_resync, fifo)),
             deliver: Mutex::new(()),
@@ -233,9 +237,11 @@ where
         let (id, state) = if cfg.started {
             let _deliver = self.lock_deliver();
             let snapshot = self.store.list();
-            self.processor.add(handler, resync, buffering, snapshot)?
+            self.processor
+                .add(handler, resync, buffering, snapshot, self.clock.now())?
         } else {
-            self.processor.add(handler, resync, buffering, Vec::new())?
+            self.processor
+                .add(handler, resync, buffering, Vec::new(), self.clock.now())?
         };
         drop(cfg);
         Ok((id, state, resync))
@@ -363,14 +369,16 @@ where
             .name(self.name.clone())
             .watch_list(self.watch_list)
             .backoff(self.backoff.clone())
+            .clock(Arc::clone(&self.clock))
             .key_func(Arc::clone(&self.key_func))
             // Objects that do not decode keep their cached version (and can be deleted).
             .known_objects(Arc::clone(&self.store) as Arc<dyn KnownObjects<R>>);
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&self.processor);
+            let clock = Arc::clone(&self.clock);
             reflector = reflector
                 .resync_period(check)
-                .should_resync(move || processor.should_resync(Instant::now()));
+                .should_resync(move || processor.should_resync(clock.now()));
         }
         if let Some(on_error) = cfg.on_error.clone() {
             reflector = reflector.on_watch_error(move |e| on_error(e));

@@ -126,7 +126,7 @@ impl<U, K: MetaObject + Send + Sync + 'static> Inner<U, K> {
     /// Resolves once `fifo` holds at most [`PACED_BACKLOG`] entries, or is closed, or
     /// after [`PACE_PATIENCE`].
     pub(super) async fn caught_up(&self, fifo: &dyn FifoQueue<K>) {
-        let deadline = tokio::time::Instant::now() + PACE_PATIENCE;
+        let mut patience = self.clock.sleep(PACE_PATIENCE);
         loop {
             let drained = self.drained.notified();
             tokio::pin!(drained);
@@ -135,8 +135,9 @@ impl<U, K: MetaObject + Send + Sync + 'static> Inner<U, K> {
             if fifo.len() <= PACED_BACKLOG || fifo.is_closed() {
                 return;
             }
-            if tokio::time::timeout_at(deadline, drained).await.is_err() {
-                return;
+            tokio::select! {
+                () = drained => {}
+                () = &mut patience => return,
             }
         }
     }

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use kinformer_core::ListPart;
-use kinformer_core::{ErrorChain, KeyFunc, KnownObjects, MetaObject, ObjectKey, Sink, TransformFn};
+use kinformer_core::{
+    Clock, ErrorChain, KeyFunc, KnownObjects, MetaObject, ObjectKey, Sink, TokioClock, TransformFn,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -57,6 +59,8 @@ pub struct Reflector<K, L, S> {
     watch_list: bool,
     transform: Option<TransformFn<K>>,
     backoff: Backoff,
+    /// What the retries, the resync timer and the watch deadlines read and sleep on.
+    clock: Arc<dyn Clock>,
     on_error: WatchErrorHandler,
     known: Option<Arc<dyn KnownObjects<K>>>,
     /// How the sink keys objects; `None` is `namespace/name`.
@@ -104,6 +108,7 @@ where
             watch_list: true,
             transform: None,
             backoff: Backoff::default(),
+            clock: Arc::new(TokioClock),
             on_error: Arc::new(default_error_handler),
             known: None,
             key_func: None,
@@ -244,6 +249,15 @@ where
             Some(f) => f(obj),
             None => kinformer_core::meta_namespace_key(obj),
         }
+    }
+
+    /// The clock the reflector reads and sleeps on: its retry backoff, resync timer and
+    /// watch deadlines (default: [`TokioClock`], Tokio's time, which a paused test runtime
+    /// drives). Hand it a [`FakeClock`](kinformer_core::FakeClock) to move its time by hand,
+    /// the same clock as a work queue or an elector in the same test.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The retry backoff (default: client-go's).

@@ -2,7 +2,6 @@
 //! sink closes.
 
 use kinformer_core::{ErrorChain, MetaObject, Sink};
-use tokio::time::{Instant, sleep};
 
 use super::Reflector;
 use super::run_state::{RelistReason, RunState};
@@ -29,9 +28,11 @@ where
                 // The server answered: only its history is short. Relist soon.
                 st.backoff.succeeded();
             }
-            let delay = st.backoff.next_delay(Instant::now(), err.is_unreachable());
+            let delay = st
+                .backoff
+                .next_delay(self.clock.now(), err.is_unreachable());
             tracing::info!(reason = %st.reason, delay_ms = delay.as_millis() as u64, "will relist after a backoff");
-            sleep(delay).await;
+            self.clock.sleep(delay).await;
         }
     }
 

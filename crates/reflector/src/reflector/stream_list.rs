@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 #[cfg(doc)]
 use kinformer_core::ListPart;
 use kinformer_core::{ErrorChain, Listed, MetaObject, ObjectKey, Sink};
-use tokio::time::{Instant, sleep, sleep_until};
 use tracing::Instrument;
 
 use super::Reflector;
@@ -54,7 +53,7 @@ where
                     shard: None,
                 };
                 tracing::info!(resource_version = %rv, "streaming list");
-                let start = Instant::now();
+                let start = self.clock.now();
                 let deadline = start + timeout + WATCH_GRACE;
                 let mut stream = match self.lw.watch(&opts).await {
                     Ok(s) => {
@@ -71,14 +70,19 @@ where
                 let mut undecodable: Vec<ObjectKey> = Vec::new();
                 let mut events = 0u64;
                 let mut next_warning = start + END_BOOKMARK_WARNING;
+                // Two timers for the whole list, not two per event.
+                let mut timeout = self.clock.sleep_until(deadline);
+                let mut warning = self.clock.sleep_until(next_warning);
                 let failure = loop {
                     let item = tokio::select! {
                         biased;
-                        () = sleep_until(deadline) => None,
-                        () = sleep_until(next_warning) => {
-                            tracing::warn!(events, waited_s = start.elapsed().as_secs(),
+                        () = &mut timeout => None,
+                        () = &mut warning => {
+                            let waited = self.clock.now().saturating_duration_since(start);
+                            tracing::warn!(events, waited_s = waited.as_secs(),
                                 "streaming list: still no k8s.io/initial-events-end bookmark");
                             next_warning += END_BOOKMARK_WARNING;
+                            warning = self.clock.sleep_until(next_warning);
                             continue;
                         }
                         item = stream.next() => item,
@@ -177,9 +181,9 @@ where
     async fn stream_list_retry(&self, st: &mut RunState, e: Error) -> Option<Error> {
         if e.is_retriable_watch_start() {
             self.report(&e);
-            let delay = st.backoff.next_delay(Instant::now(), e.is_unreachable());
+            let delay = st.backoff.next_delay(self.clock.now(), e.is_unreachable());
             tracing::info!(error = %ErrorChain(&e), delay_ms = delay.as_millis() as u64, "streaming list failed: backing off");
-            sleep(delay).await;
+            self.clock.sleep(delay).await;
             None
         } else if e.is_expired() || e.is_too_large_resource_version() {
             tracing::info!(error = %ErrorChain(&e), "resourceVersion unavailable: streaming at \"\" (consistent read)");

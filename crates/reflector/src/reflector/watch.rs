@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kinformer_core::{ErrorChain, MetaObject, Sink};
-use tokio::time::{Instant, sleep, sleep_until};
 use tracing::Instrument;
 
 use super::Reflector;
@@ -34,7 +33,7 @@ where
         st: &mut RunState,
         first: Option<(WatchStream<K>, Instant)>,
     ) -> Error {
-        let mut resync = ResyncTimer::new(self.resync_period);
+        let mut resync = ResyncTimer::new(self.resync_period, self.clock.now());
         let mut pending = first;
         loop {
             let (stream, deadline, propagate_from_start) = match pending.take() {
@@ -58,16 +57,18 @@ where
                             self.shared.watches.fetch_add(1, Ordering::Relaxed);
                             (
                                 stream,
-                                Instant::now() + timeout + WATCH_GRACE,
+                                self.clock.now() + timeout + WATCH_GRACE,
                                 !(rv.is_empty() || rv == "0"),
                             )
                         }
                         Err(e) if e.is_retriable_watch_start() => {
                             self.report(&e);
-                            let delay = st.backoff.next_delay(Instant::now(), e.is_unreachable());
+                            let delay = st.backoff.next_delay(self.clock.now(), e.is_unreachable());
                             tracing::info!(error = %ErrorChain(&e), resource_version = %rv, delay_ms = delay.as_millis() as u64,
                                 "watch did not start: backing off, then re-watching (no relist)");
-                            if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
+                            if let Err(e) =
+                                self.with_resync(&mut resync, self.clock.sleep(delay)).await
+                            {
                                 return e;
                             }
                             continue;
@@ -89,12 +90,12 @@ where
                 }
                 Err(e) if e.is_too_many_requests() => {
                     self.report(&e);
-                    let delay = st.backoff.next_delay(Instant::now(), false);
+                    let delay = st.backoff.next_delay(self.clock.now(), false);
                     tracing::info!(
                         delay_ms = delay.as_millis() as u64,
                         "watch answered 429: backing off, then re-watching (no relist)"
                     );
-                    if let Err(e) = self.with_resync(&mut resync, sleep(delay)).await {
+                    if let Err(e) = self.with_resync(&mut resync, self.clock.sleep(delay)).await {
                         return e;
                     }
                 }
@@ -116,20 +117,19 @@ where
         propagate_from_start: bool,
         resync: &mut ResyncTimer,
     ) -> Result<WatchSummary, Error> {
-        let start = Instant::now();
+        let start = self.clock.now();
         let mut events = 0u64;
         let mut past_initial_adds = false;
         // Two timers for the whole watch, not two per event.
-        let timeout = sleep_until(deadline);
-        let resync_sleep = sleep_until(resync.next.unwrap_or(start + NEVER));
-        tokio::pin!(timeout, resync_sleep);
+        let mut timeout = self.clock.sleep_until(deadline);
+        let mut resync_sleep = self.clock.sleep_until(resync.next.unwrap_or(start + NEVER));
         loop {
             let item = tokio::select! {
                 biased;
                 () = &mut resync_sleep, if resync.next.is_some() => {
                     self.resync_now()?;
-                    resync.rearm();
-                    resync_sleep.as_mut().reset(resync.next.unwrap_or(start + NEVER));
+                    resync.rearm(self.clock.now());
+                    resync_sleep = self.clock.sleep_until(resync.next.unwrap_or(start + NEVER));
                     continue;
                 }
                 () = &mut timeout => {
@@ -142,7 +142,7 @@ where
                 None => {
                     return Ok(WatchSummary {
                         events,
-                        elapsed: start.elapsed(),
+                        elapsed: self.clock.now().saturating_duration_since(start),
                     });
                 }
                 Some(Err(Error::Undecodable { object, deleted })) => {
@@ -216,11 +216,19 @@ where
             tokio::select! {
                 biased;
                 out = &mut fut => return Ok(out),
-                () = sleep_until_opt(next) => {
+                () = self.sleep_until_opt(next) => {
                     self.resync_now()?;
-                    resync.rearm();
+                    resync.rearm(self.clock.now());
                 }
             }
+        }
+    }
+
+    /// Sleeps until `t` on the reflector's clock; never, without a `t`.
+    async fn sleep_until_opt(&self, t: Option<Instant>) {
+        match t {
+            Some(t) => self.clock.sleep_until(t).await,
+            None => std::future::pending().await,
         }
     }
 
@@ -240,13 +248,6 @@ fn rv_of<K: MetaObject>(o: &K) -> String {
 /// Far enough away to stand for "never" in a timer that is switched off.
 const NEVER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
-async fn sleep_until_opt(t: Option<Instant>) {
-    match t {
-        Some(t) => sleep_until(t).await,
-        None => std::future::pending().await,
-    }
-}
-
 struct WatchSummary {
     events: u64,
     elapsed: Duration,
@@ -258,15 +259,15 @@ struct ResyncTimer {
 }
 
 impl ResyncTimer {
-    fn new(period: Option<Duration>) -> Self {
+    fn new(period: Option<Duration>, now: Instant) -> Self {
         Self {
             period,
-            next: period.map(|p| Instant::now() + p),
+            next: period.map(|p| now + p),
         }
     }
 
-    fn rearm(&mut self) {
-        self.next = self.period.map(|p| Instant::now() + p);
+    fn rearm(&mut self, now: Instant) {
+        self.next = self.period.map(|p| now + p);
     }
 }
 

@@ -301,6 +301,41 @@ async fn a_custom_backoff_is_used() {
     drop(h);
 }
 
+/// The clock is a swap point: on a fake clock that stands still, a failed list waits for the
+/// clock to be moved, however much of the runtime's time passes, and retries on each move
+/// that reaches the backoff.
+#[tokio::test(start_paused = true)]
+async fn the_backoff_sleeps_on_the_reflectors_clock() {
+    let s = Setup::new();
+    s.fake.on_list(|_| Err(status(500, "InternalError")));
+    let clock = kinformer_core::FakeClock::new();
+    let backoff = Backoff {
+        initial: Duration::from_secs(10),
+        jitter: 0.0,
+        ..Backoff::default()
+    };
+    let h = spawn(
+        s.reflector()
+            .backoff(backoff)
+            .clock(Arc::new(clock.clone())),
+    );
+    until("the first error", || s.errors.kinds().len() == 1).await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(
+        s.fake.list_calls().len(),
+        1,
+        "Tokio's hour is not the reflector's"
+    );
+    clock.step(Duration::from_secs(10));
+    until("the first retry", || s.errors.kinds().len() == 2).await;
+    clock.step(Duration::from_secs(19));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(s.fake.list_calls().len(), 2, "the second delay is 20 s");
+    clock.step(Duration::from_secs(1));
+    until("the second retry", || s.errors.kinds().len() == 3).await;
+    drop(h);
+}
+
 // The backoff policy: where kinformer parts from client-go (see `Backoff`).
 
 /// A list that works and a watch that starts with `fail` `n` times, then one that delivers
