@@ -1,6 +1,8 @@
 //! The shard manager on in-memory leases: fair shares, moves, give-ups and cut-offs.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use kinformer_leaderelection::testing::{Fault, MemoryLease, MemoryLock};
 

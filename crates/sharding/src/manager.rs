@@ -1,0 +1,574 @@
+//! [`ShardManager`]: holds this replica's fair share of the shard Leases and runs work for
+//! each held shard.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use kinformer_leaderelection::{
+    Attempt, Clock, LeaseAttempt, Lock, ObservedRecord, Release, TokioClock,
+};
+use kinformer_reflector::ShardRange;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Error, Shard, ShardingConfig};
+
+/// What a running [`ShardManager`] shows.
+#[derive(Default)]
+struct Status {
+    held: BTreeSet<u32>,
+    live: usize,
+}
+
+/// Holds this replica's fair share of `N` shard Leases and runs work for each held shard:
+/// see the [crate docs](crate).
+pub struct ShardManager<L> {
+    config: ShardingConfig,
+    identity: String,
+    shard_locks: Vec<(String, L)>,
+    member_locks: Vec<(String, L)>,
+    ranges: Vec<ShardRange>,
+    status: Mutex<Status>,
+    moves: AtomicU64,
+    running: AtomicBool,
+}
+
+impl<L> fmt::Debug for ShardManager<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardManager")
+            .field("config", &self.config)
+            .field("identity", &self.identity)
+            .field("held", &self.held())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One Lease as this replica sees it.
+struct Slot<'a, L> {
+    index: u32,
+    range: Option<ShardRange>,
+    name: &'a str,
+    lock: &'a L,
+    /// Whether the Lease's state is known: the last read or write of it succeeded.
+    known: bool,
+    /// The record last read or written, and when this replica first saw it so (`None`:
+    /// none seen, or there is no record).
+    observed: Option<ObservedRecord>,
+    held: Option<Held>,
+}
+
+/// A Lease this replica holds.
+struct Held {
+    deadline: watch::Sender<Instant>,
+    term: CancellationToken,
+    /// The shard's work (none for a membership Lease).
+    work: Option<JoinHandle<()>>,
+}
+
+impl<L> ShardManager<L> {
+    /// The identity of this replica (its locks').
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The config.
+    pub fn config(&self) -> &ShardingConfig {
+        &self.config
+    }
+
+    /// The shards this replica holds now.
+    pub fn held(&self) -> Vec<u32> {
+        self.lock_status().held.iter().copied().collect()
+    }
+
+    /// The live replicas seen at the last retry (this one included once it is a member).
+    pub fn live_replicas(&self) -> usize {
+        self.lock_status().live
+    }
+
+    /// How many shards this replica gave up to re-balance so far.
+    pub fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Relaxed)
+    }
+
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, Status> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<L: Lock> ShardManager<L> {
+    /// A manager for `config.shards` shards, with `lock(name)` the lock of the Lease
+    /// `name` for this replica (every lock with the same identity).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`], or [`Error::Identity`] when the locks' identities differ
+    /// or are empty.
+    pub fn new(config: ShardingConfig, lock: impl Fn(&str) -> L) -> Result<Self, Error> {
+        config.validate()?;
+        let make = |kind: &str| -> Vec<(String, L)> {
+            (0..config.shards)
+                .map(|i| {
+                    let name = format!("{}-{kind}-{i}", config.name);
+                    let l = lock(&name);
+                    (name, l)
+                })
+                .collect()
+        };
+        let ranges = (0..config.shards)
+            .map(|i| ShardRange::index_of(i, config.shards))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let shard_locks = make("shard");
+        let member_locks = make("member");
+        let identity = shard_locks
+            .first()
+            .map(|(_, l)| l.identity().to_owned())
+            .unwrap_or_default();
+        for (_, l) in shard_locks.iter().chain(&member_locks) {
+            if identity.is_empty() || l.identity() != identity {
+                return Err(Error::Identity(identity, l.identity().to_owned()));
+            }
+        }
+        Ok(Self {
+            config,
+            identity,
+            shard_locks,
+            member_locks,
+            ranges,
+            status: Mutex::new(Status::default()),
+            moves: AtomicU64::new(0),
+            running: AtomicBool::new(false),
+        })
+    }
+
+    /// Holds this replica's fair share of the shards until `shutdown` is cancelled, and
+    /// runs `work` for each shard it takes, with the [`Shard`] whose token is cancelled
+    /// when the shard is lost or given up. Then stops every shard's work, waits for it
+    /// (up to the grace, then aborts it), and releases every Lease.
+    ///
+    /// A shard's work should run until its token is cancelled; if it returns earlier the
+    /// shard stays held, idle, until it is given up.
+    ///
+    /// Dropping the returned future instead of cancelling `shutdown` cancels every shard's
+    /// token at once (the tasks that renew them are gone) but releases nothing: the Leases
+    /// expire, and the other replicas take them after the lease duration.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyRunning`].
+    pub async fn run<'a, F, Fut>(
+        &'a self,
+        shutdown: &CancellationToken,
+        work: F,
+    ) -> Result<(), Error>
+    where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if self.running.swap(true, Ordering::AcqRel) {
+            return Err(Error::AlreadyRunning);
+        }
+        let _running = Running(self);
+        let slots = |locks: &'a [(String, L)], ranges: &[ShardRange]| -> Vec<Slot<'a, L>> {
+            locks
+                .iter()
+                .zip(0..)
+                .map(|((name, lock), index)| Slot {
+                    index,
+                    range: ranges.get(index as usize).copied(),
+                    name,
+                    lock,
+                    known: false,
+                    observed: None,
+                    held: None,
+                })
+                .collect()
+        };
+        let mut shards = slots(&self.shard_locks, &self.ranges);
+        let mut members = slots(&self.member_locks, &[]);
+        let mut releases: VecDeque<Instant> = VecDeque::new();
+        let retry = self.config.timing.retry_period;
+        // Where this replica starts looking for free Leases: spread over the replicas.
+        let offset = (kinformer_reflector::fnv1a_64(self.identity.as_bytes())
+            % u64::from(self.config.shards)) as usize;
+        let mut first = true;
+        tracing::info!(identity = %self.identity, shards = self.config.shards, name = %self.config.name, "shard manager started");
+        loop {
+            let started = Instant::now();
+            self.tick(
+                &mut shards,
+                &mut members,
+                &mut releases,
+                offset,
+                first,
+                &work,
+            )
+            .await;
+            first = false;
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep_until(started + retry) => {}
+            }
+        }
+        // Each shard's work stopped first, then its Lease released: nobody overlaps. All at
+        // once, so that the grace is waited out once, not once per shard.
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.give_up(slot, "shutdown")),
+        )
+        .await;
+        tracing::info!(identity = %self.identity, "shard manager stopped");
+        Ok(())
+    }
+
+    /// One retry period's work: rules 1 to 4 of the crate docs.
+    async fn tick<'s, F, Fut>(
+        &self,
+        shards: &mut [Slot<'s, L>],
+        members: &mut [Slot<'s, L>],
+        releases: &mut VecDeque<Instant>,
+        offset: usize,
+        first: bool,
+        work: &F,
+    ) where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        // Renew what is held, read the rest: every Lease at once, each on its own lock.
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.refresh(slot)),
+        )
+        .await;
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .chain(members.iter_mut())
+                .map(|slot| self.reap(slot)),
+        )
+        .await;
+
+        // Rule 1: membership.
+        if members.iter().all(|s| s.held.is_none()) {
+            for i in 0..members.len() {
+                let slot = &mut members[(offset + i) % members.len()];
+                if self.is_free(slot) && self.acquire(slot, None::<&F>).await {
+                    break;
+                }
+            }
+        }
+        let live = members
+            .iter()
+            .filter(|s| s.held.is_some() || self.is_live(s))
+            .count()
+            .max(1);
+        let target = self.config.fair_share(live);
+        let held = shards.iter().filter(|s| s.held.is_some()).count();
+        tracing::debug!(identity = %self.identity, live, target, held, "shard manager retry");
+
+        // Rule 3: give up extras, within the move limit.
+        if held > target {
+            let now = Instant::now();
+            while releases
+                .front()
+                .is_some_and(|t| now.duration_since(*t) >= self.config.move_period)
+            {
+                releases.pop_front();
+            }
+            let budget = (self.config.max_moves as usize).saturating_sub(releases.len());
+            let extra = (held - target).min(budget);
+            // The last held ones, from the end of this replica's preferred order.
+            let order: Vec<usize> = (0..shards.len())
+                .map(|i| (offset + i) % shards.len())
+                .collect();
+            let chosen: BTreeSet<usize> = order
+                .iter()
+                .rev()
+                .copied()
+                .filter(|&i| shards[i].held.is_some())
+                .take(extra)
+                .collect();
+            // At once: the shards kept are renewed again only after the given up ones'
+            // work has stopped, which may take up to the grace, and only once.
+            futures::future::join_all(
+                shards
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(i, _)| chosen.contains(i))
+                    .map(|(_, slot)| self.give_up(slot, "re-balance")),
+            )
+            .await;
+            let now = Instant::now();
+            for _ in &chosen {
+                releases.push_back(now);
+                self.moves.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if held < target && !first {
+            // Rule 3: take free shards; rule 4: not in the first period.
+            let mut wanted = target - held;
+            for i in 0..shards.len() {
+                if wanted == 0 {
+                    break;
+                }
+                let slot = &mut shards[(offset + i) % shards.len()];
+                if slot.held.is_none() && self.is_free(slot) && self.acquire(slot, Some(work)).await
+                {
+                    wanted -= 1;
+                }
+            }
+        }
+        let mut status = self.lock_status();
+        status.live = live;
+        status.held = shards
+            .iter()
+            .filter(|s| s.held.is_some())
+            .map(|s| s.index)
+            .collect();
+    }
+
+    /// The one lease step of kinformer-leaderelection on `lock`, each request bounded by the
+    /// retry period, on Tokio's clock.
+    fn attempt<'l>(&self, lock: &'l L) -> LeaseAttempt<'l, L> {
+        LeaseAttempt::new(
+            lock,
+            self.config.timing.lease_duration,
+            self.config.timing.retry_period,
+            &TokioClock,
+        )
+    }
+
+    /// Renews a held Lease, or reads one that is not.
+    async fn refresh(&self, slot: &mut Slot<'_, L>) {
+        let step = self.attempt(slot.lock);
+        if let Some(held) = &slot.held {
+            if held.term.is_cancelled() {
+                return;
+            }
+            let sent = Instant::now();
+            match step.try_acquire_or_renew(&mut slot.observed).await {
+                Attempt::Held => {
+                    slot.known = true;
+                    held.deadline
+                        .send_replace(sent + self.config.timing.renew_deadline);
+                }
+                attempt => {
+                    if slot
+                        .observed
+                        .as_ref()
+                        .is_none_or(|o| !o.names(&self.identity))
+                    {
+                        tracing::warn!(
+                            lease = slot.name,
+                            "a held Lease was taken by another replica"
+                        );
+                        held.term.cancel();
+                    } else if let Attempt::Failed(e) = attempt {
+                        tracing::warn!(lease = slot.name, error = %e, "renewing a shard Lease failed");
+                    }
+                }
+            }
+            return;
+        }
+        match step.read(&mut slot.observed).await {
+            Ok(record) => {
+                if record.is_none() {
+                    slot.observed = None;
+                }
+                slot.known = true;
+            }
+            Err(e) => tracing::debug!(lease = slot.name, error = %e, "reading a Lease failed"),
+        }
+    }
+
+    /// A held Lease whose term ended (deadline passed, or taken): its work is waited for
+    /// and it counts as not held.
+    async fn reap(&self, slot: &mut Slot<'_, L>) {
+        let ended = slot.held.as_ref().is_some_and(|h| h.term.is_cancelled());
+        if !ended {
+            return;
+        }
+        if let Some(held) = slot.held.take() {
+            tracing::warn!(lease = slot.name, identity = %self.identity, "Lease lost: its work stopped");
+            self.join(slot.name, held.work).await;
+        }
+    }
+
+    /// Waits for a shard's work, up to the grace, then aborts it.
+    async fn join(&self, lease: &str, work: Option<JoinHandle<()>>) {
+        let Some(mut work) = work else { return };
+        if tokio::time::timeout(self.config.grace(), &mut work)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                lease,
+                "a shard's work did not stop within the grace: aborted"
+            );
+            work.abort();
+            let _ = work.await;
+        }
+    }
+
+    /// Whether this replica sees the Lease free for the taking (the elector's rule:
+    /// [`ObservedRecord::is_free_for`]); unknown is not free.
+    fn is_free(&self, slot: &Slot<'_, L>) -> bool {
+        let now = TokioClock.now();
+        slot.known
+            && slot
+                .observed
+                .as_ref()
+                .is_none_or(|o| o.is_free_for(&self.identity, now))
+    }
+
+    /// Whether a Lease this replica does not hold has a live holder.
+    fn is_live(&self, slot: &Slot<'_, L>) -> bool {
+        let now = TokioClock.now();
+        slot.known
+            && slot
+                .observed
+                .as_ref()
+                .is_some_and(|o| o.record.is_held() && !o.names(&self.identity) && o.is_valid(now))
+    }
+
+    /// Takes a Lease seen free, with the lease step (which reads it again, unless this
+    /// replica's own record is still valid, and writes over the version read); for a
+    /// shard, starts its work. Whether it was taken.
+    async fn acquire<F, Fut>(&self, slot: &mut Slot<'_, L>, work: Option<&F>) -> bool
+    where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let sent = Instant::now();
+        match self
+            .attempt(slot.lock)
+            .try_acquire_or_renew(&mut slot.observed)
+            .await
+        {
+            Attempt::Held => slot.known = true,
+            Attempt::HeldByOther => return false,
+            attempt => {
+                if let Attempt::Failed(e) = attempt {
+                    tracing::debug!(lease = slot.name, error = %e, "taking a Lease failed");
+                }
+                // Read it again next time.
+                slot.known = false;
+                return false;
+            }
+        }
+        let deadline_at = sent + self.config.timing.renew_deadline;
+        let (deadline, deadline_rx) = watch::channel(deadline_at);
+        let term = CancellationToken::new();
+        tokio::spawn(watchdog(term.clone(), deadline_rx.clone()));
+        let task = work.zip(slot.range).map(|(work, range)| {
+            let shard = Shard {
+                index: slot.index,
+                range,
+                count: self.config.shards,
+                lease: slot.name.into(),
+                token: term.clone(),
+                deadline: deadline_rx,
+                grace: self.config.grace(),
+            };
+            tracing::info!(lease = slot.name, identity = %self.identity, shard = slot.index, "shard taken: its work started");
+            tokio::spawn(work(shard))
+        });
+        slot.held = Some(Held {
+            deadline,
+            term,
+            work: task,
+        });
+        true
+    }
+
+    /// Stops a held Lease's work, waits for it, then releases the Lease (the lease step's
+    /// release: an empty holder, a 1 s lease, as client-go's, if the record read afresh
+    /// still names this replica) so that another replica takes it at once.
+    async fn give_up(&self, slot: &mut Slot<'_, L>, why: &'static str) {
+        let Some(held) = slot.held.take() else { return };
+        held.term.cancel();
+        self.join(slot.name, held.work).await;
+        match self.attempt(slot.lock).release(&mut slot.observed).await {
+            Ok(Release::Released) => {
+                tracing::info!(lease = slot.name, identity = %self.identity, why, "Lease released");
+                slot.known = true;
+            }
+            Ok(_) => {
+                tracing::info!(lease = slot.name, identity = %self.identity, why, "the Lease no longer names this replica: nothing to release");
+                slot.known = false;
+            }
+            Err(e) => {
+                tracing::warn!(lease = slot.name, error = %e, why, "releasing a Lease failed; it expires instead");
+                slot.known = false;
+            }
+        }
+    }
+}
+
+/// Marks a [`ShardManager`] as holding nothing and not running when its run ends or is
+/// dropped.
+struct Running<'a, L>(&'a ShardManager<L>);
+
+impl<L> Drop for Running<'_, L> {
+    fn drop(&mut self) {
+        *self.0.lock_status() = Status::default();
+        self.0.running.store(false, Ordering::Release);
+    }
+}
+
+/// Cancels `term` the moment its deadline passes without being moved on.
+async fn watchdog(term: CancellationToken, mut deadline: watch::Receiver<Instant>) {
+    loop {
+        let at = *deadline.borrow_and_update();
+        tokio::select! {
+            () = term.cancelled() => return,
+            () = tokio::time::sleep_until(at) => {
+                if *deadline.borrow() <= Instant::now() {
+                    term.cancel();
+                    return;
+                }
+            }
+            changed = deadline.changed() => {
+                if changed.is_err() {
+                    // The holder is gone: nothing will renew this term.
+                    term.cancel();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// What `Metrics::register_shard_manager` (kinformer-controller, feature `prometheus`)
+/// reads of a manager at each scrape.
+#[cfg(feature = "prometheus")]
+impl<L: Send + Sync + 'static> kinformer_controller::metrics::ShardManagerStats
+    for ShardManager<L>
+{
+    fn manager_name(&self) -> &str {
+        &self.config().name
+    }
+    fn manager_identity(&self) -> &str {
+        self.identity()
+    }
+    fn shards_held(&self) -> usize {
+        self.held().len()
+    }
+    fn shard_live_replicas(&self) -> usize {
+        self.live_replicas()
+    }
+    fn shard_moves(&self) -> u64 {
+        self.moves()
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
