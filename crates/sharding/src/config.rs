@@ -6,7 +6,7 @@ use kinformer_leaderelection::LeaderElectionConfig;
 
 use crate::Error;
 
-/// A [`ShardManager`]'s settings.
+/// A [`ShardManager`](crate::ShardManager)'s settings.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ShardingConfig {

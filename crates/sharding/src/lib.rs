@@ -26,7 +26,7 @@
 //!    to do and waits for a free one.
 //! 2. **Holds each shard Lease as a leader election holds its Lease**, with the very step
 //!    the [`LeaderElector`](kinformer_leaderelection::LeaderElector) runs
-//!    ([`LeaseAttempt`], the rules of
+//!    ([`LeaseAttempt`](kinformer_leaderelection::LeaseAttempt), the rules of
 //!    [`kinformer_leaderelection`]): takes only a free one (no record, released, or seen
 //!    unchanged for its lease duration on this replica's monotonic clock), writes over the
 //!    version it read, renews every retry period, and stops the shard's work the moment

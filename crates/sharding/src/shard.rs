@@ -75,7 +75,7 @@ impl Shard {
     }
 
     /// How long reconciles in flight get to return once the shard is lost (see
-    /// [`ShardingConfig::grace`]).
+    /// [`ShardingConfig::grace`](crate::ShardingConfig::grace)).
     pub fn grace(&self) -> Duration {
         self.grace
     }
