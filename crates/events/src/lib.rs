@@ -198,18 +198,19 @@ mod broadcaster;
 mod config;
 mod error;
 mod event;
-mod record;
 mod recorder;
 mod reporter;
 mod series;
 mod sink;
+mod task;
+mod write;
 
 pub use broadcaster::Broadcaster;
 pub use config::Config;
 pub use error::Error;
 pub use recorder::Recorder;
 pub use reporter::{EventType, Reporter};
-pub use sink::{EventSink, KubeSink};
+pub use sink::{EventObject, EventSink, KubeSink};
 
 /// The clock is kinformer-core's, shared with the workqueue and the leader elector: event
 /// timestamps are its [`wall_now`](Clock::wall_now), the periodic checks and the retries
