@@ -198,6 +198,7 @@ mod broadcaster;
 mod config;
 mod error;
 mod event;
+pub mod record;
 mod recorder;
 mod reporter;
 mod series;

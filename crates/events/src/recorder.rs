@@ -8,7 +8,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Resource;
 use tokio::sync::mpsc;
 
-use crate::event::{Occurrence, make_event};
+use crate::event::{Occurrence, get_reference, make_event};
 use crate::task::{self, Command};
 use crate::{Broadcaster, Clock, Config, Error, EventType, Reporter};
 
@@ -109,8 +109,7 @@ impl Recorder {
     where
         K: Resource<DynamicType = ()>,
     {
-        let mut regarding = object.object_ref(&());
-        regarding.resource_version = object.meta().resource_version.clone();
+        let regarding = get_reference(object);
         self.publish(&regarding, None, type_, reason, action, note)
     }
 }
