@@ -23,6 +23,61 @@
 //! # }
 //! ```
 //!
+//! The same on a [`FakeClock`](crate::FakeClock), with a sink of your own in place of the
+//! API server ([`EventSink`] for core/v1 Events; [`KubeSink`] is the default): three
+//! identical events are one Event and two count patches, and the tenth distinct message
+//! about one object and reason is aggregated.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use k8s_openapi::api::core::v1::{Event, ObjectReference};
+//! use kinformer_events::record::{Broadcaster, Config, Source};
+//! use kinformer_events::{Error, EventSink, EventType, FakeClock};
+//!
+//! #[derive(Clone, Default)]
+//! struct Log(Arc<Mutex<Vec<String>>>);
+//!
+//! impl EventSink<Event> for Log {
+//!     async fn create(&self, event: &Event) -> Result<Event, Error> {
+//!         let message = event.message.clone().unwrap_or_default();
+//!         self.0.lock().unwrap().push(format!("create {message}"));
+//!         Ok(event.clone())
+//!     }
+//!     async fn patch(&self, event: &Event, _patch: &[u8]) -> Result<Event, Error> {
+//!         let count = event.count.unwrap_or_default();
+//!         self.0.lock().unwrap().push(format!("patch count {count}"));
+//!         Ok(event.clone())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Error> {
+//! let log = Log::default();
+//! let broadcaster = Broadcaster::with_sink(log.clone(), Config::new().clock(FakeClock::new()))?;
+//! let recorder = broadcaster.recorder(Source::new("widget-controller"));
+//! let pod = ObjectReference {
+//!     api_version: Some("v1".into()),
+//!     kind: Some("Pod".into()),
+//!     namespace: Some("default".into()),
+//!     name: Some("web-0".into()),
+//!     ..ObjectReference::default()
+//! };
+//!
+//! for _ in 0..3 {
+//!     recorder.event(&pod, EventType::Warning, "BackOff", "restarting")?;
+//! }
+//! for i in 1..=10 {
+//!     recorder.event(&pod, EventType::Normal, "Progress", &format!("step {i}"))?;
+//! }
+//! broadcaster.flush().await?;
+//! let log = log.0.lock().unwrap();
+//! assert_eq!(log[..3], ["create restarting", "patch count 2", "patch count 3"]);
+//! assert_eq!(log[3..12].len(), 9, "step 1 to step 9, one Event each");
+//! assert_eq!(log[12], "create (combined from similar events): step 10");
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # What is written
 //!
 //! [`Recorder::event_for`] makes the reference client-go's `GetReference` makes
@@ -34,7 +89,7 @@
 //! `reportingInstance` its host. There is no action and no related object: core/v1 Events
 //! have none (`events.k8s.io/v1`'s [`Recorder`](crate::Recorder) has both).
 //!
-//! Then the correlator, in publish order, on the [`Clock`](crate::Clock):
+//! Then the correlator, in publish order, on the [`Clock`]:
 //!
 //! 1. **Aggregation.** Events about one object from one source with the same type and
 //!    reason but different messages are similar. When a group has had 10 distinct
@@ -81,7 +136,7 @@
 //! - **Shutdown.** client-go's `Shutdown` drops what its queue still holds; here it is
 //!   written.
 //! - **One clock.** client-go's recorder reads a clock field and its correlator another
-//!   (both the real clock in practice); here both are the [`Clock`](crate::Clock) of the
+//!   (both the real clock in practice); here both are the [`Clock`] of the
 //!   [`Config`], so a [`FakeClock`](crate::FakeClock) drives the aggregation window and
 //!   the spam filter's refill.
 //! - **Keys.** client-go joins the fields of each key into one string with no separator
