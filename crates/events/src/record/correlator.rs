@@ -9,9 +9,10 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use super::Config;
 use super::lru::Lru;
-use crate::event::{go_hex, time, unix_nanos};
+use super::{Config, Source};
+use crate::EventType;
+use crate::event::{DEFAULT_NAMESPACE, generate_event_name, go_hex, non_empty, time, unix_nanos};
 use crate::sink::Described;
 use crate::task::Correlator;
 use crate::write::Write;
@@ -347,15 +348,14 @@ impl Correlator for EventCorrelator {
 /// `reportingInstance` its host. Empty strings are left out, as Go's `omitempty` leaves
 /// them out.
 pub(crate) fn make_event(
-    source: &super::Source,
+    source: &Source,
     reference: &ObjectReference,
     annotations: Option<BTreeMap<String, String>>,
-    type_: crate::EventType,
+    type_: EventType,
     reason: &str,
     message: &str,
     now: SystemTime,
 ) -> Event {
-    use crate::event::{DEFAULT_NAMESPACE, generate_event_name, non_empty};
     let namespace = match reference.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => ns.to_owned(),
         _ => DEFAULT_NAMESPACE.to_owned(),
