@@ -5,13 +5,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
 
 use crate::{EventType, Reporter};
 
 /// Where an event about a cluster-scoped object goes (client-go's `metav1.NamespaceDefault`).
-const DEFAULT_NAMESPACE: &str = "default";
+pub(crate) const DEFAULT_NAMESPACE: &str = "default";
 
 /// What the caller said happened, before it becomes an [`Event`].
 pub(crate) struct Occurrence<'a> {
@@ -56,7 +57,16 @@ pub(crate) fn make_event(reporter: &Reporter, what: &Occurrence<'_>, now: System
     }
 }
 
-fn non_empty(s: &str) -> Option<String> {
+/// The reference client-go's `reference.GetReference` makes for an object: apiVersion,
+/// kind, namespace, name, uid and resourceVersion. (kube's `object_ref` leaves out the
+/// resourceVersion.)
+pub(crate) fn get_reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
+    let mut reference = object.object_ref(&());
+    reference.resource_version = object.meta().resource_version.clone();
+    reference
+}
+
+pub(crate) fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())
 }
 
@@ -77,8 +87,13 @@ pub(crate) fn series(count: i32, last_observed: SystemTime) -> EventSeries {
     }
 }
 
+/// `t` as a `Time` (written with a precision of seconds), clamped as [`micro_time`].
+pub(crate) fn time(t: SystemTime) -> Time {
+    Time(micro_time(t).0)
+}
+
 /// Nanoseconds since the Unix epoch, negative before it (Go's `Time.UnixNano`), saturated.
-fn unix_nanos(t: SystemTime) -> i64 {
+pub(crate) fn unix_nanos(t: SystemTime) -> i64 {
     match t.duration_since(UNIX_EPOCH) {
         Ok(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
         Err(before) => i64::try_from(before.duration().as_nanos())
@@ -91,16 +106,20 @@ fn unix_nanos(t: SystemTime) -> i64 {
 /// negative number gets a minus sign), or a random UUID when that is not a valid
 /// DNS-1123 subdomain (kubernetes/kubernetes#127594).
 pub(crate) fn generate_event_name(ref_name: &str, unix_nanos: i64) -> String {
-    let hex = if unix_nanos < 0 {
-        format!("-{:x}", unix_nanos.unsigned_abs())
-    } else {
-        format!("{unix_nanos:x}")
-    };
-    let name = format!("{ref_name}.{hex}");
+    let name = format!("{ref_name}.{}", go_hex(unix_nanos));
     if is_dns1123_subdomain(&name) {
         name
     } else {
         uuid_v4()
+    }
+}
+
+/// `n` as Go's `%x` prints an `int64`: lowercase hex, a minus sign when negative.
+pub(crate) fn go_hex(n: i64) -> String {
+    if n < 0 {
+        format!("-{:x}", n.unsigned_abs())
+    } else {
+        format!("{n:x}")
     }
 }
 

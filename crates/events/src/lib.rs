@@ -1,6 +1,8 @@
-//! client-go's Kubernetes Event recorder (`tools/events`, `events.k8s.io/v1`): isomorphic
-//! events folded into series, written from a background task so that recording never
-//! blocks or fails a reconcile.
+//! client-go's two Kubernetes Event recorders, written from a background task so that
+//! recording never blocks or fails a reconcile: `tools/events` (`events.k8s.io/v1`
+//! Events, isomorphic ones folded into series) at the crate root, and `tools/record`
+//! (core/v1 Events through the `EventCorrelator`: repeat counts, aggregation, a spam
+//! filter) in [`record`]. Which one to use: [below](#which-of-client-gos-recorders).
 //!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::Pod;
@@ -76,29 +78,46 @@
 //! # }
 //! ```
 //!
-//! # Which of client-go's recorders, and why
+//! # Which of client-go's recorders
 //!
-//! client-go has two: `tools/events` writes `events.k8s.io/v1` Events and folds repeats
-//! into an `EventSeries`; `tools/record` writes the legacy core/v1 Events through an
-//! `EventCorrelator` (an aggregator of similar events, repeat counts, a per-object token
-//! bucket against spam). This crate is `tools/events`, from client-go v0.36.3, alone:
+//! client-go has two, and so has this crate; both are ported from client-go v0.36.3 and
+//! checked against it by `xtask/go/cmd/events-peer` on a real API server:
 //!
-//! - `events.k8s.io/v1` is the current API (GA since Kubernetes 1.19); core/v1 Events are
-//!   kept for compatibility, and `kubectl events` and `kubectl describe` show both.
-//! - controller-runtime moved to it in v0.23: `GetEventRecorder` hands out a
-//!   `tools/events` recorder and `GetEventRecorderFor` (a `tools/record` one) is
-//!   deprecated; in its current source even the deprecated one wraps the `tools/events`
-//!   recorder (with action `"unsupported"`).
-//! - kube-runtime's `events::Recorder` writes `events.k8s.io/v1` too, with series of its
-//!   own; so does client-go's `EventBroadcasterAdapter` whenever the server serves the
-//!   group.
+//! | | [`Recorder`] (`tools/events`) | [`record::Recorder`] (`tools/record`) |
+//! | --- | --- | --- |
+//! | writes | `events.k8s.io/v1` Events | core/v1 Events |
+//! | publishing | `Eventf(regarding, related, type, reason, action, note)` | `Eventf(object, type, reason, message)`: no action, no related object |
+//! | who | `reportingController`, `reportingInstance` ([`Reporter`]) | `source.component` and `source.host`, copied to `reportingComponent` and `reportingInstance` ([`record::Source`]) |
+//! | repeats | folded into a series, whose count is written when the series starts, every 30 minutes, when it has been quiet for 6, and at shutdown | each repeat patches `count` and `lastTimestamp` on the Event at once |
+//! | the same event with another message | folded into the same series (the note is not compared; the first stays) | another Event; after 10 distinct messages in 10 minutes, one `(combined from similar events)` Event counting the rest |
+//! | flood control | none | a token bucket per source and object: 25, then one per 5 minutes |
+//! | an object's new resourceVersion | a new series (the whole reference is the key) | the same Event (the keys leave the resourceVersion out) |
 //!
-//! A core/v1 recorder with `tools/record`'s correlator would be a second crate-sized job
-//! for an API on its way out; it is not here.
+//! Use [`record`] when the Events should look like those of the client-go controller you
+//! port or run beside (most of them, `kube-controller-manager`'s among them,
+//! use `tools/record`), when tools and people read `count` and `lastTimestamp`, or when
+//! one object's Events must stay few whatever the controller does: an object that changes
+//! on every reconcile gets one Event per kind of event, not one per version. Use the
+//! root [`Recorder`] for `events.k8s.io/v1`, the current API (GA since Kubernetes 1.19),
+//! with actions and related objects: controller-runtime v0.23's `GetEventRecorder` hands
+//! out `tools/events` recorders, and kube-runtime's `events::Recorder` writes that API
+//! too. `kubectl events` and `kubectl describe` show both kinds.
 //!
-//! The end-to-end test (`tests/e2e.rs`) feeds one sequence of events to this crate and,
-//! through `xtask/go/cmd/events-peer`, to client-go v0.36.3's recorder, both against the
-//! same real API server, and requires the Event objects they write to be equal.
+//! The two differ on the object reference as client-go's two do.
+//! [`Recorder::publish_for`] and [`record::Recorder::event_for`] both make the reference
+//! client-go's `GetReference` makes, resourceVersion included. `tools/events` compares
+//! whole references, so an event about the next version of an object is a new event
+//! (client-go's behaviour, kept here); to fold across versions with it, publish with a
+//! reference without the resourceVersion (kube's `Resource::object_ref`).
+//! `tools/record` writes the resourceVersion of the first occurrence and leaves it out of
+//! every key.
+//!
+//! The end-to-end tests (`tests/e2e.rs`, `tests/record_e2e.rs`) feed one sequence of
+//! events to each recorder and, through `xtask/go/cmd/events-peer`, to client-go
+//! v0.36.3's, both against the same real API server, and require the Event objects they
+//! write to be equal.
+//!
+//! The rest of this page is about the `events.k8s.io/v1` recorder; [`record`] has its own.
 //!
 //! # What is folded, and when it is written
 //!
@@ -120,8 +139,10 @@
 //! patched a last time and forgotten (a later repeat creates a new event), and each
 //! single event published more than 6 minutes ago is forgotten; every 30 minutes, every
 //! open series is patched with its count (its heartbeat). Each check starts a period after
-//! the previous one ended. A series patch that finds the event gone (`404`, say it was
-//! deleted or expired) creates it again, series included.
+//! the previous one ended. [`Broadcaster::shutdown`] writes, once, each series counted
+//! past its last write (client-go does not: see the differences below). A series patch
+//! that finds the event gone (`404`, say it was deleted or expired) creates it again,
+//! series included.
 //!
 //! New events are named `<regarding object's name>.<publish time in Unix nanoseconds,
 //! hex>`, or a random UUID when that is no valid name; they go in the regarding object's
@@ -170,8 +191,10 @@
 //!   here every time comes from the [`Clock`] (kinformer-core's, the workqueue's and the
 //!   leader elector's too), so a [`FakeClock`] drives everything.
 //! - **Shutdown.** client-go's `Shutdown` stops taking events and returns while writes go
-//!   on in their goroutines; [`Broadcaster::shutdown`] writes what is queued, ends the
-//!   sleeps before retries, and returns once the writes under way have ended.
+//!   on in their goroutines, and a series counted since it was last written keeps its
+//!   count to itself; [`Broadcaster::shutdown`] ends the sleeps before retries, writes
+//!   what is queued (each tried once), waits for the writes under way, writes once each
+//!   series counted past its last write, and returns.
 //! - **Settings.** client-go's timings are constants; here they are [`Config`] settings
 //!   with client-go's values as defaults. The reporting instance can be set
 //!   ([`Reporter::with_instance`]); [`Reporter::new`] derives it from the hostname as
@@ -186,30 +209,34 @@
 //! request per event, so a series count is patched on every repeat and `publish` waits
 //! for the server): here the caller never waits, repeats cost no request until a series
 //! ends or is refreshed, and [`Recorder::publish_for`] puts the object's resourceVersion
-//! in the reference (kube's `object_ref` leaves it out), so the key is client-go's.
+//! in the reference (kube's `object_ref` leaves it out), so the key is client-go's (see
+//! [above](#which-of-client-gos-recorders) for what that does to an object that changes).
 //!
 //! # RBAC
 //!
-//! `create` and `patch` on `events` in the `events.k8s.io` group, in every namespace
-//! events are recorded in (and `default`, for cluster-scoped objects).
+//! `create` and `patch` on `events` in the `events.k8s.io` group (core group for
+//! [`record`]), in every namespace events are recorded in (and `default`, for
+//! cluster-scoped objects).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod broadcaster;
 mod config;
 mod error;
 mod event;
-mod record;
+pub mod record;
 mod recorder;
 mod reporter;
 mod series;
 mod sink;
+mod task;
+mod write;
 
 pub use broadcaster::Broadcaster;
 pub use config::Config;
 pub use error::Error;
 pub use recorder::Recorder;
 pub use reporter::{EventType, Reporter};
-pub use sink::{EventSink, KubeSink};
+pub use sink::{EventObject, EventSink, KubeSink};
 
 /// The clock is kinformer-core's, shared with the workqueue and the leader elector: event
 /// timestamps are its [`wall_now`](Clock::wall_now), the periodic checks and the retries

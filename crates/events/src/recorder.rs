@@ -4,11 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
 use kube::Resource;
 use tokio::sync::mpsc;
 
-use crate::broadcaster::Command;
-use crate::event::{Occurrence, make_event};
+use crate::event::{Occurrence, get_reference, make_event};
+use crate::task::{self, Command};
 use crate::{Broadcaster, Clock, Config, Error, EventType, Reporter};
 
 /// Publishes events about objects as one reporting controller: client-go's
@@ -20,7 +21,7 @@ use crate::{Broadcaster, Clock, Config, Error, EventType, Reporter};
 /// broadcaster that shut down drops the event with an error the caller may ignore.
 #[derive(Clone)]
 pub struct Recorder {
-    tx: mpsc::Sender<Command>,
+    tx: mpsc::Sender<Command<Event>>,
     clock: Arc<dyn Clock>,
     reporter: Arc<Reporter>,
 }
@@ -38,7 +39,7 @@ impl Recorder {
     }
 
     pub(crate) fn new_with(
-        tx: mpsc::Sender<Command>,
+        tx: mpsc::Sender<Command<Event>>,
         clock: Arc<dyn Clock>,
         reporter: Reporter,
     ) -> Self {
@@ -87,18 +88,7 @@ impl Recorder {
             note,
         };
         let event = make_event(&self.reporter, &what, now);
-        match self.tx.try_send(Command::Publish(Box::new(event), now)) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::debug!(
-                    reason,
-                    action,
-                    "the event queue is full; dropping the event"
-                );
-                Err(Error::QueueFull)
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Error::ShutDown),
-        }
+        task::publish(&self.tx, event, now)
     }
 
     /// [`publish`](Recorder::publish) about `object`, with no related object, through
@@ -119,8 +109,7 @@ impl Recorder {
     where
         K: Resource<DynamicType = ()>,
     {
-        let mut regarding = object.object_ref(&());
-        regarding.resource_version = object.meta().resource_version.clone();
+        let regarding = get_reference(object);
         self.publish(&regarding, None, type_, reason, action, note)
     }
 }

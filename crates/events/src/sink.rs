@@ -1,58 +1,136 @@
-//! Where events are written: the [`EventSink`] trait (client-go's `EventSink`) and its
-//! Kubernetes implementation.
+//! Where events are written: the [`EventSink`] trait (client-go's `EventSink`, of
+//! `tools/events` and of `tools/record`) and its Kubernetes implementation.
 
+use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::events::v1::Event;
-use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::Error;
 
-/// Stores events: the broadcaster's only way out, and the swap point for tests or for
+/// Stores events: a broadcaster's only way out, and the swap point for tests or for
 /// another destination.
 ///
-/// [`KubeSink`] is the default. An implementation answers with the crate's [`Error`] so
-/// that the broadcaster can tell, as client-go does, a refusal by the server
-/// ([`Error::Api`], not retried except as noted there) from a failed transport
-/// ([`Error::Transport`], retried) and from a request that cannot be built
-/// ([`Error::Request`], not retried).
-pub trait EventSink: Send + Sync + 'static {
+/// `E` is the kind of Event: `events.k8s.io/v1` (the default, for the
+/// [`Broadcaster`](crate::Broadcaster)) or core/v1 (for
+/// [`record::Broadcaster`](crate::record::Broadcaster)). [`KubeSink`] is the default for
+/// both. An implementation answers with the crate's [`Error`] so that the broadcaster can
+/// tell, as client-go does, a refusal by the server ([`Error::Api`], not retried except as
+/// noted there) from a failed transport ([`Error::Transport`], retried) and from a
+/// request that cannot be built ([`Error::Request`], not retried).
+pub trait EventSink<E = Event>: Send + Sync + 'static {
     /// Creates `event` in its namespace and returns what the server stored.
-    fn create(&self, event: &Event) -> impl Future<Output = Result<Event, Error>> + Send;
+    fn create(&self, event: &E) -> impl Future<Output = Result<E, Error>> + Send;
 
-    /// Applies `patch`, a strategic-merge patch in JSON (for a series,
-    /// `{"series":{"count":N,"lastObservedTime":"..."}}`), to the event named
+    /// Applies `patch`, a strategic-merge patch in JSON, to the event named
     /// `event.metadata.name` in its namespace, and returns the patched event. `event` is
     /// the whole event as the broadcaster has it, the patch already applied.
-    fn patch(
-        &self,
-        event: &Event,
-        patch: &[u8],
-    ) -> impl Future<Output = Result<Event, Error>> + Send;
+    ///
+    /// The patches: for an `events.k8s.io/v1` series,
+    /// `{"series":{"count":N,"lastObservedTime":"..."}}`; for a core/v1 repeat,
+    /// `{"count":N,"lastTimestamp":"...","message":"..."}` (no `message` when it is empty).
+    fn patch(&self, event: &E, patch: &[u8]) -> impl Future<Output = Result<E, Error>> + Send;
 }
 
 /// A shared sink, so that the caller can keep a handle on it (to read what a test sink
 /// recorded, say).
-impl<S: EventSink> EventSink for Arc<S> {
-    fn create(&self, event: &Event) -> impl Future<Output = Result<Event, Error>> + Send {
+impl<E, S: EventSink<E>> EventSink<E> for Arc<S> {
+    fn create(&self, event: &E) -> impl Future<Output = Result<E, Error>> + Send {
         (**self).create(event)
     }
 
-    fn patch(
-        &self,
-        event: &Event,
-        patch: &[u8],
-    ) -> impl Future<Output = Result<Event, Error>> + Send {
+    fn patch(&self, event: &E, patch: &[u8]) -> impl Future<Output = Result<E, Error>> + Send {
         (**self).patch(event, patch)
     }
 }
 
-/// Writes events to the API server's `events.k8s.io/v1` resource through a
-/// [`kube::Client`] (client-go's `EventSinkImpl`).
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for k8s_openapi::api::events::v1::Event {}
+    impl Sealed for k8s_openapi::api::core::v1::Event {}
+}
+
+/// The two kinds of Kubernetes Event this crate writes: `events.k8s.io/v1`'s
+/// ([`k8s_openapi::api::events::v1::Event`]) and core/v1's
+/// ([`k8s_openapi::api::core::v1::Event`]). Sealed: [`KubeSink`] writes these two, and the
+/// broadcasters log them without their free text.
+pub trait EventObject:
+    sealed::Sealed
+    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The event in a log line: type, reason, which object, the event's own name and its
+    /// count. Never the note or message, which are free text.
+    #[doc(hidden)]
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+/// A field as Go prints it: absent is empty.
+fn s(v: Option<&String>) -> &str {
+    v.map_or("", String::as_str)
+}
+
+impl EventObject for Event {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let regarding = self.regarding.as_ref();
+        write!(
+            f,
+            "{} {}/{} about {} {} (event {}/{}, count {})",
+            s(self.type_.as_ref()),
+            s(self.reason.as_ref()),
+            s(self.action.as_ref()),
+            s(regarding.and_then(|r| r.kind.as_ref())),
+            s(regarding.and_then(|r| r.name.as_ref())),
+            s(self.metadata.namespace.as_ref()),
+            s(self.metadata.name.as_ref()),
+            self.series.as_ref().map_or(1, |series| series.count),
+        )
+    }
+}
+
+impl EventObject for k8s_openapi::api::core::v1::Event {
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let object = &self.involved_object;
+        write!(
+            f,
+            "{} {} about {} {} (event {}/{}, count {})",
+            s(self.type_.as_ref()),
+            s(self.reason.as_ref()),
+            s(object.kind.as_ref()),
+            s(object.name.as_ref()),
+            s(self.metadata.namespace.as_ref()),
+            s(self.metadata.name.as_ref()),
+            self.count.unwrap_or(1),
+        )
+    }
+}
+
+/// An event in a log line (see [`EventObject::describe`]).
+pub(crate) struct Described<'a, E>(pub(crate) &'a E);
+
+impl<E: EventObject> fmt::Display for Described<'_, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.describe(f)
+    }
+}
+
+/// Writes events to the API server through a [`kube::Client`] (client-go's
+/// `EventSinkImpl`, of `tools/events` and of `tools/record`): `events.k8s.io/v1` events
+/// to that group's `events`, core/v1 events to the core group's.
 ///
-/// The client needs `create` and `patch` on `events.events.k8s.io` in every namespace it
+/// The client needs `create` and `patch` on that `events` resource in every namespace it
 /// records events for (and in `default` for cluster-scoped objects).
 #[derive(Clone)]
 pub struct KubeSink {
@@ -65,30 +143,30 @@ impl KubeSink {
         Self { client }
     }
 
-    fn api(&self, event: &Event) -> Result<Api<Event>, Error> {
-        match event.metadata.namespace.as_deref() {
+    fn api<E: EventObject>(&self, event: &E) -> Result<Api<E>, Error> {
+        match event.meta().namespace.as_deref() {
             Some(ns) if !ns.is_empty() => Ok(Api::namespaced(self.client.clone(), ns)),
             _ => Err(Error::Request("an event needs a namespace".into())),
         }
     }
 }
 
-impl std::fmt::Debug for KubeSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for KubeSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeSink").finish_non_exhaustive()
     }
 }
 
-impl EventSink for KubeSink {
-    async fn create(&self, event: &Event) -> Result<Event, Error> {
+impl<E: EventObject> EventSink<E> for KubeSink {
+    async fn create(&self, event: &E) -> Result<E, Error> {
         let api = self.api(event)?;
         Ok(api.create(&PostParams::default(), event).await?)
     }
 
-    async fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, Error> {
+    async fn patch(&self, event: &E, patch: &[u8]) -> Result<E, Error> {
         let api = self.api(event)?;
         let name = event
-            .metadata
+            .meta()
             .name
             .as_deref()
             .ok_or_else(|| Error::Request("an event to patch needs a name".into()))?;

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kinformer_events::{Broadcaster, Config, Error, EventSink, EventType, KubeSink, Reporter};
+use kinformer_events::{
+    Broadcaster, Config, Error, EventObject, EventSink, EventType, KubeSink, Reporter,
+};
 use kinformer_testenv::{ControlPlane, eventually_async};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, Resource};
@@ -38,14 +40,14 @@ struct Step {
     pause_ms: u64,
 }
 
-fn sequence_path(name: &str) -> PathBuf {
+pub(crate) fn sequence_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join("sequences")
         .join(name)
 }
 
-fn init_tracing() {
+pub(crate) fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -56,7 +58,7 @@ fn init_tracing() {
 }
 
 /// A namespace holding the sequence's objects: the config maps `alpha` and `beta`.
-async fn scene(cp: &ControlPlane, prefix: &str) -> String {
+pub(crate) async fn scene(cp: &ControlPlane, prefix: &str) -> String {
     let ns = cp.create_namespace(prefix).await.unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(cp.client().unwrap(), &ns);
     for name in ["alpha", "beta"] {
@@ -73,7 +75,7 @@ async fn scene(cp: &ControlPlane, prefix: &str) -> String {
 }
 
 /// [`KubeSink`], counting calls as the Go peer counts client-go's.
-struct Counting {
+pub(crate) struct Counting {
     inner: KubeSink,
     create: AtomicUsize,
     patch: AtomicUsize,
@@ -81,22 +83,40 @@ struct Counting {
 }
 
 impl Counting {
+    pub(crate) fn new(client: Client) -> Arc<Self> {
+        Arc::new(Self {
+            inner: KubeSink::new(client),
+            create: AtomicUsize::new(0),
+            patch: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
+        })
+    }
+
     fn note<T>(&self, result: &Result<T, Error>) {
         if result.is_err() {
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// The calls, as the Go peer prints them.
+    pub(crate) fn calls(&self) -> Value {
+        json!({
+            "create": self.create.load(Ordering::Relaxed),
+            "patch": self.patch.load(Ordering::Relaxed),
+            "failed": self.failed.load(Ordering::Relaxed),
+        })
+    }
 }
 
-impl EventSink for Counting {
-    async fn create(&self, event: &Event) -> Result<Event, Error> {
+impl<E: EventObject> EventSink<E> for Counting {
+    async fn create(&self, event: &E) -> Result<E, Error> {
         self.create.fetch_add(1, Ordering::Relaxed);
         let result = self.inner.create(event).await;
         self.note(&result);
         result
     }
 
-    async fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, Error> {
+    async fn patch(&self, event: &E, patch: &[u8]) -> Result<E, Error> {
         self.patch.fetch_add(1, Ordering::Relaxed);
         let result = self.inner.patch(event, patch).await;
         self.note(&result);
@@ -104,15 +124,10 @@ impl EventSink for Counting {
     }
 }
 
-/// Feeds the sequence to kinformer-events, as the Go peer feeds it to client-go, and
-/// returns the sink's calls.
-async fn replay_in_rust(client: Client, ns: &str, seq: &Sequence) -> Value {
-    let sink = Arc::new(Counting {
-        inner: KubeSink::new(client.clone()),
-        create: AtomicUsize::new(0),
-        patch: AtomicUsize::new(0),
-        failed: AtomicUsize::new(0),
-    });
+/// Feeds the sequence to kinformer-events, as the Go peer feeds it to client-go, flushes,
+/// and returns the broadcaster (not shut down) and the sink.
+async fn replay_in_rust(client: Client, ns: &str, seq: &Sequence) -> (Broadcaster, Arc<Counting>) {
+    let sink = Counting::new(client.clone());
     let broadcaster = Broadcaster::with_sink(Arc::clone(&sink), Config::default()).unwrap();
     let recorder = broadcaster.recorder(Reporter::new(&seq.controller));
     let mut objects: BTreeMap<String, ObjectReference> = BTreeMap::new();
@@ -140,12 +155,7 @@ async fn replay_in_rust(client: Client, ns: &str, seq: &Sequence) -> Value {
         tokio::time::sleep(Duration::from_millis(step.pause_ms)).await;
     }
     broadcaster.flush().await.unwrap();
-    broadcaster.shutdown().await;
-    json!({
-        "create": sink.create.load(Ordering::Relaxed),
-        "patch": sink.patch.load(Ordering::Relaxed),
-        "failed": sink.failed.load(Ordering::Relaxed),
-    })
+    (broadcaster, sink)
 }
 
 /// The reference client-go's `GetReference` makes for an object fetched from the server:
@@ -169,8 +179,8 @@ async fn reference(client: &Client, ns: &str, id: &str) -> ObjectReference {
     }
 }
 
-/// Runs client-go's side: `events-peer` on the same sequence in `ns`.
-fn replay_in_go(cp: &ControlPlane, ns: &str, sequence: &Path) -> Value {
+/// Runs client-go's side: `events-peer` on the same sequence in `ns`, with `args` more.
+pub(crate) fn replay_in_go(cp: &ControlPlane, ns: &str, sequence: &Path, args: &[&str]) -> Value {
     let peer = kinformer_testenv::binary_dir().join("events-peer");
     assert!(
         peer.is_file(),
@@ -183,6 +193,7 @@ fn replay_in_go(cp: &ControlPlane, ns: &str, sequence: &Path) -> Value {
         .args(["--namespace", ns])
         .arg("--sequence")
         .arg(sequence)
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -290,9 +301,10 @@ async fn events_equal_client_gos_for_the_same_sequence() {
     let started = Instant::now();
     let go = {
         let (go_ns, path) = (go_ns.clone(), path.clone());
-        tokio::task::spawn_blocking(move || replay_in_go(cp, &go_ns, &path))
+        tokio::task::spawn_blocking(move || replay_in_go(cp, &go_ns, &path, &[]))
     };
-    let rust_calls = replay_in_rust(client.clone(), &rust_ns, &seq).await;
+    let (broadcaster, sink) = replay_in_rust(client.clone(), &rust_ns, &seq).await;
+    let rust_calls = sink.calls();
     let go_calls = go.await.unwrap();
     eprintln!("both sides done in {:?}", started.elapsed());
 
@@ -324,6 +336,25 @@ async fn events_equal_client_gos_for_the_same_sequence() {
         "alpha, beta and the namespace: {rust_events:#?}"
     );
     assert_eq!(rust_events.len(), 7);
+
+    // Where this crate differs on purpose: client-go's shutdown leaves alpha's series at
+    // the count of 2 it wrote; here the count it reached (6) is written on the way out.
+    broadcaster.shutdown().await;
+    assert_eq!(
+        sink.calls()["patch"],
+        json!(4),
+        "one patch more at shutdown"
+    );
+    let alpha: Vec<Option<i32>> = events_of(&client, &rust_ns)
+        .await
+        .iter()
+        .filter(|e| {
+            e.note.as_deref() == Some("synced 1")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("alpha")
+        })
+        .map(|e| e.series.as_ref().map(|s| s.count))
+        .collect();
+    assert_eq!(alpha, [Some(6)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,5 +4,7 @@
 
 mod common;
 mod e2e;
+mod record;
+mod record_e2e;
 mod series;
 mod writes;

@@ -442,3 +442,45 @@ fn the_default_instance_is_the_controller_and_the_hostname() {
         format!("widget-controller-{}", hostname.trim())
     );
 }
+
+#[tokio::test]
+async fn shutdown_writes_each_series_counted_past_its_last_write() {
+    let mut h = Harness::new();
+    start_a_series(&mut h).await;
+    for _ in 0..3 {
+        h.step(secs(1));
+        publish(&h, "");
+    }
+    // A second series, written with its count of 2 and not counted since.
+    for _ in 0..2 {
+        h.recorder
+            .publish(
+                &pod("web-1"),
+                None,
+                EventType::Normal,
+                "Scheduled",
+                "Bind",
+                "",
+            )
+            .unwrap();
+    }
+    assert_eq!(h.settle().await.len(), 2, "web-1's create and series of 2");
+    let Harness {
+        broadcaster, sink, ..
+    } = h;
+    broadcaster.shutdown().await;
+    let mut counts: Vec<_> = sink
+        .stored()
+        .iter()
+        .map(|e| {
+            let name = e.regarding.as_ref().and_then(|r| r.name.clone()).unwrap();
+            (name, e.series.as_ref().map(|s| s.count))
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [("web-0".to_owned(), Some(5)), ("web-1".to_owned(), Some(2))],
+        "client-go would leave web-0 at 2"
+    );
+}

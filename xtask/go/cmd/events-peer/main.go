@@ -1,14 +1,21 @@
-// Command events-peer is client-go's side of kinformer-events' end-to-end check: it feeds
-// a sequence of events (crates/events/tests/sequences/*.json) to client-go's
-// events.k8s.io/v1 recorder (k8s.io/client-go/tools/events) against a real API server;
-// the Rust test feeds the same sequence to kinformer-events in another namespace and
-// compares the Event objects both wrote.
+// Command events-peer is client-go's side of kinformer-events' end-to-end checks: it feeds
+// a sequence of events (crates/events/tests/sequences/*.json) to one of client-go's
+// recorders against a real API server; the Rust test feeds the same sequence to
+// kinformer-events in another namespace and compares the Event objects both wrote.
 //
-//	events-peer --kubeconfig PATH --namespace NS --sequence FILE
+//	events-peer --kubeconfig PATH --namespace NS --sequence FILE [--recorder events|record]
+//
+// --recorder events (the default) is the events.k8s.io/v1 recorder
+// (k8s.io/client-go/tools/events); --recorder record is the core/v1 one
+// (k8s.io/client-go/tools/record: record.NewBroadcaster, StartRecordingToSink on the typed
+// client's EventSinkImpl, NewRecorder with the sequence's controller as the source's
+// component, Eventf with each step's type, reason and message; no action, no related
+// object). A step with "repeat": N is published N times; a step with "touch": true first
+// updates its configmap, so that its reference carries a new resourceVersion.
 //
 // Objects named in the sequence ("configmap/NAME", or "namespace" for NS itself) must
 // exist. After the last step the peer waits until its sink has been idle for a while
-// (client-go's broadcaster has no flush), then prints one JSON line with the sink calls
+// (client-go's broadcasters have no flush), then prints one JSON line with the sink calls
 // it made: {"create": N, "patch": M, "failed": K}.
 package main
 
@@ -18,16 +25,20 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/record"
 )
 
 // quiet is how long the sink must have been idle, after the last step, for the peer to
@@ -50,14 +61,15 @@ type step struct {
 	Reason    string `json:"reason"`
 	Action    string `json:"action"`
 	Note      string `json:"note"`
-	PauseMs   int    `json:"pause_ms"`
+	// Message is the core/v1 event's message (--recorder record).
+	Message string `json:"message"`
+	Repeat  int    `json:"repeat"`
+	Touch   bool   `json:"touch"`
+	PauseMs int    `json:"pause_ms"`
 }
 
-// countingSink is client-go's EventSinkImpl, counting calls and remembering when the
-// last one ended.
-type countingSink struct {
-	inner events.EventSink
-
+// counts counts a sink's calls and remembers when the last one ended.
+type counts struct {
 	mu       sync.Mutex
 	inFlight int
 	lastEnd  time.Time
@@ -66,13 +78,23 @@ type countingSink struct {
 	failed   int
 }
 
-func (s *countingSink) begin() {
+func (s *counts) begin(patch bool) {
 	s.mu.Lock()
 	s.inFlight++
+	if patch {
+		s.patch++
+	}
 	s.mu.Unlock()
 }
 
-func (s *countingSink) end(err error) {
+func (s *counts) beginCreate() {
+	s.mu.Lock()
+	s.inFlight++
+	s.create++
+	s.mu.Unlock()
+}
+
+func (s *counts) end(err error) {
 	s.mu.Lock()
 	s.inFlight--
 	s.lastEnd = time.Now()
@@ -82,36 +104,9 @@ func (s *countingSink) end(err error) {
 	s.mu.Unlock()
 }
 
-func (s *countingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	s.begin()
-	s.mu.Lock()
-	s.create++
-	s.mu.Unlock()
-	out, err := s.inner.Create(ctx, e)
-	s.end(err)
-	return out, err
-}
-
-func (s *countingSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	s.begin()
-	out, err := s.inner.Update(ctx, e)
-	s.end(err)
-	return out, err
-}
-
-func (s *countingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	s.begin()
-	s.mu.Lock()
-	s.patch++
-	s.mu.Unlock()
-	out, err := s.inner.Patch(ctx, e, data)
-	s.end(err)
-	return out, err
-}
-
 // idle reports whether no call is running and the last one ended (or, if none did
 // since, `since` was) at least `quiet` ago.
-func (s *countingSink) idle(since time.Time) bool {
+func (s *counts) idle(since time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	last := since
@@ -121,18 +116,74 @@ func (s *countingSink) idle(since time.Time) bool {
 	return s.inFlight == 0 && time.Since(last) >= quiet
 }
 
+// countingSink is tools/events' EventSinkImpl, counted.
+type countingSink struct {
+	*counts
+	inner events.EventSink
+}
+
+func (s *countingSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	s.beginCreate()
+	out, err := s.inner.Create(ctx, e)
+	s.end(err)
+	return out, err
+}
+
+func (s *countingSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	s.begin(false)
+	out, err := s.inner.Update(ctx, e)
+	s.end(err)
+	return out, err
+}
+
+func (s *countingSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	s.begin(true)
+	out, err := s.inner.Patch(ctx, e, data)
+	s.end(err)
+	return out, err
+}
+
+// countingRecordSink is tools/record's EventSinkImpl (of the typed core/v1 client),
+// counted.
+type countingRecordSink struct {
+	*counts
+	inner record.EventSink
+}
+
+func (s *countingRecordSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	s.beginCreate()
+	out, err := s.inner.Create(e)
+	s.end(err)
+	return out, err
+}
+
+func (s *countingRecordSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	s.begin(false)
+	out, err := s.inner.Update(e)
+	s.end(err)
+	return out, err
+}
+
+func (s *countingRecordSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	s.begin(true)
+	out, err := s.inner.Patch(e, data)
+	s.end(err)
+	return out, err
+}
+
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the control plane")
 	namespace := flag.String("namespace", "", "namespace holding the sequence's objects")
 	seqPath := flag.String("sequence", "", "sequence file (JSON)")
+	recorderKind := flag.String("recorder", "events", "events (tools/events) or record (tools/record)")
 	flag.Parse()
-	if err := run(*kubeconfig, *namespace, *seqPath); err != nil {
+	if err := run(*kubeconfig, *namespace, *seqPath, *recorderKind); err != nil {
 		fmt.Fprintln(os.Stderr, "events-peer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace, seqPath string) error {
+func run(kubeconfig, namespace, seqPath, recorderKind string) error {
 	raw, err := os.ReadFile(seqPath)
 	if err != nil {
 		return err
@@ -174,43 +225,102 @@ func run(kubeconfig, namespace, seqPath string) error {
 		return obj, nil
 	}
 
-	sink := &countingSink{inner: &events.EventSinkImpl{Interface: client.EventsV1()}}
-	broadcaster := events.NewBroadcaster(sink)
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return err
+	// touch updates a configmap of the sequence so that it gets a new resourceVersion.
+	touch := func(id string, i int) error {
+		obj, err := lookup(id)
+		if err != nil {
+			return err
+		}
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			return fmt.Errorf("only a configmap can be touched, not %q", id)
+		}
+		cm = cm.DeepCopy()
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data["touched"] = strconv.Itoa(i)
+		updated, err := client.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		objects[id] = updated
+		return nil
 	}
-	recorder := broadcaster.NewRecorder(scheme.Scheme, seq.Controller)
+
+	sinkCounts := &counts{}
+	var publish func(s step) error
+	var shutdown func()
+	switch recorderKind {
+	case "events":
+		sink := &countingSink{counts: sinkCounts, inner: &events.EventSinkImpl{Interface: client.EventsV1()}}
+		broadcaster := events.NewBroadcaster(sink)
+		if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+			return err
+		}
+		recorder := broadcaster.NewRecorder(scheme.Scheme, seq.Controller)
+		publish = func(s step) error {
+			regarding, err := lookup(s.Regarding)
+			if err != nil {
+				return err
+			}
+			if s.Related != "" {
+				related, err := lookup(s.Related)
+				if err != nil {
+					return err
+				}
+				recorder.Eventf(regarding, related, s.Type, s.Reason, s.Action, "%s", s.Note)
+			} else {
+				recorder.Eventf(regarding, nil, s.Type, s.Reason, s.Action, "%s", s.Note)
+			}
+			return nil
+		}
+		shutdown = broadcaster.Shutdown
+	case "record":
+		sink := &countingRecordSink{counts: sinkCounts, inner: &typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")}}
+		broadcaster := record.NewBroadcaster()
+		broadcaster.StartRecordingToSink(sink)
+		recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: seq.Controller})
+		publish = func(s step) error {
+			object, err := lookup(s.Regarding)
+			if err != nil {
+				return err
+			}
+			recorder.Eventf(object, s.Type, s.Reason, "%s", s.Message)
+			return nil
+		}
+		shutdown = broadcaster.Shutdown
+	default:
+		return fmt.Errorf("--recorder %q: events or record", recorderKind)
+	}
 
 	for i, s := range seq.Steps {
-		regarding, err := lookup(s.Regarding)
-		if err != nil {
-			return fmt.Errorf("step %d: %w", i, err)
-		}
-		if s.Related != "" {
-			related, err := lookup(s.Related)
-			if err != nil {
+		if s.Touch {
+			if err := touch(s.Regarding, i); err != nil {
 				return fmt.Errorf("step %d: %w", i, err)
 			}
-			recorder.Eventf(regarding, related, s.Type, s.Reason, s.Action, "%s", s.Note)
-		} else {
-			recorder.Eventf(regarding, nil, s.Type, s.Reason, s.Action, "%s", s.Note)
 		}
-		time.Sleep(time.Duration(s.PauseMs) * time.Millisecond)
+		for n := 0; n < max(s.Repeat, 1); n++ {
+			if err := publish(s); err != nil {
+				return fmt.Errorf("step %d: %w", i, err)
+			}
+			time.Sleep(time.Duration(s.PauseMs) * time.Millisecond)
+		}
 	}
 
 	lastStep := time.Now()
 	deadline := lastStep.Add(giveUp)
-	for !sink.idle(lastStep) {
+	for !sinkCounts.idle(lastStep) {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the sink was still busy %v after the last step", giveUp)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	broadcaster.Shutdown()
+	shutdown()
 
-	sink.mu.Lock()
-	line, err := json.Marshal(map[string]int{"create": sink.create, "patch": sink.patch, "failed": sink.failed})
-	sink.mu.Unlock()
+	sinkCounts.mu.Lock()
+	line, err := json.Marshal(map[string]int{"create": sinkCounts.create, "patch": sinkCounts.patch, "failed": sinkCounts.failed})
+	sinkCounts.mu.Unlock()
 	if err != nil {
 		return err
 	}
