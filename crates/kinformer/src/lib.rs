@@ -35,7 +35,7 @@
 //! | [`controller`] | kinformer-controller | a rate-limited queue plus N workers running your reconcile function, and what feeds the queue |
 //! | [`predicates`] | kinformer-controller | which updates are worth a reconcile (generation, labels, annotations changed) |
 //! | `finalizer` | kinformer-controller (feature `kube`, default) | cleanup before an object goes away |
-//! | `events` | kinformer-events (feature `kube`) | Kubernetes Events, deduplicated into series as client-go's `tools/events` |
+//! | `events` | kinformer-events (feature `kube`) | Kubernetes Events: series as client-go's `tools/events`, and core/v1 Events as its `tools/record` (`events::record`) |
 //! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
 //! | [`sharding`] | kinformer-sharding (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), a sharded informer and `Controller::run_shard` per held shard |
 //! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
@@ -273,8 +273,9 @@ pub use kinformer_controller::predicates;
 #[cfg(feature = "server")]
 pub use kinformer_controller::server;
 
-/// Kubernetes Events (`events.k8s.io/v1`) written as client-go's `tools/events` does, folded
-/// into series: kinformer-events (feature `kube`).
+/// Kubernetes Events written as client-go writes them: `events.k8s.io/v1` folded into series
+/// (`tools/events`), and core/v1 Events counted and aggregated (`tools/record`, module
+/// `record`): kinformer-events (feature `kube`).
 #[cfg(feature = "kube")]
 pub use kinformer_events as events;
 
