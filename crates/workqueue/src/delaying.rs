@@ -28,6 +28,15 @@ pub trait DelayingQueue<T>: Queue<T> {
     /// Items due at the same instant have no promised order here;
     /// [`DelayingWorkQueue`] gives them client-go's (that of its heap).
     fn add_after(&self, item: T, delay: Duration);
+
+    /// [`add_after`](DelayingQueue::add_after) with a priority for when the item is ready
+    /// (controller-runtime's `AddWithOpts{After, Priority}`): see
+    /// [`PriorityWorkQueue`](crate::PriorityWorkQueue). The default implementation is
+    /// `add_after`: a queue without priorities ignores it, as [`DelayingWorkQueue`] does.
+    fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32) {
+        let _ = priority;
+        self.add_after(item, delay);
+    }
 }
 
 macro_rules! forward_delaying {
@@ -35,6 +44,9 @@ macro_rules! forward_delaying {
         impl<T, Q: DelayingQueue<T> + ?Sized> DelayingQueue<T> for $ty {
             fn add_after(&self, item: T, delay: Duration) {
                 (**self).add_after(item, delay)
+            }
+            fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32) {
+                (**self).add_after_with_priority(item, delay, priority)
             }
         }
     )*};
@@ -45,7 +57,7 @@ forward_delaying!(Arc<Q>, Box<Q>, &Q);
 /// How long the timer thread sleeps at most, even with nothing due (client-go's `maxWait`
 /// heartbeat): insurance against a clock that jumps, and the bound on how late it notices a
 /// shutdown made on the queue beneath it directly.
-const MAX_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);
 
 /// The default [`DelayingQueue`]: wraps any [`Queue`] (by default a [`WorkQueue`]).
 ///
@@ -114,7 +126,7 @@ struct DelayShared<T, Q> {
 
 /// When a waiting item becomes ready. `Never` sorts after every instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Deadline {
+pub(crate) enum Deadline {
     At(Instant),
     Never,
 }
@@ -475,6 +487,15 @@ impl<T: Item, Q: Queue<T> + 'static> Queue<T> for DelayingWorkQueue<T, Q> {
     }
     fn get_async(&self) -> GetFuture<'_, T> {
         self.shared.queue.get_async()
+    }
+    fn get_with_priority(&self) -> Option<(T, i32)> {
+        self.shared.queue.get_with_priority()
+    }
+    fn get_async_with_priority(&self) -> GetFuture<'_, (T, i32)>
+    where
+        T: Send,
+    {
+        self.shared.queue.get_async_with_priority()
     }
     fn done(&self, item: &T) {
         self.shared.queue.done(item);

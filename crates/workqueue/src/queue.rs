@@ -64,6 +64,25 @@ pub trait Queue<T>: Send + Sync {
     /// completes takes nothing and passes on any wake-up it had received.
     fn get_async(&self) -> GetFuture<'_, T>;
 
+    /// [`get`](Queue::get), with the priority the item was queued at (controller-runtime's
+    /// `GetWithPriority`): a worker re-queues a failed item at the priority it came with.
+    /// The default implementation is `get` with priority 0, what a queue without priorities
+    /// gives every item.
+    fn get_with_priority(&self) -> Option<(T, i32)> {
+        self.get().map(|item| (item, 0))
+    }
+
+    /// The async form of [`get_with_priority`](Queue::get_with_priority). The default
+    /// implementation wraps [`get_async`](Queue::get_async) (one allocation per call);
+    /// [`PriorityWorkQueue`](crate::PriorityWorkQueue)'s allocates nothing.
+    fn get_async_with_priority(&self) -> GetFuture<'_, (T, i32)>
+    where
+        T: Send,
+    {
+        let get = self.get_async();
+        GetFuture::from_future(async move { get.await.map(|item| (item, 0)) })
+    }
+
     /// Marks `item` as finished. If it was added again while held, it is queued again now.
     /// Does nothing for an item that is not held.
     fn done(&self, item: &T);
@@ -103,6 +122,15 @@ macro_rules! forward_queue {
             }
             fn get_async(&self) -> GetFuture<'_, T> {
                 (**self).get_async()
+            }
+            fn get_with_priority(&self) -> Option<(T, i32)> {
+                (**self).get_with_priority()
+            }
+            fn get_async_with_priority(&self) -> GetFuture<'_, (T, i32)>
+            where
+                T: Send,
+            {
+                (**self).get_async_with_priority()
             }
             fn done(&self, item: &T) {
                 (**self).done(item)
@@ -150,7 +178,7 @@ impl<'a, T> GetFuture<'a, T> {
         }
     }
 
-    fn native(queue: &'a dyn AsyncGet<T>) -> Self {
+    pub(crate) fn native(queue: &'a dyn AsyncGet<T>) -> Self {
         Self {
             inner: GetInner::Native {
                 queue,
@@ -197,7 +225,7 @@ impl<T> fmt::Debug for GetFuture<'_, T> {
 }
 
 /// The queue side of [`GetFuture`]'s native form.
-trait AsyncGet<T>: Sync {
+pub(crate) trait AsyncGet<T>: Sync {
     /// Takes an item, or parks `cx`'s waker under the id in `waiter` (allocating one).
     fn poll_get(&self, cx: &mut Context<'_>, waiter: &mut Option<u64>) -> Poll<Option<T>>;
     /// The future with this waiter id is gone.

@@ -18,6 +18,14 @@ use crate::{
 pub trait RateLimitingQueue<T>: DelayingQueue<T> {
     /// Adds `item` after the delay its rate limiter gives now (counting one more retry).
     fn add_rate_limited(&self, item: T);
+    /// [`add_rate_limited`](RateLimitingQueue::add_rate_limited) with a priority for when the
+    /// item is ready (controller-runtime's `AddWithOpts{RateLimited, Priority}`): a worker
+    /// retries a failed item at the priority it was handed out with. The default
+    /// implementation is `add_rate_limited`: a queue without priorities ignores it.
+    fn add_rate_limited_with_priority(&self, item: T, priority: i32) {
+        let _ = priority;
+        self.add_rate_limited(item);
+    }
     /// Clears the rate limiter's memory of `item`; the item must still be marked
     /// [`done`](Queue::done) on the queue.
     fn forget(&self, item: &T);
@@ -30,6 +38,9 @@ macro_rules! forward_rate_limiting {
         impl<T, Q: RateLimitingQueue<T> + ?Sized> RateLimitingQueue<T> for $ty {
             fn add_rate_limited(&self, item: T) {
                 (**self).add_rate_limited(item)
+            }
+            fn add_rate_limited_with_priority(&self, item: T, priority: i32) {
+                (**self).add_rate_limited_with_priority(item, priority)
             }
             fn forget(&self, item: &T) {
                 (**self).forget(item)
@@ -152,6 +163,15 @@ impl<T: Item, R: RateLimiter<T>, D: DelayingQueue<T>> Queue<T> for RateLimitingW
     fn get_async(&self) -> GetFuture<'_, T> {
         self.shared.queue.get_async()
     }
+    fn get_with_priority(&self) -> Option<(T, i32)> {
+        self.shared.queue.get_with_priority()
+    }
+    fn get_async_with_priority(&self) -> GetFuture<'_, (T, i32)>
+    where
+        T: Send,
+    {
+        self.shared.queue.get_async_with_priority()
+    }
     fn done(&self, item: &T) {
         self.shared.queue.done(item);
     }
@@ -172,6 +192,11 @@ impl<T: Item, R: RateLimiter<T>, D: DelayingQueue<T>> DelayingQueue<T>
     fn add_after(&self, item: T, delay: Duration) {
         self.shared.queue.add_after(item, delay);
     }
+    fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32) {
+        self.shared
+            .queue
+            .add_after_with_priority(item, delay, priority);
+    }
 }
 
 impl<T: Item, R: RateLimiter<T>, D: DelayingQueue<T>> RateLimitingQueue<T>
@@ -180,6 +205,13 @@ impl<T: Item, R: RateLimiter<T>, D: DelayingQueue<T>> RateLimitingQueue<T>
     fn add_rate_limited(&self, item: T) {
         let delay = self.shared.limiter.when(&item);
         self.shared.queue.add_after(item, delay);
+    }
+
+    fn add_rate_limited_with_priority(&self, item: T, priority: i32) {
+        let delay = self.shared.limiter.when(&item);
+        self.shared
+            .queue
+            .add_after_with_priority(item, delay, priority);
     }
 
     fn forget(&self, item: &T) {
