@@ -142,6 +142,7 @@ mod delaying;
 mod error;
 mod limiters;
 mod metrics;
+mod priority;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod queue;
@@ -159,8 +160,9 @@ pub use limiters::{
 };
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, NoopMetricsProvider,
-    SettableGaugeMetric, set_metrics_provider,
+    PriorityGaugeMetric, SettableGaugeMetric, set_metrics_provider,
 };
+pub use priority::{LOW_PRIORITY, PriorityWorkQueue};
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
 pub use queue::{GetFuture, Queue, WorkQueue};

@@ -10,7 +10,11 @@
 //! | `workqueue_longest_running_processor_seconds`      | [`MetricsProvider::new_longest_running_processor_seconds_metric`] |
 //! | `workqueue_retries_total`                          | [`MetricsProvider::new_retries_metric`]                     |
 //!
-//! Each is labelled with the queue's name. A queue without a name, or without a provider
+//! Each is labelled with the queue's name. A [`PriorityWorkQueue`](crate::PriorityWorkQueue)
+//! labels its depth with the priority too, when its provider makes such a gauge
+//! ([`MetricsProvider::new_depth_with_priority_metric`]: controller-runtime's
+//! `workqueue_depth{priority}`); other queues, and providers that make none, keep the gauge
+//! labelled with the name alone. A queue without a name, or without a provider
 //! (none in its [`QueueConfig`](crate::QueueConfig) and none set with
 //! [`set_metrics_provider`]), records nothing and pays nothing: no timestamps are kept.
 
@@ -31,6 +35,15 @@ pub trait GaugeMetric: Send + Sync {
     fn inc(&self);
     /// Subtracts one.
     fn dec(&self);
+}
+
+/// A gauge per priority (the depth of a [`PriorityWorkQueue`](crate::PriorityWorkQueue)):
+/// controller-runtime's `DepthMetricWithPriority`.
+pub trait PriorityGaugeMetric: Send + Sync {
+    /// Adds one to the gauge of `priority`.
+    fn inc(&self, priority: i32);
+    /// Subtracts one from the gauge of `priority`.
+    fn dec(&self, priority: i32);
 }
 
 /// A value that is set outright (the unfinished-work gauges).
@@ -76,6 +89,15 @@ pub trait MetricsProvider: Send + Sync {
     ) -> Box<dyn SettableGaugeMetric>;
     /// `retries`: how many `add_after` calls the delaying queue took.
     fn new_retries_metric(&self, name: &str) -> Box<dyn CounterMetric>;
+    /// `depth` labelled by priority, for a [`PriorityWorkQueue`](crate::PriorityWorkQueue)
+    /// (controller-runtime's `MetricsProviderWithPriority`); called once per queue, instead
+    /// of [`new_depth_metric`](Self::new_depth_metric). The default, `None`, means "no
+    /// priority label": the queue then counts its depth in `new_depth_metric`'s gauge, so a
+    /// provider written for the other queues works unchanged.
+    fn new_depth_with_priority_metric(&self, name: &str) -> Option<Box<dyn PriorityGaugeMetric>> {
+        let _ = name;
+        None
+    }
 }
 
 /// A provider whose metrics record nothing.
@@ -143,10 +165,32 @@ pub(crate) fn resolve_provider(
     own.or_else(|| GLOBAL_PROVIDER.get()).cloned()
 }
 
+/// The depth gauge: one per queue, or one per priority.
+enum Depth {
+    Plain(Box<dyn GaugeMetric>),
+    ByPriority(Box<dyn PriorityGaugeMetric>),
+}
+
+impl Depth {
+    fn inc(&self, priority: i32) {
+        match self {
+            Depth::Plain(gauge) => gauge.inc(),
+            Depth::ByPriority(gauge) => gauge.inc(priority),
+        }
+    }
+
+    fn dec(&self, priority: i32) {
+        match self {
+            Depth::Plain(gauge) => gauge.dec(),
+            Depth::ByPriority(gauge) => gauge.dec(priority),
+        }
+    }
+}
+
 /// The metrics of one named queue, updated under the queue's lock (as client-go does).
 pub(crate) struct QueueMetrics<T> {
     clock: Arc<dyn Clock>,
-    depth: Box<dyn GaugeMetric>,
+    depth: Depth,
     adds: Box<dyn CounterMetric>,
     latency: Box<dyn HistogramMetric>,
     work_duration: Box<dyn HistogramMetric>,
@@ -160,7 +204,7 @@ impl<T: Item> QueueMetrics<T> {
     pub(crate) fn new(provider: &dyn MetricsProvider, name: &str, clock: Arc<dyn Clock>) -> Self {
         Self {
             clock,
-            depth: provider.new_depth_metric(name),
+            depth: Depth::Plain(provider.new_depth_metric(name)),
             adds: provider.new_adds_metric(name),
             latency: provider.new_latency_metric(name),
             work_duration: provider.new_work_duration_metric(name),
@@ -171,18 +215,50 @@ impl<T: Item> QueueMetrics<T> {
         }
     }
 
-    /// An item became dirty.
-    pub(crate) fn add(&mut self, item: &T) {
+    /// The metrics of a queue with priorities: its depth by priority if `provider` makes
+    /// such a gauge.
+    pub(crate) fn with_priority(
+        provider: &dyn MetricsProvider,
+        name: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let depth = match provider.new_depth_with_priority_metric(name) {
+            Some(gauge) => Depth::ByPriority(gauge),
+            None => Depth::Plain(provider.new_depth_metric(name)),
+        };
+        Self {
+            clock,
+            depth,
+            adds: provider.new_adds_metric(name),
+            latency: provider.new_latency_metric(name),
+            work_duration: provider.new_work_duration_metric(name),
+            unfinished_work: provider.new_unfinished_work_seconds_metric(name),
+            longest_running: provider.new_longest_running_processor_seconds_metric(name),
+            added_at: HashMap::default(),
+            started_at: HashMap::default(),
+        }
+    }
+
+    /// An item became dirty (ready to be handed out, at `priority`).
+    pub(crate) fn add(&mut self, item: &T, priority: i32) {
         self.adds.inc();
-        self.depth.inc();
+        self.depth.inc(priority);
         if !self.added_at.contains_key(item) {
             self.added_at.insert(item.clone(), self.clock.now());
         }
     }
 
-    /// An item was handed out.
-    pub(crate) fn get(&mut self, item: &T) {
-        self.depth.dec();
+    /// A ready item's priority was raised: it moves from one depth gauge to the other.
+    pub(crate) fn reprioritize(&mut self, from: i32, to: i32) {
+        if let Depth::ByPriority(gauge) = &self.depth {
+            gauge.dec(from);
+            gauge.inc(to);
+        }
+    }
+
+    /// An item was handed out (it was ready at `priority`).
+    pub(crate) fn get(&mut self, item: &T, priority: i32) {
+        self.depth.dec(priority);
         let now = self.clock.now();
         self.started_at.insert(item.clone(), now);
         if let Some(added) = self.added_at.remove(item) {

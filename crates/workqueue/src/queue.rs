@@ -413,7 +413,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
                     slot @ Slot::Processing => {
                         *slot = Slot::ProcessingDirty(priority);
                         if let Some(metrics) = &mut self.metrics {
-                            metrics.add(occupied.key());
+                            metrics.add(occupied.key(), priority);
                         }
                     }
                     // Never: an item in the table has a slot in use.
@@ -435,7 +435,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         let item = vacant.key().clone();
         vacant.insert(slot);
         if let Some(metrics) = &mut self.metrics {
-            metrics.add(&item);
+            metrics.add(&item, priority);
         }
         self.storage
             .push(Queued::new(item, slot, self.id), priority);
@@ -456,7 +456,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
                     *slot = Slot::Processing;
                     self.processing += 1;
                     if let Some(metrics) = &mut self.metrics {
-                        metrics.get(&item);
+                        metrics.get(&item, 0);
                     }
                     let wake = Wake {
                         thread: !self.storage.is_empty() && self.wake_thread(),

@@ -4,5 +4,6 @@
 
 mod concurrency;
 mod model;
+mod priority;
 mod robustness;
 mod rules;
