@@ -1,5 +1,7 @@
 //! A [`MetricsProvider`] for prometheus-client (feature `prometheus`).
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::metrics::counter::Counter;
@@ -8,7 +10,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::{CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric};
+use crate::{
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, PriorityGaugeMetric,
+    SettableGaugeMetric,
+};
 
 type Labels = Vec<(String, String)>;
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -23,6 +28,13 @@ fn duration_histogram() -> Histogram {
 /// `workqueue_work_duration_seconds`, `workqueue_unfinished_work_seconds`,
 /// `workqueue_longest_running_processor_seconds`, `workqueue_retries_total`), each labelled
 /// `name="<queue name>"`, in the [`Registry`] given to [`new`](Self::new).
+///
+/// A [`PriorityWorkQueue`](crate::PriorityWorkQueue)'s depth is labelled
+/// `{name, priority}` (controller-runtime's `workqueue_depth{priority}`; kinformer's workqueue
+/// metrics have no `controller` label), other queues' keep `{name}`. As controller-runtime,
+/// a queue that uses more than 25 distinct priorities reports its depth under
+/// `priority="exceeded_cardinality_limit"` from then on, so a priority computed from data
+/// cannot grow the series without bound.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -108,6 +120,53 @@ fn labels(name: &str) -> Labels {
     vec![("name".to_owned(), name.to_owned())]
 }
 
+/// controller-runtime's `maxRecommendedUniquePriorities`: the priorities it uses itself (0
+/// and `LowPriority`), and room for a few more.
+const MAX_PRIORITY_LABELS: usize = 25;
+
+/// The depth of one priority queue, one gauge per priority label.
+struct PromDepthByPriority {
+    depth: Family<Labels, Gauge>,
+    name: String,
+    /// The priorities seen; `None` once more than [`MAX_PRIORITY_LABELS`] were.
+    seen: Mutex<Option<BTreeSet<i32>>>,
+}
+
+impl PromDepthByPriority {
+    fn gauge(&self, priority: i32) -> Gauge {
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let label = match seen.as_mut() {
+            Some(priorities) => {
+                priorities.insert(priority);
+                if priorities.len() > MAX_PRIORITY_LABELS {
+                    *seen = None;
+                    "exceeded_cardinality_limit".to_owned()
+                } else {
+                    priority.to_string()
+                }
+            }
+            None => "exceeded_cardinality_limit".to_owned(),
+        };
+        let labels = vec![
+            ("name".to_owned(), self.name.clone()),
+            ("priority".to_owned(), label),
+        ];
+        self.depth.get_or_create_owned(&labels)
+    }
+}
+
+impl PriorityGaugeMetric for PromDepthByPriority {
+    fn inc(&self, priority: i32) {
+        self.gauge(priority).inc();
+    }
+    fn dec(&self, priority: i32) {
+        self.gauge(priority).dec();
+    }
+}
+
 struct PromGauge(Gauge);
 struct PromFloatGauge(FloatGauge);
 struct PromCounter(Counter);
@@ -169,5 +228,12 @@ impl MetricsProvider for PrometheusMetricsProvider {
     }
     fn new_retries_metric(&self, name: &str) -> Box<dyn CounterMetric> {
         Box::new(PromCounter(self.retries.get_or_create_owned(&labels(name))))
+    }
+    fn new_depth_with_priority_metric(&self, name: &str) -> Option<Box<dyn PriorityGaugeMetric>> {
+        Some(Box::new(PromDepthByPriority {
+            depth: self.depth.clone(),
+            name: name.to_owned(),
+            seen: Mutex::new(Some(BTreeSet::new())),
+        }))
     }
 }

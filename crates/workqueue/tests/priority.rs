@@ -545,6 +545,51 @@ fn a_provider_without_a_priority_gauge_gets_the_depth_in_its_plain_gauge() {
     assert!(recorded.depth.lock().unwrap().is_empty());
 }
 
+#[cfg(feature = "prometheus")]
+#[test]
+fn prometheus_labels_the_priority_queues_depth_by_priority_and_leaves_other_queues_alone() {
+    use kinformer_workqueue::{PrometheusMetricsProvider, WorkQueue};
+    use prometheus_client::registry::Registry;
+
+    let mut registry = Registry::default();
+    let provider = Arc::new(PrometheusMetricsProvider::new(&mut registry));
+    let clock = FakeClock::new();
+    let queue = PriorityWorkQueue::with_config(
+        ItemExponentialFailureRateLimiter::new(MS, MS),
+        QueueConfig::new()
+            .name("widgets")
+            .metrics_provider(provider.clone())
+            .clock(clock.clone()),
+    );
+    let plain = WorkQueue::with_config(QueueConfig::new().name("pods").metrics_provider(provider));
+    plain.add("x");
+    queue.add_with_priority("a", LOW_PRIORITY);
+    queue.add_with_priority("b", LOW_PRIORITY);
+    queue.add("c");
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for expected in [
+        r#"workqueue_depth{name="widgets",priority="-100"} 2"#,
+        r#"workqueue_depth{name="widgets",priority="0"} 1"#,
+        r#"workqueue_depth{name="pods"} 1"#,
+        r#"workqueue_adds_total{name="widgets"} 3"#,
+    ] {
+        assert!(text.contains(expected), "missing {expected} in:\n{text}");
+    }
+
+    // More than 25 priorities: the rest share one label, as in controller-runtime.
+    for priority in 1..=30 {
+        queue.add_with_priority("p", priority);
+    }
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    assert!(
+        text.contains(r#"priority="exceeded_cardinality_limit""#),
+        "{text}"
+    );
+    assert!(!text.contains(r#"priority="30""#), "{text}");
+}
+
 // The measurement in BENCHMARKS.md -----------------------------------------------------------
 
 /// How many `get`s until `changed` is handed out, after `listed` keys were queued by the
