@@ -1,7 +1,8 @@
 //! Property test: any single-threaded sequence of operations gives the same results as a
 //! plain model of client-go's queue (a FIFO plus dirty and processing sets), and the delaying
 //! queue on a fake clock matches a model of client-go's ready-time heap (so items due at the
-//! same instant fire in client-go's order).
+//! same instant fire in client-go's order). The priority queue is checked the same way
+//! against a plain model of its own rules (module `priority`).
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -237,6 +238,231 @@ proptest! {
             prop_assert_eq!(queue.len(), model.queue.len());
             prop_assert_eq!(queue.waiting_len(), model.waiting.len());
             prop_assert_eq!(queue.shutting_down(), model.shutting_down);
+        }
+    }
+}
+
+/// The priority queue against a plain model of its rules (controller-runtime's order, the
+/// other queues' dirty, processing and shutdown rules): every entry in one list, the next
+/// item found by a scan, ready times on the same fake clock.
+mod priority {
+    use std::cmp::Reverse;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use kinformer_workqueue::{
+        DelayingQueue, FakeClock, ItemExponentialFailureRateLimiter, PriorityWorkQueue, Queue,
+        QueueConfig,
+    };
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Add(u8, i32),
+        AddAfter(u8, u16, i32),
+        Get,
+        Done(u8),
+        Step(u16),
+        ShutDown,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..6, -2i32..3).prop_map(|(k, p)| Op::Add(k, p)),
+            3 => (0u8..6, super::delay(), -2i32..3).prop_map(|(k, d, p)| Op::AddAfter(k, d, p)),
+            4 => Just(Op::Get),
+            3 => (0u8..6).prop_map(Op::Done),
+            2 => super::step().prop_map(Op::Step),
+            1 => Just(Op::ShutDown),
+        ]
+    }
+
+    /// What is pending for an item: priority, place among its priority, ready time
+    /// (`None`: ready).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct Pending {
+        priority: i32,
+        seq: u64,
+        at: Option<u64>,
+    }
+
+    #[derive(Debug, Default)]
+    struct Model {
+        /// item -> (held by a worker, what is pending)
+        items: BTreeMap<u8, (bool, Option<Pending>)>,
+        seq: u64,
+        now: u64,
+        shutting_down: bool,
+    }
+
+    impl Model {
+        fn next_seq(&mut self) -> u64 {
+            self.seq += 1;
+            self.seq
+        }
+
+        fn add(&mut self, item: u8, priority: i32, delay: u64) {
+            if self.shutting_down {
+                return;
+            }
+            let at = (delay > 0).then_some(self.now + delay);
+            let old = self.items.get(&item).copied();
+            let pending = match old {
+                None | Some((_, None)) => Pending {
+                    priority,
+                    seq: self.next_seq(),
+                    at,
+                },
+                Some((_, Some(old))) => {
+                    // The earlier ready time (now is the earliest), the higher priority;
+                    // a new place when raised or when it becomes ready now.
+                    let at = match (old.at, at) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        _ => None,
+                    };
+                    let raised = priority > old.priority;
+                    let seq = if raised || (old.at.is_some() && at.is_none()) {
+                        self.next_seq()
+                    } else {
+                        old.seq
+                    };
+                    Pending {
+                        priority: priority.max(old.priority),
+                        seq,
+                        at,
+                    }
+                }
+            };
+            let held = old.is_some_and(|(held, _)| held);
+            self.items.insert(item, (held, Some(pending)));
+        }
+
+        /// `None` when `get` would block.
+        fn try_get(&mut self) -> Option<Option<(u8, i32)>> {
+            let next = self
+                .items
+                .iter()
+                .filter_map(|(item, (held, pending))| match pending {
+                    Some(p) if !held && p.at.is_none() => Some((*item, *p)),
+                    _ => None,
+                })
+                .min_by_key(|(_, p)| (Reverse(p.priority), p.seq));
+            match next {
+                Some((item, p)) => {
+                    self.items.insert(item, (true, None));
+                    Some(Some((item, p.priority)))
+                }
+                None if self.shutting_down => Some(None),
+                None => None,
+            }
+        }
+
+        fn done(&mut self, item: u8) {
+            match self.items.get(&item).copied() {
+                Some((true, None)) => {
+                    self.items.remove(&item);
+                }
+                Some((true, pending)) => {
+                    self.items.insert(item, (false, pending));
+                }
+                _ => {}
+            }
+        }
+
+        fn step(&mut self, by: u64) {
+            self.now += by;
+            let mut due: Vec<(u8, Pending)> = self
+                .items
+                .iter()
+                .filter_map(|(item, (_, pending))| match pending {
+                    Some(p) if p.at.is_some_and(|at| at <= self.now) => Some((*item, *p)),
+                    _ => None,
+                })
+                .collect();
+            due.sort_by_key(|(_, p)| (p.at, Reverse(p.priority), p.seq));
+            for (item, p) in due {
+                let seq = self.next_seq();
+                if let Some((_, pending)) = self.items.get_mut(&item) {
+                    *pending = Some(Pending { seq, at: None, ..p });
+                }
+            }
+        }
+
+        fn shut_down(&mut self) {
+            self.shutting_down = true;
+            self.items.retain(|_, (held, pending)| {
+                if pending.is_some_and(|p| p.at.is_some()) {
+                    *pending = None;
+                }
+                *held || pending.is_some()
+            });
+        }
+
+        fn len(&self) -> usize {
+            self.items
+                .values()
+                .filter(|(held, p)| !held && p.is_some_and(|p| p.at.is_none()))
+                .count()
+        }
+
+        fn waiting_len(&self) -> usize {
+            self.items
+                .values()
+                .filter(|(_, p)| p.is_some_and(|p| p.at.is_some()))
+                .count()
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn priority_queue_matches_its_model(ops in prop::collection::vec(op(), 1..120)) {
+            let clock = FakeClock::new();
+            let queue = PriorityWorkQueue::with_config(
+                ItemExponentialFailureRateLimiter::<u8>::new(
+                    Duration::from_millis(1),
+                    Duration::from_millis(1),
+                ),
+                QueueConfig::new().clock(clock.clone()),
+            );
+            let mut model = Model::default();
+            for op in ops {
+                match op {
+                    Op::Add(item, priority) => {
+                        queue.add_with_priority(item, priority);
+                        model.add(item, priority, 0);
+                    }
+                    Op::AddAfter(item, delay, priority) => {
+                        queue.add_after_with_priority(
+                            item,
+                            Duration::from_millis(u64::from(delay)),
+                            priority,
+                        );
+                        model.add(item, priority, u64::from(delay));
+                    }
+                    Op::Get => {
+                        if let Some(expected) = model.try_get() {
+                            prop_assert_eq!(queue.get_with_priority(), expected);
+                        }
+                    }
+                    Op::Done(item) => {
+                        queue.done(&item);
+                        model.done(item);
+                    }
+                    Op::Step(by) => {
+                        clock.step(Duration::from_millis(u64::from(by)));
+                        model.step(u64::from(by));
+                    }
+                    Op::ShutDown => {
+                        queue.shut_down();
+                        model.shut_down();
+                    }
+                }
+                prop_assert_eq!(queue.len(), model.len());
+                prop_assert_eq!(queue.waiting_len(), model.waiting_len());
+                prop_assert_eq!(queue.shutting_down(), model.shutting_down);
+            }
         }
     }
 }
