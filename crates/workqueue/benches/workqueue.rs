@@ -16,6 +16,20 @@
 //! - `workqueue/rate_limited/requeue`: get, add_rate_limited, done on the default controller
 //!   limiter over a fake clock, then step the clock until everything fired and get/forget/done
 //!   it (per element: one failed-then-succeeded retry).
+//!
+//! The priority queue (no client-go peer: client-go has none; controller-runtime's is
+//! described in BENCHMARKS.md, "workqueue priority"):
+//!
+//! - `workqueue/priority/add_get_done/same_thread`: the same-thread cycle on
+//!   `PriorityWorkQueue`, half the keys at `LOW_PRIORITY`.
+//! - `workqueue/priority/changed_after_10k_listed/{fifo,priority}`: 10,000 keys queued at
+//!   `LOW_PRIORITY` (an initial list), then one changed key added: the time from its add
+//!   until `get` hands it out, in one thread (the FIFO hands out the 10,000 first; per
+//!   element: one changed key handed out).
+//!
+//! The same with worker threads and a reconcile that takes time is a program, not a bench
+//! (criterion would repeat a 1 s FIFO run hundreds of times): `cargo run --release -p
+//! kinformer-workqueue --example priority_after_initial_list`.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -24,8 +38,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_main};
 use kinformer_workqueue::{
-    DelayingQueue, DelayingWorkQueue, FakeClock, Queue, QueueConfig, RateLimitingQueue,
-    RateLimitingWorkQueue, WorkQueue, default_controller_rate_limiter_with_clock,
+    DelayingQueue, DelayingWorkQueue, FakeClock, LOW_PRIORITY, PriorityWorkQueue, Queue,
+    QueueConfig, RateLimitingQueue, RateLimitingWorkQueue, WorkQueue,
+    default_controller_rate_limiter_with_clock,
 };
 
 /// Keys are `Arc<str>`, as kinformer-core's `ObjectKey` is (and as Go strings are shared):
@@ -237,6 +252,86 @@ fn rate_limited(c: &mut Criterion) {
     group.finish();
 }
 
+/// The priority queue (controller-runtime v0.23's default): what a cycle costs against the
+/// FIFO's, and what it is for, a change reconciled ahead of an initial list.
+fn priority(c: &mut Criterion) {
+    let mut group = c.benchmark_group("workqueue/priority");
+
+    let hundred = keys(100);
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("add_get_done/same_thread", |b| {
+        let queue: PriorityWorkQueue<Key> =
+            PriorityWorkQueue::new(default_controller_rate_limiter_with_clock(FakeClock::new()));
+        b.iter(|| {
+            for (i, key) in hundred.iter().enumerate() {
+                queue.add_with_priority(key.clone(), if i % 2 == 0 { LOW_PRIORITY } else { 0 });
+                if let Some(got) = queue.get() {
+                    queue.done(black_box(&got));
+                }
+            }
+        });
+    });
+
+    // 10,000 keys queued by the initial list, then one changed object: the time from its
+    // add until `get` hands it out. The FIFO hands out the whole list first; the keys a
+    // measurement took are queued again before the next one, untimed (none, for the
+    // priority queue, whose list stays queued behind the change).
+    let listed = keys(LISTED);
+    let changed: Key = Key::from("default/changed");
+    group.throughput(Throughput::Elements(1));
+    group.sample_size(20);
+    for (name, make) in queue_makers() {
+        let (listed, changed) = (&listed, &changed);
+        group.bench_function(format!("changed_after_10k_listed/{name}"), |b| {
+            let queue = make();
+            for key in listed {
+                queue.add_with_priority(key.clone(), LOW_PRIORITY);
+            }
+            let mut taken: Vec<Key> = Vec::with_capacity(LISTED);
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    for key in taken.drain(..) {
+                        queue.add_with_priority(key, LOW_PRIORITY);
+                    }
+                    let start = Instant::now();
+                    queue.add(changed.clone());
+                    while let Some(key) = queue.get() {
+                        queue.done(&key);
+                        if key == *changed {
+                            break;
+                        }
+                        taken.push(key);
+                    }
+                    total += start.elapsed();
+                }
+                total
+            });
+        });
+    }
+    group.finish();
+}
+
+const LISTED: usize = 10_000;
+
+type MakeQueue = fn() -> Box<dyn RateLimitingQueue<Key>>;
+
+/// The two queues a controller can hold: client-go's FIFO and the priority queue.
+fn queue_makers() -> [(&'static str, MakeQueue); 2] {
+    [
+        ("fifo", || {
+            Box::new(RateLimitingWorkQueue::new(
+                default_controller_rate_limiter_with_clock(FakeClock::new()),
+            ))
+        }),
+        ("priority", || {
+            Box::new(PriorityWorkQueue::new(
+                default_controller_rate_limiter_with_clock(FakeClock::new()),
+            ))
+        }),
+    ]
+}
+
 mod group {
     #![allow(
         missing_docs,
@@ -247,7 +342,8 @@ mod group {
         super::add_get_done,
         super::contended,
         super::delaying,
-        super::rate_limited
+        super::rate_limited,
+        super::priority
     );
 }
 
