@@ -1,4 +1,4 @@
-//! client-go's work queue: a deduplicating queue, a delaying queue, a rate-limited queue and their rate limiters, usable on its own.
+//! client-go's work queue: a deduplicating queue, a delaying queue, a rate-limited queue and their rate limiters, and controller-runtime's priority queue, usable on its own.
 //!
 //! ```
 //! use std::thread;
@@ -40,6 +40,9 @@
 //! | [`DelayingQueue`]     | [`DelayingWorkQueue`]     | `add_after`, earliest ready time wins                 |
 //! | [`RateLimitingQueue`] | [`RateLimitingWorkQueue`] | `add_rate_limited`, `forget`, `num_requeues`          |
 //!
+//! Beside them, [`PriorityWorkQueue`] is all three layers in one (it implements the three
+//! traits) with controller-runtime v0.23's order: see "Priorities" below.
+//!
 //! Why traits: a controller's worker loop is written against the trait, so a test can hand
 //! it a fake, and a layer can be replaced alone (a delaying queue on another timer, a queue
 //! with another ordering) without touching the others. The traits are object safe (`&dyn
@@ -49,9 +52,10 @@
 //! The other swap points:
 //!
 //! - [`QueueStorage`]: the order in which queued items are handed out. [`FifoStorage`] is
-//!   client-go's; [`PriorityStorage`] is controller-runtime's priority order (higher first,
-//!   FIFO within a priority), fed by [`Queue::add_with_priority`]. Storages hold items
-//!   wrapped in [`Queued`] (which they read but cannot copy).
+//!   client-go's; [`PriorityStorage`] orders by priority (higher first, FIFO within a
+//!   priority), fed by [`Queue::add_with_priority`], for a base queue alone (the delaying
+//!   layer above it does not carry priorities: use [`PriorityWorkQueue`] for that). Storages
+//!   hold items wrapped in [`Queued`] (which they read but cannot copy).
 //! - [`RateLimiter`]: how long a retry waits. [`ItemExponentialFailureRateLimiter`],
 //!   [`ItemFastSlowRateLimiter`], [`BucketRateLimiter`], [`MaxOfRateLimiter`],
 //!   [`WithMaxWaitRateLimiter`], and [`default_controller_rate_limiter`] =
@@ -65,6 +69,49 @@
 //!
 //! Items are any `T: Clone + Eq + Hash + Send + Sync + 'static` (see [`Item`]); usually an
 //! object key: kinformer-core's `ObjectKey` (an `Arc<str>`, cheap to clone), or a `String`.
+//!
+//! # Priorities
+//!
+//! A controller that starts, or resyncs, queues every object it watches. Behind a FIFO a
+//! change made a moment later waits for all of them: after an initial list of 10,000 keys it
+//! is the 10,001st `get`, about a second of two workers' time at 100 µs a reconcile, where
+//! the priority queue hands it out next (BENCHMARKS.md, "workqueue priority").
+//! controller-runtime v0.23 therefore makes a priority queue its controllers' default and
+//! has its handlers add the initial list's and resyncs' events (an update whose
+//! resourceVersion did not change) at `LowPriority`, [`LOW_PRIORITY`] here, and everything
+//! else at 0.
+//!
+//! [`PriorityWorkQueue`] is that queue: higher priority first, FIFO among equal priorities by
+//! when each item became ready, one entry per item with the higher priority and the earlier
+//! ready time of its adds; with the same rate limiters, [`Clock`] and metrics as the other
+//! queues (its depth labelled by priority where the provider supports it). The priority calls
+//! are on the traits ([`Queue::add_with_priority`], [`Queue::get_with_priority`],
+//! [`DelayingQueue::add_after_with_priority`],
+//! [`RateLimitingQueue::add_rate_limited_with_priority`]), so code written against
+//! `RateLimitingQueue` uses priorities when its queue has them, and loses nothing when it
+//! does not: the other queues take the calls and ignore the priority (reporting 0).
+//!
+//! Use it for a controller's queue, where an initial list or a resync queues many keys at
+//! once and real changes should not wait behind them; keep [`RateLimitingWorkQueue`] where
+//! client-go's exact FIFO order is the point (its conformance traces replay it against
+//! client-go). A cycle costs more than the FIFO's (ordered maps rather than a ring buffer:
+//! a few hundred nanoseconds, BENCHMARKS.md), nothing next to a reconcile.
+//!
+//! How it differs from controller-runtime's `priorityqueue` (v0.23.0 to v0.23.3, the same
+//! code):
+//!
+//! - Shutdown follows this crate's rules: `get` hands out what is ready, then returns
+//!   `None`, and [`Queue::shut_down_with_drain`] waits for held items. controller-runtime's
+//!   `Get` returns at once after `ShutDown`, and its `ShutDownWithDrain` is `ShutDown`.
+//! - [`Queue::len`] counts the items `get` can hand out now; controller-runtime's also counts
+//!   ready items held by a worker and added again.
+//! - A waiting item made ready by an add without delay takes its place among the ready items
+//!   then, as one whose delay ran out does; controller-runtime keeps the place of its first
+//!   add there (and only there), which can put it ahead of items ready before it.
+//! - Adds take effect before `add` returns; controller-runtime buffers them for a goroutine,
+//!   so its `Len` and a `Get` racing an `Add` may not see them yet.
+//! - Priorities are `i32` (Go's `int`), and there is no batch `AddWithOpts(opts, items...)`:
+//!   one call per item, each an `_with_priority` form of the call it replaces.
 //!
 //! # Design decisions
 //!

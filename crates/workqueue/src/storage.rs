@@ -164,11 +164,15 @@ impl<T: Send> QueueStorage<T> for FifoStorage<T> {
     }
 }
 
-/// Higher priority first, FIFO within a priority (controller-runtime's priority queue order).
+/// Higher priority first, FIFO within a priority: the order of controller-runtime's priority
+/// queue, for a base [`WorkQueue`](crate::WorkQueue) alone. For a controller's queue (delays
+/// and rate-limited retries with a priority, the depth metric by priority) use
+/// [`PriorityWorkQueue`](crate::PriorityWorkQueue).
 ///
 /// Adding an item that is already queued with a higher priority raises it; a lower priority
 /// leaves it where it is. A raised item keeps its original place among the items of its new
-/// priority (its first add time), as controller-runtime does.
+/// priority (its first add time); controller-runtime v0.23, and `PriorityWorkQueue`, put it
+/// behind the items already there instead.
 ///
 /// ```
 /// use kinformer_workqueue::{PriorityStorage, Queue, QueueConfig, WorkQueue};
