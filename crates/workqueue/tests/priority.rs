@@ -133,6 +133,31 @@ fn add_after_with_priority_is_ready_on_the_clock_and_then_goes_first() {
 }
 
 #[test]
+fn add_after_is_readied_by_the_timer_thread_on_the_real_clock() {
+    let queue = PriorityWorkQueue::new(ItemExponentialFailureRateLimiter::new(MS, MS));
+    let (got_tx, got) = mpsc::channel();
+    let getter = {
+        let queue = queue.clone();
+        thread::spawn(move || {
+            let taken = queue.get_with_priority();
+            got_tx.send(std::time::Instant::now()).unwrap();
+            taken
+        })
+    };
+    let start = std::time::Instant::now();
+    queue.add_after_with_priority("later", Duration::from_secs(3600), 0);
+    queue.add_after_with_priority("soon", 20 * MS, 3); // earlier: rings the timer thread
+    let at = got
+        .recv_timeout(TIMEOUT)
+        .expect("the timer thread readies it");
+    assert!(at - start >= 20 * MS, "not before its time");
+    assert_eq!(getter.join().unwrap(), Some(("soon", 3)));
+    assert_eq!(queue.waiting_len(), 1);
+    queue.shut_down();
+    assert_eq!(queue.waiting_len(), 0);
+}
+
+#[test]
 fn an_item_ready_by_its_delay_queues_behind_those_ready_before_it() {
     let (queue, clock) = fake_queue();
     queue.add_after("delayed", 5 * MS); // added first, ready last
