@@ -37,9 +37,12 @@ pub trait Queue<T>: Send + Sync {
     /// Marks `item` as needing processing. Ignored once the queue is shutting down.
     fn add(&self, item: T);
 
-    /// [`add`](Queue::add) with a priority for the ordering storage: a
-    /// [`PriorityStorage`](crate::PriorityStorage) hands higher priorities out first (and
-    /// raises an already queued item); FIFO ignores it. The default implementation is `add`.
+    /// [`add`](Queue::add) with a priority (controller-runtime's `AddWithOpts{Priority}`):
+    /// a [`PriorityWorkQueue`](crate::PriorityWorkQueue), or a [`WorkQueue`] over a
+    /// [`PriorityStorage`](crate::PriorityStorage), hands higher priorities out first and
+    /// raises an already queued item; FIFO ignores it. A controller adds the keys of an
+    /// initial list and of resyncs at [`LOW_PRIORITY`](crate::LOW_PRIORITY). The default
+    /// implementation is `add`.
     fn add_with_priority(&self, item: T, priority: i32) {
         let _ = priority;
         self.add(item);
