@@ -637,3 +637,89 @@ async fn the_context_carries_the_shared_value_and_its_cancellation() {
     assert!(ctx.is_cancelled(), "the reconcile saw the stop");
     assert_eq!(ctx.data().calls.load(Ordering::SeqCst), 1);
 }
+
+/// A cache whose progress a test sets: what `Context::wrote` waits on.
+#[derive(Clone, Default)]
+struct Progress(Arc<Mutex<String>>);
+
+impl Progress {
+    fn set(&self, rv: &str) {
+        *self.0.lock().unwrap() = rv.to_owned();
+    }
+}
+
+impl kinformer_controller::controller::CacheProgress for Progress {
+    fn applied_resource_version(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A controller whose first reconcile of `"k"` reports a write at resourceVersion 7 to
+/// `cache` and asks to run again at once; how many reconciles ran.
+fn writes_then_requeues(
+    cache: &Progress,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Arc<AtomicUsize> {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let controller =
+        Controller::<&str, _>::with_queue(fast_queue()).read_your_writes_timeout(timeout);
+    controller.queue().add("k");
+    let (count, cache, cancel) = (Arc::clone(&runs), cache.clone(), cancel.clone());
+    tokio::spawn(controller.run(
+        move |_key, ctx: Context<Progress>| {
+            let first = count.fetch_add(1, Ordering::SeqCst) == 0;
+            let next = if first {
+                ctx.wrote_version(&*ctx, "7");
+                Action::RequeueAfter(Duration::ZERO)
+            } else {
+                Action::Done
+            };
+            async move { Ok::<_, String>(next) }
+        },
+        cache,
+        cancel,
+    ));
+    runs
+}
+
+/// Read your own writes: after a reconcile reported a write, the key is not reconciled again
+/// until the cache has applied that version (7 ≥ 7; "10" is past "7" as integers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_is_not_reconciled_again_until_the_cache_shows_its_write() {
+    let cache = Progress::default();
+    cache.set("5");
+    let cancel = CancellationToken::new();
+    let runs = writes_then_requeues(&cache, TIMEOUT, &cancel);
+    eventually("the first reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the cache is still at 5");
+    cache.set("10");
+    eventually("the second reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    cancel.cancel();
+}
+
+/// The wait is bounded: a cache that never shows the write holds the key back for the
+/// read-your-writes timeout, then it is reconciled anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_that_never_shows_the_write_holds_the_key_back_only_for_the_timeout() {
+    let cache = Progress::default();
+    let cancel = CancellationToken::new();
+    let runs = writes_then_requeues(&cache, Duration::from_millis(400), &cancel);
+    eventually("the first reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let held = eventually("the second reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert!(held >= Duration::from_millis(350), "held back {held:?}");
+    cancel.cancel();
+}

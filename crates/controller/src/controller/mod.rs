@@ -96,6 +96,7 @@ mod action;
 mod context;
 #[cfg(feature = "kube")]
 mod elected;
+pub mod fresh;
 mod handlers;
 pub(crate) mod observer;
 #[cfg(feature = "kube")]
@@ -103,6 +104,7 @@ mod sharded;
 
 pub use action::Action;
 pub use context::Context;
+pub use fresh::CacheProgress;
 pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
 use observer::{Observer, Outcome};
 #[cfg(feature = "kube")]
@@ -137,6 +139,9 @@ pub struct ControllerConfig {
     pub workers: usize,
     /// After how many failures in a row a key is dropped; `None`: never.
     pub max_retries: Option<usize>,
+    /// How long a key waits, at most, for the writes its reconciles reported to reach their
+    /// caches ([`Context::wrote`]).
+    pub read_your_writes_timeout: Duration,
 }
 
 impl<T, Q> fmt::Debug for Controller<T, Q> {
@@ -177,6 +182,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
                 name: DEFAULT_CONTROLLER_NAME.to_owned(),
                 workers: 1,
                 max_retries: None,
+                read_your_writes_timeout: fresh::DEFAULT_READ_YOUR_WRITES_TIMEOUT,
             },
             _item: PhantomData,
         }
@@ -203,6 +209,13 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// the next event for it. `0` drops at the first failure. Unlimited by default.
     pub fn max_retries(mut self, max_retries: usize) -> Self {
         self.config.max_retries = Some(max_retries);
+        self
+    }
+
+    /// Bounds how long a key waits for its reconciles' reported writes to reach their caches
+    /// before it is reconciled anyway (default 10 s; see [`Context::wrote`] and [`fresh`]).
+    pub fn read_your_writes_timeout(mut self, timeout: Duration) -> Self {
+        self.config.read_your_writes_timeout = timeout;
         self
     }
 
@@ -256,6 +269,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
             name,
             workers,
             max_retries,
+            read_your_writes_timeout,
         } = self.config;
         let observer = Observer::new(&name, workers);
         let worker = Worker {
@@ -264,6 +278,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
             max_retries,
             reconcile,
             observer,
+            pending: fresh::Pending::new(read_your_writes_timeout),
             _item: PhantomData,
         };
         (Arc::new(worker), workers)
@@ -301,6 +316,8 @@ struct Worker<T, Q, F, C> {
     max_retries: Option<usize>,
     reconcile: F,
     observer: Observer,
+    /// Writes reported by reconciles that their caches have not shown yet, per key.
+    pending: fresh::Pending<T>,
     _item: PhantomData<fn(T, C) -> T>,
 }
 
@@ -409,14 +426,31 @@ where
             key: &key,
             finished: false,
         };
+        match self.pending.check(&key) {
+            fresh::Freshness::Fresh => {}
+            fresh::Freshness::Lagging(delay) => {
+                // Not a failure: the rate limiter is not told.
+                self.observer.stale_cache(false);
+                tracing::trace!(controller = %self.name, %key, "the cache has not shown this key's last write yet: looking again shortly");
+                self.queue.add_after(key.clone(), delay);
+                guard.finished = true;
+                return;
+            }
+            fresh::Freshness::GaveUp => {
+                self.observer.stale_cache(true);
+                tracing::info!(controller = %self.name, %key, "the cache did not show this key's last write within the read-your-writes timeout: reconciling anyway");
+            }
+        }
         let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
         let started = Instant::now();
         let active = self.observer.active();
+        let writes = fresh::WriteLog::default();
         let outcome = self
-            .reconcile_caught(key.clone(), context.clone())
+            .reconcile_caught(key.clone(), context.for_reconcile(writes.clone()))
             .instrument(span.clone())
             .await;
         drop(active);
+        self.pending.record(&key, &writes);
         self.observer.reconciled(&outcome, started.elapsed());
         span.in_scope(|| match outcome {
             Outcome::Done => self.queue.forget(&key),

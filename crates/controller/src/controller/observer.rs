@@ -48,6 +48,17 @@ impl Observer {
         Active { observer: self }
     }
 
+    /// A key was not reconciled because a cache had not shown its last write (`gave_up`:
+    /// it was, the bound having passed).
+    pub(crate) fn stale_cache(&self, gave_up: bool) {
+        #[cfg(feature = "prometheus")]
+        if let Some(m) = &self.metrics {
+            m.stale_cache(gave_up);
+        }
+        #[cfg(not(feature = "prometheus"))]
+        let _ = gave_up;
+    }
+
     /// One reconcile ended with `outcome` after `took`.
     pub(crate) fn reconciled(&self, outcome: &Outcome, took: Duration) {
         #[cfg(feature = "prometheus")]
@@ -117,6 +128,8 @@ mod families {
         time: Family<Labels, Histogram, fn() -> Histogram>,
         max_concurrent: Family<Labels, Gauge>,
         active: Family<Labels, Gauge>,
+        stale_skips: Family<Labels, Counter>,
+        stale_timeouts: Family<Labels, Counter>,
     }
 
     impl ControllerFamilies {
@@ -130,6 +143,8 @@ mod families {
                 time: Family::new_with_constructor(reconcile_histogram),
                 max_concurrent: Family::default(),
                 active: Family::default(),
+                stale_skips: Family::default(),
+                stale_timeouts: Family::default(),
             });
             // prometheus-client appends `_total` to counters and a period to help texts.
             registry.register(
@@ -161,6 +176,17 @@ mod families {
                 "controller_runtime_active_workers",
                 "Number of currently used workers per controller",
                 families.active.clone(),
+            );
+            // kinformer's own (no framework has them): read your own writes.
+            registry.register(
+                "kinformer_reconcile_stale_cache_skips",
+                "Reconciles put off because a cache had not shown the key's last write",
+                families.stale_skips.clone(),
+            );
+            registry.register(
+                "kinformer_reconcile_stale_cache_timeouts",
+                "Reconciles run with a cache still behind the key's last write, the read-your-writes timeout having passed",
+                families.stale_timeouts.clone(),
             );
         }
 
@@ -208,6 +234,15 @@ mod families {
                 .time
                 .get_or_create(&self.labels)
                 .observe(took.as_secs_f64());
+        }
+
+        pub(super) fn stale_cache(&self, gave_up: bool) {
+            let family = if gave_up {
+                &self.families.stale_timeouts
+            } else {
+                &self.families.stale_skips
+            };
+            family.get_or_create(&self.labels).inc();
         }
 
         pub(super) fn worker_started(&self) {
