@@ -25,6 +25,7 @@
 //! | module | what it does |
 //! |---|---|
 //! | [`controller`] | the runner: the queue, the workers, [`Action`](controller::Action) and [`Context`](controller::Context); the handlers that enqueue keys; `run_elected` and `run_shard` (feature `kube`) |
+//! | `owner` | controller owner references as client-go makes and reads them: `controller_ref`, `controller_of`, `is_controlled_by` (feature `kube`) |
 //! | [`predicates`] | which updates are worth a reconcile (generation, labels, annotations changed: feature `kube`) |
 //! | `finalizer` | cleanup before an object goes away (feature `kube`) |
 //! | `metrics` | controller-runtime's controller metrics, client-go's queue metrics, informer metrics (feature `prometheus`) |
@@ -86,7 +87,7 @@
 //!
 //! # Features
 //!
-//! - `kube` (default): [`owns`](controller::Controller::owns), the metadata
+//! - `kube` (default): [`owns`](controller::Controller::owns), `owner`, the metadata
 //!   [`predicates`], `finalizer`, `Controller::run_elected` (leader election) and
 //!   `Controller::run_shard`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
@@ -100,6 +101,8 @@ pub mod controller;
 pub mod finalizer;
 #[cfg(feature = "prometheus")]
 pub mod metrics;
+#[cfg(feature = "kube")]
+pub mod owner;
 pub mod predicates;
 #[cfg(feature = "server")]
 pub mod server;
