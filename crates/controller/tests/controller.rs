@@ -37,10 +37,10 @@ where
 /// Generous: only a broken controller waits this long.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-type FastQueue<T> = RateLimitingWorkQueue<T, ItemExponentialFailureRateLimiter<T>>;
+pub(crate) type FastQueue<T> = RateLimitingWorkQueue<T, ItemExponentialFailureRateLimiter<T>>;
 
 /// A queue whose retries wait 1 ms, 2 ms, 4 ms … at most 10 ms: quick tests.
-fn fast_queue<T: kinformer_workqueue::Item>() -> FastQueue<T> {
+pub(crate) fn fast_queue<T: kinformer_workqueue::Item>() -> FastQueue<T> {
     RateLimitingWorkQueue::new(ItemExponentialFailureRateLimiter::new(
         Duration::from_millis(1),
         Duration::from_millis(10),
@@ -441,14 +441,14 @@ async fn max_retries_drops_the_key() {
 }
 
 /// A hand-driven informer: the `SharedInformer` swap point. It keeps the handlers it is
-/// given and calls them when the test says so.
-struct FakeInformer {
-    handlers: Mutex<Vec<Box<dyn ResourceEventHandler<Named> + Send>>>,
-    options: Mutex<Vec<kinformer_informer_factory::HandlerOptions>>,
-    cache: Arc<kinformer_indexer::ThreadSafeStore<Named>>,
+/// given and calls them when the test says so; its cache holds what the test puts in it.
+pub(crate) struct FakeInformer<K> {
+    pub(crate) handlers: Mutex<Vec<Box<dyn ResourceEventHandler<K> + Send>>>,
+    pub(crate) options: Mutex<Vec<kinformer_informer_factory::HandlerOptions>>,
+    pub(crate) cache: Arc<kinformer_indexer::ThreadSafeStore<K>>,
 }
 
-impl Default for FakeInformer {
+impl<K: MetaObject> Default for FakeInformer<K> {
     fn default() -> Self {
         Self {
             handlers: Mutex::default(),
@@ -491,16 +491,18 @@ impl kinformer_informer_factory::HandlerRegistration for FakeRegistration {
     fn remove(&self) {}
 }
 
-impl kinformer_informer_factory::HasSynced for FakeInformer {
+impl<K> kinformer_informer_factory::HasSynced for FakeInformer<K> {
     fn has_synced(&self) -> bool {
         true
     }
 }
 
-impl kinformer_informer_factory::SharedInformer<Named> for FakeInformer {
+impl<K: MetaObject + Send + Sync + 'static> kinformer_informer_factory::SharedInformer<K>
+    for FakeInformer<K>
+{
     fn add_event_handler_with_options(
         &self,
-        handler: Box<dyn ResourceEventHandler<Named> + Send>,
+        handler: Box<dyn ResourceEventHandler<K> + Send>,
         options: kinformer_informer_factory::HandlerOptions,
     ) -> Result<
         Box<dyn kinformer_informer_factory::HandlerRegistration>,
@@ -510,7 +512,7 @@ impl kinformer_informer_factory::SharedInformer<Named> for FakeInformer {
         self.options.lock().unwrap().push(options);
         Ok(Box::new(FakeRegistration))
     }
-    fn indexer(&self) -> Arc<dyn Indexer<Named>> {
+    fn indexer(&self) -> Arc<dyn Indexer<K>> {
         Arc::clone(&self.cache) as _
     }
     fn last_sync_resource_version(&self) -> String {
@@ -520,7 +522,7 @@ impl kinformer_informer_factory::SharedInformer<Named> for FakeInformer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
-    let informer = FakeInformer::default();
+    let informer = FakeInformer::<Named>::default();
     let controller = Controller::<ObjectKey, _>::with_queue(fast_queue());
     controller.watch(&informer).unwrap();
     {

@@ -104,6 +104,8 @@ mod sharded;
 pub use action::Action;
 pub use context::Context;
 pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
+#[cfg(feature = "kube")]
+pub use handlers::{Owned, OwnsError};
 use observer::{Observer, Outcome};
 #[cfg(feature = "kube")]
 pub use sharded::HeldShard;
@@ -123,6 +125,9 @@ pub const DEFAULT_CONTROLLER_NAME: &str = "controller";
 pub struct Controller<T, Q = RateLimitingWorkQueue<T>> {
     queue: Arc<Q>,
     config: ControllerConfig,
+    /// The caches of the primary resource, registered by `watch`, read by `owns`.
+    #[cfg(feature = "kube")]
+    primaries: handlers::Primaries,
     _item: PhantomData<fn(T) -> T>,
 }
 
@@ -178,6 +183,8 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
                 workers: 1,
                 max_retries: None,
             },
+            #[cfg(feature = "kube")]
+            primaries: handlers::Primaries::default(),
             _item: PhantomData,
         }
     }
