@@ -639,3 +639,115 @@ async fn the_context_carries_the_shared_value_and_its_cancellation() {
     assert!(ctx.is_cancelled(), "the reconcile saw the stop");
     assert_eq!(ctx.data().calls.load(Ordering::SeqCst), 1);
 }
+
+/// Sets its flag when dropped: shows that a future holding it was dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_past_its_timeout_is_dropped_cancelled_and_retried_rate_limited() {
+    #[cfg(feature = "prometheus")]
+    let metrics = kinformer_controller::metrics::Metrics::install();
+    // Retries wait zero: the test's time is Tokio's paused clock alone.
+    let queue = RateLimitingWorkQueue::new(ItemExponentialFailureRateLimiter::new(
+        Duration::ZERO,
+        Duration::ZERO,
+    ));
+    let controller = Controller::with_queue(queue)
+        .name("timeouts")
+        .reconcile_timeout(Duration::from_secs(10));
+    let queue = Arc::clone(controller.queue());
+    queue.add("stuck-once");
+
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, mut rx) = unbounded_channel();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (queue, dropped) = (Arc::clone(&queue), Arc::clone(&dropped));
+        controller.run(
+            move |key: &'static str, ctx: Context<()>| {
+                let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+                let tx = tx.clone();
+                let flag = (attempt == 1).then(|| DropFlag(Arc::clone(&dropped)));
+                let requeues = queue.num_requeues(&key);
+                async move {
+                    tx.send((attempt, requeues, tokio::time::Instant::now(), ctx.clone()))
+                        .expect("test alive");
+                    if attempt == 1 {
+                        // Stuck: never returns, whatever its context says.
+                        let _flag = flag;
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, String>(Action::Done)
+                }
+            },
+            (),
+            cancel.clone(),
+        )
+    });
+
+    let (first, requeues, started, first_ctx) = recv(&mut rx).await;
+    assert_eq!((first, requeues), (1, 0));
+    assert!(!first_ctx.is_cancelled());
+    // Without the timeout the first attempt would hold the key for ever (and `recv` time out).
+    let (second, requeues, retried, second_ctx) = recv(&mut rx).await;
+    assert_eq!(second, 2);
+    let waited = retried - started;
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_millis(10_010),
+        "retried at the timeout, not {waited:?}"
+    );
+    assert_eq!(requeues, 1, "re-queued rate limited, as a failure");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the stuck future was dropped"
+    );
+    assert!(
+        first_ctx.is_cancelled(),
+        "the timed-out reconcile's context was cancelled"
+    );
+    assert!(
+        !second_ctx.is_cancelled(),
+        "each reconcile has its own token"
+    );
+
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+    assert_eq!(
+        queue.num_requeues(&"stuck-once"),
+        0,
+        "the success forgot it"
+    );
+
+    #[cfg(feature = "prometheus")]
+    {
+        let text = metrics.encode().expect("encode");
+        let scrape =
+            prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parse");
+        let counter = |name: &str| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name && s.labels.get("controller") == Some("timeouts"))
+                .map(|s| match s.value {
+                    // The parser reads OpenMetrics counters as untyped.
+                    prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                    ref other => panic!("{name} is not a counter: {other:?}"),
+                })
+        };
+        assert_eq!(
+            counter("controller_runtime_reconcile_timeouts_total"),
+            Some(1.0)
+        );
+        assert_eq!(
+            counter("controller_runtime_reconcile_errors_total"),
+            Some(1.0)
+        );
+    }
+}

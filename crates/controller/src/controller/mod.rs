@@ -11,7 +11,7 @@
 //! match reconcile(key, context)
 //!     Ok(Action::Done)            → forget(key)                    (clear the rate limiter's memory)
 //!     Ok(Action::RequeueAfter(d)) → forget(key); add_after(key, d)
-//!     Err / panic                 → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
+//!     Err / panic / timeout       → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
 //! done(key)                         (always: the key may now be handed out again)
 //! ```
 //!
@@ -142,6 +142,9 @@ pub struct ControllerConfig {
     pub workers: usize,
     /// After how many failures in a row a key is dropped; `None`: never.
     pub max_retries: Option<usize>,
+    /// How long one reconcile may run before it is dropped and counted as failed; `None`
+    /// (the default, as controller-runtime's): as long as it takes.
+    pub reconcile_timeout: Option<Duration>,
 }
 
 impl<T, Q> fmt::Debug for Controller<T, Q> {
@@ -182,6 +185,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
                 name: DEFAULT_CONTROLLER_NAME.to_owned(),
                 workers: 1,
                 max_retries: None,
+                reconcile_timeout: None,
             },
             #[cfg(feature = "kube")]
             primaries: handlers::Primaries::default(),
@@ -213,13 +217,38 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         self
     }
 
+    /// Gives each reconcile at most `timeout` (controller-runtime's `ReconciliationTimeout`):
+    /// past it, the reconcile's future is dropped (so it stops at the `.await` it was
+    /// waiting on), its [`Context::cancellation`] is cancelled (for tasks it spawned with a
+    /// clone of the context), and the key is re-queued rate limited as after an error
+    /// (counted against [`max_retries`](Self::max_retries), and with the `prometheus`
+    /// feature in `controller_runtime_reconcile_timeouts_total` as well as the errors).
+    ///
+    /// controller-runtime only cancels the reconcile's `context.Context` and waits for the
+    /// reconcile to notice; a Rust future can be dropped, so a reconcile stuck on an
+    /// `.await` (a call with no timeout of its own) is stopped too. A reconcile that blocks
+    /// its thread without awaiting cannot be stopped, and no timeout applies by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinformer_controller::controller::Controller;
+    /// use kinformer_core::ObjectKey;
+    ///
+    /// let controller = Controller::<ObjectKey>::new("widgets").reconcile_timeout(Duration::from_secs(60));
+    /// assert_eq!(controller.config().reconcile_timeout, Some(Duration::from_secs(60)));
+    /// ```
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.config.reconcile_timeout = Some(timeout);
+        self
+    }
+
     /// The queue: give a clone of the `Arc` to the event handlers, which
     /// [`add`](Queue::add) keys to it (a plain sync call, fine on listener threads).
     pub fn queue(&self) -> &Arc<Q> {
         &self.queue
     }
 
-    /// The settings: name, workers, retry limit.
+    /// The settings: name, workers, retry limit, reconcile timeout.
     pub fn config(&self) -> &ControllerConfig {
         &self.config
     }
@@ -263,12 +292,14 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
             name,
             workers,
             max_retries,
+            reconcile_timeout,
         } = self.config;
         let observer = Observer::new(&name, workers);
         let worker = Worker {
             queue: self.queue,
             name,
             max_retries,
+            reconcile_timeout,
             reconcile,
             observer,
             _item: PhantomData,
@@ -306,6 +337,7 @@ struct Worker<T, Q, F, C> {
     queue: Arc<Q>,
     name: String,
     max_retries: Option<usize>,
+    reconcile_timeout: Option<Duration>,
     reconcile: F,
     observer: Observer,
     _item: PhantomData<fn(T, C) -> T>,
@@ -420,7 +452,7 @@ where
         let started = Instant::now();
         let active = self.observer.active();
         let outcome = self
-            .reconcile_caught(key.clone(), context.clone())
+            .reconcile_timed(key.clone(), context)
             .instrument(span.clone())
             .await;
         drop(active);
@@ -433,8 +465,30 @@ where
             }
             Outcome::Failed(error) => self.failed(&key, &error, false),
             Outcome::Panicked(error) => self.failed(&key, &error, true),
+            Outcome::TimedOut(after) => {
+                let error = format!("timed out after {after:?}: the reconcile was dropped");
+                self.failed(&key, &error, false);
+            }
         });
         guard.finished = true;
+    }
+
+    /// Calls reconcile within the reconcile timeout, if there is one: past it, the
+    /// reconcile's future is dropped and its own cancellation token (a child of the
+    /// controller's) cancelled.
+    async fn reconcile_timed(&self, key: T, context: &Context<C>) -> Outcome {
+        let Some(timeout) = self.reconcile_timeout else {
+            return self.reconcile_caught(key, context.clone()).await;
+        };
+        let own = context.with_cancellation(context.cancellation().child_token());
+        let cancel = own.cancellation().clone();
+        match tokio::time::timeout(timeout, self.reconcile_caught(key, own)).await {
+            Ok(outcome) => outcome,
+            Err(_elapsed) => {
+                cancel.cancel();
+                Outcome::TimedOut(timeout)
+            }
+        }
     }
 
     /// Calls reconcile, catching a panic both in the call and in the future it returns.
