@@ -9,3 +9,5 @@ mod e2e;
 mod elected;
 #[cfg(feature = "server")]
 mod metrics;
+#[cfg(feature = "kube")]
+mod owns;

@@ -80,6 +80,15 @@ impl<C> Context<C> {
         }
     }
 
+    /// This context with `cancel` as its cancellation token: one reconcile's own, so that
+    /// the controller can cancel that reconcile alone (its timeout).
+    pub(crate) fn with_cancellation(&self, cancel: CancellationToken) -> Self {
+        Self {
+            cancel,
+            ..self.clone()
+        }
+    }
+
     /// Whether this replica may act. Always true for a controller run without leader
     /// election. Under [`Controller::run_elected`](super::Controller::run_elected) it turns
     /// false when the term of leadership ends, and the moment the renew deadline has passed

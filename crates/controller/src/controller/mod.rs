@@ -11,7 +11,7 @@
 //! match reconcile(key, context)
 //!     Ok(Action::Done)            → forget(key)                    (clear the rate limiter's memory)
 //!     Ok(Action::RequeueAfter(d)) → forget(key); add_after(key, d)
-//!     Err / panic                 → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
+//!     Err / panic / timeout       → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
 //! done(key)                         (always: the key may now be handed out again)
 //! ```
 //!
@@ -106,6 +106,8 @@ pub use action::Action;
 pub use context::Context;
 pub use fresh::CacheProgress;
 pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
+#[cfg(feature = "kube")]
+pub use handlers::{Owned, OwnsError};
 use observer::{Observer, Outcome};
 #[cfg(feature = "kube")]
 pub use sharded::HeldShard;
@@ -125,6 +127,9 @@ pub const DEFAULT_CONTROLLER_NAME: &str = "controller";
 pub struct Controller<T, Q = RateLimitingWorkQueue<T>> {
     queue: Arc<Q>,
     config: ControllerConfig,
+    /// The caches of the primary resource, registered by `watch`, read by `owns`.
+    #[cfg(feature = "kube")]
+    primaries: handlers::Primaries,
     _item: PhantomData<fn(T) -> T>,
 }
 
@@ -142,6 +147,9 @@ pub struct ControllerConfig {
     /// How long a key waits, at most, for the writes its reconciles reported to reach their
     /// caches ([`Context::wrote`]).
     pub read_your_writes_timeout: Duration,
+    /// How long one reconcile may run before it is dropped and counted as failed; `None`
+    /// (the default, as controller-runtime's): as long as it takes.
+    pub reconcile_timeout: Option<Duration>,
 }
 
 impl<T, Q> fmt::Debug for Controller<T, Q> {
@@ -183,7 +191,10 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
                 workers: 1,
                 max_retries: None,
                 read_your_writes_timeout: fresh::DEFAULT_READ_YOUR_WRITES_TIMEOUT,
+                reconcile_timeout: None,
             },
+            #[cfg(feature = "kube")]
+            primaries: handlers::Primaries::default(),
             _item: PhantomData,
         }
     }
@@ -219,13 +230,38 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         self
     }
 
+    /// Gives each reconcile at most `timeout` (controller-runtime's `ReconciliationTimeout`):
+    /// past it, the reconcile's future is dropped (so it stops at the `.await` it was
+    /// waiting on), its [`Context::cancellation`] is cancelled (for tasks it spawned with a
+    /// clone of the context), and the key is re-queued rate limited as after an error
+    /// (counted against [`max_retries`](Self::max_retries), and with the `prometheus`
+    /// feature in `controller_runtime_reconcile_timeouts_total` as well as the errors).
+    ///
+    /// controller-runtime only cancels the reconcile's `context.Context` and waits for the
+    /// reconcile to notice; a Rust future can be dropped, so a reconcile stuck on an
+    /// `.await` (a call with no timeout of its own) is stopped too. A reconcile that blocks
+    /// its thread without awaiting cannot be stopped, and no timeout applies by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinformer_controller::controller::Controller;
+    /// use kinformer_core::ObjectKey;
+    ///
+    /// let controller = Controller::<ObjectKey>::new("widgets").reconcile_timeout(Duration::from_secs(60));
+    /// assert_eq!(controller.config().reconcile_timeout, Some(Duration::from_secs(60)));
+    /// ```
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.config.reconcile_timeout = Some(timeout);
+        self
+    }
+
     /// The queue: give a clone of the `Arc` to the event handlers, which
     /// [`add`](Queue::add) keys to it (a plain sync call, fine on listener threads).
     pub fn queue(&self) -> &Arc<Q> {
         &self.queue
     }
 
-    /// The settings: name, workers, retry limit.
+    /// The settings: name, workers, retry limit, reconcile timeout.
     pub fn config(&self) -> &ControllerConfig {
         &self.config
     }
@@ -270,12 +306,14 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
             workers,
             max_retries,
             read_your_writes_timeout,
+            reconcile_timeout,
         } = self.config;
         let observer = Observer::new(&name, workers);
         let worker = Worker {
             queue: self.queue,
             name,
             max_retries,
+            reconcile_timeout,
             reconcile,
             observer,
             pending: fresh::Pending::new(read_your_writes_timeout),
@@ -314,6 +352,7 @@ struct Worker<T, Q, F, C> {
     queue: Arc<Q>,
     name: String,
     max_retries: Option<usize>,
+    reconcile_timeout: Option<Duration>,
     reconcile: F,
     observer: Observer,
     /// Writes reported by reconciles that their caches have not shown yet, per key.
@@ -446,7 +485,7 @@ where
         let active = self.observer.active();
         let writes = fresh::WriteLog::default();
         let outcome = self
-            .reconcile_caught(key.clone(), context.for_reconcile(writes.clone()))
+            .reconcile_timed(key.clone(), &context.for_reconcile(writes.clone()))
             .instrument(span.clone())
             .await;
         drop(active);
@@ -460,8 +499,30 @@ where
             }
             Outcome::Failed(error) => self.failed(&key, &error, false),
             Outcome::Panicked(error) => self.failed(&key, &error, true),
+            Outcome::TimedOut(after) => {
+                let error = format!("timed out after {after:?}: the reconcile was dropped");
+                self.failed(&key, &error, false);
+            }
         });
         guard.finished = true;
+    }
+
+    /// Calls reconcile within the reconcile timeout, if there is one: past it, the
+    /// reconcile's future is dropped and its own cancellation token (a child of the
+    /// controller's) cancelled.
+    async fn reconcile_timed(&self, key: T, context: &Context<C>) -> Outcome {
+        let Some(timeout) = self.reconcile_timeout else {
+            return self.reconcile_caught(key, context.clone()).await;
+        };
+        let own = context.with_cancellation(context.cancellation().child_token());
+        let cancel = own.cancellation().clone();
+        match tokio::time::timeout(timeout, self.reconcile_caught(key, own)).await {
+            Ok(outcome) => outcome,
+            Err(_elapsed) => {
+                cancel.cancel();
+                Outcome::TimedOut(timeout)
+            }
+        }
     }
 
     /// Calls reconcile, catching a panic both in the call and in the future it returns.

@@ -14,6 +14,8 @@ pub(crate) enum Outcome {
     RequeueAfter(Duration),
     Failed(String),
     Panicked(String),
+    /// The reconcile ran past the controller's reconcile timeout and was dropped.
+    TimedOut(Duration),
 }
 
 /// A controller's view of the metrics, fixed when it starts.
@@ -125,6 +127,7 @@ mod families {
         reconciles: Family<Labels, Counter>,
         errors: Family<Labels, Counter>,
         panics: Family<Labels, Counter>,
+        timeouts: Family<Labels, Counter>,
         time: Family<Labels, Histogram, fn() -> Histogram>,
         max_concurrent: Family<Labels, Gauge>,
         active: Family<Labels, Gauge>,
@@ -140,6 +143,7 @@ mod families {
                 reconciles: Family::default(),
                 errors: Family::default(),
                 panics: Family::default(),
+                timeouts: Family::default(),
                 time: Family::new_with_constructor(reconcile_histogram),
                 max_concurrent: Family::default(),
                 active: Family::default(),
@@ -161,6 +165,11 @@ mod families {
                 "controller_runtime_reconcile_panics",
                 "Total number of reconciliation panics per controller",
                 families.panics.clone(),
+            );
+            registry.register(
+                "controller_runtime_reconcile_timeouts",
+                "Total number of reconciliation timeouts per controller",
+                families.timeouts.clone(),
             );
             registry.register(
                 "controller_runtime_reconcile_time_seconds",
@@ -219,16 +228,22 @@ mod families {
             let result = match outcome {
                 Outcome::Done => "success",
                 Outcome::RequeueAfter(_) => "requeue_after",
-                Outcome::Failed(_) | Outcome::Panicked(_) => "error",
+                Outcome::Failed(_) | Outcome::Panicked(_) | Outcome::TimedOut(_) => "error",
             };
             let mut with_result = self.labels.clone();
             with_result.push(("result", result.to_owned()));
             self.families.reconciles.get_or_create(&with_result).inc();
-            if matches!(outcome, Outcome::Failed(_) | Outcome::Panicked(_)) {
+            if matches!(
+                outcome,
+                Outcome::Failed(_) | Outcome::Panicked(_) | Outcome::TimedOut(_)
+            ) {
                 self.families.errors.get_or_create(&self.labels).inc();
             }
             if matches!(outcome, Outcome::Panicked(_)) {
                 self.families.panics.get_or_create(&self.labels).inc();
+            }
+            if matches!(outcome, Outcome::TimedOut(_)) {
+                self.families.timeouts.get_or_create(&self.labels).inc();
             }
             self.families
                 .time
