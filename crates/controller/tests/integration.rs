@@ -11,3 +11,5 @@ mod elected;
 mod metrics;
 #[cfg(feature = "kube")]
 mod owns;
+#[cfg(feature = "kube")]
+mod read_your_writes;
