@@ -540,7 +540,7 @@ where
         let guarded = AssertUnwindSafe(async move {
             future.await.map_err(|err| {
                 let err: BoxError = err.into();
-                ErrorChain(&*err).to_string()
+                describe(&*err)
             })
         });
         match guarded.catch_unwind().await {
@@ -579,5 +579,78 @@ where
                 "reconcile failed; requeued rate limited"
             );
         }
+    }
+}
+
+/// A failed reconcile's error in one concise line: the error and its causes, each said once
+/// ([`ErrorChain`]), and the API server's refusal as `API error <code> <reason>: <message>`
+/// (kube's `Error::Api` prints the whole status, then its debug form, then the status again
+/// as its cause: one ~900-character line for a conflict).
+fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    #[cfg(feature = "kube")]
+    {
+        let mut wrappers = Vec::new();
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(kube::Error::Api(status)) = e.downcast_ref::<kube::Error>() {
+                let shown = e.to_string();
+                let mut parts: Vec<String> = wrappers
+                    .iter()
+                    .map(|w: &&(dyn std::error::Error + 'static)| {
+                        let own = w.to_string().replace(&shown, "");
+                        own.trim_end_matches([':', ' ']).to_owned()
+                    })
+                    .filter(|own| !own.is_empty())
+                    .collect();
+                parts.push(format!(
+                    "API error {} {}: {}",
+                    status.code, status.reason, status.message
+                ));
+                return parts.join(": ");
+            }
+            wrappers.push(e);
+            cur = e.source();
+        }
+    }
+    ErrorChain(err).to_string()
+}
+
+#[cfg(all(test, feature = "kube"))]
+mod tests {
+    use kube::core::Status;
+
+    use super::describe;
+
+    fn conflict() -> kube::Error {
+        let status = Status::failure(
+            "Operation cannot be fulfilled on widgets \"demo\": the object has been modified",
+            "Conflict",
+        )
+        .with_code(409);
+        kube::Error::Api(status.boxed())
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot write the status: {0}")]
+    struct Wrapped(#[source] kube::Error);
+
+    #[test]
+    fn an_api_refusal_is_one_short_line() {
+        let line = describe(&conflict());
+        assert_eq!(
+            line,
+            "API error 409 Conflict: Operation cannot be fulfilled on widgets \"demo\": the object has been modified"
+        );
+        let line = describe(&Wrapped(conflict()));
+        assert_eq!(
+            line,
+            "cannot write the status: API error 409 Conflict: Operation cannot be fulfilled on widgets \"demo\": the object has been modified"
+        );
+    }
+
+    #[test]
+    fn other_errors_show_their_causes_once() {
+        let err = std::io::Error::other("disk full");
+        assert_eq!(describe(&err), "disk full");
     }
 }
