@@ -34,7 +34,7 @@ use kinformer::predicates;
 use kinformer::prelude::*;
 use kinformer::server::Server;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Api, CustomResource, Resource, ResourceExt};
+use kube::{Api, CustomResource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -121,6 +121,9 @@ pub enum ReconcileError {
     /// The finalizer could not be added or removed, or apply/cleanup failed.
     #[error("the finalizer step failed")]
     Finalizer(#[from] FinalizerError<kube::Error>),
+    /// The cached widget has no uid (never the case for an object read from the API server).
+    #[error("cannot make an owner reference to the widget")]
+    OwnerRef(#[from] kinformer::owner::OwnerRefError),
 }
 
 async fn reconcile(key: ObjectKey, ctx: Context<Ctx>) -> Result<Action, ReconcileError> {
@@ -128,48 +131,35 @@ async fn reconcile(key: ObjectKey, ctx: Context<Ctx>) -> Result<Action, Reconcil
     let Ok(widget) = ctx.widgets.namespaced(ns).get(key.name()) else {
         return Ok(Action::Done); // gone: the finalizer already cleaned up
     };
+    // What its children point back at: `owns` maps their events to this widget's key.
+    let owner = controller_ref(&*widget)?;
     let api: Api<Widget> = Api::namespaced(ctx.client.clone(), ns);
     Ok(finalizer(&api, FINALIZER, widget, |event| async {
         match event {
-            FinalizerEvent::Apply(w) => apply(&ctx, &w).await,
+            FinalizerEvent::Apply(w) => apply(&ctx, &w, owner).await,
             FinalizerEvent::Cleanup(w) => cleanup(&ctx, &w).await,
         }
     })
     .await?)
 }
 
-fn owner_reference(w: &Widget) -> OwnerReference {
-    OwnerReference {
-        api_version: Widget::api_version(&()).into_owned(),
-        kind: Widget::kind(&()).into_owned(),
-        name: w.name_any(),
-        uid: w.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
-
-/// The Pods a widget owns, from the cache.
+/// The Pods a widget controls, from the cache (by uid: not those of an earlier widget of
+/// the same name).
 fn owned_pods(ctx: &Ctx, w: &Widget) -> Vec<Arc<Pod>> {
-    let uid = w.metadata.uid.as_deref();
     let ns = w.namespace().unwrap_or_default();
     ctx.pods
         .namespaced(&ns)
         .list(&kinformer::indexer::everything())
         .into_iter()
-        .filter(|p| {
-            p.owner_references()
-                .iter()
-                .any(|o| Some(o.uid.as_str()) == uid)
-        })
+        .filter(|p| is_controlled_by(&**p, w))
         .collect()
 }
 
-/// Makes the ConfigMap and the Pods match the widget, then writes its status.
-async fn apply(ctx: &Ctx, w: &Widget) -> Result<Action, kube::Error> {
+/// Makes the ConfigMap and the Pods match the widget, then writes its status. `owner` is
+/// the controller reference to `w` its children carry.
+async fn apply(ctx: &Ctx, w: &Widget, owner: OwnerReference) -> Result<Action, kube::Error> {
     let ns = w.namespace().unwrap_or_default();
     let name = w.name_any();
-    let owner = owner_reference(w);
 
     // The ConfigMap: server-side apply is create-or-update in one idempotent call.
     let cm_name = format!("{name}-config");
@@ -378,10 +368,16 @@ impl WidgetController {
         let pods = factory.informer::<Pod>();
         let config_maps = factory.informer::<ConfigMap>();
 
-        let controller = Controller::<ObjectKey>::new("widget-controller").workers(2);
+        // A reconcile stuck on a call that never answers is dropped after a minute and
+        // retried, instead of holding its widget and a worker for ever.
+        let controller = Controller::<ObjectKey>::new("widget-controller")
+            .workers(2)
+            .reconcile_timeout(Duration::from_secs(60));
         // Status writes move the resourceVersion, not the generation: skip them.
         controller.watch_with(&widgets, predicates::generation_changed())?;
-        controller.owns::<Widget, Pod>(&pods)?;
+        // A child's change reconciles its widget, if the widget cache holds that widget
+        // (so `watch_with` comes first). Pods: not their resyncs, which change nothing.
+        controller.owns_with::<Widget, Pod>(&pods, predicates::resource_version_changed())?;
         controller.owns::<Widget, ConfigMap>(&config_maps)?;
 
         let cancel = CancellationToken::new();

@@ -25,6 +25,7 @@
 //! | module | what it does |
 //! |---|---|
 //! | [`controller`] | the runner: the queue, the workers, [`Action`](controller::Action) and [`Context`](controller::Context); the handlers that enqueue keys; `run_elected` and `run_shard` (feature `kube`) |
+//! | `owner` | controller owner references as client-go makes and reads them: `controller_ref`, `controller_of`, `is_controlled_by` (feature `kube`) |
 //! | [`predicates`] | which updates are worth a reconcile (generation, labels, annotations changed: feature `kube`) |
 //! | `finalizer` | cleanup before an object goes away (feature `kube`) |
 //! | `metrics` | controller-runtime's controller metrics, client-go's queue metrics, informer metrics (feature `prometheus`) |
@@ -84,9 +85,28 @@
 //! # }).unwrap();
 //! ```
 //!
+//! # Differences from client-go
+//!
+//! Against client-go's controllers (the worker loop they write by hand, the sample-controller's
+//! handlers, `metav1`'s owner reference helpers) and controller-runtime:
+//!
+//! - `Controller::owns` enqueues a child's owner only when the controller's cache holds an
+//!   owner of that key **with the reference's uid**; the sample-controller's `handleObject`
+//!   looks the owner up by name alone. An owner deleted and created again under the same
+//!   name is another object, and the first one's children (still waiting for the garbage
+//!   collector) do not reconcile it. Its owners' informer must be given to `watch` or
+//!   `watch_with` first (`OwnsError::OwnerNotWatched` otherwise).
+//! - `owner::is_controlled_by` says no for an owner without a uid; client-go's
+//!   `IsControlledBy` matches it with a reference whose uid is empty too. Neither comes from
+//!   the API server.
+//! - [`ControllerConfig::reconcile_timeout`](controller::ControllerConfig::reconcile_timeout)
+//!   drops the reconcile's future when it expires (and cancels its context); controller-runtime's
+//!   `ReconciliationTimeout` can only cancel the `context.Context` and wait for the
+//!   reconcile to return. A timed-out reconcile counts as an error as well as a timeout.
+//!
 //! # Features
 //!
-//! - `kube` (default): [`owns`](controller::Controller::owns), the metadata
+//! - `kube` (default): [`owns`](controller::Controller::owns), `owner`, the metadata
 //!   [`predicates`], `finalizer`, `Controller::run_elected` (leader election) and
 //!   `Controller::run_shard`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
@@ -100,6 +120,8 @@ pub mod controller;
 pub mod finalizer;
 #[cfg(feature = "prometheus")]
 pub mod metrics;
+#[cfg(feature = "kube")]
+pub mod owner;
 pub mod predicates;
 #[cfg(feature = "server")]
 pub mod server;

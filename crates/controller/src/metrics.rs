@@ -7,6 +7,8 @@
 //! - **controllers**, under controller-runtime's names, labelled `controller`:
 //!   `controller_runtime_reconcile_total{result=success|requeue_after|error}`,
 //!   `controller_runtime_reconcile_errors_total`, `controller_runtime_reconcile_panics_total`,
+//!   `controller_runtime_reconcile_timeouts_total` (reconciles dropped at the controller's
+//!   reconcile timeout; also counted as errors, as controller-runtime counts them),
 //!   `controller_runtime_reconcile_time_seconds` (histogram, controller-runtime's buckets),
 //!   `controller_runtime_max_concurrent_reconciles`, `controller_runtime_active_workers`;
 //! - **work queues** with a name (a controller's is named after it), under client-go's

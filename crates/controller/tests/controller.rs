@@ -37,10 +37,10 @@ where
 /// Generous: only a broken controller waits this long.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-type FastQueue<T> = RateLimitingWorkQueue<T, ItemExponentialFailureRateLimiter<T>>;
+pub(crate) type FastQueue<T> = RateLimitingWorkQueue<T, ItemExponentialFailureRateLimiter<T>>;
 
 /// A queue whose retries wait 1 ms, 2 ms, 4 ms … at most 10 ms: quick tests.
-fn fast_queue<T: kinformer_workqueue::Item>() -> FastQueue<T> {
+pub(crate) fn fast_queue<T: kinformer_workqueue::Item>() -> FastQueue<T> {
     RateLimitingWorkQueue::new(ItemExponentialFailureRateLimiter::new(
         Duration::from_millis(1),
         Duration::from_millis(10),
@@ -441,14 +441,14 @@ async fn max_retries_drops_the_key() {
 }
 
 /// A hand-driven informer: the `SharedInformer` swap point. It keeps the handlers it is
-/// given and calls them when the test says so.
-struct FakeInformer {
-    handlers: Mutex<Vec<Box<dyn ResourceEventHandler<Named> + Send>>>,
-    options: Mutex<Vec<kinformer_informer_factory::HandlerOptions>>,
-    cache: Arc<kinformer_indexer::ThreadSafeStore<Named>>,
+/// given and calls them when the test says so; its cache holds what the test puts in it.
+pub(crate) struct FakeInformer<K> {
+    pub(crate) handlers: Mutex<Vec<Box<dyn ResourceEventHandler<K> + Send>>>,
+    pub(crate) options: Mutex<Vec<kinformer_informer_factory::HandlerOptions>>,
+    pub(crate) cache: Arc<kinformer_indexer::ThreadSafeStore<K>>,
 }
 
-impl Default for FakeInformer {
+impl<K: MetaObject> Default for FakeInformer<K> {
     fn default() -> Self {
         Self {
             handlers: Mutex::default(),
@@ -491,16 +491,18 @@ impl kinformer_informer_factory::HandlerRegistration for FakeRegistration {
     fn remove(&self) {}
 }
 
-impl kinformer_informer_factory::HasSynced for FakeInformer {
+impl<K> kinformer_informer_factory::HasSynced for FakeInformer<K> {
     fn has_synced(&self) -> bool {
         true
     }
 }
 
-impl kinformer_informer_factory::SharedInformer<Named> for FakeInformer {
+impl<K: MetaObject + Send + Sync + 'static> kinformer_informer_factory::SharedInformer<K>
+    for FakeInformer<K>
+{
     fn add_event_handler_with_options(
         &self,
-        handler: Box<dyn ResourceEventHandler<Named> + Send>,
+        handler: Box<dyn ResourceEventHandler<K> + Send>,
         options: kinformer_informer_factory::HandlerOptions,
     ) -> Result<
         Box<dyn kinformer_informer_factory::HandlerRegistration>,
@@ -510,7 +512,7 @@ impl kinformer_informer_factory::SharedInformer<Named> for FakeInformer {
         self.options.lock().unwrap().push(options);
         Ok(Box::new(FakeRegistration))
     }
-    fn indexer(&self) -> Arc<dyn Indexer<Named>> {
+    fn indexer(&self) -> Arc<dyn Indexer<K>> {
         Arc::clone(&self.cache) as _
     }
     fn last_sync_resource_version(&self) -> String {
@@ -520,7 +522,7 @@ impl kinformer_informer_factory::SharedInformer<Named> for FakeInformer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_wires_any_shared_informer_to_the_queue_tombstones_included() {
-    let informer = FakeInformer::default();
+    let informer = FakeInformer::<Named>::default();
     let controller = Controller::<ObjectKey, _>::with_queue(fast_queue());
     controller.watch(&informer).unwrap();
     {
@@ -636,4 +638,202 @@ async fn the_context_carries_the_shared_value_and_its_cancellation() {
     within("run to return", run).await.expect("run task");
     assert!(ctx.is_cancelled(), "the reconcile saw the stop");
     assert_eq!(ctx.data().calls.load(Ordering::SeqCst), 1);
+}
+
+/// A cache whose progress a test sets: what `Context::wrote` waits on.
+#[derive(Clone, Default)]
+struct Progress(Arc<Mutex<String>>);
+
+impl Progress {
+    fn set(&self, rv: &str) {
+        *self.0.lock().unwrap() = rv.to_owned();
+    }
+}
+
+impl kinformer_controller::controller::CacheProgress for Progress {
+    fn applied_resource_version(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// A controller whose first reconcile of `"k"` reports a write at resourceVersion 7 to
+/// `cache` and asks to run again at once; how many reconciles ran.
+fn writes_then_requeues(
+    cache: &Progress,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Arc<AtomicUsize> {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let controller =
+        Controller::<&str, _>::with_queue(fast_queue()).read_your_writes_timeout(timeout);
+    controller.queue().add("k");
+    let (count, cache, cancel) = (Arc::clone(&runs), cache.clone(), cancel.clone());
+    tokio::spawn(controller.run(
+        move |_key, ctx: Context<Progress>| {
+            let first = count.fetch_add(1, Ordering::SeqCst) == 0;
+            let next = if first {
+                ctx.wrote_version(&*ctx, "7");
+                Action::RequeueAfter(Duration::ZERO)
+            } else {
+                Action::Done
+            };
+            async move { Ok::<_, String>(next) }
+        },
+        cache,
+        cancel,
+    ));
+    runs
+}
+
+/// Read your own writes: after a reconcile reported a write, the key is not reconciled again
+/// until the cache has applied that version (7 ≥ 7; "10" is past "7" as integers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_is_not_reconciled_again_until_the_cache_shows_its_write() {
+    let cache = Progress::default();
+    cache.set("5");
+    let cancel = CancellationToken::new();
+    let runs = writes_then_requeues(&cache, TIMEOUT, &cancel);
+    eventually("the first reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the cache is still at 5");
+    cache.set("10");
+    eventually("the second reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    cancel.cancel();
+}
+
+/// The wait is bounded: a cache that never shows the write holds the key back for the
+/// read-your-writes timeout, then it is reconciled anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_that_never_shows_the_write_holds_the_key_back_only_for_the_timeout() {
+    let cache = Progress::default();
+    let cancel = CancellationToken::new();
+    let runs = writes_then_requeues(&cache, Duration::from_millis(400), &cancel);
+    eventually("the first reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let held = eventually("the second reconcile", TIMEOUT, || {
+        runs.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert!(held >= Duration::from_millis(350), "held back {held:?}");
+    cancel.cancel();
+}
+
+/// Sets its flag when dropped: shows that a future holding it was dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_past_its_timeout_is_dropped_cancelled_and_retried_rate_limited() {
+    #[cfg(feature = "prometheus")]
+    let metrics = kinformer_controller::metrics::Metrics::install();
+    // Retries wait zero: the test's time is Tokio's paused clock alone.
+    let queue = RateLimitingWorkQueue::new(ItemExponentialFailureRateLimiter::new(
+        Duration::ZERO,
+        Duration::ZERO,
+    ));
+    let controller = Controller::with_queue(queue)
+        .name("timeouts")
+        .reconcile_timeout(Duration::from_secs(10));
+    let queue = Arc::clone(controller.queue());
+    queue.add("stuck-once");
+
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, mut rx) = unbounded_channel();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (queue, dropped) = (Arc::clone(&queue), Arc::clone(&dropped));
+        controller.run(
+            move |key: &'static str, ctx: Context<()>| {
+                let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+                let tx = tx.clone();
+                let flag = (attempt == 1).then(|| DropFlag(Arc::clone(&dropped)));
+                let requeues = queue.num_requeues(&key);
+                async move {
+                    tx.send((attempt, requeues, tokio::time::Instant::now(), ctx.clone()))
+                        .expect("test alive");
+                    if attempt == 1 {
+                        // Stuck: never returns, whatever its context says.
+                        let _flag = flag;
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, String>(Action::Done)
+                }
+            },
+            (),
+            cancel.clone(),
+        )
+    });
+
+    let (first, requeues, started, first_ctx) = recv(&mut rx).await;
+    assert_eq!((first, requeues), (1, 0));
+    assert!(!first_ctx.is_cancelled());
+    // Without the timeout the first attempt would hold the key for ever (and `recv` time out).
+    let (second, requeues, retried, second_ctx) = recv(&mut rx).await;
+    assert_eq!(second, 2);
+    let waited = retried - started;
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_millis(10_010),
+        "retried at the timeout, not {waited:?}"
+    );
+    assert_eq!(requeues, 1, "re-queued rate limited, as a failure");
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the stuck future was dropped"
+    );
+    assert!(
+        first_ctx.is_cancelled(),
+        "the timed-out reconcile's context was cancelled"
+    );
+    assert!(
+        !second_ctx.is_cancelled(),
+        "each reconcile has its own token"
+    );
+
+    cancel.cancel();
+    within("run to return", run).await.expect("run task");
+    assert_eq!(
+        queue.num_requeues(&"stuck-once"),
+        0,
+        "the success forgot it"
+    );
+
+    #[cfg(feature = "prometheus")]
+    {
+        let text = metrics.encode().expect("encode");
+        let scrape =
+            prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parse");
+        let counter = |name: &str| {
+            scrape
+                .samples
+                .iter()
+                .find(|s| s.metric == name && s.labels.get("controller") == Some("timeouts"))
+                .map(|s| match s.value {
+                    // The parser reads OpenMetrics counters as untyped.
+                    prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                    ref other => panic!("{name} is not a counter: {other:?}"),
+                })
+        };
+        assert_eq!(
+            counter("controller_runtime_reconcile_timeouts_total"),
+            Some(1.0)
+        );
+        assert_eq!(
+            counter("controller_runtime_reconcile_errors_total"),
+            Some(1.0)
+        );
+    }
 }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kinformer_controller::controller::{Action, Context, Controller};
 use kinformer_controller::finalizer::{FinalizerError, FinalizerEvent, finalizer};
+use kinformer_controller::owner::controller_ref;
 use kinformer_controller::predicates;
 use kinformer_core::{DeletedObject, ObjectKey};
 use kinformer_indexer::Lister;
@@ -67,14 +67,8 @@ async fn no_cache() -> &'static ControlPlane {
 
 fn owned_by(name: &str, owner: &ConfigMap) -> Pod {
     let mut p = pod(name);
-    p.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        name: owner.metadata.name.clone().unwrap_or_default(),
-        uid: owner.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        ..OwnerReference::default()
-    }]);
+    let reference = controller_ref(owner).expect("the owner was created: it has a uid");
+    p.metadata.owner_references = Some(vec![reference]);
     p
 }
 
@@ -104,6 +98,12 @@ async fn owns_maps_child_events_to_the_owner_tombstones_included() {
     pods.create(&PostParams::default(), &pod("orphan"))
         .await
         .unwrap();
+    // Controlled by a `parent` of another uid: one deleted before this one was created.
+    let mut earlier = parent.clone();
+    earlier.metadata.uid = Some("00000000-0000-0000-0000-000000000001".into());
+    pods.create(&PostParams::default(), &owned_by("stale", &earlier))
+        .await
+        .unwrap();
 
     // The informer reaches the server through a proxy the test can cut.
     let proxy = cp.proxy().unwrap();
@@ -124,8 +124,12 @@ async fn owns_maps_child_events_to_the_owner_tombstones_included() {
             }
         }))
         .unwrap();
+    // The owners' cache: `owns` enqueues only owners it holds.
+    let owners = SharedIndexInformer::builder(KubeListerWatcher::new(cms.clone())).build();
     let controller = Controller::<ObjectKey>::new("owns-test");
+    controller.watch(&owners).unwrap();
     controller.owns::<ConfigMap, Pod>(&informer).unwrap();
+    let owners_handle = owners.start().unwrap();
     let handle = informer.start().unwrap();
     let (cancel, run) = run_logging(controller, &log);
     let parent_key = format!("reconcile {ns}/parent");
@@ -164,11 +168,21 @@ async fn owns_maps_child_events_to_the_owner_tombstones_included() {
     })
     .await;
 
-    // An object without an owner reference never reconciles anything.
-    pods.patch("orphan", &PatchParams::default(), &label)
-        .await
-        .unwrap();
+    // An object without an owner reference never reconciles anything, nor does one whose
+    // owner has the name of a cached one but another uid.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after_tombstone = log.count(&parent_key);
+    for name in ["orphan", "stale"] {
+        pods.patch(name, &PatchParams::default(), &label)
+            .await
+            .unwrap();
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        log.count(&parent_key),
+        after_tombstone,
+        "the stale child did not reconcile the new parent"
+    );
     assert!(
         log.get()
             .iter()
@@ -179,6 +193,7 @@ async fn owns_maps_child_events_to_the_owner_tombstones_included() {
     cancel.cancel();
     run.await.unwrap();
     handle.stop().await.unwrap();
+    owners_handle.stop().await.unwrap();
 }
 
 const FINALIZER: &str = "kinformer.dev/cleanup";

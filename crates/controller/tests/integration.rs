@@ -9,3 +9,7 @@ mod e2e;
 mod elected;
 #[cfg(feature = "server")]
 mod metrics;
+#[cfg(feature = "kube")]
+mod owns;
+#[cfg(feature = "kube")]
+mod read_your_writes;

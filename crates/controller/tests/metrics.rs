@@ -225,8 +225,13 @@ async fn metrics_health_and_readiness_over_http() {
 
     // A leader elector built after `install` reports through it, under client-go's names.
     let lease = kinformer_leaderelection::testing::MemoryLease::new();
+    // A name of its own: the metrics are the process's, and other tests of this binary run
+    // electors (on leases named alike) once anything has installed them.
     let elector = kinformer_leaderelection::LeaderElector::new(
-        kinformer_leaderelection::LeaderElectionConfig::default(),
+        kinformer_leaderelection::LeaderElectionConfig {
+            name: "metrics-test".into(),
+            ..Default::default()
+        },
         lease.lock("me"),
     )
     .unwrap();

@@ -45,14 +45,21 @@ pub type KeyFunc<K> = Arc<dyn Fn(&K) -> Result<ObjectKey, Error> + Send + Sync>;
 pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl fmt::Display for ErrorChain<'_> {
+    /// A cause whose message the text so far already holds is left out: many errors print
+    /// their cause in their own message too (`#[error("request failed: {0}")]`), and a log
+    /// line should say each thing once.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut text = self.0.to_string();
         let mut cause = self.0.source();
         while let Some(c) = cause {
-            write!(f, ": {c}")?;
+            let message = c.to_string();
+            if !text.contains(&message) {
+                text.push_str(": ");
+                text.push_str(&message);
+            }
             cause = c.source();
         }
-        Ok(())
+        f.write_str(&text)
     }
 }
 
@@ -91,6 +98,23 @@ mod tests {
         assert_eq!(ErrorChain(&err).to_string(), "disk full");
         let plain = std::io::Error::other("alone");
         assert_eq!(ErrorChain(&plain).to_string(), "alone");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("patch failed: {0}")]
+    struct Repeats(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reconcile failed")]
+    struct Wraps(#[source] Repeats);
+
+    #[test]
+    fn error_chain_leaves_out_a_cause_the_message_already_shows() {
+        let err = Wraps(Repeats(std::io::Error::other("conflict")));
+        assert_eq!(
+            ErrorChain(&err).to_string(),
+            "reconcile failed: patch failed: conflict"
+        );
     }
 
     #[test]

@@ -269,6 +269,8 @@ pub use kinformer_controller::controller;
 pub use kinformer_controller::finalizer;
 #[cfg(feature = "prometheus")]
 pub use kinformer_controller::metrics;
+#[cfg(feature = "kube")]
+pub use kinformer_controller::owner;
 pub use kinformer_controller::predicates;
 #[cfg(feature = "server")]
 pub use kinformer_controller::server;
@@ -326,6 +328,8 @@ pub mod prelude {
     pub use kinformer_controller::controller::{
         Action, Context, Controller, ControllerConfig, EnqueueKeys,
     };
+    #[cfg(feature = "kube")]
+    pub use kinformer_controller::owner::{controller_of, controller_ref, is_controlled_by};
     pub use kinformer_controller::predicates::Predicate;
     /// How `Controller::run` is told to stop (tokio-util's token, re-exported).
     pub use tokio_util::sync::CancellationToken;

@@ -4,7 +4,10 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use kinformer_core::MetaObject;
 use tokio_util::sync::CancellationToken;
+
+use super::fresh::{CacheProgress, Write, WriteLog};
 
 /// The context of one reconcile: the value given to [`Controller::run`] (shared by every
 /// call; reach it through `Deref`) and a cancellation token that fires when the controller
@@ -35,6 +38,8 @@ pub struct Context<C> {
     cancel: CancellationToken,
     /// Under leader election: whether this replica still leads (see [`Context::is_leading`]).
     leading: Option<LeadingCheck>,
+    /// The writes this reconcile reported ([`Context::wrote`]).
+    writes: WriteLog,
 }
 
 /// Whether this replica still leads, asked of the elector's clock at each call.
@@ -48,6 +53,7 @@ impl<C> Context<C> {
             data,
             cancel,
             leading: None,
+            writes: WriteLog::default(),
         }
     }
 
@@ -62,6 +68,24 @@ impl<C> Context<C> {
             data,
             cancel,
             leading: Some(is_leading),
+            writes: WriteLog::default(),
+        }
+    }
+
+    /// This context for one reconcile, whose writes go to `writes`.
+    pub(crate) fn for_reconcile(&self, writes: WriteLog) -> Self {
+        Self {
+            writes,
+            ..self.clone()
+        }
+    }
+
+    /// This context with `cancel` as its cancellation token: one reconcile's own, so that
+    /// the controller can cancel that reconcile alone (its timeout).
+    pub(crate) fn with_cancellation(&self, cancel: CancellationToken) -> Self {
+        Self {
+            cancel,
+            ..self.clone()
         }
     }
 
@@ -90,6 +114,53 @@ impl<C> Context<C> {
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
+
+    /// Read your own writes: this reconcile wrote `written` (the object the API server sent
+    /// back from a create, update or patch), which `cache` holds; the next reconcile of this
+    /// key waits until `cache` has applied at least its resourceVersion (bounded by
+    /// [`Controller::read_your_writes_timeout`](super::Controller::read_your_writes_timeout);
+    /// see [the module](super::fresh) for how). Nothing happens for an object without a
+    /// resourceVersion.
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kinformer_controller::controller::{Action, Context};
+    /// use kinformer_core::ObjectKey;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kube::api::{Api, Patch, PatchParams};
+    ///
+    /// struct Ctx { api: Api<ConfigMap>, cache: SharedIndexInformer<ConfigMap> }
+    ///
+    /// async fn reconcile(key: ObjectKey, ctx: Context<Ctx>) -> Result<Action, kube::Error> {
+    ///     let patch = serde_json::json!({"data": {"handled": "true"}});
+    ///     let written = ctx.api.patch(key.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    ///     // The next reconcile of this key sees `handled`, not the cache from before.
+    ///     ctx.wrote(&ctx.cache, &written);
+    ///     Ok(Action::Done)
+    /// }
+    /// # let _ = reconcile;
+    /// ```
+    pub fn wrote<W>(&self, cache: &W, written: &impl MetaObject)
+    where
+        W: CacheProgress + Clone + 'static,
+    {
+        if let Some(rv) = written.object_resource_version() {
+            self.wrote_version(cache, rv);
+        }
+    }
+
+    /// [`wrote`](Self::wrote) for a write known by its resourceVersion alone (a delete's
+    /// answer, a status from a server-side apply). An empty version is ignored.
+    pub fn wrote_version<W>(&self, cache: &W, resource_version: &str)
+    where
+        W: CacheProgress + Clone + 'static,
+    {
+        if !resource_version.is_empty() {
+            let cache: Arc<dyn CacheProgress> = Arc::new(cache.clone());
+            self.writes
+                .push(Write::new(cache, resource_version.to_owned()));
+        }
+    }
 }
 
 impl<C> Clone for Context<C> {
@@ -98,6 +169,7 @@ impl<C> Clone for Context<C> {
             data: Arc::clone(&self.data),
             cancel: self.cancel.clone(),
             leading: self.leading.clone(),
+            writes: self.writes.clone(),
         }
     }
 }

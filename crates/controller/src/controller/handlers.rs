@@ -1,8 +1,19 @@
 //! What feeds a controller's queue: the handlers that turn informer events into keys, and
 //! the controller methods that register them.
 
+#[cfg(feature = "kube")]
+use std::any::{Any, TypeId};
+#[cfg(feature = "kube")]
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+#[cfg(feature = "kube")]
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+#[cfg(feature = "kube")]
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+#[cfg(feature = "kube")]
+use kinformer_core::KnownObjects;
 
 use kinformer_core::{
     DeletedObject, ErrorChain, MetaObject, ObjectKey, deletion_handling_key, meta_namespace_key,
@@ -221,7 +232,10 @@ where
     /// # Errors
     /// The informer's refusal (for example: it has stopped).
     pub fn watch<K: MetaObject + 'static>(&self, informer: &dyn SharedInformer<K>) -> Registered {
-        informer.add_event_handler_with_options(Box::new(self.enqueue_handler()), enqueuing())
+        let registered = informer
+            .add_event_handler_with_options(Box::new(self.enqueue_handler()), enqueuing())?;
+        self.register_primary(informer);
+        Ok(registered)
     }
 
     /// As [`watch`](Self::watch), with updates passed on only when `predicate` says they
@@ -236,7 +250,18 @@ where
         predicate: Predicate<K>,
     ) -> Registered {
         let handler = WithPredicate::new(self.enqueue_handler(), predicate);
-        informer.add_event_handler_with_options(Box::new(handler), enqueuing())
+        let registered = informer.add_event_handler_with_options(Box::new(handler), enqueuing())?;
+        self.register_primary(informer);
+        Ok(registered)
+    }
+
+    /// Remembers `informer`'s cache as one holding this controller's primary objects, for
+    /// [`owns`](Self::owns) to look owners up in (feature `kube`; nothing without it).
+    fn register_primary<K: 'static>(&self, informer: &dyn SharedInformer<K>) {
+        #[cfg(feature = "kube")]
+        self.primaries.register::<K>(informer.indexer());
+        #[cfg(not(feature = "kube"))]
+        let _ = informer;
     }
 
     /// Reconciles the keys `map` gives for each object of a related resource
@@ -291,31 +316,158 @@ where
     /// is looked up in the child's namespace, or by name alone when `P` is cluster-scoped;
     /// references match on API group and kind, whatever the version.
     ///
+    /// Only owners this controller has in its cache are enqueued, as client-go's
+    /// sample-controller does in `handleObject`: the owner must be in the cache of an
+    /// informer of `P` given to [`watch`](Self::watch) or [`watch_with`](Self::watch_with)
+    /// (so call one of them first), **and its uid must be the reference's uid**. A child
+    /// whose owner is not cached (gone, never seen, or outside the informer's namespace or
+    /// selector) enqueues nothing: its owner's own events reconcile it if it comes. The uid
+    /// check goes beyond client-go, which compares names only: an owner deleted and created
+    /// again under the same name is another object, and the first one's children (waiting
+    /// for the garbage collector) do not reconcile it. Each child event reads the owner from
+    /// the cache (with the default encoded cache, a decode of the owner).
+    ///
     /// ```no_run
     /// use kinformer_controller::controller::Controller;
     /// use kinformer_core::ObjectKey;
     /// use kinformer_informer_factory::SharedInformerFactory;
     /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
     ///
-    /// # fn wire(factory: &SharedInformerFactory) -> Result<(), kinformer_informer_factory::Error> {
+    /// # fn wire(factory: &SharedInformerFactory) -> Result<(), Box<dyn std::error::Error>> {
     /// let controller = Controller::<ObjectKey>::new("deployments");
-    /// controller.watch(&factory.informer::<Deployment>())?;
+    /// controller.watch(&factory.informer::<Deployment>())?; // the owners' cache
     /// controller.owns::<Deployment, ReplicaSet>(&factory.informer::<ReplicaSet>())?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// As [`watch`](Self::watch).
-    pub fn owns<P, C>(&self, informer: &dyn SharedInformer<C>) -> Registered
+    /// [`OwnsError::OwnerNotWatched`] when no informer of `P` was given to `watch` or
+    /// `watch_with` before; [`OwnsError::Informer`] as [`watch`](Self::watch).
+    pub fn owns<P, C>(&self, informer: &dyn SharedInformer<C>) -> Owned
     where
         P: kube_core::Resource<DynamicType = ()> + 'static,
         P::Scope: 'static,
         C: kube_core::Resource + 'static,
     {
-        // Owner references are metadata.
-        let handler =
-            EnqueueMapped::new(Arc::clone(&self.queue), owner_keys::<P, C>).metadata_only();
-        informer.add_event_handler_with_options(Box::new(handler), enqueuing())
+        let handler = self.owner_handler::<P, C>()?;
+        Ok(informer.add_event_handler_with_options(Box::new(handler), enqueuing())?)
+    }
+
+    /// As [`owns`](Self::owns), with the child's updates passed on only when `predicate`
+    /// says they matter: for example
+    /// [`predicates::resource_version_changed`](crate::predicates::resource_version_changed)
+    /// to skip the children's resyncs, or
+    /// [`predicates::generation_changed`](crate::predicates::generation_changed) to skip
+    /// their status updates. Adds and deletes always pass.
+    ///
+    /// ```no_run
+    /// use kinformer_controller::controller::Controller;
+    /// use kinformer_controller::predicates;
+    /// use kinformer_core::ObjectKey;
+    /// use kinformer_informer_factory::SharedInformerFactory;
+    /// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    ///
+    /// # fn wire(factory: &SharedInformerFactory) -> Result<(), Box<dyn std::error::Error>> {
+    /// let controller = Controller::<ObjectKey>::new("deployments");
+    /// controller.watch(&factory.informer::<Deployment>())?;
+    /// let replica_sets = factory.informer::<ReplicaSet>();
+    /// controller.owns_with::<Deployment, _>(&replica_sets, predicates::resource_version_changed())?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`owns`](Self::owns).
+    pub fn owns_with<P, C>(
+        &self,
+        informer: &dyn SharedInformer<C>,
+        predicate: Predicate<C>,
+    ) -> Owned
+    where
+        P: kube_core::Resource<DynamicType = ()> + 'static,
+        P::Scope: 'static,
+        C: kube_core::Resource + 'static,
+    {
+        let handler = WithPredicate::new(self.owner_handler::<P, C>()?, predicate);
+        Ok(informer.add_event_handler_with_options(Box::new(handler), enqueuing())?)
+    }
+
+    /// The handler mapping children `C` to their cached owner `P`.
+    fn owner_handler<P, C>(&self) -> Result<EnqueueMapped<C, Q>, OwnsError>
+    where
+        P: kube_core::Resource<DynamicType = ()> + 'static,
+        P::Scope: 'static,
+        C: kube_core::Resource + 'static,
+    {
+        let owners = self.primaries.of::<P>();
+        if owners.is_empty() {
+            return Err(OwnsError::OwnerNotWatched {
+                kind: P::kind(&()).into_owned(),
+            });
+        }
+        // Owner references are metadata: the informer decodes only that of each child.
+        Ok(
+            EnqueueMapped::new(Arc::clone(&self.queue), move |child: &C| {
+                cached_owner_keys::<P, C>(child, &owners)
+            })
+            .metadata_only(),
+        )
+    }
+}
+
+/// What [`Controller::owns`] and [`Controller::owns_with`] return.
+#[cfg(feature = "kube")]
+pub type Owned = Result<Box<dyn HandlerRegistration>, OwnsError>;
+
+/// Why [`Controller::owns`] registered nothing.
+#[cfg(feature = "kube")]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OwnsError {
+    /// The controller has no cache of the owner's kind to look owners up in: give the
+    /// owners' informer to [`watch`](Controller::watch) or
+    /// [`watch_with`](Controller::watch_with) before `owns`.
+    #[error(
+        "the controller watches no {kind} informer: call watch or watch_with with the owners' informer before owns"
+    )]
+    OwnerNotWatched {
+        /// The owner's kind.
+        kind: String,
+    },
+    /// The child informer refused the handler (for example: it has stopped).
+    #[error(transparent)]
+    Informer(#[from] kinformer_informer_factory::Error),
+}
+
+/// The caches of a controller's primary resource, by type: every informer given to
+/// `watch` or `watch_with`, for `owns` to look owners up in. The values are
+/// `Arc<dyn KnownObjects<K>>` (the informers' indexers, seen through the lookup by key
+/// they extend) for the `K` of their key.
+#[cfg(feature = "kube")]
+#[derive(Default)]
+pub(crate) struct Primaries(Mutex<HashMap<TypeId, Vec<Arc<dyn Any + Send + Sync>>>>);
+
+#[cfg(feature = "kube")]
+impl Primaries {
+    /// Adds a cache of `K` objects.
+    pub(crate) fn register<K: 'static>(&self, cache: Arc<dyn KnownObjects<K>>) {
+        self.lock()
+            .entry(TypeId::of::<K>())
+            .or_default()
+            .push(Arc::new(cache));
+    }
+
+    /// Every cache of `K` objects registered so far.
+    pub(crate) fn of<K: 'static>(&self) -> Vec<Arc<dyn KnownObjects<K>>> {
+        self.lock()
+            .get(&TypeId::of::<K>())
+            .into_iter()
+            .flatten()
+            .filter_map(|cache| cache.downcast_ref::<Arc<dyn KnownObjects<K>>>().cloned())
+            .collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<TypeId, Vec<Arc<dyn Any + Send + Sync>>>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -325,9 +477,31 @@ fn enqueuing() -> HandlerOptions {
     HandlerOptions::new().coalesce_by_key()
 }
 
-/// The keys of `child`'s controller owner of kind `P`.
+/// The keys of `child`'s controller owners of kind `P` that one of `owners` holds, with
+/// the uid the reference names.
 #[cfg(feature = "kube")]
-pub(crate) fn owner_keys<P, C>(child: &C) -> Vec<ObjectKey>
+fn cached_owner_keys<P, C>(child: &C, owners: &[Arc<dyn KnownObjects<P>>]) -> Vec<ObjectKey>
+where
+    P: kube_core::Resource<DynamicType = ()> + 'static,
+    P::Scope: 'static,
+    C: kube_core::Resource,
+{
+    owner_refs::<P, C>(child)
+        .filter(|(key, reference)| {
+            owners.iter().any(|cache| {
+                cache
+                    .get_by_key(key.as_str())
+                    .is_some_and(|owner| owner.meta().uid.as_deref() == Some(&*reference.uid))
+            })
+        })
+        .map(|(key, _)| key)
+        .collect()
+}
+
+/// `child`'s controller owner references of kind `P`, each with the key its owner has in
+/// a cache of `P`.
+#[cfg(feature = "kube")]
+fn owner_refs<P, C>(child: &C) -> impl Iterator<Item = (ObjectKey, &OwnerReference)>
 where
     P: kube_core::Resource<DynamicType = ()> + 'static,
     P::Scope: 'static,
@@ -335,8 +509,7 @@ where
 {
     let group = P::group(&());
     let kind = P::kind(&());
-    let namespaced = std::any::TypeId::of::<P::Scope>()
-        == std::any::TypeId::of::<kube_core::NamespaceResourceScope>();
+    let namespaced = TypeId::of::<P::Scope>() == TypeId::of::<kube_core::NamespaceResourceScope>();
     let namespace = namespaced
         .then(|| child.meta().namespace.as_deref())
         .flatten();
@@ -345,10 +518,9 @@ where
         .owner_references
         .iter()
         .flatten()
-        .filter(|r| r.controller == Some(true) && r.kind == kind)
-        .filter(|r| api_group(&r.api_version) == group)
-        .filter_map(|r| ObjectKey::new(namespace, &r.name).ok())
-        .collect()
+        .filter(move |r| r.controller == Some(true) && r.kind == kind)
+        .filter(move |r| api_group(&r.api_version) == group)
+        .filter_map(move |r| Some((ObjectKey::new(namespace, &r.name).ok()?, r)))
 }
 
 /// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group `""`).
@@ -384,6 +556,15 @@ mod tests {
         rs
     }
 
+    /// The keys of `rs`'s controller owners of kind `P`, cached or not.
+    fn keys<P>(rs: &ReplicaSet) -> Vec<String>
+    where
+        P: kube_core::Resource<DynamicType = ()> + 'static,
+        P::Scope: 'static,
+    {
+        owner_refs::<P, _>(rs).map(|(k, _)| k.to_string()).collect()
+    }
+
     #[test]
     fn only_the_controller_reference_of_the_owner_kind_and_group_counts() {
         let rs = owned(&[
@@ -393,26 +574,14 @@ mod tests {
             ("apps/v1beta2", "Deployment", "old-version", Some(true)),
             ("v1", "Pod", "other-kind", Some(true)),
         ]);
-        let keys: Vec<String> = owner_keys::<Deployment, _>(&rs)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(keys, ["ns/web", "ns/old-version"]);
-        assert!(
-            owner_keys::<Pod, _>(&rs)
-                .iter()
-                .any(|k| k.as_str() == "ns/other-kind")
-        );
+        assert_eq!(keys::<Deployment>(&rs), ["ns/web", "ns/old-version"]);
+        assert_eq!(keys::<Pod>(&rs), ["ns/other-kind"]);
     }
 
     #[test]
     fn a_cluster_scoped_owner_is_keyed_by_name_alone() {
         let rs = owned(&[("v1", "Namespace", "ns", Some(true))]);
-        let keys: Vec<String> = owner_keys::<Namespace, _>(&rs)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        assert_eq!(keys, ["ns"]);
+        assert_eq!(keys::<Namespace>(&rs), ["ns"]);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! match reconcile(key, context)
 //!     Ok(Action::Done)            → forget(key)                    (clear the rate limiter's memory)
 //!     Ok(Action::RequeueAfter(d)) → forget(key); add_after(key, d)
-//!     Err / panic                 → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
+//!     Err / panic / timeout       → add_rate_limited(key) + warn!  (or forget + drop after max_retries)
 //! done(key)                         (always: the key may now be handed out again)
 //! ```
 //!
@@ -96,6 +96,7 @@ mod action;
 mod context;
 #[cfg(feature = "kube")]
 mod elected;
+pub mod fresh;
 mod handlers;
 pub(crate) mod observer;
 #[cfg(feature = "kube")]
@@ -103,7 +104,10 @@ mod sharded;
 
 pub use action::Action;
 pub use context::Context;
+pub use fresh::CacheProgress;
 pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
+#[cfg(feature = "kube")]
+pub use handlers::{Owned, OwnsError};
 use observer::{Observer, Outcome};
 #[cfg(feature = "kube")]
 pub use sharded::HeldShard;
@@ -123,6 +127,9 @@ pub const DEFAULT_CONTROLLER_NAME: &str = "controller";
 pub struct Controller<T, Q = RateLimitingWorkQueue<T>> {
     queue: Arc<Q>,
     config: ControllerConfig,
+    /// The caches of the primary resource, registered by `watch`, read by `owns`.
+    #[cfg(feature = "kube")]
+    primaries: handlers::Primaries,
     _item: PhantomData<fn(T) -> T>,
 }
 
@@ -137,6 +144,12 @@ pub struct ControllerConfig {
     pub workers: usize,
     /// After how many failures in a row a key is dropped; `None`: never.
     pub max_retries: Option<usize>,
+    /// How long a key waits, at most, for the writes its reconciles reported to reach their
+    /// caches ([`Context::wrote`]).
+    pub read_your_writes_timeout: Duration,
+    /// How long one reconcile may run before it is dropped and counted as failed; `None`
+    /// (the default, as controller-runtime's): as long as it takes.
+    pub reconcile_timeout: Option<Duration>,
 }
 
 impl<T, Q> fmt::Debug for Controller<T, Q> {
@@ -177,7 +190,11 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
                 name: DEFAULT_CONTROLLER_NAME.to_owned(),
                 workers: 1,
                 max_retries: None,
+                read_your_writes_timeout: fresh::DEFAULT_READ_YOUR_WRITES_TIMEOUT,
+                reconcile_timeout: None,
             },
+            #[cfg(feature = "kube")]
+            primaries: handlers::Primaries::default(),
             _item: PhantomData,
         }
     }
@@ -206,13 +223,45 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         self
     }
 
+    /// Bounds how long a key waits for its reconciles' reported writes to reach their caches
+    /// before it is reconciled anyway (default 10 s; see [`Context::wrote`] and [`fresh`]).
+    pub fn read_your_writes_timeout(mut self, timeout: Duration) -> Self {
+        self.config.read_your_writes_timeout = timeout;
+        self
+    }
+
+    /// Gives each reconcile at most `timeout` (controller-runtime's `ReconciliationTimeout`):
+    /// past it, the reconcile's future is dropped (so it stops at the `.await` it was
+    /// waiting on), its [`Context::cancellation`] is cancelled (for tasks it spawned with a
+    /// clone of the context), and the key is re-queued rate limited as after an error
+    /// (counted against [`max_retries`](Self::max_retries), and with the `prometheus`
+    /// feature in `controller_runtime_reconcile_timeouts_total` as well as the errors).
+    ///
+    /// controller-runtime only cancels the reconcile's `context.Context` and waits for the
+    /// reconcile to notice; a Rust future can be dropped, so a reconcile stuck on an
+    /// `.await` (a call with no timeout of its own) is stopped too. A reconcile that blocks
+    /// its thread without awaiting cannot be stopped, and no timeout applies by default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinformer_controller::controller::Controller;
+    /// use kinformer_core::ObjectKey;
+    ///
+    /// let controller = Controller::<ObjectKey>::new("widgets").reconcile_timeout(Duration::from_secs(60));
+    /// assert_eq!(controller.config().reconcile_timeout, Some(Duration::from_secs(60)));
+    /// ```
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.config.reconcile_timeout = Some(timeout);
+        self
+    }
+
     /// The queue: give a clone of the `Arc` to the event handlers, which
     /// [`add`](Queue::add) keys to it (a plain sync call, fine on listener threads).
     pub fn queue(&self) -> &Arc<Q> {
         &self.queue
     }
 
-    /// The settings: name, workers, retry limit.
+    /// The settings: name, workers, retry limit, reconcile timeout.
     pub fn config(&self) -> &ControllerConfig {
         &self.config
     }
@@ -256,14 +305,18 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
             name,
             workers,
             max_retries,
+            read_your_writes_timeout,
+            reconcile_timeout,
         } = self.config;
         let observer = Observer::new(&name, workers);
         let worker = Worker {
             queue: self.queue,
             name,
             max_retries,
+            reconcile_timeout,
             reconcile,
             observer,
+            pending: fresh::Pending::new(read_your_writes_timeout),
             _item: PhantomData,
         };
         (Arc::new(worker), workers)
@@ -299,8 +352,11 @@ struct Worker<T, Q, F, C> {
     queue: Arc<Q>,
     name: String,
     max_retries: Option<usize>,
+    reconcile_timeout: Option<Duration>,
     reconcile: F,
     observer: Observer,
+    /// Writes reported by reconciles that their caches have not shown yet, per key.
+    pending: fresh::Pending<T>,
     _item: PhantomData<fn(T, C) -> T>,
 }
 
@@ -409,14 +465,31 @@ where
             key: &key,
             finished: false,
         };
+        match self.pending.check(&key) {
+            fresh::Freshness::Fresh => {}
+            fresh::Freshness::Lagging(delay) => {
+                // Not a failure: the rate limiter is not told.
+                self.observer.stale_cache(false);
+                tracing::trace!(controller = %self.name, %key, "the cache has not shown this key's last write yet: looking again shortly");
+                self.queue.add_after(key.clone(), delay);
+                guard.finished = true;
+                return;
+            }
+            fresh::Freshness::GaveUp => {
+                self.observer.stale_cache(true);
+                tracing::info!(controller = %self.name, %key, "the cache did not show this key's last write within the read-your-writes timeout: reconciling anyway");
+            }
+        }
         let span = tracing::info_span!("reconcile", controller = %self.name, key = %key);
         let started = Instant::now();
         let active = self.observer.active();
+        let writes = fresh::WriteLog::default();
         let outcome = self
-            .reconcile_caught(key.clone(), context.clone())
+            .reconcile_timed(key.clone(), &context.for_reconcile(writes.clone()))
             .instrument(span.clone())
             .await;
         drop(active);
+        self.pending.record(&key, &writes);
         self.observer.reconciled(&outcome, started.elapsed());
         span.in_scope(|| match outcome {
             Outcome::Done => self.queue.forget(&key),
@@ -426,8 +499,30 @@ where
             }
             Outcome::Failed(error) => self.failed(&key, &error, false),
             Outcome::Panicked(error) => self.failed(&key, &error, true),
+            Outcome::TimedOut(after) => {
+                let error = format!("timed out after {after:?}: the reconcile was dropped");
+                self.failed(&key, &error, false);
+            }
         });
         guard.finished = true;
+    }
+
+    /// Calls reconcile within the reconcile timeout, if there is one: past it, the
+    /// reconcile's future is dropped and its own cancellation token (a child of the
+    /// controller's) cancelled.
+    async fn reconcile_timed(&self, key: T, context: &Context<C>) -> Outcome {
+        let Some(timeout) = self.reconcile_timeout else {
+            return self.reconcile_caught(key, context.clone()).await;
+        };
+        let own = context.with_cancellation(context.cancellation().child_token());
+        let cancel = own.cancellation().clone();
+        match tokio::time::timeout(timeout, self.reconcile_caught(key, own)).await {
+            Ok(outcome) => outcome,
+            Err(_elapsed) => {
+                cancel.cancel();
+                Outcome::TimedOut(timeout)
+            }
+        }
     }
 
     /// Calls reconcile, catching a panic both in the call and in the future it returns.
@@ -445,7 +540,7 @@ where
         let guarded = AssertUnwindSafe(async move {
             future.await.map_err(|err| {
                 let err: BoxError = err.into();
-                ErrorChain(&*err).to_string()
+                describe(&*err)
             })
         });
         match guarded.catch_unwind().await {
@@ -484,5 +579,78 @@ where
                 "reconcile failed; requeued rate limited"
             );
         }
+    }
+}
+
+/// A failed reconcile's error in one concise line: the error and its causes, each said once
+/// ([`ErrorChain`]), and the API server's refusal as `API error <code> <reason>: <message>`
+/// (kube's `Error::Api` prints the whole status, then its debug form, then the status again
+/// as its cause: one ~900-character line for a conflict).
+fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    #[cfg(feature = "kube")]
+    {
+        let mut wrappers = Vec::new();
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(kube::Error::Api(status)) = e.downcast_ref::<kube::Error>() {
+                let shown = e.to_string();
+                let mut parts: Vec<String> = wrappers
+                    .iter()
+                    .map(|w: &&(dyn std::error::Error + 'static)| {
+                        let own = w.to_string().replace(&shown, "");
+                        own.trim_end_matches([':', ' ']).to_owned()
+                    })
+                    .filter(|own| !own.is_empty())
+                    .collect();
+                parts.push(format!(
+                    "API error {} {}: {}",
+                    status.code, status.reason, status.message
+                ));
+                return parts.join(": ");
+            }
+            wrappers.push(e);
+            cur = e.source();
+        }
+    }
+    ErrorChain(err).to_string()
+}
+
+#[cfg(all(test, feature = "kube"))]
+mod tests {
+    use kube::core::Status;
+
+    use super::describe;
+
+    fn conflict() -> kube::Error {
+        let status = Status::failure(
+            "Operation cannot be fulfilled on widgets \"demo\": the object has been modified",
+            "Conflict",
+        )
+        .with_code(409);
+        kube::Error::Api(status.boxed())
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot write the status: {0}")]
+    struct Wrapped(#[source] kube::Error);
+
+    #[test]
+    fn an_api_refusal_is_one_short_line() {
+        let line = describe(&conflict());
+        assert_eq!(
+            line,
+            "API error 409 Conflict: Operation cannot be fulfilled on widgets \"demo\": the object has been modified"
+        );
+        let line = describe(&Wrapped(conflict()));
+        assert_eq!(
+            line,
+            "cannot write the status: API error 409 Conflict: Operation cannot be fulfilled on widgets \"demo\": the object has been modified"
+        );
+    }
+
+    #[test]
+    fn other_errors_show_their_causes_once() {
+        let err = std::io::Error::other("disk full");
+        assert_eq!(describe(&err), "disk full");
     }
 }

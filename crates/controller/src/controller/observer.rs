@@ -14,6 +14,8 @@ pub(crate) enum Outcome {
     RequeueAfter(Duration),
     Failed(String),
     Panicked(String),
+    /// The reconcile ran past the controller's reconcile timeout and was dropped.
+    TimedOut(Duration),
 }
 
 /// A controller's view of the metrics, fixed when it starts.
@@ -46,6 +48,17 @@ impl Observer {
             m.worker_started();
         }
         Active { observer: self }
+    }
+
+    /// A key was not reconciled because a cache had not shown its last write (`gave_up`:
+    /// it was, the bound having passed).
+    pub(crate) fn stale_cache(&self, gave_up: bool) {
+        #[cfg(feature = "prometheus")]
+        if let Some(m) = &self.metrics {
+            m.stale_cache(gave_up);
+        }
+        #[cfg(not(feature = "prometheus"))]
+        let _ = gave_up;
     }
 
     /// One reconcile ended with `outcome` after `took`.
@@ -114,9 +127,12 @@ mod families {
         reconciles: Family<Labels, Counter>,
         errors: Family<Labels, Counter>,
         panics: Family<Labels, Counter>,
+        timeouts: Family<Labels, Counter>,
         time: Family<Labels, Histogram, fn() -> Histogram>,
         max_concurrent: Family<Labels, Gauge>,
         active: Family<Labels, Gauge>,
+        stale_skips: Family<Labels, Counter>,
+        stale_timeouts: Family<Labels, Counter>,
     }
 
     impl ControllerFamilies {
@@ -127,9 +143,12 @@ mod families {
                 reconciles: Family::default(),
                 errors: Family::default(),
                 panics: Family::default(),
+                timeouts: Family::default(),
                 time: Family::new_with_constructor(reconcile_histogram),
                 max_concurrent: Family::default(),
                 active: Family::default(),
+                stale_skips: Family::default(),
+                stale_timeouts: Family::default(),
             });
             // prometheus-client appends `_total` to counters and a period to help texts.
             registry.register(
@@ -148,6 +167,11 @@ mod families {
                 families.panics.clone(),
             );
             registry.register(
+                "controller_runtime_reconcile_timeouts",
+                "Total number of reconciliation timeouts per controller",
+                families.timeouts.clone(),
+            );
+            registry.register(
                 "controller_runtime_reconcile_time_seconds",
                 "Length of time per reconciliation per controller",
                 families.time.clone(),
@@ -161,6 +185,17 @@ mod families {
                 "controller_runtime_active_workers",
                 "Number of currently used workers per controller",
                 families.active.clone(),
+            );
+            // kinformer's own (no framework has them): read your own writes.
+            registry.register(
+                "kinformer_reconcile_stale_cache_skips",
+                "Reconciles put off because a cache had not shown the key's last write",
+                families.stale_skips.clone(),
+            );
+            registry.register(
+                "kinformer_reconcile_stale_cache_timeouts",
+                "Reconciles run with a cache still behind the key's last write, the read-your-writes timeout having passed",
+                families.stale_timeouts.clone(),
             );
         }
 
@@ -193,21 +228,36 @@ mod families {
             let result = match outcome {
                 Outcome::Done => "success",
                 Outcome::RequeueAfter(_) => "requeue_after",
-                Outcome::Failed(_) | Outcome::Panicked(_) => "error",
+                Outcome::Failed(_) | Outcome::Panicked(_) | Outcome::TimedOut(_) => "error",
             };
             let mut with_result = self.labels.clone();
             with_result.push(("result", result.to_owned()));
             self.families.reconciles.get_or_create(&with_result).inc();
-            if matches!(outcome, Outcome::Failed(_) | Outcome::Panicked(_)) {
+            if matches!(
+                outcome,
+                Outcome::Failed(_) | Outcome::Panicked(_) | Outcome::TimedOut(_)
+            ) {
                 self.families.errors.get_or_create(&self.labels).inc();
             }
             if matches!(outcome, Outcome::Panicked(_)) {
                 self.families.panics.get_or_create(&self.labels).inc();
             }
+            if matches!(outcome, Outcome::TimedOut(_)) {
+                self.families.timeouts.get_or_create(&self.labels).inc();
+            }
             self.families
                 .time
                 .get_or_create(&self.labels)
                 .observe(took.as_secs_f64());
+        }
+
+        pub(super) fn stale_cache(&self, gave_up: bool) {
+            let family = if gave_up {
+                &self.families.stale_timeouts
+            } else {
+                &self.families.stale_skips
+            };
+            family.get_or_create(&self.labels).inc();
         }
 
         pub(super) fn worker_started(&self) {
