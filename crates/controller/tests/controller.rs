@@ -837,3 +837,40 @@ async fn a_reconcile_past_its_timeout_is_dropped_cancelled_and_retried_rate_limi
         );
     }
 }
+
+fn config_map(name: &str, rv: &str) -> Arc<k8s_openapi::api::core::v1::ConfigMap> {
+    let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+    cm.metadata.namespace = Some("ns".into());
+    cm.metadata.name = Some(name.into());
+    cm.metadata.resource_version = Some(rv.into());
+    Arc::new(cm)
+}
+
+/// The default queue orders by priority, as controller-runtime v0.23's: the initial list and
+/// resyncs go in low, so a change queued behind 1,000 of them is reconciled first; the
+/// initial keys follow in their order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_reconciled_before_the_initial_list_and_resyncs_queued_ahead_of_it() {
+    use kinformer_controller::controller::EnqueueKeys;
+    let controller = Controller::<ObjectKey>::new("priority");
+    let handler = EnqueueKeys::new(Arc::clone(controller.queue()));
+    for i in 0..1000 {
+        handler.on_add(&config_map(&format!("cm-{i:04}"), "1"), true);
+    }
+    let old = config_map("cm-0999", "1");
+    handler.on_update(&old, &old); // a resync: stays low
+    handler.on_update(&old, &config_map("cm-0999", "2")); // a change: raised
+    let (tx, mut rx) = unbounded_channel();
+    let cancel = CancellationToken::new();
+    tokio::spawn(controller.run(
+        move |key: ObjectKey, tx: Context<tokio::sync::mpsc::UnboundedSender<String>>| {
+            let _ = tx.send(key.to_string());
+            async { Ok::<_, String>(Action::Done) }
+        },
+        tx,
+        cancel.clone(),
+    ));
+    assert_eq!(recv(&mut rx).await, "ns/cm-0999", "the change goes first");
+    assert_eq!(recv(&mut rx).await, "ns/cm-0000", "then the list, in order");
+    cancel.cancel();
+}

@@ -12,7 +12,7 @@ use kinformer_controller::controller::{Action, Context, Controller};
 use kinformer_core::ObjectKey;
 use kinformer_leaderelection::testing::{Fault, MemoryLease, tokio_clock};
 use kinformer_leaderelection::{LeaderElectionConfig, LeaderElector};
-use kinformer_workqueue::{Queue, RateLimitingWorkQueue};
+use kinformer_workqueue::{PriorityWorkQueue, Queue};
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
@@ -101,7 +101,7 @@ fn replica(
     shutdown: &CancellationToken,
 ) -> (
     Journal,
-    Arc<RateLimitingWorkQueue<ObjectKey>>,
+    Arc<PriorityWorkQueue<ObjectKey>>,
     tokio::task::JoinHandle<()>,
 ) {
     let controller = Controller::<ObjectKey>::new("elected").workers(2);

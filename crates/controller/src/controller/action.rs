@@ -25,4 +25,15 @@ pub enum Action {
     /// Reconcile this key again after the delay, even if nothing changes (for state that
     /// drifts outside the API server, or a wait the controller polls).
     RequeueAfter(Duration),
+    /// [`RequeueAfter`](Self::RequeueAfter) at a priority of its own (controller-runtime's
+    /// `Result.Priority`): on the default priority queue, higher goes first; otherwise the
+    /// key comes back at the priority it was handed out with. Queues without priorities
+    /// ignore it.
+    Requeue {
+        /// The delay before the key is queued again.
+        after: Duration,
+        /// Its priority then ([`LOW_PRIORITY`](kinformer_workqueue::LOW_PRIORITY) is that of
+        /// the initial list and resyncs; 0 that of changes).
+        priority: i32,
+    },
 }

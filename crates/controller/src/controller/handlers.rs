@@ -21,7 +21,7 @@ use kinformer_core::{
 use kinformer_informer_factory::{
     HandlerOptions, HandlerRegistration, Needs, ResourceEventHandler, SharedInformer,
 };
-use kinformer_workqueue::{Queue, RateLimitingQueue};
+use kinformer_workqueue::{LOW_PRIORITY, Queue, RateLimitingQueue};
 
 use super::Controller;
 use crate::predicates::Predicate;
@@ -65,10 +65,27 @@ impl<Q> fmt::Debug for EnqueueKeys<Q> {
     }
 }
 
-/// Adds `key` to `queue`, or logs why there is none.
-fn enqueue<Q: Queue<ObjectKey>>(queue: &Q, key: Result<ObjectKey, kinformer_core::Error>) {
+/// The priority of an event's key, as controller-runtime v0.23's handlers give it: objects
+/// of the initial list and resyncs (an update whose resourceVersion did not change) at
+/// [`LOW_PRIORITY`], so that real changes queued behind them go first; the rest at 0. A
+/// queue without priorities ignores it.
+fn priority(low: bool) -> i32 {
+    if low { LOW_PRIORITY } else { 0 }
+}
+
+/// Whether an update is a resync: the same resourceVersion on both sides.
+fn is_resync<K: MetaObject>(old: &K, new: &K) -> bool {
+    old.object_resource_version() == new.object_resource_version()
+}
+
+/// Adds `key` to `queue` at `priority`, or logs why there is none.
+fn enqueue<Q: Queue<ObjectKey>>(
+    queue: &Q,
+    key: Result<ObjectKey, kinformer_core::Error>,
+    priority: i32,
+) {
     match key {
-        Ok(key) => queue.add(key),
+        Ok(key) => queue.add_with_priority(key, priority),
         Err(err) => {
             tracing::warn!(error = %ErrorChain(&err), "object without a key: not enqueued")
         }
@@ -80,14 +97,19 @@ where
     K: MetaObject,
     Q: Queue<ObjectKey>,
 {
-    fn on_add(&self, obj: &Arc<K>, _is_in_initial_list: bool) {
-        enqueue(&*self.queue, meta_namespace_key(&**obj));
+    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+        enqueue(
+            &*self.queue,
+            meta_namespace_key(&**obj),
+            priority(is_in_initial_list),
+        );
     }
-    fn on_update(&self, _old: &Arc<K>, new: &Arc<K>) {
-        enqueue(&*self.queue, meta_namespace_key(&**new));
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        let low = is_resync(&**old, &**new);
+        enqueue(&*self.queue, meta_namespace_key(&**new), priority(low));
     }
     fn on_delete(&self, obj: &DeletedObject<K>) {
-        enqueue(&*self.queue, deletion_handling_key(obj));
+        enqueue(&*self.queue, deletion_handling_key(obj), 0);
     }
     /// Keys are metadata.
     fn needs(&self) -> Needs {
@@ -136,23 +158,24 @@ impl<K, Q: Queue<ObjectKey>> EnqueueMapped<K, Q> {
         self
     }
 
-    fn enqueue(&self, obj: &K) {
+    fn enqueue(&self, obj: &K, priority: i32) {
         for key in (self.map)(obj) {
-            self.queue.add(key);
+            self.queue.add_with_priority(key, priority);
         }
     }
 }
 
-impl<K, Q: Queue<ObjectKey>> ResourceEventHandler<K> for EnqueueMapped<K, Q> {
-    fn on_add(&self, obj: &Arc<K>, _is_in_initial_list: bool) {
-        self.enqueue(obj);
+impl<K: MetaObject, Q: Queue<ObjectKey>> ResourceEventHandler<K> for EnqueueMapped<K, Q> {
+    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+        self.enqueue(obj, priority(is_in_initial_list));
     }
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
-        self.enqueue(old);
-        self.enqueue(new);
+        let low = priority(is_resync(&**old, &**new));
+        self.enqueue(old, low);
+        self.enqueue(new, low);
     }
     fn on_delete(&self, obj: &DeletedObject<K>) {
-        self.enqueue(obj.object());
+        self.enqueue(obj.object(), 0);
     }
     fn needs(&self) -> Needs {
         Needs {
@@ -295,7 +318,7 @@ where
     ///
     /// # Errors
     /// As [`watch`](Self::watch).
-    pub fn watches<K: 'static>(
+    pub fn watches<K: MetaObject + 'static>(
         &self,
         informer: &dyn SharedInformer<K>,
         map: impl Fn(&K) -> Vec<ObjectKey> + Send + Sync + 'static,

@@ -85,8 +85,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use kinformer_core::{BoxError, ErrorChain};
 use kinformer_workqueue::{
-    Item, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue,
-    default_controller_rate_limiter,
+    Item, PriorityWorkQueue, Queue, QueueConfig, RateLimitingQueue, default_controller_rate_limiter,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -120,11 +119,15 @@ pub const DEFAULT_CONTROLLER_NAME: &str = "controller";
 /// loop every client-go controller writes by hand.
 ///
 /// `T` is the queue item, usually an [`ObjectKey`](kinformer_core::ObjectKey); `Q` is any
-/// [`RateLimitingQueue`], by default a [`RateLimitingWorkQueue`] with client-go's
-/// [`default_controller_rate_limiter`]. Configure with the builder methods, hand
+/// [`RateLimitingQueue`], by default a [`PriorityWorkQueue`] (controller-runtime v0.23's
+/// default: the initial list and resyncs queue at
+/// [`LOW_PRIORITY`](kinformer_workqueue::LOW_PRIORITY), so a change is reconciled before
+/// them) with client-go's [`default_controller_rate_limiter`]; a
+/// [`RateLimitingWorkQueue`](kinformer_workqueue::RateLimitingWorkQueue) through
+/// [`with_queue`](Controller::with_queue) is client-go's plain FIFO. Configure with the builder methods, hand
 /// [`queue`](Controller::queue) to the event handlers, then [`run`](Controller::run). See the
 /// [module docs](self) for the loop and the shutdown.
-pub struct Controller<T, Q = RateLimitingWorkQueue<T>> {
+pub struct Controller<T, Q = PriorityWorkQueue<T>> {
     queue: Arc<Q>,
     config: ControllerConfig,
     /// The caches of the primary resource, registered by `watch`, read by `owns`.
@@ -161,13 +164,13 @@ impl<T, Q> fmt::Debug for Controller<T, Q> {
 }
 
 impl<T: Item> Controller<T> {
-    /// A controller named `name` over a new [`RateLimitingWorkQueue`] of the same name (the
+    /// A controller named `name` over a new [`PriorityWorkQueue`] of the same name (the
     /// name labels the queue's metrics and the `reconcile` spans), rate limited by
     /// [`default_controller_rate_limiter`] (per item 5 ms doubling up to 1000 s, overall
     /// 10 per second with a burst of 100). One worker, unlimited retries.
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();
-        let queue = RateLimitingWorkQueue::with_config(
+        let queue = PriorityWorkQueue::with_config(
             default_controller_rate_limiter(),
             QueueConfig::new().name(name.clone()),
         );
@@ -366,13 +369,16 @@ struct Worker<T, Q, F, C> {
 struct DoneGuard<'a, T: Item, Q: Queue<T>> {
     queue: &'a Q,
     key: &'a T,
+    /// The priority the key was handed out with, which it is queued again at.
+    priority: i32,
     finished: bool,
 }
 
 impl<T: Item, Q: Queue<T>> Drop for DoneGuard<'_, T, Q> {
     fn drop(&mut self) {
         if !self.finished {
-            self.queue.add(self.key.clone());
+            self.queue
+                .add_with_priority(self.key.clone(), self.priority);
         }
         self.queue.done(self.key);
     }
@@ -447,22 +453,25 @@ where
     /// The worker loop: until the queue is shut down and empty, or `halt` fires.
     async fn run(&self, id: usize, context: &Context<C>, halt: &CancellationToken) {
         loop {
-            let key = tokio::select! {
+            let next = tokio::select! {
                 biased;
                 () = halt.cancelled() => break,
-                key = self.queue.get_async() => key,
+                next = self.queue.get_async_with_priority() => next,
             };
-            let Some(key) = key else { break };
-            self.process(key, context).await;
+            let Some((key, priority)) = next else { break };
+            self.process(key, priority, context).await;
         }
         tracing::trace!(controller = %self.name, worker = id, "controller worker ended");
     }
 
-    /// One key: reconcile, then forget, re-queue later or re-queue rate limited, then done.
-    async fn process(&self, key: T, context: &Context<C>) {
+    /// One key, handed out at `priority`: reconcile, then forget, re-queue later or re-queue
+    /// rate limited (at the same priority, unless the reconcile asked for another), then
+    /// done.
+    async fn process(&self, key: T, priority: i32, context: &Context<C>) {
         let mut guard = DoneGuard {
             queue: &*self.queue,
             key: &key,
+            priority,
             finished: false,
         };
         match self.pending.check(&key) {
@@ -471,7 +480,8 @@ where
                 // Not a failure: the rate limiter is not told.
                 self.observer.stale_cache(false);
                 tracing::trace!(controller = %self.name, %key, "the cache has not shown this key's last write yet: looking again shortly");
-                self.queue.add_after(key.clone(), delay);
+                self.queue
+                    .add_after_with_priority(key.clone(), delay, priority);
                 guard.finished = true;
                 return;
             }
@@ -493,15 +503,16 @@ where
         self.observer.reconciled(&outcome, started.elapsed());
         span.in_scope(|| match outcome {
             Outcome::Done => self.queue.forget(&key),
-            Outcome::RequeueAfter(delay) => {
+            Outcome::RequeueAfter(delay, asked) => {
                 self.queue.forget(&key);
-                self.queue.add_after(key.clone(), delay);
+                self.queue
+                    .add_after_with_priority(key.clone(), delay, asked.unwrap_or(priority));
             }
-            Outcome::Failed(error) => self.failed(&key, &error, false),
-            Outcome::Panicked(error) => self.failed(&key, &error, true),
+            Outcome::Failed(error) => self.failed(&key, priority, &error, false),
+            Outcome::Panicked(error) => self.failed(&key, priority, &error, true),
             Outcome::TimedOut(after) => {
                 let error = format!("timed out after {after:?}: the reconcile was dropped");
-                self.failed(&key, &error, false);
+                self.failed(&key, priority, &error, false);
             }
         });
         guard.finished = true;
@@ -545,7 +556,10 @@ where
         });
         match guarded.catch_unwind().await {
             Ok(Ok(Action::Done)) => Outcome::Done,
-            Ok(Ok(Action::RequeueAfter(delay))) => Outcome::RequeueAfter(delay),
+            Ok(Ok(Action::RequeueAfter(delay))) => Outcome::RequeueAfter(delay, None),
+            Ok(Ok(Action::Requeue { after, priority })) => {
+                Outcome::RequeueAfter(after, Some(priority))
+            }
             Ok(Err(error)) => Outcome::Failed(error),
             Err(payload) => {
                 Outcome::Panicked(kinformer_core::panic_message(payload.as_ref()).to_owned())
@@ -553,8 +567,9 @@ where
         }
     }
 
-    /// A failed or panicked reconcile: re-queue rate limited, or drop after `max_retries`.
-    fn failed(&self, key: &T, error: &str, panicked: bool) {
+    /// A failed or panicked reconcile: re-queue rate limited (at `priority`), or drop after
+    /// `max_retries`.
+    fn failed(&self, key: &T, priority: i32, error: &str, panicked: bool) {
         let requeues = self.queue.num_requeues(key);
         if let Some(max) = self.max_retries
             && requeues >= max
@@ -566,7 +581,8 @@ where
             );
             return;
         }
-        self.queue.add_rate_limited(key.clone());
+        self.queue
+            .add_rate_limited_with_priority(key.clone(), priority);
         let num_requeues = self.queue.num_requeues(key);
         if panicked {
             tracing::error!(

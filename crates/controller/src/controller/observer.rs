@@ -11,7 +11,8 @@ use std::time::Duration;
 /// How one reconcile ended.
 pub(crate) enum Outcome {
     Done,
-    RequeueAfter(Duration),
+    /// After the delay, at the priority if one was asked for.
+    RequeueAfter(Duration, Option<i32>),
     Failed(String),
     Panicked(String),
     /// The reconcile ran past the controller's reconcile timeout and was dropped.
@@ -227,7 +228,7 @@ mod families {
         pub(super) fn reconciled(&self, outcome: &Outcome, took: Duration) {
             let result = match outcome {
                 Outcome::Done => "success",
-                Outcome::RequeueAfter(_) => "requeue_after",
+                Outcome::RequeueAfter(..) => "requeue_after",
                 Outcome::Failed(_) | Outcome::Panicked(_) | Outcome::TimedOut(_) => "error",
             };
             let mut with_result = self.labels.clone();
