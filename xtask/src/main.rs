@@ -159,7 +159,7 @@ fn demo() -> anyhow::Result<()> {
     ])
     .env(
         "KINFORMER_CONTROLPLANE_BIN",
-        kinformer_testenv::binary_dir(),
+        kinformer_testenv::workspace_binary_dir(),
     )
     .status()
     .context("running cargo")?;

@@ -1,17 +1,74 @@
 use std::path::PathBuf;
 
+/// The command that builds the control plane outside kinformer's repository.
+pub(crate) const INSTALL_COMMAND: &str = concat!(
+    "cargo install kinformer-testenv@",
+    env!("CARGO_PKG_VERSION"),
+    " && kinformer-testenv install"
+);
+
+/// `a, b, c`.
+fn paths(paths: &[PathBuf]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    shown.join(", ")
+}
+
 /// The one error type of kinformer-testenv.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The etcd / kube-apiserver binaries are missing.
+    /// The etcd / kube-apiserver binaries were found in none of the places testenv looks
+    /// (see [`binary_dir`](crate::binary_dir)).
     #[error(
-        "control-plane binary {path} not found: build it with `cargo xtask controlplane build` \
-         (or set KINFORMER_CONTROLPLANE_BIN to a directory holding etcd and kube-apiserver)"
+        "control-plane binary {} not found (looked in: {}): build etcd and kube-apiserver with \
+         `{INSTALL_COMMAND}` (Go {} or newer on PATH), or `cargo xtask controlplane build` \
+         in kinformer's repository; or set KINFORMER_CONTROLPLANE_BIN to a directory holding \
+         both",
+        path.display(),
+        paths(searched),
+        crate::install::go_version_needed()
     )]
     NotBuilt {
+        /// The binary that was missing (in the last dir looked in).
+        path: PathBuf,
+        /// The dirs looked in, in order.
+        searched: Vec<PathBuf>,
+    },
+    /// A client-go peer program is missing: only kinformer's repository builds them.
+    #[error("peer program {path} not found: build it with `cargo xtask controlplane build`")]
+    PeerNotBuilt {
         /// The path that was looked for.
         path: PathBuf,
+    },
+    /// `go` is not on `PATH`: building the control plane needs it.
+    #[error(
+        "building etcd and kube-apiserver needs Go {needed} or newer, and `go` is not on PATH \
+         (install it from https://go.dev/dl/)"
+    )]
+    GoMissing {
+        /// The Go version the control plane's module needs.
+        needed: &'static str,
+    },
+    /// The `go` on `PATH` is older than the control plane's module needs.
+    #[error(
+        "building etcd and kube-apiserver needs Go {needed} or newer; `go` on PATH is {found} \
+         (install a newer one from https://go.dev/dl/)"
+    )]
+    GoTooOld {
+        /// `go env GOVERSION` (`go1.25.1`).
+        found: String,
+        /// The version needed.
+        needed: &'static str,
+    },
+    /// A step of the control plane's build failed.
+    #[error("`{step}` failed ({status}):\n{tail}")]
+    GoBuild {
+        /// The step (`go build kube-apiserver`).
+        step: String,
+        /// Its exit status.
+        status: String,
+        /// The end of its output.
+        tail: String,
     },
     /// A process did not become ready in time, or exited while starting.
     #[error("{component} did not become ready: {reason}\n--- last lines of {log} ---\n{tail}")]

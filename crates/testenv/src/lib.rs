@@ -85,6 +85,7 @@ mod options;
 mod apiserver;
 mod binaries;
 mod etcd;
+pub mod install;
 mod ports;
 mod process;
 mod workdir;
@@ -107,7 +108,7 @@ pub mod wait;
 mod error;
 
 pub use api_proxy::ApiProxy;
-pub use binaries::binary_dir;
+pub use binaries::{binary_dir, find_binary_dir, user_binary_dir, workspace_binary_dir};
 pub use control_plane::ControlPlane;
 pub use crd::create_crd;
 pub use error::Error;
