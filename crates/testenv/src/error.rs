@@ -104,6 +104,14 @@ pub enum Error {
     /// Talking to etcd's JSON gateway failed.
     #[error("etcd: {0}")]
     Etcd(String),
+    /// A CRD could not be built, or was not established and served in time.
+    #[error("CRD {name}: {reason}")]
+    Crd {
+        /// The CRD's name, `{plural}.{group}`.
+        name: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The operation needs the API server to be running (or stopped) and it is not.
     #[error("{0}")]
     State(&'static str),

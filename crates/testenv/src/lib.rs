@@ -110,7 +110,7 @@ mod error;
 pub use api_proxy::ApiProxy;
 pub use binaries::{binary_dir, find_binary_dir, user_binary_dir, workspace_binary_dir};
 pub use control_plane::ControlPlane;
-pub use crd::create_crd;
+pub use crd::{Crd, CrdScope, CrdVersion, create_crd};
 pub use error::Error;
 pub use fixtures::{apply_realistic_pods, create_pods, pod};
 pub use options::{Options, SHARDED_LIST_AND_WATCH};
