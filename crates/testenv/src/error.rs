@@ -14,7 +14,11 @@ fn paths(paths: &[PathBuf]) -> String {
 }
 
 /// The one error type of kinformer-testenv.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` is its message followed by its sources': a test that returns
+/// `Result<(), Box<dyn Error>>` or unwraps shows what to do (for [`Error::NotBuilt`], the
+/// install command), not the fields.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The etcd / kube-apiserver binaries were found in none of the places testenv looks
@@ -127,5 +131,37 @@ pub(crate) fn kube_err(context: impl Into<String>) -> impl FnOnce(kube::Error) -
     move |source| Error::Kube {
         context,
         source: Box::new(source),
+    }
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")?;
+        let mut source = std::error::Error::source(self);
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_says_what_display_says_and_the_sources() {
+        let not_built = Error::NotBuilt {
+            path: PathBuf::from("/c/etcd"),
+            searched: vec![PathBuf::from("/a"), PathBuf::from("/c")],
+        };
+        let debug = format!("{not_built:?}");
+        assert_eq!(debug, not_built.to_string());
+        assert!(debug.contains("kinformer-testenv install"), "{debug}");
+        assert!(debug.contains("/a, /c"), "{debug}");
+
+        let io = io("writing x")(std::io::Error::other("disk full"));
+        assert_eq!(format!("{io:?}"), "writing x: disk full");
     }
 }
