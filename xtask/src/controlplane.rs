@@ -377,3 +377,59 @@ pub(crate) fn up(watch_cache: bool) -> anyhow::Result<()> {
         anyhow::Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    /// Each requirement of a go.mod (`module` → `version`) and each replacement (`module =>` →
+    /// the version it is replaced with).
+    fn versions(go_mod: &str) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for line in go_mod.lines().map(str::trim) {
+            let line = line.strip_prefix("require ").unwrap_or(line);
+            let tokens: Vec<&str> = line.split_whitespace().collect();
+            match tokens[..] {
+                [from, "=>", _, version] => {
+                    out.insert(format!("{from} =>"), version.to_owned());
+                }
+                [module, version, ..] if version.starts_with('v') => {
+                    out.insert(module.to_owned(), version.to_owned());
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The peers (xtask/go) and the control plane (crates/testenv/go) are separate modules; a
+    /// version bumped in one must be bumped in the other, or client-go's peers would be checked
+    /// against another Kubernetes than the API server they talk to.
+    #[test]
+    fn the_peers_use_the_control_planes_module_versions() {
+        let root = crate::workspace_root();
+        let read = |p: &[&str]| {
+            let path = p.iter().fold(root.clone(), |d, c| d.join(c));
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        let control_plane = versions(&read(&["crates", "testenv", "go", "go.mod"]));
+        let peers = versions(&read(&["xtask", "go", "go.mod"]));
+        assert_eq!(
+            control_plane.get("k8s.io/kubernetes").map(String::as_str),
+            Some(super::K8S_VERSION)
+        );
+        assert!(control_plane.len() > 100, "{control_plane:?}");
+        let differing: Vec<_> = control_plane
+            .iter()
+            .filter_map(|(m, v)| {
+                let other = peers.get(m)?;
+                (other != v).then(|| format!("{m}: {v} (crates/testenv/go) vs {other} (xtask/go)"))
+            })
+            .collect();
+        assert!(differing.is_empty(), "{differing:#?}");
+        assert!(
+            peers.contains_key("k8s.io/client-go =>"),
+            "xtask/go no longer pins client-go: {peers:?}"
+        );
+    }
+}
