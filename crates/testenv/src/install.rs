@@ -193,10 +193,16 @@ pub fn go_version_needed() -> &'static str {
         .map_or("", str::trim)
 }
 
-/// `go env GOVERSION` (`go1.26.8`), checked against [`go_version_needed`].
+/// `go env GOVERSION` (`go1.26.8`) of the `go` on `PATH`, checked against
+/// [`go_version_needed`].
 fn check_go() -> Result<String, Error> {
+    check_go_program(Path::new("go"))
+}
+
+/// [`check_go`] for the Go program `go`.
+fn check_go_program(go: &Path) -> Result<String, Error> {
     let needed = go_version_needed();
-    let out = match Command::new("go")
+    let out = match Command::new(go)
         .args(["env", "GOVERSION"])
         .env("GOTOOLCHAIN", "local")
         .output()
@@ -379,6 +385,58 @@ mod tests {
             "go.mod does not require k8s.io/kubernetes {KUBERNETES_VERSION}"
         );
         assert_eq!(go_version_needed(), "1.26.0");
+    }
+
+    /// A `go` that answers `go env GOVERSION` with `version`.
+    #[cfg(unix)]
+    fn fake_go(dir: &Path, version: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(format!("go-{version}"));
+        fs::write(&path, format!("#!/bin/sh\necho {version}\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// [`check_go_program`], again if the script was busy: another test's thread may have
+    /// forked while it was open for writing (ETXTBSY), which is not what is tested.
+    #[cfg(unix)]
+    fn check(go: &Path) -> Result<String, Error> {
+        for _ in 0..20 {
+            match check_go_program(go) {
+                Err(Error::Io { source, .. }) if source.raw_os_error() == Some(26) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+        check_go_program(go)
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_missing_or_old_go_is_a_typed_error_naming_the_version_needed() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = check_go_program(&dir.path().join("no-go-here")).unwrap_err();
+        assert!(
+            matches!(missing, Error::GoMissing { needed: "1.26.0" }),
+            "{missing}"
+        );
+        assert!(
+            missing.to_string().contains("Go 1.26.0 or newer"),
+            "{missing}"
+        );
+
+        let old = check(&fake_go(dir.path(), "go1.25.7")).unwrap_err();
+        match &old {
+            Error::GoTooOld { found, needed } => {
+                assert_eq!((found.as_str(), *needed), ("go1.25.7", "1.26.0"));
+            }
+            e => panic!("{e}"),
+        }
+        assert!(old.to_string().contains("go1.25.7"), "{old}");
+
+        let new = check(&fake_go(dir.path(), "go1.26.8")).unwrap();
+        assert_eq!(new, "go1.26.8");
     }
 
     #[test]
