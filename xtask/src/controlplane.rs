@@ -1,4 +1,5 @@
-//! Building etcd, kube-apiserver and client-go's peer programs from `xtask/go`, and running a
+//! Building etcd and kube-apiserver (kinformer-testenv's installer, from the Go module it
+//! ships in `crates/testenv/go`) and client-go's peer programs (from `xtask/go`), and running a
 //! control plane.
 
 use std::collections::VecDeque;
@@ -11,13 +12,13 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use kinformer_testenv::install::{KUBERNETES_VERSION as K8S_VERSION, Progress};
+
 use crate::progress::Step;
 
-/// The Kubernetes version the Go module builds; stamped into the binary like a release.
-const K8S_VERSION: &str = "v1.36.3";
-
-/// A program of the Go module in `xtask/go`: its name, and its package's under `cmd/`.
-#[derive(Clone, Copy)]
+/// A program built from Go: etcd and kube-apiserver by kinformer-testenv's installer, the
+/// others from the Go module in `xtask/go` (its name, and its package's under `cmd/`).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Binary(&'static str);
 
 pub(crate) const ETCD: Binary = Binary("etcd");
@@ -53,14 +54,14 @@ pub(crate) const ALL: [Binary; 8] = [
 ];
 
 impl Binary {
-    /// Where it is built (and where kinformer-testenv looks for it).
+    /// Where it is built (and where kinformer-testenv looks for it first).
     pub(crate) fn path(self) -> PathBuf {
-        kinformer_testenv::binary_dir().join(self.0)
+        kinformer_testenv::workspace_binary_dir().join(self.0)
     }
 
     /// Its fingerprint stamp: written once the binary is in place.
     fn stamp(self) -> PathBuf {
-        kinformer_testenv::binary_dir().join(format!(".{}.fingerprint", self.0))
+        kinformer_testenv::workspace_binary_dir().join(format!(".{}.fingerprint", self.0))
     }
 
     /// Built, and from the sources whose fingerprint is `fingerprint`.
@@ -74,7 +75,7 @@ impl Binary {
 /// once all were built, removed before building any): it becomes each one's stamp, so that a
 /// build made then is not redone.
 fn adopt_shared_stamp() -> anyhow::Result<()> {
-    let shared = kinformer_testenv::binary_dir().join(".fingerprint");
+    let shared = kinformer_testenv::workspace_binary_dir().join(".fingerprint");
     let Ok(fingerprint) = fs::read_to_string(&shared) else {
         return Ok(());
     };
@@ -114,9 +115,10 @@ fn go(args: &[&str]) -> Command {
     cmd
 }
 
-/// A fingerprint of everything the binaries are built from: the Go toolchain, go.mod,
-/// go.sum, every .go file of the module (its path within the module and its bytes) and the
-/// link flags.
+/// A fingerprint of everything the peers are built from: the Go toolchain, go.mod, go.sum,
+/// every .go file of `xtask/go` (its path within the module and its bytes) and the link
+/// flags. (etcd and kube-apiserver have kinformer-testenv's, of its own module: a change to
+/// a peer does not relink them.)
 fn fingerprint() -> anyhow::Result<String> {
     let version = go(&["version"])
         .output()
@@ -182,9 +184,67 @@ impl Fnv {
 /// Each command asks for what it runs, no more: building every peer too made a fresh clone's
 /// `cargo xtask demo`, which runs none, take 8 minutes (issue 23).
 pub(crate) fn build(wanted: &[Binary], force: bool) -> anyhow::Result<()> {
-    let bin_dir = kinformer_testenv::binary_dir();
-    let fingerprint = fingerprint()?;
     adopt_shared_stamp()?;
+    let (control_plane, peers): (Vec<Binary>, Vec<Binary>) =
+        wanted.iter().partition(|b| CONTROL_PLANE.contains(b));
+    if !control_plane.is_empty() {
+        build_control_plane(force)?;
+    }
+    if !peers.is_empty() {
+        build_peers(&peers, force)?;
+    }
+    Ok(())
+}
+
+/// etcd and kube-apiserver, by kinformer-testenv's installer (the one `kinformer-testenv
+/// install` runs outside this repository), into the workspace's binary dir.
+fn build_control_plane(force: bool) -> anyhow::Result<()> {
+    let bin_dir = kinformer_testenv::workspace_binary_dir();
+    let mut step: Option<Step> = None;
+    let mut count = 0usize;
+    let result = kinformer_testenv::install::install(&bin_dir, force, &mut |p| match p {
+        Progress::UpToDate { dir } => {
+            eprintln!("etcd, kube-apiserver up to date in {}", dir.display());
+        }
+        Progress::Building { stale, dir } => eprintln!(
+            "building {} ({K8S_VERSION}) from crates/testenv/go into {}\n\
+             (a cold build downloads ~800 MB of Go modules and takes several minutes on 2 cores)",
+            stale.join(", "),
+            dir.display()
+        ),
+        Progress::Step { index, total, name } => {
+            step = Some(Step::start(format!("[{index}/{total}] {name}")));
+            count = 0;
+        }
+        Progress::Output(line) => {
+            count += 1;
+            if let Some(s) = &mut step {
+                s.detail(&format!("{count} packages, last: {line}"));
+            }
+        }
+        Progress::Waiting => {
+            if let Some(s) = &mut step {
+                s.detail(&format!("{count} packages, linking or downloading"));
+            }
+        }
+        Progress::StepDone => {
+            if let Some(s) = step.take() {
+                s.finish(&format!("done ({count} packages compiled)"));
+            }
+        }
+        _ => {}
+    });
+    if let Some(s) = step.take() {
+        s.finish("FAILED");
+    }
+    result.context("building etcd and kube-apiserver")?;
+    Ok(())
+}
+
+/// The client-go peers, from `xtask/go`.
+fn build_peers(wanted: &[Binary], force: bool) -> anyhow::Result<()> {
+    let bin_dir = kinformer_testenv::workspace_binary_dir();
+    let fingerprint = fingerprint()?;
     let stale: Vec<Binary> = wanted
         .iter()
         .copied()
@@ -197,8 +257,7 @@ pub(crate) fn build(wanted: &[Binary], force: bool) -> anyhow::Result<()> {
     }
     fs::create_dir_all(&bin_dir).with_context(|| format!("creating {}", bin_dir.display()))?;
     eprintln!(
-        "building {} ({K8S_VERSION}) from {} into {}\n\
-         (a cold build downloads ~800 MB of Go modules and takes several minutes on 2 cores)",
+        "building {} ({K8S_VERSION}) from {} into {}",
         names(&stale),
         go_dir().display(),
         bin_dir.display()
@@ -317,4 +376,60 @@ pub(crate) fn up(watch_cache: bool) -> anyhow::Result<()> {
         eprintln!("stopped");
         anyhow::Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    /// Each requirement of a go.mod (`module` → `version`) and each replacement (`module =>` →
+    /// the version it is replaced with).
+    fn versions(go_mod: &str) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for line in go_mod.lines().map(str::trim) {
+            let line = line.strip_prefix("require ").unwrap_or(line);
+            let tokens: Vec<&str> = line.split_whitespace().collect();
+            match tokens[..] {
+                [from, "=>", _, version] => {
+                    out.insert(format!("{from} =>"), version.to_owned());
+                }
+                [module, version, ..] if version.starts_with('v') => {
+                    out.insert(module.to_owned(), version.to_owned());
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The peers (xtask/go) and the control plane (crates/testenv/go) are separate modules; a
+    /// version bumped in one must be bumped in the other, or client-go's peers would be checked
+    /// against another Kubernetes than the API server they talk to.
+    #[test]
+    fn the_peers_use_the_control_planes_module_versions() {
+        let root = crate::workspace_root();
+        let read = |p: &[&str]| {
+            let path = p.iter().fold(root.clone(), |d, c| d.join(c));
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        };
+        let control_plane = versions(&read(&["crates", "testenv", "go", "go.mod"]));
+        let peers = versions(&read(&["xtask", "go", "go.mod"]));
+        assert_eq!(
+            control_plane.get("k8s.io/kubernetes").map(String::as_str),
+            Some(super::K8S_VERSION)
+        );
+        assert!(control_plane.len() > 100, "{control_plane:?}");
+        let differing: Vec<_> = control_plane
+            .iter()
+            .filter_map(|(m, v)| {
+                let other = peers.get(m)?;
+                (other != v).then(|| format!("{m}: {v} (crates/testenv/go) vs {other} (xtask/go)"))
+            })
+            .collect();
+        assert!(differing.is_empty(), "{differing:#?}");
+        assert!(
+            peers.contains_key("k8s.io/client-go =>"),
+            "xtask/go no longer pins client-go: {peers:?}"
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! `cargo xtask`: the project's automation, in Rust so that it needs only cargo.
 //!
-//! - `cargo xtask controlplane build` builds etcd, kube-apiserver and every client-go peer program
-//!   from the Go module in `xtask/go` into `target/controlplane/bin` (each only when missing or
-//!   stale). The other commands build only the ones they run, the same way.
+//! - `cargo xtask controlplane build` builds etcd and kube-apiserver (kinformer-testenv's installer,
+//!   from its Go module in `crates/testenv/go`) and every client-go peer program (from the Go
+//!   module in `xtask/go`) into `target/controlplane/bin` (each only when missing or stale). The
+//!   other commands build only the ones they run, the same way.
 //! - `cargo xtask controlplane up` runs a control plane in the foreground.
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo; `cargo xtask demo --replicas 3` the sharded controller
@@ -159,7 +160,7 @@ fn demo() -> anyhow::Result<()> {
     ])
     .env(
         "KINFORMER_CONTROLPLANE_BIN",
-        kinformer_testenv::binary_dir(),
+        kinformer_testenv::workspace_binary_dir(),
     )
     .status()
     .context("running cargo")?;

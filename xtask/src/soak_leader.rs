@@ -39,7 +39,7 @@ pub(crate) fn run(minutes: f64, seed: Option<u64>) -> anyhow::Result<()> {
     ]);
     cmd.env("KINFORMER_LEADER_CHAOS_SECS", &secs).env(
         "KINFORMER_CONTROLPLANE_BIN",
-        kinformer_testenv::binary_dir(),
+        kinformer_testenv::workspace_binary_dir(),
     );
     if let Some(seed) = seed {
         cmd.env("KINFORMER_LEADER_CHAOS_SEED", seed.to_string());

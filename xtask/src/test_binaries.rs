@@ -86,7 +86,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         job.command
             .env(
                 "KINFORMER_CONTROLPLANE_BIN",
-                kinformer_testenv::binary_dir(),
+                kinformer_testenv::workspace_binary_dir(),
             )
             .env(
                 "CARGO",

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::binaries::{binary, binary_dir};
+use crate::binaries::find_binary_dir;
 use crate::clients::Clients;
 use crate::error::Error;
 use crate::process::Process;
@@ -52,7 +52,8 @@ impl ControlPlane {
     /// Starts a control plane with default [`Options`].
     ///
     /// # Errors
-    /// [`Error::NotBuilt`] when the binaries are missing; [`Error::NotReady`] (with the
+    /// [`Error::NotBuilt`] when the binaries are in none of the places
+    /// [`binary_dir`](crate::binary_dir) looks in; [`Error::NotReady`] (with the
     /// end of the process's log) when a process does not come up.
     pub async fn start() -> Result<Self, Error> {
         Self::start_with(Options::default()).await
@@ -73,9 +74,9 @@ impl ControlPlane {
     /// # Errors
     /// As [`ControlPlane::start`].
     pub async fn start_with(options: Options) -> Result<Self, Error> {
-        let bins = binary_dir();
-        let etcd_bin = binary(&bins, "etcd")?;
-        let apiserver_bin = binary(&bins, "kube-apiserver")?;
+        let bins = find_binary_dir()?;
+        let etcd_bin = bins.join("etcd");
+        let apiserver_bin = bins.join("kube-apiserver");
         let dir = workdir::create()?;
         let d = dir.path();
 

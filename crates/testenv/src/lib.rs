@@ -20,9 +20,8 @@
 //! # }
 //! ```
 //!
-//! Both binaries are built from the Go module proxy by `cargo xtask controlplane build`
-//! (into `target/controlplane/bin`); no container engine or prebuilt Kubernetes is
-//! needed. [`ControlPlane::start`] runs them on free loopback ports in a temp dir, with
+//! Both binaries are built from the Go module proxy (see [Getting the binaries](#getting-the-binaries));
+//! no container engine or prebuilt Kubernetes is needed. [`ControlPlane::start`] runs them on free loopback ports in a temp dir, with
 //! TLS (the API server's self-signed certificate, trusted by the clients) and RBAC on,
 //! and hands out [`kube::Client`]s for two users:
 //!
@@ -42,6 +41,61 @@
 //! One control plane can serve every test of a test binary ([`ControlPlane::shared`]);
 //! tests then isolate themselves by namespace ([`ControlPlane::create_namespace`]). A
 //! test that stops the API server or needs the watch cache off starts its own.
+//!
+//! # Getting the binaries
+//!
+//! In your own crate, build etcd and kube-apiserver ([`install::KUBERNETES_VERSION`]) once
+//! per machine with this crate's binary, which needs Go 1.26 or newer on `PATH` (the `go`
+//! line of the Go module this crate ships; [`Error::GoMissing`] / [`Error::GoTooOld`]
+//! otherwise):
+//!
+//! ```sh
+//! cargo install kinformer-testenv@0.1.0 --locked   # the version you depend on
+//! kinformer-testenv install   # into ~/.cache/kinformer/controlplane/v1.36.3/bin
+//! ```
+//!
+//! It writes the Go module to a work dir and runs `go build` for both binaries into
+//! [`user_binary_dir`] (`$XDG_CACHE_HOME/kinformer/controlplane/<version>/bin`, else under
+//! `$HOME/.cache`; `--dir DIR` for another), showing its progress: a cold build downloads
+//! about 800 MB of Go modules and takes minutes; a second run, with nothing changed,
+//! returns at once. [`install::install`] is the same as a function. Then a test needs no
+//! environment variable:
+//!
+//! ```no_run
+//! use kinformer_testenv::{ControlPlane, Crd, CrdVersion};
+//! use serde_json::json;
+//!
+//! #[tokio::test]
+//! async fn widgets_are_served() -> Result<(), Box<dyn std::error::Error>> {
+//!     let cp = ControlPlane::shared().await?;
+//!     let ns = cp.create_namespace("widgets").await?;
+//!     let widgets = Crd::new("example.com", "Widget", "widgets")
+//!         .version(
+//!             CrdVersion::new("v1")
+//!                 .schema(json!({ "type": "object", "properties": {
+//!                     "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+//!                     "status": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+//!                 } }))
+//!                 .status_subresource(true),
+//!         )
+//!         .create(&cp.client()?)
+//!         .await?;
+//!     let api = kube::Api::<kube::api::DynamicObject>::namespaced_with(cp.client()?, &ns, &widgets);
+//!     assert!(api.list(&Default::default()).await?.items.is_empty());
+//!     Ok(())
+//! }
+//! ```
+//!
+//! [`ControlPlane::start`] takes the binaries from the first of these that holds both
+//! ([`find_binary_dir`]):
+//!
+//! 1. `KINFORMER_CONTROLPLANE_BIN`, when set (and then only it): a dir holding `etcd` and
+//!    `kube-apiserver`, e.g. restored by CI or made by `kinformer-testenv install --dir DIR`;
+//! 2. in kinformer's own repository, `<target dir>/controlplane/bin`, which `cargo xtask
+//!    controlplane build` fills (with the same installer) along with the client-go peers;
+//! 3. [`user_binary_dir`], where `kinformer-testenv install` puts them.
+//!
+//! When none does it fails with [`Error::NotBuilt`], naming the dirs and these commands.
 //!
 //! # The watch cache and `410 Gone`
 //!
@@ -85,6 +139,7 @@ mod options;
 mod apiserver;
 mod binaries;
 mod etcd;
+pub mod install;
 mod ports;
 mod process;
 mod workdir;
@@ -107,9 +162,9 @@ pub mod wait;
 mod error;
 
 pub use api_proxy::ApiProxy;
-pub use binaries::binary_dir;
+pub use binaries::{binary_dir, find_binary_dir, user_binary_dir, workspace_binary_dir};
 pub use control_plane::ControlPlane;
-pub use crd::create_crd;
+pub use crd::{Crd, CrdScope, CrdVersion, create_crd};
 pub use error::Error;
 pub use fixtures::{apply_realistic_pods, create_pods, pod};
 pub use options::{Options, SHARDED_LIST_AND_WATCH};

@@ -11,7 +11,7 @@ use crate::error::{Error, io};
 /// It is killed when dropped (also while a panicking test unwinds). If the test
 /// binary dies without unwinding, the child still exits: its stdin is a pipe that
 /// only this process holds, and the binaries built by `cargo xtask controlplane build`
-/// exit when that pipe closes (`xtask/go/internal/parentwatch`).
+/// exit when that pipe closes (`crates/testenv/go/internal/parentwatch`).
 #[derive(Debug)]
 pub(crate) struct Process {
     pub(crate) component: &'static str,

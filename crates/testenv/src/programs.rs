@@ -96,12 +96,12 @@ fn build_example(package: &str, example: &str) -> Result<PathBuf, Error> {
 /// next to etcd and kube-apiserver.
 ///
 /// # Errors
-/// [`Error::NotBuilt`] when it is missing.
+/// [`Error::PeerNotBuilt`] when it is missing.
 pub fn peer_binary(name: &str) -> Result<PathBuf, Error> {
     let path = crate::binary_dir().join(name);
     if path.is_file() {
         Ok(path)
     } else {
-        Err(Error::NotBuilt { path })
+        Err(Error::PeerNotBuilt { path })
     }
 }

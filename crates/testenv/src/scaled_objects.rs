@@ -6,7 +6,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::crd::install_crd;
+use crate::crd::{Crd, CrdVersion};
 use crate::error::{Error, kube_err};
 
 /// The group of [`create_scaled_object_crd`]'s resource (KEDA's).
@@ -50,20 +50,19 @@ pub fn scaled_object_resource() -> ApiResource {
 /// group-version-kind-resource) served by its own `status` subresource.
 ///
 /// # Errors
-/// When the API server refuses the CRD, or does not serve it within a minute.
+/// As [`Crd::create`].
 pub async fn create_scaled_object_crd(client: &kube::Client) -> Result<ApiResource, Error> {
-    let version = json!({
-        "name": SCALED_OBJECT_VERSION, "served": true, "storage": true,
-        "subresources": { "status": {} },
-        "schema": { "openAPIV3Schema": scaled_object_schema() },
-    });
-    let ar = scaled_object_resource();
-    install_crd(
-        client,
-        &GroupVersionKind::gvk(&ar.group, &ar.version, &ar.kind),
-        &ar.plural,
-        version,
+    Crd::new(
+        SCALED_OBJECT_GROUP,
+        SCALED_OBJECT_KIND,
+        SCALED_OBJECT_PLURAL,
     )
+    .version(
+        CrdVersion::new(SCALED_OBJECT_VERSION)
+            .schema(scaled_object_schema())
+            .status_subresource(true),
+    )
+    .create(client)
     .await
 }
 

@@ -58,16 +58,14 @@ pub(crate) async fn start(bin: &Path, dir: &Path) -> Result<(Process, String), E
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binaries::{binary, binary_dir};
+    use crate::binaries::find_binary_dir;
 
     #[tokio::test]
     #[ignore = "needs the local control plane: cargo xtask test"]
     async fn etcd_exits_by_itself_when_the_parent_pipe_closes() {
         let dir = tempfile::tempdir().unwrap();
-        let bins = binary_dir();
-        let (mut etcd, _url) = start(&binary(&bins, "etcd").unwrap(), dir.path())
-            .await
-            .unwrap();
+        let bins = find_binary_dir().unwrap();
+        let (mut etcd, _url) = start(&bins.join("etcd"), dir.path()).await.unwrap();
         // What the kernel does when the test binary dies: the stdin pipe closes.
         etcd.close_stdin();
         let start = Instant::now();

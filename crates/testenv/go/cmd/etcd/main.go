@@ -7,7 +7,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/etcdmain"
 
-	"github.com/kinformer/kinformer/xtask/go/internal/parentwatch"
+	"github.com/kinformer/kinformer/crates/testenv/go/internal/parentwatch"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-apiserver/app"
 
-	"github.com/kinformer/kinformer/xtask/go/internal/parentwatch"
+	"github.com/kinformer/kinformer/crates/testenv/go/internal/parentwatch"
 )
 
 func main() {
