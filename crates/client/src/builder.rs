@@ -209,18 +209,16 @@ mod reflector {
 
     type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+    /// The connection under the layers: kube's `Body` in, hyper's body out.
+    type Connection = tower::util::BoxService<
+        http::Request<kube::client::Body>,
+        http::Response<hyper::body::Incoming>,
+        BoxError,
+    >;
+
     pub(super) fn builder(
         config: kube::Config,
-    ) -> Result<
-        kube::client::ClientBuilder<
-            tower::util::BoxService<
-                http::Request<kube::client::Body>,
-                http::Response<hyper::body::Incoming>,
-                BoxError,
-            >,
-        >,
-        kube::Error,
-    > {
+    ) -> Result<kube::client::ClientBuilder<Connection>, kube::Error> {
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
