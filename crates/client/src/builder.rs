@@ -130,16 +130,22 @@ impl ClientBuilder {
             Limit::Limited { qps, burst } => RateLimit::new(qps, burst)?,
             Limit::Unlimited => RateLimit::unlimited(),
         };
-        let metrics = match &self.metrics {
-            Some(metrics) => MetricsLayer::new(metrics.clone()),
-            None => MetricsLayer::disabled(),
-        };
-        let metrics = match self.config.cluster_url.authority() {
-            Some(authority) => metrics.host(authority.as_str()),
-            None => metrics,
-        };
+        let host = self
+            .config
+            .cluster_url
+            .authority()
+            .map(|authority| authority.as_str().to_owned());
+        let mut rate_limit = RateLimitLayer::new(limit);
+        let mut metrics = MetricsLayer::disabled();
+        if let Some(client_metrics) = &self.metrics {
+            rate_limit = rate_limit.metrics(client_metrics.clone(), host.clone());
+            metrics = MetricsLayer::new(client_metrics.clone());
+            if let Some(host) = host {
+                metrics = metrics.host(host);
+            }
+        }
         Ok(ClientLayers {
-            rate_limit: RateLimitLayer::new(limit),
+            rate_limit,
             metrics,
         })
     }

@@ -13,7 +13,9 @@
 //!   `rest_client_request_duration_seconds{verb, host}` (its buckets), each with a
 //!   `resource` label read from the path (`pods`, `pods/status`; never a name or a
 //!   namespace), in a prometheus-client [`Registry`](prometheus_client::registry::Registry)
-//!   of yours; `code="<error>"` for a request that got no response.
+//!   of yours; `code="<error>"` for a request that got no response. With the limit,
+//!   `rest_client_rate_limiter_duration_seconds{verb, host, resource}`: each request's wait
+//!   for its token.
 //! - **[`ClientBuilder`]**: both on a client built from a `kube::Config`, on kube's
 //!   connection or on the reflector's ([`ClientBuilder::reflector_connection`]: kube's
 //!   retry off, `TCP_NODELAY`, as kinformer-reflector's `reflector_client`); or the
@@ -50,8 +52,7 @@
 //! - The layers see one request per call of the client: kube's retry layer (on in kube's
 //!   default client, off on the reflector's connection) retries below them, where client-go
 //!   throttles and counts each retry.
-//! - `rest_client_rate_limiter_duration_seconds`, `rest_client_request_retries_total` and
-//!   the size histograms are not recorded.
+//! - `rest_client_request_retries_total` and the size histograms are not recorded.
 
 mod builder;
 pub mod metrics;

@@ -47,7 +47,13 @@ fn duration_histogram() -> Histogram {
 ///   a throttled request's wait counts (a [`ClientBuilder`](crate::ClientBuilder) puts the
 ///   metrics outside the limit for that reason). Watches are counted but not timed: a
 ///   watch lasts minutes by design, and client-go's `Watch` does not observe a latency
-///   either.
+///   either;
+/// - `rest_client_rate_limiter_duration_seconds{verb, host, resource}` (histogram, the same
+///   buckets): how long each request waited for its token, when the
+///   [`RateLimitLayer`](crate::RateLimitLayer) is given the metrics
+///   ([`RateLimitLayer::metrics`](crate::RateLimitLayer::metrics); a
+///   [`ClientBuilder`](crate::ClientBuilder) does it). Watches, which take no token, are
+///   not in it, as in client-go.
 ///
 /// `method` and `verb` are the HTTP method (`GET`, `PUT`, ...), as client-go's, whose labels
 /// hold its request's HTTP verb under both names; `host` is the API server's `host:port`.
@@ -66,6 +72,7 @@ fn duration_histogram() -> Histogram {
 pub struct ClientMetrics {
     requests: Family<Labels, Counter>,
     duration: Family<Labels, Histogram, fn() -> Histogram>,
+    rate_limiter: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
 impl ClientMetrics {
@@ -74,6 +81,7 @@ impl ClientMetrics {
         let metrics = Self {
             requests: Family::default(),
             duration: Family::new_with_constructor(duration_histogram),
+            rate_limiter: Family::new_with_constructor(duration_histogram),
         };
         // prometheus-client appends `_total` to counters and a period to help texts.
         registry.register(
@@ -86,7 +94,48 @@ impl ClientMetrics {
             "Request latency in seconds. Broken down by verb, host and resource",
             metrics.duration.clone(),
         );
+        registry.register(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb, host and resource",
+            metrics.rate_limiter.clone(),
+        );
         metrics
+    }
+
+    /// Notes that a request waited `wait` for its token.
+    pub(crate) fn observe_wait(&self, labels: &RequestLabels, wait: std::time::Duration) {
+        self.rate_limiter
+            .get_or_create(&vec![
+                ("verb", labels.method.clone()),
+                ("host", labels.host.clone()),
+                ("resource", labels.resource.clone()),
+            ])
+            .observe(wait.as_secs_f64());
+    }
+}
+
+/// What the labels say of a request: its HTTP method, the API server, the resource.
+#[derive(Debug)]
+pub(crate) struct RequestLabels {
+    pub(crate) method: String,
+    pub(crate) host: String,
+    pub(crate) resource: String,
+}
+
+impl RequestLabels {
+    /// `host` is the layer's, if it was given one; else the request's, else `none`.
+    pub(crate) fn of<B>(request: &Request<B>, host: Option<&str>) -> Self {
+        let uri = request.uri();
+        let host = match (host, uri.authority()) {
+            (Some(host), _) => host.to_owned(),
+            (None, Some(authority)) => authority.as_str().to_owned(),
+            (None, None) => NO_HOST.to_owned(),
+        };
+        Self {
+            method: request.method().as_str().to_owned(),
+            host,
+            resource: resource_of(uri.path()).unwrap_or_else(|| NO_RESOURCE.to_owned()),
+        }
     }
 }
 
@@ -168,15 +217,12 @@ where
                 Ok(response.map(|body| TimedBody { body, timer: None }))
             });
         };
-        let uri = request.uri();
-        let host = match (&self.host, uri.authority()) {
-            (Some(host), _) => host.to_string(),
-            (None, Some(authority)) => authority.as_str().to_owned(),
-            (None, None) => NO_HOST.to_owned(),
-        };
-        let method = request.method().as_str().to_owned();
-        let resource = resource_of(uri.path()).unwrap_or_else(|| NO_RESOURCE.to_owned());
-        let watch = is_watch(uri);
+        let RequestLabels {
+            method,
+            host,
+            resource,
+        } = RequestLabels::of(&request, self.host.as_deref());
+        let watch = is_watch(request.uri());
         let start = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {

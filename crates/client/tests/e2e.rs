@@ -86,6 +86,25 @@ async fn twelve_gets_at_5_qps_in_bursts_of_2_take_2_seconds_and_are_counted() {
         value(&samples, "rest_client_request_duration_seconds", &timed),
         12.0
     );
+    // Each GET's wait for its token: ten of them waited, about 2 s in all less the
+    // requests' own time.
+    assert_eq!(
+        value(
+            &samples,
+            "rest_client_rate_limiter_duration_seconds",
+            &timed
+        ),
+        12.0
+    );
+    let waited: f64 = samples
+        .iter()
+        .filter(|s| s.metric == "rest_client_rate_limiter_duration_seconds_sum")
+        .map(|s| match s.value {
+            prometheus_parse::Value::Untyped(v) | prometheus_parse::Value::Gauge(v) => v,
+            _ => 0.0,
+        })
+        .sum();
+    assert!((1.0..=2.5).contains(&waited), "waited {waited} s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
