@@ -40,6 +40,7 @@
 //! | [`sharding`] | kinformer-sharding (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), a sharded informer and `Controller::run_shard` per held shard |
 //! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
 //! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
+//! | `client` | kinformer-client (feature `client`) | a `kube::Client` with client-go's QPS/burst limit (5/10) and `rest_client_*` request metrics |
 //!
 //! The data flows top to bottom:
 //!
@@ -286,6 +287,11 @@ pub use kinformer_events as events;
 /// controller's workers only while this replica leads.
 #[cfg(feature = "kube")]
 pub use kinformer_leaderelection as leaderelection;
+
+/// A `kube::Client` with client-go's client-side rate limit and request metrics:
+/// kinformer-client (feature `client`).
+#[cfg(feature = "client")]
+pub use kinformer_client as client;
 
 /// The names a controller author uses daily: `use kinformer::prelude::*;`.
 ///
