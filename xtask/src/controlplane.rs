@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use kinformer_testenv::install::{KUBERNETES_VERSION as K8S_VERSION, Progress};
+use kinformer_testenv::install::{self, KUBERNETES_VERSION as K8S_VERSION, Progress};
 
 use crate::progress::Step;
 
@@ -61,13 +61,16 @@ impl Binary {
 
     /// Its fingerprint stamp: written once the binary is in place.
     fn stamp(self) -> PathBuf {
-        kinformer_testenv::workspace_binary_dir().join(format!(".{}.fingerprint", self.0))
+        install::stamp(&kinformer_testenv::workspace_binary_dir(), self.0)
     }
 
     /// Built, and from the sources whose fingerprint is `fingerprint`.
     fn up_to_date(self, fingerprint: &str) -> bool {
-        self.path().is_file()
-            && fs::read_to_string(self.stamp()).is_ok_and(|s| s.trim() == fingerprint)
+        install::up_to_date(
+            &kinformer_testenv::workspace_binary_dir(),
+            self.0,
+            fingerprint,
+        )
     }
 }
 
@@ -123,7 +126,7 @@ fn fingerprint() -> anyhow::Result<String> {
     let version = go(&["version"])
         .output()
         .context("running `go version`: Go is needed to build the control plane")?;
-    let mut hash = Fnv::default();
+    let mut hash = install::Fingerprint::default();
     hash.write(&version.stdout);
     hash.write(ldflags().as_bytes());
     let mut files = Vec::new();
@@ -141,7 +144,7 @@ fn fingerprint() -> anyhow::Result<String> {
         );
         hash.write(&fs::read(&f).with_context(|| format!("reading {}", f.display()))?);
     }
-    Ok(format!("{:016x}", hash.0))
+    Ok(hash.finish())
 }
 
 fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
@@ -158,24 +161,6 @@ fn collect_sources(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// 64-bit FNV-1a: stable across Rust releases, unlike `DefaultHasher`.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
 }
 
 /// Builds `wanted` into `target/controlplane/bin`, each unless it is up to date (every one,

@@ -165,7 +165,7 @@ impl ClientBuilder {
             config.default_retry = false;
             // As `reflector_client`: through a proxy, kube's own connection (Nagle on).
             if config.proxy_url.is_none() {
-                return reflector::builder(config)
+                return kinformer_reflector::reflector_connection(config)
                     .map(|builder| layers.apply(builder).build())
                     .map_err(client_error);
             }
@@ -204,48 +204,5 @@ impl ClientLayers {
         builder
             .with_layer(&self.rate_limit)
             .with_layer(&self.metrics)
-    }
-}
-
-/// kinformer-reflector's `reflector_client` stack, as a builder (that function returns a
-/// finished client, which takes no more layers).
-mod reflector {
-    use kube::client::ConfigExt;
-    use tower::ServiceBuilder;
-
-    type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-    /// The connection under the layers: kube's `Body` in, hyper's body out.
-    type Connection = tower::util::BoxService<
-        http::Request<kube::client::Body>,
-        http::Response<hyper::body::Incoming>,
-        BoxError,
-    >;
-
-    pub(super) fn builder(
-        config: kube::Config,
-    ) -> Result<kube::client::ClientBuilder<Connection>, kube::Error> {
-        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        let https = config.rustls_https_connector_with_connector(http)?;
-        let mut connector = hyper_timeout::TimeoutConnector::new(https);
-        connector.set_connect_timeout(config.connect_timeout);
-        connector.set_read_timeout(config.read_timeout);
-        connector.set_write_timeout(config.write_timeout);
-        connector.set_reset_reader_on_write(config.reset_reader_on_write);
-        let hyper_client =
-            hyper_util::client::legacy::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .build(connector);
-        let service = ServiceBuilder::new()
-            .layer(config.base_uri_layer())
-            .option_layer(config.auth_layer()?)
-            .layer(config.extra_headers_layer()?)
-            .map_err(|e| -> BoxError { Box::new(e) })
-            .service(hyper_client);
-        Ok(kube::client::ClientBuilder::new(
-            tower::util::BoxService::new(service),
-            config.default_namespace,
-        ))
     }
 }

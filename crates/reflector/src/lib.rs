@@ -201,7 +201,10 @@ pub use error::{ApiStatus, Error};
 /// Re-exported from kinformer-core: the boxed cause inside [`Error::Unreachable`] and others.
 pub use kinformer_core::BoxError;
 #[cfg(feature = "kube")]
-pub use kubernetes::{KubeListerWatcher, ProtobufDecode, WireFormat, reflector_client};
+pub use kubernetes::{
+    KubeListerWatcher, ProtobufDecode, ReflectorConnection, WireFormat, reflector_client,
+    reflector_connection,
+};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions,
     WatchStream,

@@ -278,40 +278,52 @@ fn write_sources(dir: &Path) -> Result<(), Error> {
 /// every file of the module (its path and bytes). Nothing about where it is built, so a
 /// clone elsewhere or a user's cache agrees.
 fn fingerprint(go_version: &str) -> String {
-    let mut hash = Fnv::default();
+    let mut hash = Fingerprint::default();
     hash.write(go_version.as_bytes());
     hash.write(ldflags().as_bytes());
     for (name, text) in SOURCES {
         hash.write(name.as_bytes());
         hash.write(text.as_bytes());
     }
-    format!("{:016x}", hash.0)
+    hash.finish()
 }
 
-fn stamp(dir: &Path, name: &str) -> PathBuf {
+/// Where the fingerprint of binary `name` in `dir` is written, once the binary is in place.
+pub fn stamp(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!(".{name}.fingerprint"))
 }
 
-fn up_to_date(dir: &Path, name: &str, fingerprint: &str) -> bool {
+/// Whether binary `name` is in `dir`, built from the inputs whose fingerprint is
+/// `fingerprint` (its [`stamp`] says so).
+pub fn up_to_date(dir: &Path, name: &str, fingerprint: &str) -> bool {
     dir.join(name).is_file()
         && fs::read_to_string(stamp(dir, name)).is_ok_and(|s| s.trim() == fingerprint)
 }
 
-/// 64-bit FNV-1a: stable across Rust releases, unlike `DefaultHasher`.
-struct Fnv(u64);
+/// A fingerprint of what a binary is built from (64-bit FNV-1a: stable across Rust
+/// releases, unlike `DefaultHasher`): what [`install`] stamps etcd and kube-apiserver
+/// with, and `cargo xtask controlplane build` the client-go peers.
+#[derive(Clone, Debug)]
+pub struct Fingerprint(u64);
 
-impl Default for Fnv {
+impl Default for Fingerprint {
     fn default() -> Self {
         Self(0xcbf2_9ce4_8422_2325)
     }
 }
 
-impl Fnv {
-    fn write(&mut self, bytes: &[u8]) {
+impl Fingerprint {
+    /// Adds `bytes` to what is fingerprinted.
+    pub fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
             self.0 ^= u64::from(*b);
             self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
         }
+    }
+
+    /// The fingerprint so far, as 16 hex digits.
+    pub fn finish(&self) -> String {
+        format!("{:016x}", self.0)
     }
 }
 

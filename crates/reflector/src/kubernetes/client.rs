@@ -28,20 +28,44 @@ use crate::Error;
 ///
 /// [`Error::Client`]: crate::Error::Client
 pub fn reflector_client(mut config: kube::Config) -> Result<kube::Client, Error> {
-    use kube::client::ConfigExt;
-    use tower::ServiceBuilder;
-
     config.default_retry = false;
     let client_error = |e: kube::Error| Error::Client { source: e.into() };
     if config.proxy_url.is_some() {
         return kube::Client::try_from(config).map_err(client_error);
     }
+    reflector_connection(config)
+        .map(kube::client::ClientBuilder::build)
+        .map_err(client_error)
+}
+
+/// The connection under [`reflector_client`]'s client, boxed: kube's `Body` in, hyper's
+/// body out.
+pub type ReflectorConnection = tower::util::BoxService<
+    http::Request<kube::client::Body>,
+    http::Response<hyper::body::Incoming>,
+    Box<dyn std::error::Error + Send + Sync>,
+>;
+
+/// [`reflector_client`]'s stack as a `kube::client::ClientBuilder` that takes more layers
+/// (client-side rate limiting, request metrics: kinformer-client): kube's stack (base URI,
+/// authentication, extra headers, TLS and timeouts from `config`) on connections with
+/// `TCP_NODELAY`, without kube's retry, tracing and decompression layers. `config`'s
+/// `proxy_url` is not used: through a proxy, build kube's own client
+/// (`kube::client::ClientBuilder::try_from(config)`), as [`reflector_client`] does.
+///
+/// # Errors
+/// kube's, when the TLS connector or the authentication layer cannot be built from
+/// `config`.
+pub fn reflector_connection(
+    config: kube::Config,
+) -> Result<kube::client::ClientBuilder<ReflectorConnection>, kube::Error> {
+    use kube::client::ConfigExt;
+    use tower::ServiceBuilder;
+
     let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
-    let https = config
-        .rustls_https_connector_with_connector(http)
-        .map_err(client_error)?;
+    let https = config.rustls_https_connector_with_connector(http)?;
     let mut connector = hyper_timeout::TimeoutConnector::new(https);
     connector.set_connect_timeout(config.connect_timeout);
     connector.set_read_timeout(config.read_timeout);
@@ -52,9 +76,12 @@ pub fn reflector_client(mut config: kube::Config) -> Result<kube::Client, Error>
             .build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
-        .option_layer(config.auth_layer().map_err(client_error)?)
-        .layer(config.extra_headers_layer().map_err(client_error)?)
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
         .map_err(|e| -> Box<dyn std::error::Error + Send + Sync> { Box::new(e) })
         .service(hyper_client);
-    Ok(kube::client::ClientBuilder::new(service, config.default_namespace).build())
+    Ok(kube::client::ClientBuilder::new(
+        tower::util::BoxService::new(service),
+        config.default_namespace,
+    ))
 }

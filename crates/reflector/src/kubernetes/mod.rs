@@ -38,7 +38,7 @@ use kube::Resource;
 use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 
-pub use client::reflector_client;
+pub use client::{ReflectorConnection, reflector_client, reflector_connection};
 use decode::{Expected, Modify};
 use request::Requests;
 pub use request::WireFormat;
