@@ -105,8 +105,11 @@ fn unpack(dir: &std::path::Path, names: &[String]) -> anyhow::Result<std::path::
     for name in names {
         let unpacked = format!("{name}-{version}");
         let file = dir.join("package").join(format!("{unpacked}.crate"));
+        // `-m`: the files get the time of unpacking, not the one the package recorded (the
+        // same for every version of a crate), or cargo would take the last run's build of
+        // the crate for fresh and check new code against old.
         let status = Command::new("tar")
-            .arg("-xzf")
+            .arg("-xzmf")
             .arg(&file)
             .arg("-C")
             .arg(&ws)
