@@ -826,5 +826,7 @@ async fn a_transform_before_encoding_fails_a_list_and_skips_a_watch_event_it_ref
     let indexer = informer.indexer();
     assert!(indexer.get_by_key("ns/refused").is_none());
     assert_eq!(indexer.get_by_key("ns/b").unwrap().labels["seen"], "yes");
+    // The handler hears of `b` on its own thread, after the cache has it.
+    eventually("the handler's add of b", SECS5, || rec.len() == 2).await;
     assert_eq!(rec.events(), [add("a", "1", true), add("b", "3", false)]);
 }
