@@ -1,7 +1,8 @@
 //! One pod controller across several processes: the pods split into shards by the hash of
 //! their uid, each shard held by one process at a time through a Lease
-//! (`kinformer::sharding`), each process holding its fair share and running one sharded
-//! informer and controller per held shard.
+//! (`kinformer::sharding`), each process holding its fair share and running one informer
+//! over all the shards it holds (its selection follows the shards it takes and gives up),
+//! and one controller per held shard on it.
 //!
 //! ```text
 //! cargo run --example sharded_controller -- --kubeconfig K [-n default] [--shards=12]
@@ -94,42 +95,47 @@ async fn main() -> Result<(), BoxError> {
         let _ = tokio::signal::ctrl_c().await;
         stop.cancel();
     });
+    // One informer for every shard held: the manager widens its selection before a shard's
+    // work starts and narrows it once the work has ended.
     let pods = Api::<Pod>::namespaced(cluster.client.clone(), &namespace);
+    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
+        .shards(manager.selection(ShardKey::Uid))
+        .build();
+    let running = informer.start()?;
     manager
         .run(&shutdown, move |shard: Shard| {
-            let (pods, capacity) = (pods.clone(), capacity.clone());
+            let (informer, capacity) = (informer.clone(), capacity.clone());
             async move {
-                if let Err(e) = run_shard(pods, &shard, cost, capacity).await {
+                if let Err(e) = run_shard(&informer, &shard, cost, capacity).await {
                     println!("shard {}: {e}", shard.index());
                 }
             }
         })
         .await?;
+    running.stop().await?;
     Ok(())
 }
 
-/// One held shard: a sharded informer and a controller over it, until the shard is lost.
+/// One held shard: a controller over the shard's objects of the replica's informer, until
+/// the shard is lost.
 async fn run_shard(
-    pods: Api<Pod>,
+    informer: &SharedIndexInformer<Pod>,
     shard: &Shard,
     cost: Duration,
     capacity: Option<Arc<Semaphore>>,
 ) -> Result<(), BoxError> {
     println!("shard {} held", shard.index());
-    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
-        .shard(shard.selector(ShardKey::Uid))
-        .build();
     let controller =
         Controller::<ObjectKey>::new(format!("pods-shard-{}", shard.index())).workers(2);
-    controller.watch(&informer)?;
-    let running = informer.start()?;
+    let selector = shard.selector(ShardKey::Uid);
+    let registration = controller.watch_where(informer, move |pod: &Pod| selector.matches(pod))?;
     let context = Cost {
         shard: shard.index(),
         cost,
         capacity,
     };
     controller.run_shard(shard, reconcile, context).await;
-    running.stop().await?;
+    registration.remove();
     println!("shard {} stopped", shard.index());
     Ok(())
 }

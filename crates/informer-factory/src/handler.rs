@@ -248,6 +248,8 @@ impl<K> ResourceEventHandler<K> for ResourceEventHandlerFuncs<K> {
 pub struct FilteringResourceEventHandler<K, H> {
     filter: Box<dyn Fn(&K) -> bool + Send + Sync>,
     handler: H,
+    /// The filter reads only metadata.
+    on_metadata: bool,
 }
 
 impl<K, H: fmt::Debug> fmt::Debug for FilteringResourceEventHandler<K, H> {
@@ -264,7 +266,17 @@ impl<K, H> FilteringResourceEventHandler<K, H> {
         Self {
             filter: Box::new(filter),
             handler,
+            on_metadata: false,
         }
+    }
+
+    /// Says that the filter reads only the objects' metadata (name, namespace, uid, labels:
+    /// a shard selector, say), so that a handler that needs no more gets metadata-only
+    /// objects where the cache can make them ([`Needs::metadata_only`]).
+    #[must_use]
+    pub fn on_metadata(mut self) -> Self {
+        self.on_metadata = true;
+        self
     }
 
     /// The wrapped handler.
@@ -294,12 +306,12 @@ impl<K, H: ResourceEventHandler<K>> ResourceEventHandler<K>
     }
 
     /// An update may reach any of the wrapped handler's callbacks; the filter reads the
-    /// whole object.
+    /// whole object unless it was made [`on_metadata`](Self::on_metadata).
     fn needs(&self) -> Needs {
         let inner = self.handler.needs();
         Needs {
             update: inner.add || inner.update || inner.delete,
-            metadata_only: false,
+            metadata_only: self.on_metadata && inner.metadata_only,
             ..inner
         }
     }

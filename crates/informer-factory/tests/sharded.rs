@@ -10,12 +10,16 @@
 //! sharded:: -- --include-ignored` once the control plane is built.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_informer_factory::{InformerOptions, SharedIndexInformer, SharedInformerFactory};
+use kinformer_informer_factory::{
+    InformerOptions, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
+};
 use kinformer_reflector::{
-    KubeListerWatcher, ShardFiltering, ShardKey, ShardSelector, reflector_client,
+    KubeListerWatcher, ShardFiltering, ShardKey, ShardRange, ShardSelection, ShardSelector,
+    reflector_client,
 };
 use kinformer_testenv::{ControlPlane, Options, create_pods, eventually, pod};
 use kube::Api;
@@ -252,4 +256,134 @@ async fn shards_partition_the_set_under_churn_on_a_server_without_the_gate_filte
         relists.iter().all(|n| *n >= 1),
         "relists after the compaction, by shard: {relists:?}"
     );
+}
+
+/// One informer over a selection of shards that grows and shrinks under churn, as a
+/// replica's does when it takes and gives up shards: after each change its cache holds only
+/// the selected shards, every object of a shard given up reached the handler as a delete,
+/// every object of a shard taken as an add, each change cost one relist (no backoff), and
+/// once the churn stops the cache is the selected shards of a fresh list.
+async fn a_moving_selection(cp: &ControlPlane) {
+    let ns = cp.create_namespace("selection").await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cp.client().unwrap(), &ns);
+    create_pods(&pods, "p", 60).await.unwrap();
+    let client = reflector_client(cp.admin_config()).unwrap();
+    let union = |held: &[u32]| {
+        let ranges = held
+            .iter()
+            .map(|&i| ShardRange::index_of(i, SHARDS).unwrap());
+        ShardSelector::ranges(ShardKey::Uid, ranges).ok()
+    };
+    let selection = ShardSelection::new(None);
+    let informer =
+        SharedIndexInformer::builder(KubeListerWatcher::new(Api::<Pod>::namespaced(client, &ns)))
+            .shards(selection.clone())
+            .build();
+    // name → whether the last notification was an add (true) or a delete (false).
+    let seen = Arc::new(Mutex::new(BTreeMap::<String, bool>::new()));
+    let (a, d) = (Arc::clone(&seen), Arc::clone(&seen));
+    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+    informer
+        .add_event_handler(Box::new(
+            ResourceEventHandlerFuncs::<Pod>::new()
+                .add_func(move |p, _| {
+                    a.lock().unwrap().insert(name(p), true);
+                })
+                .delete_func(move |p| {
+                    d.lock().unwrap().insert(name(p.object()), false);
+                }),
+        ))
+        .unwrap();
+    let running = informer.start().unwrap();
+    eventually("the informer to sync", Duration::from_secs(30), || {
+        informer.has_synced()
+    })
+    .await;
+    assert!(
+        snapshot(&informer).is_empty(),
+        "nothing selected, nothing cached"
+    );
+
+    let relists = || {
+        informer
+            .stats()
+            .reflector
+            .lists
+            .iter()
+            .find(|(why, _)| *why == "shard_selection_changed")
+            .map_or(0, |(_, n)| *n)
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let churning = tokio::spawn(churn(pods.clone(), 23, stop.clone()));
+    let steps = [vec![0], vec![0, 1, 3], vec![1], vec![1, 2]];
+    for (step, held) in steps.iter().enumerate() {
+        let selector = union(held).unwrap();
+        let before = snapshot(&informer);
+        selection.set(Some(selector.clone()));
+        eventually(
+            "a relist under the new selection",
+            Duration::from_secs(30),
+            || {
+                let cached = informer.indexer().list();
+                // Every shard holds some of the pods: an empty cache is a relist not done yet.
+                relists() > step as u64
+                    && !cached.is_empty()
+                    && cached.iter().all(|p| selector.matches(&**p))
+            },
+        )
+        .await;
+        // The handler sees the cache: what is cached was last added, what left it (given
+        // up, or deleted by the churn) was last deleted.
+        eventually(
+            "the handler to see the new cache",
+            Duration::from_secs(30),
+            || {
+                let seen = seen.lock().unwrap();
+                let cached = snapshot(&informer);
+                cached.keys().all(|n| seen.get(n) == Some(&true))
+                    && before
+                        .keys()
+                        .filter(|n| !cached.contains_key(*n))
+                        .all(|n| seen.get(n) == Some(&false))
+            },
+        )
+        .await;
+    }
+    stop.cancel();
+    churning.await.unwrap();
+    // Quiet now: the cache converges to exactly the selected shards of a fresh list.
+    let selector = union(steps.last().unwrap()).unwrap();
+    let fresh: Vec<Pod> = pods.list(&ListParams::default()).await.unwrap().items;
+    let want: Snapshot = fresh
+        .iter()
+        .filter(|p| selector.matches(*p))
+        .map(|p| {
+            (
+                name(p),
+                p.metadata.resource_version.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    eventually("the cache to converge", Duration::from_secs(30), || {
+        snapshot(&informer) == want
+    })
+    .await;
+    assert_eq!(relists(), steps.len() as u64, "one relist per change");
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn a_selection_that_moves_under_churn_relists_once_per_change_on_a_gated_server() {
+    let cp = ControlPlane::start_with(Options::default().sharded_list_and_watch(true))
+        .await
+        .unwrap();
+    a_moving_selection(&cp).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn a_selection_that_moves_under_churn_relists_once_per_change_on_a_server_without_the_gate() {
+    let cp = ControlPlane::start().await.unwrap();
+    a_moving_selection(&cp).await;
 }

@@ -37,7 +37,7 @@
 //! | `finalizer` | kinformer-controller (feature `kube`, default) | cleanup before an object goes away |
 //! | `events` | kinformer-events (feature `kube`) | Kubernetes Events: series as client-go's `tools/events`, and core/v1 Events as its `tools/record` (`events::record`) |
 //! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
-//! | [`sharding`] | kinformer-sharding (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), a sharded informer and `Controller::run_shard` per held shard |
+//! | [`sharding`] | kinformer-sharding (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), one informer over the shards held (`ShardManager::selection`), `Controller::run_shard` per held shard |
 //! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
 //! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
 //! | `client` | kinformer-client (feature `client`) | a `kube::Client` with client-go's QPS/burst limit (5/10) and `rest_client_*` request metrics |

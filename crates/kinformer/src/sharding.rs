@@ -2,8 +2,11 @@
 //! whole — [`ShardManager`], [`ShardingConfig`], [`Shard`] and its [`Error`].
 //!
 //! The objects split into `N` shards of their uid's (or namespace's) hash, each held by
-//! one replica at a time through a Lease, each replica holding its fair share and running,
-//! per held shard, a sharded informer and a controller through
+//! one replica at a time through a Lease, each replica holding its fair share. A replica
+//! runs one informer over all the shards it holds ([`ShardManager::selection`], which the
+//! manager widens before a shard's work starts and narrows after it ends) and, per held
+//! shard, a controller on that informer's objects of the shard
+//! ([`Controller::watch_where`](crate::controller::Controller::watch_where)) through
 //! [`Controller::run_shard`](crate::controller::Controller::run_shard). The rules are in
 //! [kinformer-sharding's docs](kinformer_sharding); the Leases are held with
 //! kinformer-leaderelection's lease step, as [`crate::leaderelection`]'s elector holds
@@ -34,24 +37,31 @@
 //! let manager = ShardManager::new(config, |lease: &str| {
 //!     LeaseLock::new(client.clone(), "kube-system", lease, identity.clone())
 //! })?;
-//! let shutdown = CancellationToken::new();
+//! // One informer for the pods of every shard this replica holds.
 //! let pods = kube::Api::<Pod>::all(client.clone());
+//! let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
+//!     .shards(manager.selection(ShardKey::Uid))
+//!     .build();
+//! let running = informer.start()?;
+//! let shutdown = CancellationToken::new();
 //! manager
 //!     .run(&shutdown, move |shard: Shard| {
-//!         let pods = pods.clone();
+//!         let informer = informer.clone();
 //!         async move {
-//!             // This shard's pods only, and a controller for them while the shard is held.
-//!             let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
-//!                 .shard(shard.selector(ShardKey::Uid))
-//!                 .build();
+//!             // A controller for this shard's pods while the shard is held.
 //!             let controller = Controller::<ObjectKey>::new("my-controller");
-//!             let _ = controller.watch(&informer);
-//!             let Ok(running) = informer.start() else { return };
+//!             let selector = shard.selector(ShardKey::Uid);
+//!             let Ok(registration) =
+//!                 controller.watch_where(&informer, move |pod: &Pod| selector.matches(pod))
+//!             else {
+//!                 return;
+//!             };
 //!             controller.run_shard(&shard, reconcile, ()).await;
-//!             let _ = running.stop().await;
+//!             registration.remove();
 //!         }
 //!     })
 //!     .await?;
+//! running.stop().await?;
 //! # Ok(())
 //! # }
 //! ```

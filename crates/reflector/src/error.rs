@@ -116,6 +116,13 @@ pub enum Error {
     /// or parsed, never by the reflector.
     #[error("invalid shard selector: {0}")]
     InvalidShard(String),
+
+    /// The [`ShardSelection`](crate::ShardSelection) of a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) changed: its watch ends, or a
+    /// watch or a list page under the old selection is refused, and the reflector relists
+    /// at once (no backoff, nothing logged above debug) with the new selector.
+    #[error("the shard selection changed")]
+    ShardSelectionChanged,
 }
 
 impl Error {
@@ -155,6 +162,11 @@ impl Error {
     /// The server could not be reached or the connection broke.
     pub fn is_unreachable(&self) -> bool {
         matches!(self, Self::Unreachable { .. })
+    }
+
+    /// The shard selection changed: relist now ([`Error::ShardSelectionChanged`]).
+    pub fn is_shard_selection_changed(&self) -> bool {
+        matches!(self, Self::ShardSelectionChanged)
     }
 
     /// The sink is closed: the reflector stops.

@@ -214,7 +214,7 @@ pub use reflector::{
     ReflectorStatus, STREAMED_PART, WatchErrorHandler,
 };
 pub use shard::{
-    ShardFiltering, ShardFilteringHandle, ShardKey, ShardRange, ShardSelector,
+    ShardFiltering, ShardFilteringHandle, ShardKey, ShardRange, ShardSelection, ShardSelector,
     ShardedListerWatcher, fnv1a_64,
 };
 pub use task::TaskHandle;

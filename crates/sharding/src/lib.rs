@@ -126,6 +126,7 @@
 
 mod config;
 mod manager;
+mod selection;
 mod shard;
 
 pub use config::ShardingConfig;

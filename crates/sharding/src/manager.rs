@@ -10,12 +10,13 @@ use std::sync::{Mutex, PoisonError};
 use kinformer_leaderelection::{
     Attempt, Clock, LeaseAttempt, Lock, ObservedRecord, Release, TokioClock,
 };
-use kinformer_reflector::ShardRange;
+use kinformer_reflector::{ShardKey, ShardRange, ShardSelection};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::selection::Selections;
 use crate::{Error, Shard, ShardingConfig};
 
 /// What a running [`ShardManager`] shows.
@@ -34,6 +35,7 @@ pub struct ShardManager<L> {
     member_locks: Vec<(String, L)>,
     ranges: Vec<ShardRange>,
     status: Mutex<Status>,
+    selections: Mutex<Selections>,
     moves: AtomicU64,
     running: AtomicBool,
 }
@@ -96,6 +98,35 @@ impl<L> ShardManager<L> {
         self.moves.load(Ordering::Relaxed)
     }
 
+    /// The objects of the shards this replica holds, by `key`: one informer over all of them
+    /// (an informer builder's `shards`) instead of one per held shard — one list and one
+    /// watch per replica, not one per shard, and on a server without the gate
+    /// `ShardedListAndWatch`, one stream of every object per replica instead of one per
+    /// held shard. The manager keeps it up to date: a shard is selected before its work
+    /// starts and no longer selected once its work has ended, so a shard's work finds its
+    /// objects coming into the cache (the informer relists at each change), and a lost
+    /// shard's objects leave it only after the shard's controller has stopped. Each shard's
+    /// work then runs its controller on that informer with the shard's own selector
+    /// ([`Controller::watch_where`](kinformer_controller::controller::Controller::watch_where)).
+    /// Nothing is selected while nothing is held. Every call with the same key returns
+    /// the same selection.
+    pub fn selection(&self, key: ShardKey) -> ShardSelection {
+        self.lock_selections().get(key, &self.ranges)
+    }
+
+    fn lock_selections(&self) -> std::sync::MutexGuard<'_, Selections> {
+        self.selections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Selects a shard's objects, or no longer (nothing for a membership Lease).
+    fn select(&self, slot: &Slot<'_, L>, held: bool) {
+        if slot.range.is_some() {
+            self.lock_selections().set(slot.index, held, &self.ranges);
+        }
+    }
+
     fn lock_status(&self) -> std::sync::MutexGuard<'_, Status> {
         self.status.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -141,6 +172,7 @@ impl<L: Lock> ShardManager<L> {
             member_locks,
             ranges,
             status: Mutex::new(Status::default()),
+            selections: Mutex::default(),
             moves: AtomicU64::new(0),
             running: AtomicBool::new(false),
         })
@@ -398,6 +430,7 @@ impl<L: Lock> ShardManager<L> {
         if let Some(held) = slot.held.take() {
             tracing::warn!(lease = slot.name, identity = %self.identity, "Lease lost: its work stopped");
             self.join(slot.name, held.work).await;
+            self.select(slot, false);
         }
     }
 
@@ -467,6 +500,9 @@ impl<L: Lock> ShardManager<L> {
         let (deadline, deadline_rx) = watch::channel(deadline_at);
         let term = CancellationToken::new();
         tokio::spawn(watchdog(term.clone(), deadline_rx.clone()));
+        if work.is_some() {
+            self.select(slot, true);
+        }
         let task = work.zip(slot.range).map(|(work, range)| {
             let shard = Shard {
                 index: slot.index,
@@ -495,6 +531,7 @@ impl<L: Lock> ShardManager<L> {
         let Some(held) = slot.held.take() else { return };
         held.term.cancel();
         self.join(slot.name, held.work).await;
+        self.select(slot, false);
         match self.attempt(slot.lock).release(&mut slot.observed).await {
             Ok(Release::Released) => {
                 tracing::info!(lease = slot.name, identity = %self.identity, why, "Lease released");
@@ -519,6 +556,7 @@ struct Running<'a, L>(&'a ShardManager<L>);
 impl<L> Drop for Running<'_, L> {
     fn drop(&mut self) {
         *self.0.lock_status() = Status::default();
+        self.0.lock_selections().clear();
         self.0.running.store(false, Ordering::Release);
     }
 }

@@ -366,3 +366,87 @@ async fn a_cut_off_replica_stops_its_work_at_the_renew_deadline_before_others_ta
         x.run.await.unwrap().unwrap();
     }
 }
+
+/// Whether `selection` selects the whole range of shard `index` of `count`.
+fn selects(selection: &ShardSelection, index: u32, count: u32) -> bool {
+    let range = ShardRange::index_of(index, count).unwrap();
+    selection.get().is_some_and(|s| {
+        s.range_list()
+            .iter()
+            .any(|r| r.start() <= range.start() && range.end() <= r.end())
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_selection_holds_a_shard_from_before_its_work_starts_until_after_it_ends() {
+    let leases = Leases::default();
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let replica = |id: &'static str| {
+        let leases = leases.clone();
+        let manager =
+            Arc::new(ShardManager::new(config(4), move |name| leases.lock(name, id)).unwrap());
+        let selection = manager.selection(ShardKey::Uid);
+        assert_eq!(selection.get(), None, "nothing held, nothing selected");
+        let (m, stop, violations) = (
+            Arc::clone(&manager),
+            CancellationToken::new(),
+            Arc::clone(&violations),
+        );
+        let s = stop.clone();
+        let run = tokio::spawn(async move {
+            m.run(&s, move |shard: Shard| {
+                let (selection, violations) = (selection.clone(), Arc::clone(&violations));
+                async move {
+                    let (i, n) = (shard.index(), shard.count());
+                    if !selects(&selection, i, n) {
+                        violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("{id}: {i} started unselected"));
+                    }
+                    shard.token().cancelled().await;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    if !selects(&selection, i, n) {
+                        violations
+                            .lock()
+                            .unwrap()
+                            .push(format!("{id}: {i} unselected while its work ran"));
+                    }
+                }
+            })
+            .await
+        });
+        (manager, stop, run)
+    };
+    let a = replica("a");
+    within(Duration::from_secs(10), || a.0.held().len() == 4).await;
+    let b = replica("b");
+    within(Duration::from_secs(60), || {
+        a.0.held().len() == 2 && b.0.held().len() == 2
+    })
+    .await;
+    // Each replica's selection is the union of what it holds, and nothing more.
+    let settle = Duration::from_secs(1);
+    tokio::time::sleep(settle).await;
+    for (m, _, _) in [&a, &b] {
+        let selection = m.selection(ShardKey::Uid);
+        for i in 0..4 {
+            assert_eq!(
+                selects(&selection, i, 4),
+                m.held().contains(&i),
+                "shard {i}"
+            );
+        }
+    }
+    // Shutdown: the shards' work ends, then nothing is selected; the other replica takes
+    // them all.
+    a.1.cancel();
+    a.2.await.unwrap().unwrap();
+    assert_eq!(a.0.selection(ShardKey::Uid).get(), None);
+    within(Duration::from_secs(60), || b.0.held().len() == 4).await;
+    tokio::time::sleep(settle).await;
+    assert!((0..4).all(|i| selects(&b.0.selection(ShardKey::Uid), i, 4)));
+    b.1.cancel();
+    b.2.await.unwrap().unwrap();
+    assert_eq!(*violations.lock().unwrap(), Vec::<String>::new());
+}

@@ -19,7 +19,8 @@ use kinformer_core::{
     DeletedObject, ErrorChain, MetaObject, ObjectKey, deletion_handling_key, meta_namespace_key,
 };
 use kinformer_informer_factory::{
-    HandlerOptions, HandlerRegistration, Needs, ResourceEventHandler, SharedInformer,
+    FilteringResourceEventHandler, HandlerOptions, HandlerRegistration, Needs,
+    ResourceEventHandler, SharedInformer,
 };
 use kinformer_workqueue::{LOW_PRIORITY, Queue, RateLimitingQueue};
 
@@ -273,6 +274,29 @@ where
         predicate: Predicate<K>,
     ) -> Registered {
         let handler = WithPredicate::new(self.enqueue_handler(), predicate);
+        let registered = informer.add_event_handler_with_options(Box::new(handler), enqueuing())?;
+        self.register_primary(informer);
+        Ok(registered)
+    }
+
+    /// As [`watch`](Self::watch), for the objects `filter` keeps only, reading only their
+    /// metadata (a shard's selector, a label): client-go's `FilteringResourceEventHandler`,
+    /// so an update that takes an object out of the set enqueues it as a delete would, and
+    /// one that brings it in as an add. The way to run one shard's controller on an
+    /// informer over all the shards a replica holds (kinformer-sharding's
+    /// `ShardManager::selection`): filter by the shard's selector, and
+    /// [`remove`](kinformer_informer_factory::HandlerRegistration::remove) the returned
+    /// registration when the shard's term ends.
+    ///
+    /// # Errors
+    /// As [`watch`](Self::watch).
+    pub fn watch_where<K: MetaObject + 'static>(
+        &self,
+        informer: &dyn SharedInformer<K>,
+        filter: impl Fn(&K) -> bool + Send + Sync + 'static,
+    ) -> Registered {
+        let handler =
+            FilteringResourceEventHandler::new(filter, self.enqueue_handler()).on_metadata();
         let registered = informer.add_event_handler_with_options(Box::new(handler), enqueuing())?;
         self.register_primary(informer);
         Ok(registered)

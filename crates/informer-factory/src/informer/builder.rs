@@ -10,7 +10,8 @@ use kinformer_core::{Clock, KeyFunc, KnownObjects, MetaObject, TokioClock, meta_
 use kinformer_deltafifo::FifoQueue;
 use kinformer_indexer::{IndexerWriter, Indexers, namespace_indexers};
 use kinformer_reflector::{
-    Backoff, ListerWatcher, ShardFilteringHandle, ShardSelector, ShardedListerWatcher,
+    Backoff, ListerWatcher, ShardFilteringHandle, ShardSelection, ShardSelector,
+    ShardedListerWatcher,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -57,7 +58,7 @@ pub struct SharedIndexInformerBuilder<K> {
     cache: CacheKind,
     store: Option<Arc<dyn IndexerWriter<K>>>,
     key_func: Option<KeyFunc<K>>,
-    shard: Option<ShardSelector>,
+    shard: Option<ShardSelection>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
@@ -280,7 +281,36 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     /// ```
     #[must_use]
     pub fn shard(mut self, selector: ShardSelector) -> Self {
-        self.shard = Some(selector);
+        self.shard = Some(ShardSelection::new(Some(selector)));
+        self
+    }
+
+    /// The objects of whatever shards `selection` selects while the informer runs: the
+    /// union of the shards a replica holds, one informer for all of them
+    /// (kinformer-sharding's `ShardManager::selection` keeps one up to date). As
+    /// [`shard`](Self::shard) otherwise. A change of the selection relists at once: the
+    /// objects of the shards no longer selected leave the cache with delete notifications
+    /// (tombstones), those of new shards arrive as adds, and the objects of the shards still
+    /// selected stay (see [`ShardSelection`]).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::{ShardKey, ShardSelection, ShardSelector, fake::FakeListerWatcher};
+    ///
+    /// let selection = ShardSelection::new(None); // nothing held yet
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new())
+    ///     .shards(selection.clone())
+    ///     .build();
+    /// // Later, holding shards 2 and 3 of 12:
+    /// let held = (2..4).map(|i| kinformer_reflector::ShardRange::index_of(i, 12));
+    /// selection.set(Some(ShardSelector::ranges(ShardKey::Uid, held.collect::<Result<Vec<_>, _>>()?)?));
+    /// # let _ = informer;
+    /// # Ok::<(), kinformer_reflector::Error>(())
+    /// ```
+    #[must_use]
+    pub fn shards(mut self, selection: ShardSelection) -> Self {
+        self.shard = Some(selection);
         self
     }
 }
@@ -311,8 +341,8 @@ where
                 // filtering.
                 let (lw_k, transcoded, shard) = match self.shard {
                     None => (self.lw, transcoded, None),
-                    Some(selector) => {
-                        let sharded = ShardedListerWatcher::new(self.lw, selector);
+                    Some(selection) => {
+                        let sharded = ShardedListerWatcher::selected(self.lw, selection);
                         let transcoded = transcoded.map(|t| {
                             Arc::new(sharded.sharing(t)) as Arc<dyn ListerWatcher<Encoded<K>>>
                         });
@@ -379,12 +409,12 @@ where
 /// `lw` wrapped for one shard, with the handle that says how the server filters.
 fn sharded<R: MetaObject + Send + Sync + 'static>(
     lw: Arc<dyn ListerWatcher<R>>,
-    shard: Option<ShardSelector>,
+    shard: Option<ShardSelection>,
 ) -> (Arc<dyn ListerWatcher<R>>, Option<ShardFilteringHandle>) {
     match shard {
         None => (lw, None),
-        Some(selector) => {
-            let sharded = ShardedListerWatcher::new(lw, selector);
+        Some(selection) => {
+            let sharded = ShardedListerWatcher::selected(lw, selection);
             let handle = sharded.filtering_handle();
             (Arc::new(sharded), Some(handle))
         }

@@ -337,7 +337,9 @@ where
 mod tests;
 
 fn default_error_handler(e: &Error) {
-    if e.is_expired() {
+    if e.is_shard_selection_changed() {
+        tracing::debug!("the shard selection changed: relisting");
+    } else if e.is_expired() {
         tracing::info!(error = %ErrorChain(e), "resourceVersion expired");
     } else if e.is_unreachable() {
         tracing::warn!(error = %ErrorChain(e), "cannot reach the API server");

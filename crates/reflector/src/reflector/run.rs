@@ -24,6 +24,10 @@ where
                 return Err(err);
             }
             st.reason = RelistReason::after(&err);
+            if err.is_shard_selection_changed() {
+                // Not a failure: the caller asked for other objects. Relist now.
+                continue;
+            }
             if err.is_expired() {
                 // The server answered: only its history is short. Relist soon.
                 st.backoff.succeeded();
@@ -44,7 +48,7 @@ where
         if self.watch_list && self.lw.supports_watch_list() {
             match self.stream_list(st).await {
                 Ok(w) => first = Some(w),
-                Err(e @ Error::Sink(_)) => return e,
+                Err(e @ (Error::Sink(_) | Error::ShardSelectionChanged)) => return e,
                 Err(e) => {
                     tracing::info!(error = %ErrorChain(&e), "streaming list failed: falling back to list + watch");
                 }

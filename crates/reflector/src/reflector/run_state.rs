@@ -17,6 +17,7 @@ pub(super) enum RelistReason {
     Expired,
     TooLargeResourceVersion,
     VeryShortWatch,
+    ShardSelectionChanged,
     Failed(String),
 }
 
@@ -28,6 +29,8 @@ impl RelistReason {
             Self::TooLargeResourceVersion
         } else if matches!(e, Error::VeryShortWatch) {
             Self::VeryShortWatch
+        } else if e.is_shard_selection_changed() {
+            Self::ShardSelectionChanged
         } else {
             Self::Failed(ErrorChain(e).to_string())
         }
@@ -41,6 +44,7 @@ impl RelistReason {
             Self::TooLargeResourceVersion => 2,
             Self::VeryShortWatch => 3,
             Self::Failed(_) => 4,
+            Self::ShardSelectionChanged => 5,
         }
     }
 }
@@ -54,6 +58,7 @@ impl fmt::Display for RelistReason {
                 f.write_str("the resourceVersion is newer than the server's (too large)")
             }
             Self::VeryShortWatch => f.write_str("a watch closed at once without events"),
+            Self::ShardSelectionChanged => f.write_str("the shard selection changed"),
             Self::Failed(e) => write!(f, "the previous round failed: {e}"),
         }
     }

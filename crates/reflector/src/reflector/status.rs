@@ -25,12 +25,13 @@ pub(super) struct Shared {
 }
 
 /// The `reason` labels of [`ReflectorCounters::lists`].
-const LIST_REASONS: [&str; 5] = [
+const LIST_REASONS: [&str; 6] = [
     "initial",
     "expired",
     "too_large_resource_version",
     "very_short_watch",
     "error",
+    "shard_selection_changed",
 ];
 
 /// The `type` labels of [`ReflectorCounters::events`].
@@ -67,7 +68,8 @@ impl Shared {
 #[non_exhaustive]
 pub struct ReflectorCounters {
     /// Lists (paged, or streaming) started, by why: `initial`, `expired` (410 Gone),
-    /// `too_large_resource_version`, `very_short_watch`, `error` (any other failure).
+    /// `too_large_resource_version`, `very_short_watch`, `error` (any other failure),
+    /// `shard_selection_changed` (see [`ShardSelection`](crate::ShardSelection)).
     pub lists: Vec<(&'static str, u64)>,
     /// Watches started (a streaming list's watch included).
     pub watches: u64,

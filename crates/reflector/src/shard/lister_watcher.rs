@@ -3,16 +3,21 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use kinformer_core::MetaObject;
 
+use tokio::sync::watch;
+
 use super::ShardSelector;
+use super::selection::{Selected, ShardSelection};
 #[cfg(doc)]
 use crate::Undecodable;
-use crate::{Error, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+use crate::{
+    Bookmark, Error, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
+};
 
 /// How a [`ShardedListerWatcher`] has found the server so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,9 +67,10 @@ pub enum ShardFiltering {
 /// ```
 pub struct ShardedListerWatcher<L> {
     inner: L,
-    selector: ShardSelector,
-    /// The selector as sent, and as a server that applied it echoes it back.
-    wire: Arc<str>,
+    selection: ShardSelection,
+    /// The generation of the selection the last list started with (the one at creation
+    /// before the first): a later page or a watch under another generation must relist.
+    listed: Arc<AtomicU64>,
     state: Arc<AtomicU8>,
 }
 
@@ -74,19 +80,14 @@ const CLIENT: u8 = 2;
 
 impl<L: Clone> Clone for ShardedListerWatcher<L> {
     fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            selector: self.selector.clone(),
-            wire: Arc::clone(&self.wire),
-            state: Arc::clone(&self.state),
-        }
+        self.sharing(self.inner.clone())
     }
 }
 
 impl<L> fmt::Debug for ShardedListerWatcher<L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedListerWatcher")
-            .field("selector", &self.wire)
+            .field("selection", &self.selection)
             .field("filtering", &self.filtering())
             .finish_non_exhaustive()
     }
@@ -95,35 +96,44 @@ impl<L> fmt::Debug for ShardedListerWatcher<L> {
 impl<L> ShardedListerWatcher<L> {
     /// The shard of `inner`'s objects that `selector` selects.
     pub fn new(inner: L, selector: ShardSelector) -> Self {
+        Self::selected(inner, ShardSelection::new(Some(selector)))
+    }
+
+    /// The objects of `inner` that `selection` selects, whatever it selects at the time:
+    /// a change of the selection ends the watch with
+    /// [`Error::ShardSelectionChanged`], and the reflector relists (see
+    /// [`ShardSelection`]).
+    pub fn selected(inner: L, selection: ShardSelection) -> Self {
         Self {
-            wire: selector.to_string().into(),
             inner,
-            selector,
+            listed: Arc::new(AtomicU64::new(selection.generation())),
+            selection,
             state: Arc::new(AtomicU8::new(UNKNOWN)),
         }
     }
 
-    /// The shard's selector.
-    pub fn selector(&self) -> &ShardSelector {
-        &self.selector
+    /// The selector in force (`None`: nothing is selected).
+    pub fn selector(&self) -> Option<ShardSelector> {
+        self.selection.get()
+    }
+
+    /// The selection this lister-watcher follows.
+    pub fn selection(&self) -> &ShardSelection {
+        &self.selection
     }
 
     /// Whether the server applies the selector, as far as seen so far (shared by clones).
     pub fn filtering(&self) -> ShardFiltering {
-        match self.state.load(Ordering::Relaxed) {
-            SERVER => ShardFiltering::Server,
-            CLIENT => ShardFiltering::Client,
-            _ => ShardFiltering::Unknown,
-        }
+        ShardFilteringHandle(Arc::clone(&self.state)).get()
     }
 
     /// The same shard of another lister-watcher's objects (the same source decoded another
-    /// way), sharing what is seen of the server's filtering with this one.
+    /// way), sharing the selection and what is seen of the server's filtering with this one.
     pub fn sharing<M>(&self, inner: M) -> ShardedListerWatcher<M> {
         ShardedListerWatcher {
             inner,
-            selector: self.selector.clone(),
-            wire: Arc::clone(&self.wire),
+            selection: self.selection.clone(),
+            listed: Arc::clone(&self.listed),
             state: Arc::clone(&self.state),
         }
     }
@@ -176,32 +186,76 @@ impl<L> ShardedListerWatcher<L> {
     /// resourceVersion `0` with the whole shard whatever the limit. Only for
     /// [`filtering`](Self::filtering) and the log: a failed probe changes nothing, as
     /// filtering runs either way.
-    async fn probe<K>(&self)
+    async fn probe<K>(&self, selector: &ShardSelector)
     where
         K: MetaObject + Send + Sync + 'static,
         L: ListerWatcher<K>,
     {
-        if let Err(e) = self.list_page(&ListOptions::new("", Some(1))).await {
+        if let Err(e) = self
+            .list_page(&ListOptions::new("", Some(1)), selector)
+            .await
+        {
             tracing::debug!(error = %e, "probing whether the API server applies the shard selector failed");
         }
     }
 
-    async fn list_page<K>(&self, options: &ListOptions) -> Result<ListPage<K>, Error>
+    /// Lists under the selection in force; the continue page of a list that began under
+    /// another one fails with [`Error::ShardSelectionChanged`].
+    async fn list_selected<K>(&self, options: &ListOptions) -> Result<ListPage<K>, Error>
     where
         K: MetaObject + Send + Sync + 'static,
         L: ListerWatcher<K>,
     {
+        let selected = self.selection.selected();
+        if options.continue_token.is_none() {
+            self.listed.store(selected.generation, Ordering::Release);
+        } else if self.listed.load(Ordering::Acquire) != selected.generation {
+            return Err(Error::ShardSelectionChanged);
+        }
+        match &selected.selector {
+            Some(selector) => self.list_page(options, selector).await,
+            None => self.list_nothing().await,
+        }
+    }
+
+    /// Nothing is selected: one object is listed (a consistent read, which even the watch
+    /// cache limits) for a resourceVersion to watch from, and dropped.
+    async fn list_nothing<K>(&self) -> Result<ListPage<K>, Error>
+    where
+        K: MetaObject + Send + Sync + 'static,
+        L: ListerWatcher<K>,
+    {
+        let mut options = ListOptions::new("", Some(1));
+        options.shard = None;
+        let mut page = self.inner.list(&options).await?;
+        page.items.clear();
+        page.undecodable.clear();
+        page.continue_token = None;
+        page.shard_selector = None;
+        Ok(page)
+    }
+
+    async fn list_page<K>(
+        &self,
+        options: &ListOptions,
+        selector: &ShardSelector,
+    ) -> Result<ListPage<K>, Error>
+    where
+        K: MetaObject + Send + Sync + 'static,
+        L: ListerWatcher<K>,
+    {
+        let wire = selector.to_string();
         let mut options = options.clone();
-        options.shard = Some(self.selector.clone());
+        options.shard = Some(selector.clone());
         let mut page = self.inner.list(&options).await?;
         let before = page.items.len() + page.undecodable.len();
-        page.items.retain(|o| self.selector.matches(&**o));
+        page.items.retain(|o| selector.matches(&**o));
         // Another shard's object that does not decode is that shard's to report.
         page.undecodable
-            .retain(|u| self.selector.may_match_undecodable(u));
+            .retain(|u| selector.may_match_undecodable(u));
         let dropped = before - page.items.len() - page.undecodable.len();
         match page.shard_selector.as_deref() {
-            Some(echo) if echo == &*self.wire && dropped == 0 => {
+            Some(echo) if echo == wire && dropped == 0 => {
                 // Never back from Client: one page that said otherwise is enough to know.
                 let _ = self.state.compare_exchange(
                     UNKNOWN,
@@ -210,19 +264,114 @@ impl<L> ShardedListerWatcher<L> {
                     Ordering::Relaxed,
                 );
             }
-            Some(echo) if echo != &*self.wire => {
+            Some(echo) if echo != wire => {
                 tracing::warn!(
-                    sent = &*self.wire,
+                    sent = wire,
                     echoed = echo,
                     "the API server echoed another shard selector than the one sent; filtering on the client"
                 );
-                server_ignored(&self.state, &self.wire, "another selector echoed");
+                server_ignored(&self.state, &wire, "another selector echoed");
             }
-            Some(_) => server_ignored(&self.state, &self.wire, "objects outside the shard"),
-            None => server_ignored(&self.state, &self.wire, "no shardInfo in a list"),
+            Some(_) => server_ignored(&self.state, &wire, "objects outside the shard"),
+            None => server_ignored(&self.state, &wire, "no shardInfo in a list"),
         }
         Ok(page)
     }
+
+    /// Watches under the selection in force, until it changes.
+    async fn watch_selected<K>(&self, options: &WatchOptions) -> Result<WatchStream<K>, Error>
+    where
+        K: MetaObject + Send + Sync + 'static,
+        L: ListerWatcher<K>,
+    {
+        let mut changes = self.selection.subscribe();
+        let selected = changes.borrow_and_update().clone();
+        if options.send_initial_events {
+            // A streaming list is a list: it starts a generation.
+            self.listed.store(selected.generation, Ordering::Release);
+        } else if self.listed.load(Ordering::Acquire) != selected.generation {
+            // The selection changed since the list this watch would follow: objects of a
+            // new shard were never listed.
+            return Err(Error::ShardSelectionChanged);
+        }
+        let events: WatchStream<K> = match selected.selector {
+            // Nothing to watch: a stream that only waits for the next selection, after the
+            // end of an empty streaming list (at a version listed for it) if one was asked.
+            None if options.send_initial_events => {
+                let listed: ListPage<K> = self.list_nothing().await?;
+                let end = Bookmark::new(listed.resource_version, true);
+                Box::pin(
+                    futures::stream::once(futures::future::ready(Ok(WatchEvent::Bookmark(end))))
+                        .chain(futures::stream::pending()),
+                )
+            }
+            None => Box::pin(futures::stream::pending()),
+            Some(selector) => {
+                let mut options = options.clone();
+                options.shard = Some(selector.clone());
+                if options.send_initial_events && self.state.load(Ordering::Relaxed) == UNKNOWN {
+                    self.probe::<K>(&selector).await;
+                }
+                let stream = self.inner.watch(&options).await?;
+                let (wire, state) = (
+                    Arc::<str>::from(selector.to_string()),
+                    Arc::clone(&self.state),
+                );
+                Box::pin(stream.filter(move |item| {
+                    let keep = match item {
+                        Ok(
+                            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
+                        ) => selector.matches(o),
+                        Err(Error::Undecodable { object, .. }) => {
+                            selector.may_match_undecodable(object)
+                        }
+                        Ok(WatchEvent::Bookmark(_)) | Err(_) => true,
+                    };
+                    if !keep {
+                        server_ignored(&state, &wire, "a watch event outside the shard");
+                    }
+                    futures::future::ready(keep)
+                }))
+            }
+        };
+        Ok(until_changed(events, changes))
+    }
+}
+
+/// `events` until the selection changes: then [`Error::ShardSelectionChanged`], and the
+/// end. A selection dropped by its owner changes no more.
+fn until_changed<K: Send + 'static>(
+    events: WatchStream<K>,
+    changes: watch::Receiver<Selected>,
+) -> WatchStream<K> {
+    Box::pin(futures::stream::unfold(
+        Some((events, Some(changes))),
+        |state| async move {
+            let (mut events, mut changes) = state?;
+            let changed = async {
+                match changes.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => futures::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                alive = changed => {
+                    if alive {
+                        Some((Err(Error::ShardSelectionChanged), None))
+                    } else {
+                        // The owner is gone: the selection stays as it is.
+                        let item = events.next().await?;
+                        Some((item, Some((events, None))))
+                    }
+                }
+                item = events.next() => {
+                    let item = item?;
+                    Some((item, Some((events, changes))))
+                }
+            }
+        },
+    ))
 }
 
 impl<K, L> ListerWatcher<K> for ShardedListerWatcher<L>
@@ -231,42 +380,14 @@ where
     L: ListerWatcher<K>,
 {
     fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
-        Box::pin(self.list_page(options))
+        Box::pin(self.list_selected(options))
     }
 
     fn watch<'a>(
         &'a self,
         options: &'a WatchOptions,
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
-        Box::pin(async move {
-            let mut options = options.clone();
-            options.shard = Some(self.selector.clone());
-            if options.send_initial_events && self.state.load(Ordering::Relaxed) == UNKNOWN {
-                self.probe::<K>().await;
-            }
-            let stream = self.inner.watch(&options).await?;
-            let (selector, wire, state) = (
-                self.selector.clone(),
-                Arc::clone(&self.wire),
-                Arc::clone(&self.state),
-            );
-            let filtered = stream.filter(move |item| {
-                let keep = match item {
-                    Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
-                        selector.matches(o)
-                    }
-                    Err(Error::Undecodable { object, .. }) => {
-                        selector.may_match_undecodable(object)
-                    }
-                    Ok(WatchEvent::Bookmark(_)) | Err(_) => true,
-                };
-                if !keep {
-                    server_ignored(&state, &wire, "a watch event outside the shard");
-                }
-                futures::future::ready(keep)
-            });
-            Ok(Box::pin(filtered) as WatchStream<K>)
-        })
+        Box::pin(self.watch_selected(options))
     }
 
     fn supports_watch_list(&self) -> bool {
@@ -434,6 +555,107 @@ mod tests {
         drop(lw.watch(&streaming).await.unwrap());
         assert_eq!(fake.list_calls().len(), 1);
         assert_eq!(lw.filtering(), ShardFiltering::Unknown);
+    }
+
+    #[tokio::test]
+    async fn a_selection_change_ends_the_watch_and_refuses_a_page_or_a_watch_of_the_old_one() {
+        let (zero, one) = (
+            ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap(),
+            ShardSelector::index_of(ShardKey::Uid, 1, 2).unwrap(),
+        );
+        let all = objs(40);
+        let fake = FakeListerWatcher::new();
+        let answer = all.clone();
+        fake.on_list(move |o| {
+            let page = ListPage::new(answer.clone(), "5");
+            Ok(if o.continue_token.is_none() {
+                page.with_continue("more")
+            } else {
+                page
+            })
+        });
+        let selection = ShardSelection::new(Some(zero.clone()));
+        let lw = ShardedListerWatcher::selected(fake.clone(), selection.clone());
+
+        // A list begun under shard 0 cannot go on under shard 1.
+        let first = lw.list(&ListOptions::new("0", Some(500))).await.unwrap();
+        assert!(first.items.iter().all(|o| zero.matches(&**o)));
+        selection.set(Some(one.clone()));
+        let mut next = ListOptions::new("", Some(500));
+        next.continue_token = Some("more".into());
+        assert!(matches!(
+            lw.list(&next).await,
+            Err(Error::ShardSelectionChanged)
+        ));
+        // Nor can a watch follow that list: shard 1's objects were never listed.
+        let watch_opts = WatchOptions::new("5", Duration::from_secs(60));
+        assert!(matches!(
+            lw.watch(&watch_opts).await,
+            Err(Error::ShardSelectionChanged)
+        ));
+        assert!(fake.watch_calls().is_empty());
+
+        // Relisted under shard 1: its objects, then a watch under it, until the next change.
+        let page = lw.list(&ListOptions::new("5", Some(500))).await.unwrap();
+        assert!(!page.items.is_empty() && page.items.iter().all(|o| one.matches(&**o)));
+        assert_eq!(fake.list_calls().last().unwrap().shard.as_ref(), Some(&one));
+        let (tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        let mut watch = lw.watch(&watch_opts).await.unwrap();
+        assert_eq!(fake.watch_calls()[0].shard.as_ref(), Some(&one));
+        let (mine, other) = (
+            all.iter().find(|o| one.matches(*o)).unwrap().clone(),
+            all.iter().find(|o| zero.matches(*o)).unwrap().clone(),
+        );
+        tx.send(Ok(WatchEvent::Added(other)));
+        tx.send(Ok(WatchEvent::Added(mine.clone())));
+        assert!(matches!(watch.next().await, Some(Ok(WatchEvent::Added(o))) if o == mine));
+        selection.set(Some(one.clone())); // the same selector: no change
+        selection.set(None);
+        assert!(matches!(
+            watch.next().await,
+            Some(Err(Error::ShardSelectionChanged))
+        ));
+        assert!(watch.next().await.is_none(), "the watch ends at the change");
+    }
+
+    #[tokio::test]
+    async fn with_nothing_selected_one_object_is_listed_for_a_version_and_nothing_is_watched() {
+        let fake = FakeListerWatcher::new();
+        fake.on_list(|_| Ok(ListPage::new(objs(1), "7").with_continue("more")));
+        let selection = ShardSelection::new(None);
+        let lw = ShardedListerWatcher::selected(fake.clone(), selection.clone());
+        let page = lw.list(&ListOptions::new("0", Some(500))).await.unwrap();
+        assert!(page.items.is_empty());
+        assert_eq!(page.resource_version, "7");
+        assert_eq!(page.continue_token, None, "one page");
+        let call = &fake.list_calls()[0];
+        assert_eq!(
+            (call.resource_version.as_str(), call.limit, &call.shard),
+            ("", Some(1), &None)
+        );
+
+        let mut watch = lw
+            .watch(&WatchOptions::new("7", Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert!(fake.watch_calls().is_empty(), "no watch is opened");
+        let waiting = tokio::time::timeout(Duration::from_millis(50), watch.next()).await;
+        assert!(waiting.is_err(), "the watch waits for a selection");
+        selection.set(Some(ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap()));
+        assert!(matches!(
+            watch.next().await,
+            Some(Err(Error::ShardSelectionChanged))
+        ));
+
+        // A streaming list of nothing: its end at once, at a version listed for it.
+        selection.set(None);
+        let mut streaming = WatchOptions::new("", Duration::from_secs(60));
+        streaming.send_initial_events = true;
+        let mut watch = lw.watch(&streaming).await.unwrap();
+        assert!(matches!(watch.next().await,
+            Some(Ok(WatchEvent::Bookmark(b))) if b.resource_version == "7" && b.initial_events_end));
+        assert!(fake.watch_calls().is_empty());
     }
 
     #[tokio::test]

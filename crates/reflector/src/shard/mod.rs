@@ -11,7 +11,9 @@
 //! informer caches exactly its shard on any server.
 
 mod lister_watcher;
+mod selection;
 mod selector;
 
 pub use lister_watcher::{ShardFiltering, ShardFilteringHandle, ShardedListerWatcher};
+pub use selection::ShardSelection;
 pub use selector::{ShardKey, ShardRange, ShardSelector, fnv1a_64};
