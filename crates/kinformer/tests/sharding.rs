@@ -1,6 +1,7 @@
 //! `ShardManager` on the real API server: three replicas in one process, each with its own
-//! client and identity, six shards on Leases, a controller per held shard over a sharded pod
-//! informer (the gate `ShardedListAndWatch` on), pods created all along. One replica stops
+//! client and identity, six shards on Leases, one pod informer per replica over the shards it
+//! holds (the gate `ShardedListAndWatch` on) and a controller per held shard on it, pods
+//! created all along. One replica stops
 //! and its shards move to the others; a new one starts and gets its share back by moves.
 //! Every pod is reconciled, only by the holder of its shard, and no shard nor pod is worked
 //! on by two replicas at once.
@@ -130,36 +131,36 @@ fn start(
     );
     let stop = CancellationToken::new();
     let (m, s) = (Arc::clone(&manager), stop.clone());
-    let (pods, id, holdings, reconciles) = (
-        Api::<Pod>::namespaced(client, ns),
-        id.to_owned(),
-        holdings.clone(),
-        reconciles.clone(),
-    );
+    // One informer over every shard the replica holds.
+    let informer =
+        SharedIndexInformer::builder(KubeListerWatcher::new(Api::<Pod>::namespaced(client, ns)))
+            .shards(manager.selection(ShardKey::Uid))
+            .build();
+    let (id, holdings, reconciles) = (id.to_owned(), holdings.clone(), reconciles.clone());
     let run = tokio::spawn(async move {
+        let running = informer.start().unwrap();
         m.run(&s, move |shard: Shard| {
-            let (pods, id, holdings, reconciles) = (
-                pods.clone(),
+            let (informer, id, holdings, reconciles) = (
+                informer.clone(),
                 id.clone(),
                 holdings.clone(),
                 reconciles.clone(),
             );
             async move {
                 let start = Instant::now();
-                let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
-                    .shard(shard.selector(ShardKey::Uid))
-                    .build();
                 let controller =
                     Controller::<ObjectKey>::new(format!("pods-{id}-{}", shard.index())).workers(2);
-                controller.watch(&informer).unwrap();
-                let running = informer.start().unwrap();
+                let selector = shard.selector(ShardKey::Uid);
+                let registration = controller
+                    .watch_where(&informer, move |pod: &Pod| selector.matches(pod))
+                    .unwrap();
                 let ctx = Ctx {
                     replica: id.clone(),
                     shard: shard.index(),
                     reconciles,
                 };
                 controller.run_shard(&shard, reconcile, ctx).await;
-                running.stop().await.unwrap();
+                registration.remove();
                 holdings.push((
                     format!("shard-{}", shard.index()),
                     id,
@@ -171,6 +172,7 @@ fn start(
         })
         .await
         .unwrap();
+        running.stop().await.unwrap();
     });
     Replica { manager, stop, run }
 }
