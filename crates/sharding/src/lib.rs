@@ -129,7 +129,7 @@ mod manager;
 mod shard;
 
 pub use config::ShardingConfig;
-pub use manager::ShardManager;
+pub use manager::{ShardManager, ShardManagerStatus};
 pub use shard::Shard;
 
 /// What [`ShardManager`] fails with.
