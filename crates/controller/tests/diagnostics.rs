@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -15,8 +16,8 @@ use kinformer_core::{MetaObject, ObjectKey};
 use kinformer_informer_factory::{SharedIndexInformer, SharedInformerFactory};
 use kinformer_leaderelection::testing::MemoryLease;
 use kinformer_leaderelection::{LeaderElectionConfig, LeaderElector};
-use kinformer_reflector::ListPage;
 use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
+use kinformer_reflector::{ApiStatus, Backoff, ListPage};
 use kinformer_testenv::eventually;
 use kinformer_workqueue::{
     DelayingQueue, LOW_PRIORITY, Queue, RateLimitingWorkQueue, default_controller_rate_limiter,
@@ -75,9 +76,18 @@ async fn diagnostics_show_informers_queues_leases_and_sections_of_ones_own() {
     // times the processing figures are read from.
     Metrics::install();
 
-    // An informer over a scripted lister-watcher: three objects at resourceVersion 7.
+    // An informer over a scripted lister-watcher: a first list that fails, then three
+    // objects at resourceVersion 7 after a 10 ms backoff.
     let fake = FakeListerWatcher::new();
-    fake.on_list(|_| {
+    let failed = AtomicBool::new(false);
+    fake.on_list(move |_| {
+        if !failed.swap(true, Ordering::SeqCst) {
+            return Err(kinformer_reflector::Error::Api(ApiStatus::new(
+                500,
+                "InternalError",
+                "etcd is down",
+            )));
+        }
         Ok(ListPage::new(
             ["a", "b", "c"].map(|n| Obj(n.to_owned())),
             "7",
@@ -85,7 +95,13 @@ async fn diagnostics_show_informers_queues_leases_and_sections_of_ones_own() {
     });
     let (_watch, stream) = watch_channel();
     fake.push_watch(Ok(stream));
-    let informer = SharedIndexInformer::builder(fake).name("diag-objs").build();
+    let mut backoff = Backoff::default();
+    backoff.initial = Duration::from_millis(10);
+    backoff.jitter = 0.0;
+    let informer = SharedIndexInformer::builder(fake)
+        .name("diag-objs")
+        .backoff(backoff)
+        .build();
     let handle = informer.start().unwrap();
 
     // A factory with one informer it has not started (its client points nowhere).
@@ -174,7 +190,23 @@ async fn diagnostics_show_informers_queues_leases_and_sections_of_ones_own() {
     assert_eq!(objs["objects"], 3);
     assert_eq!(objs["last_sync_resource_version"], "7");
     assert_eq!(objs["lists"]["initial"], 1);
-    assert_eq!(objs["lists"]["error"], 0);
+    assert_eq!(objs["lists"]["error"], 1, "the relist after the failure");
+    let failure = &objs["last_error"];
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("500 InternalError: etcd is down"),
+        "{failure}"
+    );
+    assert_eq!(failure["backoff"], 0.01);
+    assert_eq!(failure["relist_reason"], "error");
+    let at: k8s_openapi::jiff::Timestamp =
+        failure["time"].as_str().unwrap().parse().expect("RFC 3339");
+    let age = SystemTime::now()
+        .duration_since(SystemTime::from(at))
+        .unwrap_or_default();
+    assert!(age < Duration::from_secs(60), "failed just now: {age:?}");
     assert_eq!(objs["syncs"], 1);
     assert_eq!(objs["watches"], 1);
     assert_eq!(objs["undecodable"], 0);
@@ -192,6 +224,7 @@ async fn diagnostics_show_informers_queues_leases_and_sections_of_ones_own() {
     );
     assert_eq!(pods_entry["objects"], 0);
     assert_eq!(pods_entry["last_sync_resource_version"], "");
+    assert_eq!(pods_entry["last_error"], Value::Null);
 
     let q = entry(&doc, "queues", "diag-test");
     assert_eq!(q["depth"], 2, "a and b");

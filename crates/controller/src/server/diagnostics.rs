@@ -2,6 +2,7 @@
 //! know now, as one JSON document (see the [server docs](super)).
 
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use kinformer_informer_factory::{InformerStats, SharedIndexInformer};
 use kinformer_workqueue::{Item, Queue, QueueStats, RateLimitingQueue};
@@ -171,7 +172,40 @@ fn informer_entry(s: &InformerStats) -> Value {
         "watch_events": counts(&s.reflector.events),
         "undecodable": s.reflector.undecodable,
         "undecodable_for_handlers": s.undecodable,
+        "last_error": s.last_error.as_ref().map(|e| json!({
+            "message": e.message,
+            "time": rfc3339(e.at),
+            "backoff": e.backoff.as_secs_f64(),
+            "relist_reason": e.relist_reason,
+        })),
     })
+}
+
+/// `t` in UTC as RFC 3339 with microseconds (`2026-01-02T03:04:05.123456Z`); `None` for a
+/// time before 1970 or after 9999.
+fn rfc3339(t: SystemTime) -> Option<String> {
+    let since = t.duration_since(UNIX_EPOCH).ok()?;
+    let secs = since.as_secs();
+    let (days, rem) = (i64::try_from(secs / 86_400).ok()?, secs % 86_400);
+    // Howard Hinnant's `civil_from_days`: the proleptic Gregorian date of a day count.
+    let z = days.checked_add(719_468)?;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era.checked_mul(400)? + i64::from(month <= 2);
+    if year > 9999 {
+        return None;
+    }
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_micros()
+    ))
 }
 
 /// A queue's entry; durations in seconds.
@@ -192,4 +226,41 @@ fn queue_entry(name: &str, s: &QueueStats) -> Value {
         "unfinished_work_seconds": s.unfinished_work.map(|d| d.as_secs_f64()),
         "shutting_down": s.shutting_down,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_in_utc_with_microseconds() {
+        let at = |secs: u64, nanos: u32| rfc3339(UNIX_EPOCH + Duration::new(secs, nanos));
+        assert_eq!(at(0, 0).as_deref(), Some("1970-01-01T00:00:00.000000Z"));
+        assert_eq!(
+            at(1_700_000_000, 123_456_789).as_deref(),
+            Some("2023-11-14T22:13:20.123456Z")
+        );
+        assert_eq!(
+            at(951_782_400, 0).as_deref(),
+            Some("2000-02-29T00:00:00.000000Z")
+        );
+        assert_eq!(
+            at(1_709_251_199, 0).as_deref(),
+            Some("2024-02-29T23:59:59.000000Z")
+        );
+        assert_eq!(
+            at(4_107_542_400, 0).as_deref(),
+            Some("2100-03-01T00:00:00.000000Z")
+        );
+        assert_eq!(
+            at(253_402_300_799, 0).as_deref(),
+            Some("9999-12-31T23:59:59.000000Z")
+        );
+        assert_eq!(at(253_402_300_800, 0), None, "year 10000");
+        let far = UNIX_EPOCH.checked_add(Duration::from_secs(i64::MAX.unsigned_abs()));
+        assert_eq!(far.and_then(rfc3339), None, "no overflow either");
+        assert_eq!(rfc3339(UNIX_EPOCH - Duration::from_secs(1)), None);
+    }
 }
