@@ -15,7 +15,7 @@ use crate::controller::Controller;
 /// What a source gives at each request: one entry, or an array of entries.
 type Source = Box<dyn Fn() -> Value + Send + Sync>;
 
-/// The sections every document has, empty or not, in this order; others follow.
+/// The sections every document has, empty or not; sections of one's own come beside them.
 const SECTIONS: [&str; 4] = ["informers", "queues", "leases", "shards"];
 
 /// The registered sources, by section.
@@ -139,6 +139,7 @@ impl Server {
         self.diagnose("leases", move || elector.status())
     }
 
+    /// Adds a source that makes its JSON itself.
     fn diagnose_raw(
         mut self,
         section: &str,
