@@ -2,7 +2,7 @@
 //! around it: a rate-limited work queue plus N workers running your reconcile function
 //! (client-go's worker loop), what feeds the queue ([`watch`](controller::Controller::watch),
 //! `owns`, [`watches`](controller::Controller::watches), [`predicates`]), `finalizer`,
-//! controller-runtime's metrics and the `/metrics` `/healthz` `/readyz` server.
+//! controller-runtime's metrics and the `/metrics` `/healthz` `/readyz` `/debug/diagnostics` server.
 //!
 //! # Where it sits
 //!
@@ -29,7 +29,7 @@
 //! | [`predicates`] | which updates are worth a reconcile (generation, labels, annotations changed: feature `kube`) |
 //! | `finalizer` | cleanup before an object goes away (feature `kube`) |
 //! | `metrics` | controller-runtime's controller metrics, client-go's queue metrics, informer metrics (feature `prometheus`) |
-//! | `server` | `/metrics`, `/healthz`, `/readyz` (feature `server`) |
+//! | `server` | `/metrics`, `/healthz`, `/readyz`, `/debug/diagnostics` (JSON) (feature `server`) |
 //!
 //! # Example
 //!
@@ -110,8 +110,8 @@
 //!   [`predicates`], `finalizer`, `Controller::run_elected` (leader election) and
 //!   `Controller::run_shard`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
-//! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz`
-//!   endpoints. Here rather than in a crate of its own: it serves this crate's metrics and
+//! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz`, `/readyz` and
+//!   `/debug/diagnostics` endpoints. Here rather than in a crate of its own: it serves this crate's metrics and
 //!   the health of its controllers, and is a small module behind a feature.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 

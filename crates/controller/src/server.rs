@@ -1,5 +1,5 @@
-//! A small HTTP server for what a controller's pod exposes: `/metrics`, `/healthz` and
-//! `/readyz` (feature `server`).
+//! A small HTTP server for what a controller's pod exposes: `/metrics`, `/healthz`,
+//! `/readyz` and `/debug/diagnostics` (feature `server`).
 //!
 //! - `/metrics`: the installed [`Metrics`](crate::metrics::Metrics) in the OpenMetrics text
 //!   format (empty when none are installed).
@@ -8,9 +8,36 @@
 //!   goes here.
 //! - `/readyz`: the same for readiness checks (a Service stops sending traffic; a rollout
 //!   waits): typically "every informer has synced".
+//! - `/debug/diagnostics`: one JSON document (`application/json`) of what the registered
+//!   parts know now, as Linkerd's kubert admin server dumps its watches and Leases. An
+//!   object with an array per section, always `informers`, `queues`, `leases` and `shards`
+//!   (empty when nothing is registered there), plus any section of your own:
+//!   - `informers` ([`diagnose_factory`](Server::diagnose_factory),
+//!     [`diagnose_informer`](Server::diagnose_informer)): `name`, `started`, `synced`,
+//!     `objects` (in the cache), `last_sync_resource_version`, `lists` (by reason: a relist
+//!     after `expired` or `error` shows trouble), `syncs`, `watches`, `watch_events` (by
+//!     type), `undecodable`, `undecodable_for_handlers`, `last_error` (`null`, or the
+//!     failure that ended the last failed list-and-watch: `message`, `time`, `backoff`,
+//!     `relist_reason`; it stays after a recovery);
+//!   - `queues` ([`diagnose_controller`](Server::diagnose_controller),
+//!     [`diagnose_queue`](Server::diagnose_queue)): `name`, `depth`, `depth_by_priority`
+//!     (`[{"priority", "depth"}]`, highest first, for the priority queue), `processing`,
+//!     `waiting`, `retries`, `longest_running_processor_seconds`, `unfinished_work_seconds`
+//!     (`null` for a queue that records no metrics: install [`Metrics`](crate::metrics::Metrics)
+//!     before building it), `shutting_down`;
+//!   - `leases` ([`diagnose_elector`](Server::diagnose_elector)): `name`, `identity`,
+//!     `holder`, `is_me`, `held`, `acquire_time`, `renew_time`, `lease_duration`,
+//!     `transitions`, `observed_time`, `expires_in`;
+//!   - `shards` (`.diagnose("shards", move || manager.status())` for a kinformer-sharding
+//!     `ShardManager` in an `Arc`): `name`, `identity`, `shard_count`, `held`,
+//!     `live_replicas`, `moves`, and each shard and membership Lease as in `leases`.
+//!
+//!   Times are RFC 3339 strings, durations seconds. Nothing secret is in it (no objects,
+//!   no credentials), but it names the pod's informers, Leases and identities.
 //!
 //! Plain HTTP/1.1 on the address given; put TLS in front of it if the metrics are
-//! sensitive. A check is a function called on each request: keep it cheap.
+//! sensitive. A check or a diagnostics source is a function called on each request: keep
+//! it cheap.
 //!
 //! ```no_run
 //! use kinformer_controller::metrics::Metrics;
@@ -23,8 +50,29 @@
 //! let cancel = CancellationToken::new();
 //! let server = Server::bind("0.0.0.0:8080".parse().unwrap())
 //!     .await?
+//!     .diagnose_factory(&factory)
 //!     .ready_when("informers", move || factory.all_synced());
 //! tokio::spawn(server.run(cancel.clone()));
+//! # Ok(()) }
+//! ```
+//!
+//! A controller's queue, a leader elector's Lease, and a section of your own (anything
+//! serde serializes) on the diagnostics page:
+//!
+//! ```no_run
+//! use kinformer_controller::controller::Controller;
+//! use kinformer_controller::server::Server;
+//! use kinformer_core::ObjectKey;
+//! use kinformer_leaderelection::LeaderElector;
+//!
+//! # async fn run(controller: Controller<ObjectKey>, elector: LeaderElector) -> std::io::Result<()> {
+//! let server = Server::bind("127.0.0.1:8080".parse().unwrap())
+//!     .await?
+//!     .diagnose_controller(&controller) // under `queues`
+//!     .diagnose_elector(&elector) // under `leases`
+//!     .diagnose("build", || serde_json::json!({ "version": env!("CARGO_PKG_VERSION") }));
+//! // A kinformer-sharding `ShardManager` in an `Arc`:
+//! // .diagnose("shards", move || manager.status())
 //! # Ok(()) }
 //! ```
 
@@ -41,6 +89,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+mod diagnostics;
 
 type Check = Box<dyn Fn() -> bool + Send + Sync>;
 
@@ -64,6 +114,7 @@ impl Checks {
 struct Routes {
     live: Checks,
     ready: Checks,
+    diagnostics: diagnostics::Diagnostics,
 }
 
 /// The server, bound and configured; [`run`](Self::run) serves it.
@@ -78,6 +129,7 @@ impl fmt::Debug for Server {
             .field("addr", &self.listener.local_addr().ok())
             .field("liveness_checks", &self.routes.live.0.len())
             .field("readiness_checks", &self.routes.ready.0.len())
+            .field("diagnostics_sources", &self.routes.diagnostics.len())
             .finish()
     }
 }
@@ -167,6 +219,7 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
 
 const PLAIN: &str = "text/plain; charset=utf-8";
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const JSON: &str = "application/json";
 
 fn respond(routes: &Routes, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     if req.method() != Method::GET {
@@ -184,6 +237,14 @@ fn respond(routes: &Routes, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         },
         "/healthz" | "/livez" => checked(&routes.live),
         "/readyz" => checked(&routes.ready),
+        "/debug/diagnostics" => match serde_json::to_string_pretty(&routes.diagnostics.render()) {
+            Ok(body) => text(StatusCode::OK, JSON, body),
+            Err(_) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                PLAIN,
+                "cannot encode the diagnostics\n".into(),
+            ),
+        },
         _ => text(StatusCode::NOT_FOUND, PLAIN, "not found\n".into()),
     }
 }

@@ -3,6 +3,8 @@
 //! their dependencies (Tokio, kube, serde's generated code) once, not once per file.
 
 mod controller;
+#[cfg(all(feature = "server", feature = "kube"))]
+mod diagnostics;
 #[cfg(feature = "kube")]
 mod e2e;
 #[cfg(feature = "kube")]

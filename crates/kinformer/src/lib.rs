@@ -39,7 +39,7 @@
 //! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
 //! | [`sharding`] | kinformer-sharding (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), one informer over the shards held (`ShardManager::selection`), `Controller::run_shard` per held shard |
 //! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
-//! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz` |
+//! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz`, `/debug/diagnostics` (JSON) |
 //! | `client` | kinformer-client (feature `client`) | a `kube::Client` with client-go's QPS/burst limit (5/10) and `rest_client_*` request metrics |
 //!
 //! The data flows top to bottom:

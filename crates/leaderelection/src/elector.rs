@@ -15,7 +15,7 @@ use crate::config::JITTER_FACTOR;
 use crate::lock::{BoxedLock, DynLock};
 use crate::metrics::leader_metric;
 use crate::{
-    Clock, Error, LeaderCallbacks, LeaderElectionConfig, LeaderMetric, Leading, Lock,
+    Clock, Error, LeaderCallbacks, LeaderElectionConfig, LeaderMetric, Leading, LeaseStatus, Lock,
     MetricsProvider, SystemClock,
 };
 
@@ -204,6 +204,22 @@ impl LeaderElector {
     pub fn is_leader(&self) -> bool {
         let now = self.inner.clock.now();
         self.inner.state().leading_until.is_some_and(|d| now < d)
+    }
+
+    /// What this candidate knows of its Lease now, for a status page: the holder, this
+    /// candidate's part, the record's times, and when the lease expires on this candidate's
+    /// clock. Makes no request: the record is the last one read or written.
+    pub fn status(&self) -> LeaseStatus {
+        let leading = self.is_leader();
+        let inner = &self.inner;
+        let state = inner.state();
+        LeaseStatus::new(
+            inner.name.clone(),
+            inner.identity.clone(),
+            state.observed.as_ref(),
+            leading,
+            &*inner.clock,
+        )
     }
 
     /// client-go's `Check`: fails when the last record seen names this candidate but that

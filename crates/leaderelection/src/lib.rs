@@ -200,6 +200,7 @@ mod metrics;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod record;
+mod status;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
@@ -216,6 +217,7 @@ pub use metrics::{LeaderMetric, MetricsProvider, NoopMetricsProvider, set_metric
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
 pub use record::LeaderElectionRecord;
+pub use status::LeaseStatus;
 
 /// Where the elector reads time and waits: kinformer-core's clock, shared with the workqueue
 /// and the event recorder.

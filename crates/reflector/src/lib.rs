@@ -210,8 +210,8 @@ pub use lister_watcher::{
     WatchStream,
 };
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, MIN_WATCH_TIMEOUT, Pace, Reflector, ReflectorCounters, ReflectorHandle,
-    ReflectorStatus, STREAMED_PART, WatchErrorHandler,
+    DEFAULT_PAGE_SIZE, LastError, MIN_WATCH_TIMEOUT, Pace, Reflector, ReflectorCounters,
+    ReflectorHandle, ReflectorStatus, STREAMED_PART, WatchErrorHandler,
 };
 pub use shard::{
     ShardFiltering, ShardFilteringHandle, ShardKey, ShardRange, ShardSelection, ShardSelector,

@@ -130,7 +130,7 @@ mod selection;
 mod shard;
 
 pub use config::ShardingConfig;
-pub use manager::ShardManager;
+pub use manager::{ShardManager, ShardManagerStatus};
 pub use shard::Shard;
 
 /// What [`ShardManager`] fails with.

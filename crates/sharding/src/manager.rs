@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use kinformer_leaderelection::{
-    Attempt, Clock, LeaseAttempt, Lock, ObservedRecord, Release, TokioClock,
+    Attempt, Clock, LeaseAttempt, LeaseStatus, Lock, ObservedRecord, Release, TokioClock,
 };
 use kinformer_reflector::{ShardKey, ShardRange, ShardSelection};
 use tokio::sync::watch;
@@ -24,6 +24,34 @@ use crate::{Error, Shard, ShardingConfig};
 struct Status {
     held: BTreeSet<u32>,
     live: usize,
+    /// Each shard Lease, then each membership Lease, as seen at the last retry.
+    shards: Vec<LeaseStatus>,
+    members: Vec<LeaseStatus>,
+}
+
+/// What a [`ShardManager`] knows now: see [`ShardManager::status`]. Serializes (serde) for a
+/// JSON status page, with the Leases' times as RFC 3339 strings and durations as seconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct ShardManagerStatus {
+    /// The manager's name ([`ShardingConfig::name`], the Leases' prefix).
+    pub name: String,
+    /// This replica's identity.
+    pub identity: String,
+    /// How many shards there are.
+    pub shard_count: u32,
+    /// The shards this replica holds.
+    pub held: Vec<u32>,
+    /// The live replicas seen at the last retry (this one included once it is a member).
+    pub live_replicas: usize,
+    /// How many shards this replica gave up to re-balance so far.
+    pub moves: u64,
+    /// Each shard's Lease as seen at the last retry, in shard order (`shards[i]` is shard
+    /// `i`'s); empty while the manager does not run.
+    pub shards: Vec<LeaseStatus>,
+    /// Each membership Lease as seen at the last retry: the replicas that hold one are the
+    /// live members.
+    pub members: Vec<LeaseStatus>,
 }
 
 /// Holds this replica's fair share of `N` shard Leases and runs work for each held shard:
@@ -124,6 +152,24 @@ impl<L> ShardManager<L> {
     fn select(&self, slot: &Slot<'_, L>, held: bool) {
         if slot.range.is_some() {
             self.lock_selections().set(slot.index, held, &self.ranges);
+        }
+    }
+
+    /// A snapshot for a status page: the shards held, the live replicas, and every shard
+    /// and membership Lease as this replica saw it at its last retry (holder, the record's
+    /// times, whether this replica holds it, when it expires on this replica's clock). Makes
+    /// no request.
+    pub fn status(&self) -> ShardManagerStatus {
+        let status = self.lock_status();
+        ShardManagerStatus {
+            name: self.config.name.clone(),
+            identity: self.identity.clone(),
+            shard_count: self.config.shards,
+            held: status.held.iter().copied().collect(),
+            live_replicas: status.live,
+            moves: self.moves(),
+            shards: status.shards.clone(),
+            members: status.members.clone(),
         }
     }
 
@@ -357,6 +403,17 @@ impl<L: Lock> ShardManager<L> {
                 }
             }
         }
+        let lease_status = |slot: &Slot<'_, L>| {
+            LeaseStatus::new(
+                slot.name,
+                self.identity.as_str(),
+                slot.observed.as_ref(),
+                slot.held.is_some(),
+                &TokioClock,
+            )
+        };
+        let shard_leases = shards.iter().map(lease_status).collect();
+        let member_leases = members.iter().map(lease_status).collect();
         let mut status = self.lock_status();
         status.live = live;
         status.held = shards
@@ -364,6 +421,8 @@ impl<L: Lock> ShardManager<L> {
             .filter(|s| s.held.is_some())
             .map(|s| s.index)
             .collect();
+        status.shards = shard_leases;
+        status.members = member_leases;
     }
 
     /// The one lease step of kinformer-leaderelection on `lock`, each request bounded by the

@@ -450,3 +450,65 @@ async fn the_selection_holds_a_shard_from_before_its_work_starts_until_after_it_
     b.2.await.unwrap().unwrap();
     assert_eq!(*violations.lock().unwrap(), Vec::<String>::new());
 }
+
+#[tokio::test(start_paused = true)]
+async fn status_shows_every_shard_and_membership_lease_with_its_holder() {
+    let (leases, owners) = (Leases::default(), Owners::default());
+    let a = start(&leases, &owners, "a", config(4));
+    let b = start(&leases, &owners, "b", config(4));
+    within(Duration::from_secs(10), || balanced(&[&a, &b], 4, &[2, 2])).await;
+    // One more retry, so that the status of both shows the other's shards.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let status = a.manager.status();
+    assert_eq!(
+        (status.name.as_str(), status.identity.as_str()),
+        ("ctl", "a")
+    );
+    assert_eq!(
+        (status.shard_count, status.live_replicas, status.moves),
+        (4, 2, 0)
+    );
+    assert_eq!(status.held, a.manager.held());
+    assert_eq!(status.held.len(), 2);
+    assert_eq!(
+        status
+            .shards
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect::<Vec<_>>(),
+        ["ctl-shard-0", "ctl-shard-1", "ctl-shard-2", "ctl-shard-3"]
+    );
+    for (i, lease) in (0..).zip(&status.shards) {
+        let mine = status.held.contains(&i);
+        let holder = if mine { "a" } else { "b" };
+        assert_eq!(lease.holder.as_deref(), Some(holder), "shard {i}");
+        assert_eq!((lease.held, lease.is_me), (mine, mine), "shard {i}");
+        assert_eq!(lease.lease_duration, Some(Duration::from_secs(15)));
+        assert!(lease.renew_time.is_some());
+        let expires_in = lease.expires_in.unwrap();
+        assert!(
+            expires_in > Duration::from_secs(10) && expires_in <= Duration::from_secs(15),
+            "renewed or read within a retry period: {expires_in:?}"
+        );
+    }
+    let members: Vec<_> = status
+        .members
+        .iter()
+        .filter_map(|l| l.holder.as_deref())
+        .collect();
+    assert_eq!(members.len(), 2, "{:?}", status.members);
+    assert!(members.contains(&"a") && members.contains(&"b"));
+    assert_eq!(
+        status.members.iter().filter(|l| l.held).count(),
+        1,
+        "a's own"
+    );
+
+    a.stop.cancel();
+    a.run.await.unwrap().unwrap();
+    let stopped = a.manager.status();
+    assert!(stopped.held.is_empty() && stopped.shards.is_empty() && stopped.members.is_empty());
+    b.stop.cancel();
+    b.run.await.unwrap().unwrap();
+}

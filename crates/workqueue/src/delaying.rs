@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 
 use crate::HashMap;
-use crate::metrics::resolve_provider;
-use crate::{Clock, CounterMetric, GetFuture, Item, Queue, QueueConfig, TimeListener, WorkQueue};
+use crate::metrics::Retries;
+use crate::{Clock, GetFuture, Item, Queue, QueueConfig, QueueStats, TimeListener, WorkQueue};
 
 /// A [`Queue`] that can add an item later: client-go's `TypedDelayingInterface`.
 ///
@@ -121,7 +121,9 @@ struct DelayShared<T, Q> {
     /// `add_after` fires an item that is already due itself.
     has_timer: AtomicBool,
     stopped: AtomicBool,
-    retries: Option<Box<dyn CounterMetric>>,
+    retries: Retries,
+    /// The name in `wrap`'s config, for [`QueueStats`] when the queue beneath has none.
+    name: String,
 }
 
 /// When a waiting item becomes ready. `Never` sorts after every instant.
@@ -326,12 +328,7 @@ impl<T: Item, Q: Queue<T> + 'static> DelayingWorkQueue<T, Q> {
     /// Puts the delaying layer over `queue`. `config` gives the clock that times delays and
     /// the name and provider of the `retries` metric; `queue` keeps its own configuration.
     pub fn wrap(queue: Q, config: QueueConfig) -> Self {
-        let retries = if config.name.is_empty() {
-            None
-        } else {
-            resolve_provider(config.metrics.as_ref())
-                .map(|provider| provider.new_retries_metric(&config.name))
-        };
+        let retries = Retries::new(config.metrics.as_ref(), &config.name);
         let name = config.name;
         let clock = config.clock;
         let mut rings = None;
@@ -351,6 +348,7 @@ impl<T: Item, Q: Queue<T> + 'static> DelayingWorkQueue<T, Q> {
                 has_timer: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
                 retries,
+                name: name.clone(),
             }
         });
         if let Some(rings) = rings
@@ -511,6 +509,16 @@ impl<T: Item, Q: Queue<T> + 'static> Queue<T> for DelayingWorkQueue<T, Q> {
     fn shutting_down(&self) -> bool {
         self.shared.queue.shutting_down()
     }
+    /// The queue beneath's, with this layer's waiting items and retries.
+    fn stats(&self) -> QueueStats {
+        let mut stats = self.shared.queue.stats();
+        stats.waiting += self.waiting_len();
+        stats.retries += self.shared.retries.get();
+        if stats.name.is_empty() {
+            stats.name.clone_from(&self.shared.name);
+        }
+        stats
+    }
 }
 
 impl<T: Item, Q: Queue<T> + 'static> DelayingQueue<T> for DelayingWorkQueue<T, Q> {
@@ -519,9 +527,7 @@ impl<T: Item, Q: Queue<T> + 'static> DelayingQueue<T> for DelayingWorkQueue<T, Q
         if shared.queue.shutting_down() || shared.stopped.load(AtomicOrdering::Acquire) {
             return;
         }
-        if let Some(retries) = &shared.retries {
-            retries.inc();
-        }
+        shared.retries.inc();
         if delay.is_zero() {
             shared.queue.add(item);
             return;

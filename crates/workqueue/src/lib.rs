@@ -194,6 +194,7 @@ mod priority;
 mod prometheus;
 mod queue;
 mod rate_limiting;
+mod stats;
 mod storage;
 mod sync;
 
@@ -214,6 +215,7 @@ pub use priority::{LOW_PRIORITY, PriorityWorkQueue};
 pub use prometheus::PrometheusMetricsProvider;
 pub use queue::{GetFuture, Queue, WorkQueue};
 pub use rate_limiting::{RateLimitingQueue, RateLimitingWorkQueue};
+pub use stats::QueueStats;
 pub use storage::{FifoStorage, PriorityStorage, QueueStorage, Queued};
 
 /// The clock is kinformer-core's, shared with the event recorder and the leader elector:

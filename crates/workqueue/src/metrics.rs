@@ -19,8 +19,9 @@
 //! [`set_metrics_provider`]), records nothing and pays nothing: no timestamps are kept.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::{Clock, Error, HashMap, Item};
 
@@ -276,18 +277,61 @@ impl<T: Item> QueueMetrics<T> {
         }
     }
 
-    /// Refreshes the two unfinished-work gauges from the items currently held.
-    pub(crate) fn update_unfinished_work(&mut self) {
+    /// The summed age of the items currently held, and the oldest one's: what the two
+    /// unfinished-work gauges show, and [`QueueStats`](crate::QueueStats) too.
+    pub(crate) fn unfinished_work(&self) -> (Duration, Duration) {
         let now = self.clock.now();
-        let mut total = 0.0;
-        let mut oldest = 0.0_f64;
+        let mut total = Duration::ZERO;
+        let mut oldest = Duration::ZERO;
         for started in self.started_at.values() {
-            let age = now.saturating_duration_since(*started).as_secs_f64();
-            total += age;
+            let age = now.saturating_duration_since(*started);
+            total = total.saturating_add(age);
             oldest = oldest.max(age);
         }
-        self.unfinished_work.set(total);
-        self.longest_running.set(oldest);
+        (total, oldest)
+    }
+
+    /// Refreshes the two unfinished-work gauges from the items currently held.
+    pub(crate) fn update_unfinished_work(&mut self) {
+        let (total, oldest) = self.unfinished_work();
+        self.unfinished_work.set(total.as_secs_f64());
+        self.longest_running.set(oldest.as_secs_f64());
+    }
+}
+
+/// A delaying layer's retries: the `retries` metric of a named queue with a provider, and a
+/// count for [`QueueStats::retries`](crate::QueueStats::retries) always (one relaxed add).
+pub(crate) struct Retries {
+    metric: Option<Box<dyn CounterMetric>>,
+    count: AtomicU64,
+}
+
+impl Retries {
+    /// The retries of the queue `name` (no metric for an unnamed queue), with the provider
+    /// of `own` or the global one.
+    pub(crate) fn new(own: Option<&Arc<dyn MetricsProvider>>, name: &str) -> Self {
+        let metric = if name.is_empty() {
+            None
+        } else {
+            resolve_provider(own).map(|provider| provider.new_retries_metric(name))
+        };
+        Self {
+            metric,
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one retry.
+    pub(crate) fn inc(&self) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if let Some(metric) = &self.metric {
+            metric.inc();
+        }
+    }
+
+    /// The retries counted so far.
+    pub(crate) fn get(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
     }
 }
 

@@ -14,11 +14,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::delaying::{Deadline, MAX_WAIT};
-use crate::metrics::{QueueMetrics, UNFINISHED_WORK_UPDATE_PERIOD, resolve_provider};
+use crate::metrics::{QueueMetrics, Retries, UNFINISHED_WORK_UPDATE_PERIOD, resolve_provider};
 use crate::queue::AsyncGet;
 use crate::{
-    Clock, CounterMetric, DelayingQueue, GetFuture, HashMap, Item, MaxOfRateLimiter, Queue,
-    QueueConfig, RateLimiter, RateLimitingQueue, TimeListener,
+    Clock, DelayingQueue, GetFuture, HashMap, Item, MaxOfRateLimiter, Queue, QueueConfig,
+    QueueStats, RateLimiter, RateLimitingQueue, TimeListener,
 };
 
 /// The priority controller-runtime's handlers give adds from an informer's initial list and
@@ -126,7 +126,9 @@ struct Shared<T, R> {
     doorbell: Option<Sender<()>>,
     /// Whether a timer thread runs; if not, `add_after` fires an item already due itself.
     has_timer: AtomicBool,
-    retries: Option<Box<dyn CounterMetric>>,
+    retries: Retries,
+    /// The queue's name, for [`QueueStats`].
+    name: String,
 }
 
 /// Where a ready item sits: higher priority first, then the earlier sequence number.
@@ -470,9 +472,7 @@ impl<T: Item, R: RateLimiter<T> + 'static> PriorityWorkQueue<T, R> {
         let metrics = provider.as_ref().map(|provider| {
             QueueMetrics::with_priority(&**provider, &config.name, config.clock.clone())
         });
-        let retries = provider
-            .as_ref()
-            .map(|provider| provider.new_retries_metric(&config.name));
+        let retries = Retries::new(config.metrics.as_ref(), &config.name);
         let clock = config.clock;
         let mut rings = None;
         let shared = Arc::new_cyclic(|weak: &Weak<Shared<T, R>>| {
@@ -504,6 +504,7 @@ impl<T: Item, R: RateLimiter<T> + 'static> PriorityWorkQueue<T, R> {
                 doorbell,
                 has_timer: AtomicBool::new(false),
                 retries,
+                name: config.name.clone(),
             }
         });
         if let Some(rings) = rings
@@ -792,6 +793,31 @@ impl<T: Item, R: RateLimiter<T> + 'static> Queue<T> for PriorityWorkQueue<T, R> 
     fn shutting_down(&self) -> bool {
         self.shared.lock().shutting_down
     }
+
+    /// With the depth by priority: one pass over the ready items, under the queue's lock.
+    fn stats(&self) -> QueueStats {
+        let state = self.shared.lock();
+        let mut depth_by_priority: Vec<(i32, usize)> = Vec::new();
+        // Ready keys sort by priority, highest first: equal priorities are adjacent.
+        for key in state.ready.keys() {
+            match depth_by_priority.last_mut() {
+                Some((priority, n)) if *priority == key.priority.0 => *n += 1,
+                _ => depth_by_priority.push((key.priority.0, 1)),
+            }
+        }
+        let unfinished = state.metrics.as_ref().map(QueueMetrics::unfinished_work);
+        QueueStats {
+            name: self.shared.name.clone(),
+            depth: state.ready.len(),
+            depth_by_priority,
+            processing: state.processing,
+            waiting: state.waiting.len(),
+            retries: self.shared.retries.get(),
+            unfinished_work: unfinished.map(|(total, _)| total),
+            longest_running_processor: unfinished.map(|(_, oldest)| oldest),
+            shutting_down: state.shutting_down,
+        }
+    }
 }
 
 impl<T: Item, R: RateLimiter<T> + 'static> DelayingQueue<T> for PriorityWorkQueue<T, R> {
@@ -805,9 +831,7 @@ impl<T: Item, R: RateLimiter<T> + 'static> DelayingQueue<T> for PriorityWorkQueu
         if self.shared.lock().shutting_down {
             return;
         }
-        if let Some(retries) = &self.shared.retries {
-            retries.inc();
-        }
+        self.shared.retries.inc();
         self.shared.add(item, priority, delay);
     }
 }

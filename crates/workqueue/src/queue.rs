@@ -15,7 +15,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use crate::HashMap;
 use crate::metrics::{QueueMetrics, UNFINISHED_WORK_UPDATE_PERIOD, resolve_provider};
 use crate::sync::{Condvar, Mutex, lock, wait};
-use crate::{FifoStorage, Item, QueueConfig, QueueStorage, Queued, TimeListener};
+use crate::{FifoStorage, Item, QueueConfig, QueueStats, QueueStorage, Queued, TimeListener};
 
 /// A work queue: client-go's `TypedInterface`.
 ///
@@ -103,6 +103,19 @@ pub trait Queue<T>: Send + Sync {
 
     /// Whether a shutdown has begun.
     fn shutting_down(&self) -> bool;
+
+    /// A snapshot for status pages and diagnostics: the depth, the items held and waiting,
+    /// the retries, and how long the held items have been processed, from the bookkeeping the
+    /// metrics read (see [`QueueStats`]). Takes the queue's lock once, like
+    /// [`len`](Queue::len). The default implementation knows only `len` and
+    /// [`shutting_down`](Queue::shutting_down); every queue of this crate fills in the rest.
+    fn stats(&self) -> QueueStats {
+        QueueStats {
+            depth: self.len(),
+            shutting_down: self.shutting_down(),
+            ..QueueStats::default()
+        }
+    }
 }
 
 macro_rules! forward_queue {
@@ -146,6 +159,9 @@ macro_rules! forward_queue {
             }
             fn shutting_down(&self) -> bool {
                 (**self).shutting_down()
+            }
+            fn stats(&self) -> QueueStats {
+                (**self).stats()
             }
         }
     )*};
@@ -291,6 +307,8 @@ struct Shared<T, S> {
     queued_hint: AtomicUsize,
     /// Dropping this sender stops the unfinished-work metrics thread.
     ticker: std::sync::Mutex<Option<Sender<()>>>,
+    /// The queue's name, for [`QueueStats`].
+    name: String,
 }
 
 /// Where an item stands: one slot of the state table per item in the item table.
@@ -567,6 +585,7 @@ impl<T: Item, S: QueueStorage<T> + 'static> WorkQueue<T, S> {
             drained: Condvar::new(),
             queued_hint: AtomicUsize::new(0),
             ticker: std::sync::Mutex::new(None),
+            name: config.name.clone(),
         });
         if has_metrics {
             let listener: Weak<dyn TimeListener> = Arc::downgrade(&shared) as _;
@@ -802,6 +821,20 @@ impl<T: Item, S: QueueStorage<T> + 'static> Queue<T> for WorkQueue<T, S> {
 
     fn shutting_down(&self) -> bool {
         lock(&self.shared.state).shutting_down
+    }
+
+    fn stats(&self) -> QueueStats {
+        let state = lock(&self.shared.state);
+        let unfinished = state.metrics.as_ref().map(QueueMetrics::unfinished_work);
+        QueueStats {
+            name: self.shared.name.clone(),
+            depth: state.queued(),
+            processing: state.processing,
+            unfinished_work: unfinished.map(|(total, _)| total),
+            longest_running_processor: unfinished.map(|(_, oldest)| oldest),
+            shutting_down: state.shutting_down,
+            ..QueueStats::default()
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::{
     DelayingQueue, DelayingWorkQueue, GetFuture, Item, MaxOfRateLimiter, Queue, QueueConfig,
-    RateLimiter,
+    QueueStats, RateLimiter,
 };
 
 /// A [`DelayingQueue`] that asks a [`RateLimiter`] how long to wait: client-go's
@@ -183,6 +183,9 @@ impl<T: Item, R: RateLimiter<T>, D: DelayingQueue<T>> Queue<T> for RateLimitingW
     }
     fn shutting_down(&self) -> bool {
         self.shared.queue.shutting_down()
+    }
+    fn stats(&self) -> QueueStats {
+        self.shared.queue.stats()
     }
 }
 

@@ -7,3 +7,4 @@ mod model;
 mod priority;
 mod robustness;
 mod rules;
+mod stats;

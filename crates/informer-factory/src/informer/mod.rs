@@ -309,6 +309,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
                 .unwrap_or_default(),
             reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
             undecodable: self.core.undecodable(),
+            last_error: status.and_then(ReflectorStatus::last_error),
         }
     }
 

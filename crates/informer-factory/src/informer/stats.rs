@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use kinformer_reflector::{ReflectorCounters, TaskHandle};
+use kinformer_reflector::{LastError, ReflectorCounters, TaskHandle};
 
 use crate::Error;
 use crate::listener::ListenerState;
@@ -33,6 +33,9 @@ pub struct InformerStats {
     /// encoded and each handler's thread decodes them): logged with their key, not handed
     /// on. Anything but 0 is a type whose encoding and decoding disagree.
     pub undecodable: u64,
+    /// The failure that ended its reflector's last failed list-and-watch, when, and the
+    /// backoff after it; `None` while none failed (it stays after a recovery).
+    pub last_error: Option<LastError>,
 }
 
 /// A handler's registration with an informer (client-go's `ResourceEventHandlerRegistration`).

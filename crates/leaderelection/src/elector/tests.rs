@@ -949,3 +949,74 @@ fn an_empty_identity_is_refused() {
     let err = LeaderElector::new(bad, lease.lock("a")).unwrap_err();
     assert!(matches!(err, Error::InvalidConfig(_)));
 }
+
+#[tokio::test(start_paused = true)]
+async fn status_shows_the_holder_the_records_times_and_the_expiry_on_this_clock() {
+    let (lease, timeline) = (MemoryLease::new(), Timeline::new());
+    let config = LeaderElectionConfig {
+        name: "status".into(),
+        ..LeaderElectionConfig::default()
+    };
+    let a = candidate_with(&lease, "a", &timeline, config.clone());
+    let b = candidate_with(&lease, "b", &timeline, config);
+    let before = a.status();
+    assert_eq!(
+        (before.name.as_str(), before.identity.as_str()),
+        ("status", "a")
+    );
+    assert_eq!(
+        (before.holder.as_deref(), before.is_me, before.held),
+        (None, false, false)
+    );
+    assert_eq!((before.renew_time, before.expires_in), (None, None));
+
+    let cancel = CancellationToken::new();
+    let runs = [spawn_term(&a, &cancel), spawn_term(&b, &cancel)];
+    until(&timeline, secs(5)).await;
+    let wall = timeline.clock.wall_now();
+    let leader = a.status();
+    assert_eq!(leader.holder.as_deref(), Some("a"));
+    assert!(leader.is_me && leader.held);
+    assert_eq!(leader.acquire_time, Some(wall - secs(5)));
+    assert_eq!(leader.renew_time, Some(wall - secs(1)), "renewed at 4 s");
+    assert_eq!(leader.observed_time, Some(wall - secs(1)), "its own write");
+    assert_eq!(leader.lease_duration, Some(LEASE));
+    assert_eq!(leader.transitions, Some(0));
+    assert_eq!(leader.expires_in, Some(secs(14)));
+
+    // The standby reads the record at its retries (every 2 to 4.4 s): what it saw may lag.
+    let standby = b.status();
+    assert_eq!(standby.holder.as_deref(), Some("a"));
+    assert!(!standby.is_me && !standby.held);
+    let (renewed, seen) = (standby.renew_time.unwrap(), standby.observed_time.unwrap());
+    assert!(renewed <= leader.renew_time.unwrap());
+    assert!(renewed <= seen && seen <= wall, "seen after it was written");
+    let since_seen = wall.duration_since(seen).unwrap();
+    assert_eq!(
+        standby.expires_in,
+        Some(LEASE - since_seen),
+        "15 s after it saw it"
+    );
+
+    let json = serde_json::to_value(&leader).unwrap();
+    assert_eq!(json["lease_duration"], 15.0);
+    assert_eq!(json["expires_in"], 14.0);
+    assert_eq!(json["holder"], "a");
+    let renew = json["renew_time"].as_str().unwrap();
+    let parsed: k8s_openapi::jiff::Timestamp = renew.parse().unwrap();
+    assert_eq!(
+        SystemTime::from(parsed),
+        wall - secs(1),
+        "RFC 3339: {renew}"
+    );
+    assert!(renew.ends_with('Z'), "{renew}");
+    assert_eq!(
+        serde_json::to_value(&before).unwrap()["renew_time"],
+        serde_json::Value::Null
+    );
+
+    cancel.cancel();
+    for run in runs {
+        run.await.unwrap().unwrap();
+    }
+}

@@ -28,7 +28,7 @@ mod watch;
 
 pub use handle::ReflectorHandle;
 pub use list::DEFAULT_PAGE_SIZE;
-pub use status::{ReflectorCounters, ReflectorStatus};
+pub use status::{LastError, ReflectorCounters, ReflectorStatus};
 pub use stream_list::STREAMED_PART;
 
 use status::Shared;

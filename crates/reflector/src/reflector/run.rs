@@ -35,6 +35,12 @@ where
             let delay = st
                 .backoff
                 .next_delay(self.clock.now(), err.is_unreachable());
+            self.shared.failed(
+                ErrorChain(&err).to_string(),
+                self.clock.wall_now(),
+                delay,
+                &st.reason,
+            );
             tracing::info!(reason = %st.reason, delay_ms = delay.as_millis() as u64, "will relist after a backoff");
             self.clock.sleep(delay).await;
         }

@@ -1,9 +1,10 @@
 //! The reflector's shared status and counters, and the live view of them
-//! ([`ReflectorStatus`], [`ReflectorCounters`]).
+//! ([`ReflectorStatus`], [`ReflectorCounters`], [`LastError`]).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use super::run_state::RelistReason;
 #[cfg(doc)]
@@ -22,6 +23,8 @@ pub(super) struct Shared {
     events: [AtomicU64; EVENT_TYPES.len()],
     /// Objects skipped because they did not decode.
     pub(super) undecodable: AtomicU64,
+    /// The failure that ended the last failed round; written only when a round fails.
+    last_error: Mutex<Option<LastError>>,
 }
 
 /// The `reason` labels of [`ReflectorCounters::lists`].
@@ -47,6 +50,30 @@ impl Shared {
         if let Some(n) = self.lists.get(reason.label_index()) {
             n.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Notes the failure that ended a round, and the backoff before the relist for
+    /// `reason`.
+    pub(super) fn failed(
+        &self,
+        message: String,
+        at: SystemTime,
+        backoff: Duration,
+        reason: &RelistReason,
+    ) {
+        let relist_reason = LIST_REASONS
+            .get(reason.label_index())
+            .copied()
+            .unwrap_or("error");
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(LastError {
+            message,
+            at,
+            backoff,
+            relist_reason,
+        });
     }
 
     pub(super) fn count_event<K>(&self, ev: &WatchEvent<K>) {
@@ -81,6 +108,23 @@ pub struct ReflectorCounters {
     /// Objects skipped because they did not decode ([`Error::Undecodable`]): list items
     /// and watch events.
     pub undecodable: u64,
+}
+
+/// The failure that ended a reflector's last failed round of list-and-watch, and what it did
+/// next: see [`ReflectorStatus::last_error`]. It stays after the reflector recovers (`at`
+/// tells how old it is); a `410 Gone` is one too (a relist, `relist_reason` `expired`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LastError {
+    /// The error with its causes, as logged.
+    pub message: String,
+    /// When the round ended, by the reflector's clock's wall time.
+    pub at: SystemTime,
+    /// How long the reflector waited before it listed again.
+    pub backoff: Duration,
+    /// Why it listed again: a `reason` of [`ReflectorCounters::lists`] (`expired`,
+    /// `too_large_resource_version`, `very_short_watch`, `error`).
+    pub relist_reason: &'static str,
 }
 
 /// A live view of a reflector's progress, cheap to clone.
@@ -122,6 +166,16 @@ impl ReflectorStatus {
     /// initial list, one more per relist.
     pub fn syncs(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// The failure that ended the last failed round of list-and-watch, with when it
+    /// happened and the backoff that followed; `None` while no round has failed.
+    pub fn last_error(&self) -> Option<LastError> {
+        self.shared
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// What the reflector did so far: lists by reason, watches, events by type.

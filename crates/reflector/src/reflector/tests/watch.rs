@@ -301,6 +301,57 @@ async fn a_custom_backoff_is_used() {
     drop(h);
 }
 
+/// The status keeps the failure that ended the last failed round and the backoff after it,
+/// also once the reflector has recovered.
+#[tokio::test(start_paused = true)]
+async fn the_status_keeps_the_last_failure_and_the_backoff_after_it() {
+    let s = Setup::new();
+    let failures = Arc::new(AtomicUsize::new(0));
+    s.fake.on_list({
+        let failures = Arc::clone(&failures);
+        move |_| {
+            if failures.fetch_add(1, Ordering::SeqCst) < 2 {
+                Err(status(500, "InternalError"))
+            } else {
+                Ok(ListPage::new(objs("a", 1), "5"))
+            }
+        }
+    });
+    let _tx = open_watch(&s.fake);
+    let fast = Backoff {
+        initial: Duration::from_millis(10),
+        jitter: 0.0,
+        ..Backoff::default()
+    };
+    let before = std::time::SystemTime::now();
+    let h = spawn(s.reflector().backoff(fast));
+    until("the watch after two failed lists", || {
+        !s.fake.watch_calls().is_empty()
+    })
+    .await;
+    assert!(h.status().has_synced());
+    let last = h.status().last_error().expect("two rounds failed");
+    assert!(last.message.contains("InternalError"), "{}", last.message);
+    assert_eq!(
+        last.backoff,
+        Duration::from_millis(20),
+        "the second failure's"
+    );
+    assert_eq!(last.relist_reason, "error");
+    assert!(last.at >= before && last.at <= std::time::SystemTime::now());
+    assert_eq!(
+        h.status().counters().lists,
+        [
+            ("initial", 1),
+            ("expired", 0),
+            ("too_large_resource_version", 0),
+            ("very_short_watch", 0),
+            ("error", 2)
+        ]
+    );
+    drop(h);
+}
+
 /// The clock is a swap point: on a fake clock that stands still, a failed list waits for the
 /// clock to be moved, however much of the runtime's time passes, and retries on each move
 /// that reaches the backoff.
