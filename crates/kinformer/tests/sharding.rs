@@ -252,7 +252,10 @@ async fn replicas_share_the_shards_rebalance_as_they_come_and_go_and_never_overl
     // Every pod reconciled, by the holder of its shard.
     creating.cancel();
     let created = creator.await.unwrap();
-    assert!(created > 100, "only {created} pods created");
+    // One every 40 ms over about 15 s when the machine is idle; a loaded one (a CI run
+    // beside builds) creates fewer, which changes nothing below: what matters is that pods
+    // arrived all along, through every move.
+    assert!(created > 40, "only {created} pods created");
     let pods = direct.list(&ListParams::default()).await.unwrap().items;
     let shard_of: BTreeMap<String, u32> = pods
         .iter()
