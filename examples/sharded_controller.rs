@@ -7,7 +7,8 @@
 //! ```text
 //! cargo run --example sharded_controller -- --kubeconfig K [-n default] [--shards=12]
 //!     [--identity=ID] [--lease-duration=15s] [--renew-deadline=10s] [--retry-period=2s]
-//!     [--max-moves=2] [--move-period=15s] [--reconcile-cost=0ms] [--capacity=N]
+//!     [--max-moves=2] [--move-period=15s] [--reconcile-cost=0ms] [--reconcile-cpu=0ms]
+//!     [--capacity=N]
 //! ```
 //!
 //! Start three against one cluster (`cargo xtask controlplane up` prints a kubeconfig), kill
@@ -24,9 +25,11 @@
 //! Each reconcile prints its shard and its interval (wall clock, microseconds), so that
 //! `tests/scale_out.rs` can check that no pod was reconciled by two processes at once.
 //! `--reconcile-cost` makes each reconcile wait that long (an I/O-bound reconcile), and
-//! `--capacity=N` lets at most N reconciles run at once in the process, whatever shards it
-//! holds (what one replica can do at once): `cargo xtask bench sharding` drains a backlog
-//! with 1, 2 and 3 processes this way.
+//! `--reconcile-cpu` makes each reconcile burn that much of its thread's CPU time (a
+//! CPU-bound reconcile: it holds a runtime worker thread meanwhile), and `--capacity=N` lets
+//! at most N reconciles run at once in the process, whatever shards it holds (what one
+//! replica can do at once): `cargo xtask bench sharding [--cpu]` drains a backlog with 1 to 6
+//! processes this way.
 #![allow(clippy::print_stdout)]
 
 #[path = "common/mod.rs"]
@@ -54,6 +57,7 @@ async fn main() -> Result<(), BoxError> {
         .value("--identity")
         .map_or_else(|| format!("sharded-{}", std::process::id()), str::to_owned);
     let cost = duration(&args, "--reconcile-cost")?.unwrap_or_default();
+    let cpu = duration(&args, "--reconcile-cpu")?.unwrap_or_default();
     let capacity = args
         .value("--capacity")
         .map(|n| n.parse::<usize>().map(|n| Arc::new(Semaphore::new(n))))
@@ -106,7 +110,7 @@ async fn main() -> Result<(), BoxError> {
         .run(&shutdown, move |shard: Shard| {
             let (informer, capacity) = (informer.clone(), capacity.clone());
             async move {
-                if let Err(e) = run_shard(&informer, &shard, cost, capacity).await {
+                if let Err(e) = run_shard(&informer, &shard, (cost, cpu), capacity).await {
                     println!("shard {}: {e}", shard.index());
                 }
             }
@@ -121,7 +125,7 @@ async fn main() -> Result<(), BoxError> {
 async fn run_shard(
     informer: &SharedIndexInformer<Pod>,
     shard: &Shard,
-    cost: Duration,
+    (cost, cpu): (Duration, Duration),
     capacity: Option<Arc<Semaphore>>,
 ) -> Result<(), BoxError> {
     println!("shard {} held", shard.index());
@@ -132,6 +136,7 @@ async fn run_shard(
     let context = Cost {
         shard: shard.index(),
         cost,
+        cpu,
         capacity,
     };
     controller.run_shard(shard, reconcile, context).await;
@@ -140,10 +145,12 @@ async fn run_shard(
     Ok(())
 }
 
-/// What a reconcile needs: its shard, its cost, the process's capacity.
+/// What a reconcile needs: its shard, its cost (waited, and burnt on the CPU), the
+/// process's capacity.
 struct Cost {
     shard: u32,
     cost: Duration,
+    cpu: Duration,
     capacity: Option<Arc<Semaphore>>,
 }
 
@@ -152,6 +159,7 @@ async fn reconcile(key: ObjectKey, ctx: Context<Cost>) -> Result<Action, BoxErro
     let Cost {
         shard,
         cost,
+        cpu,
         capacity,
     } = &*ctx;
     let _permit = match capacity {
@@ -165,8 +173,38 @@ async fn reconcile(key: ObjectKey, ctx: Context<Cost>) -> Result<Action, BoxErro
     if !cost.is_zero() {
         tokio::time::sleep(*cost).await;
     }
+    if !cpu.is_zero() {
+        burn(*cpu);
+    }
     println!("reconciled {key} shard={shard} from={from} to={}", micros());
     Ok(Action::Done)
+}
+
+/// Burns `cpu` of this thread's CPU time, on the worker thread (as a CPU-bound reconcile
+/// does). Linux counts it in `/proc/thread-self/schedstat`; elsewhere wall time stands in.
+fn burn(cpu: Duration) {
+    let (start, wall) = (thread_cpu(), std::time::Instant::now());
+    let mut x = 0u64;
+    loop {
+        for i in 0..20_000u64 {
+            x = x.wrapping_mul(0x0100_0000_01b3).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let spent = match (start, thread_cpu()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => wall.elapsed(),
+        };
+        if spent >= cpu {
+            return;
+        }
+    }
+}
+
+/// This thread's time on the CPU so far (Linux).
+fn thread_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos = stat.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
 }
 
 fn micros() -> u128 {

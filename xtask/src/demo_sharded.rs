@@ -5,7 +5,8 @@
 //!
 //! `cargo xtask bench sharding`: the same controller with 1, 2, 3, 4 and 6 processes draining a
 //! backlog of pods, each reconcile waiting a fixed time and each process running a fixed
-//! number of reconciles at once; prints the time to drain.
+//! number of reconciles at once; prints the time to drain. `--cpu`: each reconcile burns that
+//! time on the CPU instead of waiting it.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -96,6 +97,14 @@ impl Process {
     }
 
     /// The shards it holds, from its last `holding` line.
+    /// The process's peak RSS so far (`VmHWM`), in MiB (Linux).
+    fn peak_rss_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib / 1024.0)
+    }
+
     fn held(&self) -> Vec<u32> {
         let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
         lines
@@ -185,12 +194,15 @@ const BACKLOG: usize = 1000;
 const COST_MS: u64 = 20;
 const CAPACITY: usize = 4;
 
-/// `cargo xtask bench sharding`: time to drain a backlog with 1 to 6 processes.
+/// `cargo xtask bench sharding [--cpu]`: time to drain a backlog with 1 to 6 processes.
 pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.is_empty(),
-        "the sharding bench takes no options (got {args:?})"
-    );
+    let cpu = match args {
+        [] => false,
+        [flag] if flag == "--cpu" => true,
+        _ => anyhow::bail!("the sharding bench takes only --cpu (got {args:?})"),
+    };
+    let cost_flag = if cpu { "--reconcile-cpu" } else { "--reconcile-cost" };
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let program = build()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -198,18 +210,23 @@ pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
     rt.block_on(async {
         println!("starting etcd and kube-apiserver with the feature gate ShardedListAndWatch");
         let cp = ControlPlane::start_with(Options::default().sharded_list_and_watch(true)).await?;
+        let what = if cpu { "burns on the CPU" } else { "waits" };
         println!(
-            "{BACKLOG} pods per run, {SHARDS} shards, each reconcile waits {COST_MS} ms, \
-             {CAPACITY} reconciles at once per process"
+            "{BACKLOG} pods per run, {SHARDS} shards, each reconcile {what} {COST_MS} ms, \
+             {CAPACITY} reconciles at once per process, {cores} cores"
         );
-        println!("| processes | time to drain | pods/s | ideal (backlog × cost ÷ (capacity × processes)) |");
-        println!("| --- | --- | --- | --- |");
+        if cpu {
+            println!("| processes | time to drain | pods/s | ideal (backlog × cost ÷ min(capacity × processes, cores)) | peak RSS per process |");
+        } else {
+            println!("| processes | time to drain | pods/s | ideal (backlog × cost ÷ (capacity × processes)) | peak RSS per process |");
+        }
+        println!("| --- | --- | --- | --- | --- |");
         for n in [1, 2, 3, 4, 6] {
             let ns = cp.create_namespace("bench-sharding").await?;
             let pods: kube::Api<Pod> = kube::Api::namespaced(cp.client()?, &ns);
             create_pods(&pods, "p", BACKLOG).await?;
             let extra = [
-                format!("--reconcile-cost={COST_MS}ms"),
+                format!("{cost_flag}={COST_MS}ms"),
                 format!("--capacity={CAPACITY}"),
             ];
             let procs = (0..n)
@@ -220,11 +237,14 @@ pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
                 done.len() >= BACKLOG
             })
             .await?;
+            let rss: Vec<f64> = procs.iter().filter_map(Process::peak_rss_mib).collect();
             drop(procs);
+            let rss = rss.iter().sum::<f64>() / rss.len().max(1) as f64;
             let secs = took.as_secs_f64();
-            let ideal = (BACKLOG as f64) * (COST_MS as f64 / 1000.0) / ((CAPACITY * n) as f64);
+            let at_once = if cpu { (CAPACITY * n).min(cores) } else { CAPACITY * n };
+            let ideal = (BACKLOG as f64) * (COST_MS as f64 / 1000.0) / (at_once as f64);
             println!(
-                "| {n} | {secs:.2} s | {:.0} | {ideal:.2} s |",
+                "| {n} | {secs:.2} s | {:.0} | {ideal:.2} s | {rss:.1} MiB |",
                 BACKLOG as f64 / secs
             );
         }
