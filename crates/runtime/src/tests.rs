@@ -423,8 +423,24 @@ async fn an_elector_only_with_leader_elect() {
         .leader_election;
     let elector = on.elector(client.clone(), "team-a", "c").unwrap().unwrap();
     assert_eq!(elector.identity(), "me");
+    assert_eq!(elector.name(), "team-a/c");
     assert_eq!(elector.config().lease_duration, Duration::from_secs(15));
     assert!(elector.config().release_on_cancel);
+
+    let named = parse(&[
+        "--leader-elect",
+        "--leader-election-id",
+        "lease",
+        "--leader-election-namespace",
+        "kube-system",
+    ])
+    .unwrap()
+    .leader_election;
+    let elector = named
+        .elector(client.clone(), "team-a", "c")
+        .unwrap()
+        .unwrap();
+    assert_eq!(elector.name(), "kube-system/lease");
 
     let bad = parse(&["--leader-elect", "--leader-election-retry-period", "9s"])
         .unwrap()
