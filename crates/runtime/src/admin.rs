@@ -6,6 +6,9 @@ use kinformer_controller::server::Server;
 
 use crate::Error;
 
+/// Where `--help` lists these flags.
+const HEADING: &str = "Admin server";
+
 /// The admin server's flag: `--admin-addr ADDR` (alias controller-runtime's
 /// `--metrics-bind-address`), default `0.0.0.0:8080`, where kinformer-controller's
 /// [`Server`] serves `/metrics`, `/healthz` and `/readyz`.
@@ -21,11 +24,11 @@ use crate::Error;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
-#[command(next_help_heading = "Admin server")]
 pub struct AdminArgs {
     /// Where /metrics, /healthz and /readyz listen (port 0: any free port)
     #[arg(
         id = "admin-addr",
+        help_heading = HEADING,
         long = "admin-addr",
         alias = "metrics-bind-address",
         value_name = "ADDR",

@@ -6,6 +6,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 use crate::Error;
 
+/// Where `--help` lists these flags.
+const HEADING: &str = "Kubernetes client";
+
 /// The Kubernetes client's flags: kubectl's names for where the config comes from, and
 /// client-go's client-side rate limit.
 ///
@@ -39,33 +42,33 @@ use crate::Error;
 /// With `--kubeconfig`, `--context`, `--cluster` or `--user` the kubeconfig must load: a
 /// typo is an error, not a silent fall back to the in-cluster config.
 #[derive(Clone, Debug, PartialEq, clap::Args)]
-#[command(next_help_heading = "Kubernetes client")]
 pub struct ClientArgs {
     /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the in-cluster
     /// service account)
-    #[arg(id = "kubeconfig", long = "kubeconfig", value_name = "PATH")]
+    #[arg(id = "kubeconfig", help_heading = HEADING, long = "kubeconfig", value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 
     /// The kubeconfig context to use (default: its current context)
-    #[arg(id = "context", long = "context", value_name = "NAME")]
+    #[arg(id = "context", help_heading = HEADING, long = "context", value_name = "NAME")]
     pub context: Option<String>,
 
     /// The kubeconfig cluster to use (default: the context's)
-    #[arg(id = "cluster", long = "cluster", value_name = "NAME")]
+    #[arg(id = "cluster", help_heading = HEADING, long = "cluster", value_name = "NAME")]
     pub cluster: Option<String>,
 
     /// The kubeconfig user to use (default: the context's)
-    #[arg(id = "user", long = "user", value_name = "NAME")]
+    #[arg(id = "user", help_heading = HEADING, long = "user", value_name = "NAME")]
     pub user: Option<String>,
 
     /// The namespace to work in (default: the context's namespace, else "default"; in a pod,
     /// the service account's)
-    #[arg(id = "namespace", long = "namespace", value_name = "NS")]
+    #[arg(id = "namespace", help_heading = HEADING, long = "namespace", value_name = "NS")]
     pub namespace: Option<String>,
 
     /// Requests a second to the API server, on average (client-go's QPS)
     #[arg(
         id = "kube-api-qps",
+        help_heading = HEADING,
         long = "kube-api-qps",
         value_name = "QPS",
         default_value_t = kinformer_client::DEFAULT_QPS,
@@ -76,6 +79,7 @@ pub struct ClientArgs {
     /// Requests to the API server at once (client-go's burst)
     #[arg(
         id = "kube-api-burst",
+        help_heading = HEADING,
         long = "kube-api-burst",
         value_name = "N",
         default_value_t = kinformer_client::DEFAULT_BURST,

@@ -7,6 +7,9 @@ use kinformer_leaderelection::{
 };
 
 use crate::Error;
+
+/// Where `--help` lists these flags.
+const HEADING: &str = "Leader election";
 use crate::duration::parse_duration;
 
 /// Leader election's flags, with controller-runtime's names and client-go's defaults.
@@ -45,15 +48,15 @@ use crate::duration::parse_duration;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, clap::Args)]
-#[command(next_help_heading = "Leader election")]
 pub struct LeaderElectionArgs {
     /// Elect a leader: only the replica holding the Lease runs the workers
-    #[arg(id = "leader-elect", long = "leader-elect")]
+    #[arg(id = "leader-elect", help_heading = HEADING, long = "leader-elect")]
     pub enabled: bool,
 
     /// The Lease's name (default: the program's)
     #[arg(
         id = "leader-election-id",
+        help_heading = HEADING,
         long = "leader-election-id",
         alias = "leader-elect-resource-name",
         value_name = "NAME"
@@ -63,6 +66,7 @@ pub struct LeaderElectionArgs {
     /// The Lease's namespace (default: the client's namespace)
     #[arg(
         id = "leader-election-namespace",
+        help_heading = HEADING,
         long = "leader-election-namespace",
         alias = "leader-elect-resource-namespace",
         value_name = "NS"
@@ -72,6 +76,7 @@ pub struct LeaderElectionArgs {
     /// This replica's name in the Lease (default: the host name, '_' and 16 random hex digits)
     #[arg(
         id = "leader-election-identity",
+        help_heading = HEADING,
         long = "leader-election-identity",
         value_name = "ID"
     )]
@@ -80,6 +85,7 @@ pub struct LeaderElectionArgs {
     /// How long standbys wait, after the last renewal they saw, before taking the Lease
     #[arg(
         id = "leader-election-lease-duration",
+        help_heading = HEADING,
         long = "leader-election-lease-duration",
         alias = "leader-elect-lease-duration",
         value_name = "DURATION",
@@ -91,6 +97,7 @@ pub struct LeaderElectionArgs {
     /// How long the leader tries to renew before it stops leading
     #[arg(
         id = "leader-election-renew-deadline",
+        help_heading = HEADING,
         long = "leader-election-renew-deadline",
         alias = "leader-elect-renew-deadline",
         value_name = "DURATION",
@@ -102,6 +109,7 @@ pub struct LeaderElectionArgs {
     /// How long candidates wait between tries
     #[arg(
         id = "leader-election-retry-period",
+        help_heading = HEADING,
         long = "leader-election-retry-period",
         alias = "leader-elect-retry-period",
         value_name = "DURATION",

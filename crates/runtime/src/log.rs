@@ -9,6 +9,9 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::Error;
 
+/// Where `--help` lists these flags.
+const HEADING: &str = "Logs";
+
 /// How log lines look.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 #[non_exhaustive]
@@ -16,8 +19,8 @@ pub enum LogFormat {
     /// One line of text per event (colours on a terminal only).
     #[default]
     Plain,
-    /// One JSON object per event: `timestamp`, `level`, `target`, the event's fields
-    /// (`message` among them) at the top level, and its spans.
+    /// One JSON object per event: timestamp, level, target, the event's fields (message
+    /// among them) at the top level, and its spans.
     Json,
 }
 
@@ -41,11 +44,11 @@ pub enum LogFormat {
 /// # Ok::<(), clap::Error>(())
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
-#[command(next_help_heading = "Logs")]
 pub struct LogArgs {
     /// How log lines look
     #[arg(
         id = "log-format",
+        help_heading = HEADING,
         long = "log-format",
         value_name = "FORMAT",
         value_enum,
@@ -53,9 +56,9 @@ pub struct LogArgs {
     )]
     pub log_format: LogFormat,
 
-    /// Which events to log, as RUST_LOG says it (e.g. "info", "warn,my_controller=debug")
+    /// Which events to log, as RUST_LOG says it: "debug", "warn,my_controller=debug", ...
     /// (default: $RUST_LOG, else "info")
-    #[arg(id = "log-level", long = "log-level", value_name = "FILTER")]
+    #[arg(id = "log-level", help_heading = HEADING, long = "log-level", value_name = "FILTER")]
     pub log_level: Option<String>,
 }
 

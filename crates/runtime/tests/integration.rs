@@ -108,6 +108,16 @@ fn help_shows_the_programs_about_and_every_flag_under_its_heading() {
     ] {
         assert!(help.contains(line), "{line:?} missing in:\n{help}");
     }
+    // The program's own flags stay under its own heading, not the last group's.
+    let options = help.find("Options:").unwrap();
+    let groups = help.find("Kubernetes client:").unwrap();
+    for own in ["--workers", "--dry-run"] {
+        let at = help.find(own).unwrap();
+        assert!(
+            options < at && at < groups,
+            "{own} not under Options:\n{help}"
+        );
+    }
     // kinformer-runtime's own docs are no program's about.
     assert!(!help.contains("Every flag group"), "{help}");
 }
