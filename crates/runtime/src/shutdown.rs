@@ -123,7 +123,7 @@ where
         return;
     };
     tracing::info!(
-        %first,
+        signal = %first,
         "received {first}: draining; a second signal exits at once"
     );
     token.cancel();
@@ -131,7 +131,7 @@ where
         return;
     };
     tracing::warn!(
-        %second,
+        signal = %second,
         code = second.exit_code(),
         "received {second} while draining: exiting without finishing"
     );
