@@ -2,7 +2,9 @@
 //! kinformer-testenv, each in a namespace of its own; the pod controller's `--demo` run is
 //! what `cargo xtask demo` shows, and its output is checked here. Run with `cargo xtask
 //! test` (or `cargo test -p kinformer-examples --test examples -- --include-ignored` once
-//! the control plane is built).
+//! the control plane is built). `cli_controller` runs as a process (its command line and its
+//! signals are what it shows); its `--help` and its SIGTERM before the cache syncs need no
+//! control plane.
 // Each example includes the shared `common` module; here they are three modules of one crate.
 #![allow(clippy::duplicate_mod)]
 
