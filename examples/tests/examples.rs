@@ -2,7 +2,9 @@
 //! kinformer-testenv, each in a namespace of its own; the pod controller's `--demo` run is
 //! what `cargo xtask demo` shows, and its output is checked here. Run with `cargo xtask
 //! test` (or `cargo test -p kinformer-examples --test examples -- --include-ignored` once
-//! the control plane is built).
+//! the control plane is built). `cli_controller` runs as a process (its command line and its
+//! signals are what it shows); its `--help` and its SIGTERM before the cache syncs need no
+//! control plane.
 // Each example includes the shared `common` module; here they are three modules of one crate.
 #![allow(clippy::duplicate_mod)]
 
@@ -129,4 +131,175 @@ async fn the_widget_controller_creates_scales_repairs_and_cleans_up() {
             lines.join("\n")
         );
     }
+}
+
+/// `examples/cli_controller.rs` as a process: its stdout lines, read on a thread.
+struct CliController {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl CliController {
+    fn start(args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let program =
+            kinformer_testenv::example_binary("kinformer-examples", "cli_controller").unwrap();
+        let mut child = std::process::Command::new(program)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                if tx.send(line.unwrap_or_default()).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits up to 60 s for a line that contains every one of `parts`.
+    fn wait_for(&mut self, parts: &[&str]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+        {
+            let found = parts.iter().all(|part| line.contains(part));
+            self.seen.push(line);
+            if found {
+                return;
+            }
+        }
+        let _ = self.child.kill();
+        panic!("no line with {parts:?} in:\n{}", self.seen.join("\n"));
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Its exit status, within 60 s.
+    fn wait(mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                self.seen.extend(self.lines.try_iter());
+                return (status, self.seen);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("still running:\n{}", self.seen.join("\n"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn cli_controller_help_lists_its_flags_and_kinformer_runtimes() {
+    let program =
+        kinformer_testenv::example_binary("kinformer-examples", "cli_controller").unwrap();
+    let out = std::process::Command::new(program)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "Watches the pods of a namespace",
+        "--workers <WORKERS>",
+        "--sync-timeout <DURATION>",
+        "--kubeconfig <PATH>",
+        "--namespace <NS>",
+        "--kube-api-qps <QPS>",
+        "--leader-elect",
+        "--leader-election-lease-duration <DURATION>",
+        "--admin-addr <ADDR>",
+        "--log-format <FORMAT>",
+        "--log-level <FILTER>",
+    ] {
+        assert!(help.contains(flag), "{flag:?} missing in:\n{help}");
+    }
+}
+
+#[test]
+fn cli_controller_stops_cleanly_on_sigterm_while_its_cache_cannot_sync() {
+    // A cluster nobody serves: the informer retries, the cache never syncs.
+    let dir = std::env::temp_dir().join(format!("cli-controller-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n\
+         clusters: [{name: nowhere, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+         contexts: [{name: nowhere, context: {cluster: nowhere, user: nobody, namespace: idle}}]\n\
+         users: [{name: nobody, user: {token: unused}}]\n",
+    )
+    .unwrap();
+    let mut program = CliController::start(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--admin-addr",
+        "127.0.0.1:0",
+        "--log-level",
+        "info",
+    ]);
+    program.wait_for(&["connecting", "namespace=idle"]);
+    program.wait_for(&["waiting for the cache to sync"]);
+    program.signal("-TERM");
+    program.wait_for(&["shutdown before the cache synced"]);
+    let (status, lines) = program.wait();
+    assert!(status.success(), "{status}:\n{}", lines.join("\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn cli_controller_reconciles_then_drains_on_sigterm() {
+    use k8s_openapi::api::core::v1::Pod;
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("cli").await.unwrap();
+    let kubeconfig = cp.kubeconfig().to_str().unwrap().to_owned();
+    let mut program = CliController::start(&[
+        "--kubeconfig",
+        &kubeconfig,
+        "--namespace",
+        &ns,
+        "--admin-addr",
+        "127.0.0.1:0",
+    ]);
+    program.wait_for(&["cache synced"]);
+    let pods: kube::Api<Pod> =
+        kube::Api::namespaced(reflector_client(cp.admin_config()).unwrap(), &ns);
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "web-0" },
+        "spec": { "containers": [{ "name": "main", "image": "nginx" }] }
+    }))
+    .unwrap();
+    pods.create(&kube::api::PostParams::default(), &pod)
+        .await
+        .unwrap();
+    program.wait_for(&["reconciled pod", &format!("{ns}/web-0")]);
+    program.signal("-TERM");
+    program.wait_for(&["drained; stopping the informers"]);
+    program.wait_for(&["cli_controller: stopped"]);
+    let (status, lines) = tokio::task::spawn_blocking(move || program.wait())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}:\n{}", lines.join("\n"));
 }

@@ -41,6 +41,7 @@
 //! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
 //! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz`, `/debug/diagnostics` (JSON) |
 //! | `client` | kinformer-client (feature `client`) | a `kube::Client` with client-go's QPS/burst limit (5/10) and `rest_client_*` request metrics |
+//! | `runtime` | kinformer-runtime (feature `runtime`) | a program's plumbing: clap flags for the client, leader election, the admin server and logs; a shutdown token the first SIGTERM or SIGINT cancels |
 //!
 //! The data flows top to bottom:
 //!
@@ -231,9 +232,11 @@
 //!   `Controller::run_elected`, `sharding` and `Controller::run_shard`.
 //! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
 //! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz` endpoints.
+//! - `client`: `client`, a `kube::Client` with client-go's rate limit and request metrics.
+//! - `runtime`: `runtime`, the clap flags and the signal handling of a controller program.
 //!
-//! Each one turns on the feature of the same name in the crates it concerns
-//! (kinformer-controller's for all three).
+//! The first three turn on the feature of the same name in the crates they concern
+//! (kinformer-controller's for all three); `client` and `runtime` add their crate.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 #[cfg(feature = "kube")]
@@ -292,6 +295,13 @@ pub use kinformer_leaderelection as leaderelection;
 /// kinformer-client (feature `client`).
 #[cfg(feature = "client")]
 pub use kinformer_client as client;
+
+/// A program's plumbing: clap flag groups to flatten into its parser (`ClientArgs`,
+/// `LeaderElectionArgs`, `AdminArgs`, `LogArgs`, all of them as `Args`) and
+/// `shutdown::signals()`, a token the first SIGTERM or SIGINT cancels (the second exits):
+/// kinformer-runtime (feature `runtime`).
+#[cfg(feature = "runtime")]
+pub use kinformer_runtime as runtime;
 
 /// The names a controller author uses daily: `use kinformer::prelude::*;`.
 ///
