@@ -201,7 +201,11 @@ pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
         [flag] if flag == "--cpu" => true,
         _ => anyhow::bail!("the sharding bench takes only --cpu (got {args:?})"),
     };
-    let cost_flag = if cpu { "--reconcile-cpu" } else { "--reconcile-cost" };
+    let cost_flag = if cpu {
+        "--reconcile-cpu"
+    } else {
+        "--reconcile-cost"
+    };
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let program = build()?;
     let rt = tokio::runtime::Builder::new_current_thread()
