@@ -3,7 +3,7 @@
 //! leader elector do, and the sections of its own.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -25,6 +25,8 @@ use kinformer_workqueue::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::get_with_head as get;
+
 /// A namespaced object with a name.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Obj(String);
@@ -39,25 +41,6 @@ impl MetaObject for Obj {
     fn object_resource_version(&self) -> Option<&str> {
         Some("7")
     }
-}
-
-/// A GET over plain HTTP/1.1: the status code, the head and the body.
-fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).expect("read");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a response");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
 /// The entry of `section` named `name`.

@@ -37,6 +37,12 @@ impl MetaObject for Obj {
 
 /// A GET over plain HTTP/1.1: the status code and the body.
 fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let (status, _, body) = get_with_head(addr, path);
+    (status, body)
+}
+
+/// A GET over plain HTTP/1.1: the status code, the head (lowercased) and the body.
+pub(crate) fn get_with_head(addr: SocketAddr, path: &str) -> (u16, String, String) {
     let mut stream = TcpStream::connect(addr).expect("connect");
     write!(
         stream,
@@ -52,7 +58,7 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
         .and_then(|c| c.parse().ok())
         .expect("status");
     // Bodies are small; hyper sends them with a length, not chunked.
-    (status, body.to_owned())
+    (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
 fn scrape(addr: SocketAddr) -> Scrape {
