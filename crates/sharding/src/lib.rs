@@ -5,13 +5,13 @@
 //! shards, shard `i` being range `i` of `N` of the 64-bit hash of each object's uid (or
 //! namespace), and one Lease per shard, `<name>-shard-<i>`. Each replica holds about
 //! `ceil(N / live replicas)` of them and runs, per held shard, whatever the caller asks —
-//! usually a sharded informer (see [`kinformer_reflector::ShardSelector`]) and a
-//! controller through
+//! usually a controller on the replica's one informer over every shard it holds
+//! ([`ShardManager::selection`], kept up to date by the manager) through
 //! [`Controller::run_shard`](kinformer_controller::controller::Controller::run_shard),
 //! which takes a [`Shard`] (it implements
 //! [`HeldShard`](kinformer_controller::controller::HeldShard)). The API server sends each
-//! informer only its shard's objects (Kubernetes 1.36 with the gate `ShardedListAndWatch`;
-//! without it the informer filters).
+//! replica's informer only its shards' objects (Kubernetes 1.36 with the gate
+//! `ShardedListAndWatch`; without it the informer filters).
 //!
 //! The facade re-exports this crate as `kinformer::sharding`; its module docs show a
 //! whole sharded controller on a cluster, and `examples/sharded_controller.rs` runs one.
