@@ -97,7 +97,8 @@ async fn counters_count_lists_by_reason_watches_and_events_by_type() {
             ("expired", 1),
             ("too_large_resource_version", 0),
             ("very_short_watch", 0),
-            ("error", 0)
+            ("error", 0),
+            ("shard_selection_changed", 0)
         ]
     );
     assert_eq!(c.watches, 2);
@@ -346,7 +347,8 @@ async fn the_status_keeps_the_last_failure_and_the_backoff_after_it() {
             ("expired", 0),
             ("too_large_resource_version", 0),
             ("very_short_watch", 0),
-            ("error", 2)
+            ("error", 2),
+            ("shard_selection_changed", 0)
         ]
     );
     drop(h);
