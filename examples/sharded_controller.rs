@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --example sharded_controller -- --kubeconfig K [-n default] [--shards=12]
-//!     [--identity=ID] [--lease-duration=15s] [--renew-deadline=10s] [--retry-period=2s]
+//!     [--replacing=16,...] [--identity=ID] [--lease-duration=15s] [--renew-deadline=10s] [--retry-period=2s]
 //!     [--max-moves=2] [--move-period=15s] [--reconcile-cost=0ms] [--reconcile-cpu=0ms]
 //!     [--capacity=N]
 //! ```
@@ -15,14 +15,18 @@
 //! one, start another: the shards move. Every line is one of:
 //!
 //! ```text
-//! sharded controller ID: 12 shards on Leases NS/pods-shard-<i>
+//! sharded controller ID: 12 shards on Leases NS/pods-shard-<i>-of-12
 //! holding [0, 3, 7, 9] of 12; 3 live replicas; 0 moves
 //! shard 3 held
-//! reconciled NS/p-17 shard=3 from=<unix µs> to=<unix µs>
+//! reconciled NS/p-17 shard=3/12 from=<unix µs> to=<unix µs>
 //! shard 3 stopped
 //! ```
 //!
-//! Each reconcile prints its shard and its interval (wall clock, microseconds), so that
+//! `--replacing` names the shard counts this process's count replaces, when a new count
+//! rolls out over running processes (`ShardingConfig::replacing`). Interrupted (SIGINT),
+//! the process stops its shards' work and releases their Leases before it exits.
+//!
+//! Each reconcile prints its shard (index/count) and its interval (wall clock, microseconds), so that
 //! `tests/scale_out.rs` can check that no pod was reconciled by two processes at once.
 //! `--reconcile-cost` makes each reconcile wait that long (an I/O-bound reconcile), and
 //! `--reconcile-cpu` makes each reconcile burn that much of its thread's CPU time (a
@@ -69,8 +73,8 @@ async fn main() -> Result<(), BoxError> {
         LeaseLock::new(client.clone(), &lease_ns, lease, &me)
     })?);
     println!(
-        "sharded controller {identity}: {} shards on Leases {namespace}/{}-shard-<i>",
-        config.shards, config.name
+        "sharded controller {identity}: {} shards on Leases {namespace}/{}-shard-<i>-of-{}",
+        config.shards, config.name, config.shards
     );
 
     // What the process holds, printed when it changes.
@@ -134,7 +138,7 @@ async fn run_shard(
     let selector = shard.selector(ShardKey::Uid);
     let registration = controller.watch_where(informer, move |pod: &Pod| selector.matches(pod))?;
     let context = Cost {
-        shard: shard.index(),
+        shard: (shard.index(), shard.count()),
         cost,
         cpu,
         capacity,
@@ -148,7 +152,7 @@ async fn run_shard(
 /// What a reconcile needs: its shard, its cost (waited, and burnt on the CPU), the
 /// process's capacity.
 struct Cost {
-    shard: u32,
+    shard: (u32, u32),
     cost: Duration,
     cpu: Duration,
     capacity: Option<Arc<Semaphore>>,
@@ -176,7 +180,12 @@ async fn reconcile(key: ObjectKey, ctx: Context<Cost>) -> Result<Action, BoxErro
     if !cpu.is_zero() {
         burn(*cpu);
     }
-    println!("reconciled {key} shard={shard} from={from} to={}", micros());
+    println!(
+        "reconciled {key} shard={}/{} from={from} to={}",
+        shard.0,
+        shard.1,
+        micros()
+    );
     Ok(Action::Done)
 }
 
@@ -234,6 +243,12 @@ fn config(args: &Args) -> Result<ShardingConfig, BoxError> {
         if let Some(d) = duration(args, flag)? {
             *field = d;
         }
+    }
+    if let Some(counts) = args.value("--replacing") {
+        config.previous = counts
+            .split(',')
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
     }
     if let Some(n) = args.value("--max-moves") {
         config.max_moves = n.parse()?;

@@ -290,12 +290,26 @@ impl<'a, L: Lock + ?Sized> LeaseAttempt<'a, L> {
     /// # Errors
     /// The error of the read or of the write.
     pub async fn release(&self, observed: &mut Option<ObservedRecord>) -> Result<Release, Error> {
+        self.release_from(observed, self.lock.identity()).await
+    }
+
+    /// [`release`](Self::release) of a record naming `holder` rather than this candidate:
+    /// a lock handed to a name that renews nothing ([`hand_over`](Self::hand_over)) is
+    /// freed this way.
+    ///
+    /// # Errors
+    /// The error of the read or of the write.
+    pub async fn release_from(
+        &self,
+        observed: &mut Option<ObservedRecord>,
+        holder: &str,
+    ) -> Result<Release, Error> {
         let Some(current) = self.call(self.lock.get()).await? else {
             return Ok(Release::NotFound);
         };
         // client-go checks the record it saw last, which can be older than the one just
         // read; the fresh one is what the update will overwrite.
-        if current.holder_identity != self.lock.identity() {
+        if current.holder_identity != holder {
             return Ok(Release::NotHolder);
         }
         let now = Some(truncate_to_micros(self.clock.wall_now()));
@@ -309,6 +323,58 @@ impl<'a, L: Lock + ?Sized> LeaseAttempt<'a, L> {
         self.call(self.lock.update(&released)).await?;
         self.set(observed, released);
         Ok(Release::Released)
+    }
+
+    /// Hands the lock to `holder`, a name that is not a candidate and renews nothing, for
+    /// `lease_duration_seconds`: with the rules of
+    /// [`try_acquire_or_renew`](Self::try_acquire_or_renew) (read afresh, created when
+    /// there is none, left to a holder whose lease has not expired, written over the
+    /// version read), but the record written names `holder`. Candidates then see the lock
+    /// held until that lease expires. kinformer-sharding marks the Leases of a replaced
+    /// shard count this way. [`Attempt::Held`] when the record names `holder` (already, or
+    /// now).
+    pub async fn hand_over(
+        &self,
+        observed: &mut Option<ObservedRecord>,
+        holder: &str,
+        lease_duration_seconds: i32,
+    ) -> Attempt {
+        let now = self.clock.now();
+        let wall = Some(truncate_to_micros(self.clock.wall_now()));
+        let mut record = LeaderElectionRecord {
+            holder_identity: holder.to_owned(),
+            lease_duration_seconds,
+            acquire_time: wall,
+            renew_time: wall,
+            leader_transitions: 0,
+        };
+        let written = match self.call(self.lock.get()).await {
+            Ok(None) => self.call(self.lock.create(&record)).await,
+            Ok(Some(old)) => {
+                let transitions = old.leader_transitions;
+                let named = old.holder_identity == holder;
+                ObservedRecord::observe(observed, old, now);
+                if named {
+                    return Attempt::Held;
+                }
+                if observed
+                    .as_ref()
+                    .is_some_and(|seen| !seen.is_free_for(self.lock.identity(), now))
+                {
+                    return Attempt::HeldByOther;
+                }
+                record.leader_transitions = transitions.saturating_add(1);
+                self.call(self.lock.update(&record)).await
+            }
+            Err(e) => Err(e),
+        };
+        match written {
+            Ok(()) => {
+                self.set(observed, record);
+                Attempt::Held
+            }
+            Err(e) => Attempt::Failed(e),
+        }
     }
 
     /// Reads the record and notes it in `observed` (when there is one). The record read,

@@ -3,7 +3,7 @@
 //!
 //! Leader election lets one replica do all the work. [`ShardManager`] splits it: `N`
 //! shards, shard `i` being range `i` of `N` of the 64-bit hash of each object's uid (or
-//! namespace), and one Lease per shard, `<name>-shard-<i>`. Each replica holds about
+//! namespace), and one Lease per shard, `<name>-shard-<i>-of-<N>`. Each replica holds about
 //! `ceil(N / live replicas)` of them and runs, per held shard, whatever the caller asks —
 //! usually a controller on the replica's one informer over every shard it holds
 //! ([`ShardManager::selection`], kept up to date by the manager) through
@@ -21,7 +21,7 @@
 //! Every retry period each replica, on its own:
 //!
 //! 1. **Says it is alive** by holding one of `N` membership Leases,
-//!    `<name>-member-<j>` (any free one), and reads the others: the live replicas are the
+//!    `<name>-member-<j>-of-<N>` (any free one), and reads the others: the live replicas are the
 //!    holders of membership Leases not yet expired. A replica beyond the `N`-th has nothing
 //!    to do and waits for a free one.
 //! 2. **Holds each shard Lease as a leader election holds its Lease**, with the very step
@@ -42,13 +42,49 @@
 //!    replicas started together see each other's membership first instead of each taking
 //!    every shard and then handing them back.
 //! 5. On shutdown, stops every shard's work and releases every Lease it holds.
+//! 6. **Steps aside for a new shard count**: gives up, and does not take, the shards of its
+//!    count that a replica of another count needs (see
+//!    [Changing the shard count](#changing-the-shard-count)).
 //!
 //! The shard count and the locks are the swap points: [`ShardManager::new`] takes the
 //! count in its config and a function from a Lease name to a
 //! [`kinformer_leaderelection::Lock`] (a
 //! [`LeaseLock`](kinformer_leaderelection::LeaseLock) in a cluster, a `MemoryLease` lock
-//! in tests). The count must be the same on every replica: changing it is a new
-//! deployment (new names), as two counts would cut the hash space differently.
+//! in tests).
+//!
+//! # Changing the shard count
+//!
+//! Two counts cut the hash space differently, so shard 3 of 12 and shard 4 of 16 share
+//! keys under different Leases. To change the count of a running deployment, roll out a
+//! config that names the count it replaces, replica by replica:
+//! `ShardingConfig::new("my-controller", 16).replacing([12])`.
+//!
+//! - Before a replica of the new count takes a shard, it *hands over* every overlapping
+//!   Lease of the old count: writes it, over the version it read and only while it is free
+//!   (released, or expired on this replica's clock), with a holder naming the new count
+//!   (`kinformer.io/handed-over-to-16-shards`) and the longest lease a Lease can state.
+//!   Only once all of them are handed over does it take the shard. A Lease an old replica
+//!   still holds is left to it.
+//! - A replica of the old count that reads one of its Leases handed over gives up every
+//!   shard it holds that shares a range of the new count with it (stopping the work first,
+//!   as for any give-up), and takes none of them. The new count's replicas then find those
+//!   Leases free at their next retry and hand them over in turn.
+//! - So no key is worked on by replicas of both counts at once: a handed-over Lease is
+//!   never taken by the old count again, and the new count works a range only once every
+//!   old Lease over it is handed over. A key's old shard stops when its replica shuts down
+//!   or gives it up, and its new shard starts a few retry periods later (the next retries of
+//!   the new and the old replicas, plus the old shard's drain): within one lease duration
+//!   with the defaults. `a_shard_count_rolled_out_replica_by_replica_never_overlaps_and_
+//!   leaves_no_key_long_unowned` rolls 12 → 16 → 8 this way and checks both.
+//! - Rolling back to a count handed over before works the same way
+//!   (`ShardingConfig::new("my-controller", 12).replacing([16])`): the newer handover
+//!   decides (the Leases' renew times), so the replicas of 16, which list 12 as replaced,
+//!   do not take back what they handed over.
+//! - One change at a time: start the next rollout once no replica of the count before
+//!   runs. Once none runs, drop it from `replacing`: each replica reads every Lease of a
+//!   replaced count at every retry.
+//! - A new count rolled out without `replacing` does not look at the old count's Leases:
+//!   its replicas and the old ones may then work the same keys at once.
 //!
 //! What holds, as for leader election: no two replicas *believe* they hold a shard at the
 //! same time, given clocks that run at the same rate; a paused process is not fenced (see
@@ -125,6 +161,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
+mod handover;
 mod manager;
 mod selection;
 mod shard;

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::handover::{self, FOREVER};
 use crate::selection::Selections;
 use crate::{Error, Shard, ShardingConfig};
 
@@ -23,6 +24,7 @@ use crate::{Error, Shard, ShardingConfig};
 #[derive(Default)]
 struct Status {
     held: BTreeSet<u32>,
+    handed_over: BTreeSet<u32>,
     live: usize,
     /// Each shard Lease, then each membership Lease, as seen at the last retry.
     shards: Vec<LeaseStatus>,
@@ -42,6 +44,10 @@ pub struct ShardManagerStatus {
     pub shard_count: u32,
     /// The shards this replica holds.
     pub held: Vec<u32>,
+    /// The shards of this count whose Leases are handed over to another shard count, or
+    /// share a range of it with one that is (see [`ShardingConfig::previous`]): this
+    /// replica gives them up and takes none of them.
+    pub handed_over: Vec<u32>,
     /// The live replicas seen at the last retry (this one included once it is a member).
     pub live_replicas: usize,
     /// How many shards this replica gave up to re-balance so far.
@@ -62,6 +68,9 @@ pub struct ShardManager<L> {
     shard_locks: Vec<(String, L)>,
     member_locks: Vec<(String, L)>,
     ranges: Vec<ShardRange>,
+    /// The shard Leases of each count this config replaces, read at every retry, and its
+    /// membership Leases, one held by this replica.
+    previous_locks: Vec<(u32, Locks<L>, Locks<L>)>,
     status: Mutex<Status>,
     selections: Mutex<Selections>,
     moves: AtomicU64,
@@ -166,6 +175,7 @@ impl<L> ShardManager<L> {
             identity: self.identity.clone(),
             shard_count: self.config.shards,
             held: status.held.iter().copied().collect(),
+            handed_over: status.handed_over.iter().copied().collect(),
             live_replicas: status.live,
             moves: self.moves(),
             shards: status.shards.clone(),
@@ -187,10 +197,10 @@ impl<L: Lock> ShardManager<L> {
     /// or are empty.
     pub fn new(config: ShardingConfig, lock: impl Fn(&str) -> L) -> Result<Self, Error> {
         config.validate()?;
-        let make = |kind: &str| -> Vec<(String, L)> {
-            (0..config.shards)
+        let make = |kind: &str, count: u32| -> Vec<(String, L)> {
+            (0..count)
                 .map(|i| {
-                    let name = format!("{}-{kind}-{i}", config.name);
+                    let name = handover::lease_name(&config.name, kind, i, count);
                     let l = lock(&name);
                     (name, l)
                 })
@@ -200,13 +210,21 @@ impl<L: Lock> ShardManager<L> {
             .map(|i| ShardRange::index_of(i, config.shards))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Error::InvalidConfig(e.to_string()))?;
-        let shard_locks = make("shard");
-        let member_locks = make("member");
+        let shard_locks = make("shard", config.shards);
+        let member_locks = make("member", config.shards);
+        let previous_locks: Vec<(u32, Locks<L>, Locks<L>)> = config
+            .previous
+            .iter()
+            .map(|&count| (count, make("shard", count), make("member", count)))
+            .collect();
         let identity = shard_locks
             .first()
             .map(|(_, l)| l.identity().to_owned())
             .unwrap_or_default();
-        for (_, l) in shard_locks.iter().chain(&member_locks) {
+        let previous = previous_locks
+            .iter()
+            .flat_map(|(_, shards, members)| shards.iter().chain(members));
+        for (_, l) in shard_locks.iter().chain(&member_locks).chain(previous) {
             if identity.is_empty() || l.identity() != identity {
                 return Err(Error::Identity(identity, l.identity().to_owned()));
             }
@@ -217,6 +235,7 @@ impl<L: Lock> ShardManager<L> {
             shard_locks,
             member_locks,
             ranges,
+            previous_locks,
             status: Mutex::new(Status::default()),
             selections: Mutex::default(),
             moves: AtomicU64::new(0),
@@ -266,8 +285,27 @@ impl<L: Lock> ShardManager<L> {
                 })
                 .collect()
         };
-        let mut shards = slots(&self.shard_locks, &self.ranges);
-        let mut members = slots(&self.member_locks, &[]);
+        let shards = slots(&self.shard_locks, &self.ranges);
+        let members = slots(&self.member_locks, &[]);
+        let previous: Vec<Replaced<'a, L>> = self
+            .previous_locks
+            .iter()
+            .map(|(count, shards, members)| {
+                let ranges: Vec<ShardRange> = (0..*count)
+                    .filter_map(|i| ShardRange::index_of(i, *count).ok())
+                    .collect();
+                Replaced {
+                    count: *count,
+                    shards: slots(shards, &ranges),
+                    members: slots(members, &[]),
+                }
+            })
+            .collect();
+        let mut seen = Seen {
+            shards,
+            members,
+            previous,
+        };
         let mut releases: VecDeque<Instant> = VecDeque::new();
         let retry = self.config.timing.retry_period;
         // Where this replica starts looking for free Leases: spread over the replicas.
@@ -277,15 +315,8 @@ impl<L: Lock> ShardManager<L> {
         tracing::info!(identity = %self.identity, shards = self.config.shards, name = %self.config.name, "shard manager started");
         loop {
             let started = Instant::now();
-            self.tick(
-                &mut shards,
-                &mut members,
-                &mut releases,
-                offset,
-                first,
-                &work,
-            )
-            .await;
+            self.tick(&mut seen, &mut releases, offset, first, &work)
+                .await;
             first = false;
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -294,10 +325,16 @@ impl<L: Lock> ShardManager<L> {
         }
         // Each shard's work stopped first, then its Lease released: nobody overlaps. All at
         // once, so that the grace is waited out once, not once per shard.
+        let Seen {
+            shards,
+            members,
+            previous,
+        } = &mut seen;
         futures::future::join_all(
             shards
                 .iter_mut()
                 .chain(members.iter_mut())
+                .chain(previous.iter_mut().flat_map(|r| r.members.iter_mut()))
                 .map(|slot| self.give_up(slot, "shutdown")),
         )
         .await;
@@ -305,11 +342,10 @@ impl<L: Lock> ShardManager<L> {
         Ok(())
     }
 
-    /// One retry period's work: rules 1 to 4 of the crate docs.
+    /// One retry period's work: rules 1 to 4 and 6 of the crate docs.
     async fn tick<'s, F, Fut>(
         &self,
-        shards: &mut [Slot<'s, L>],
-        members: &mut [Slot<'s, L>],
+        seen: &mut Seen<'s, L>,
         releases: &mut VecDeque<Instant>,
         offset: usize,
         first: bool,
@@ -318,11 +354,17 @@ impl<L: Lock> ShardManager<L> {
         F: Fn(Shard) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        let Seen {
+            shards,
+            members,
+            previous,
+        } = seen;
         // Renew what is held, read the rest: every Lease at once, each on its own lock.
         futures::future::join_all(
             shards
                 .iter_mut()
                 .chain(members.iter_mut())
+                .chain(previous.iter_mut().flat_map(Replaced::slots))
                 .map(|slot| self.refresh(slot)),
         )
         .await;
@@ -330,18 +372,17 @@ impl<L: Lock> ShardManager<L> {
             shards
                 .iter_mut()
                 .chain(members.iter_mut())
+                .chain(previous.iter_mut().flat_map(|r| r.members.iter_mut()))
                 .map(|slot| self.reap(slot)),
         )
         .await;
 
-        // Rule 1: membership.
-        if members.iter().all(|s| s.held.is_none()) {
-            for i in 0..members.len() {
-                let slot = &mut members[(offset + i) % members.len()];
-                if self.is_free(slot) && self.acquire(slot, None::<&F>).await {
-                    break;
-                }
-            }
+        // Rule 1: membership, also among the replicas of each count this one replaces, so
+        // that they count this replica and leave it the shards their stopped replicas
+        // release instead of taking them back.
+        self.hold_one::<F, Fut>(members, offset).await;
+        for replaced in previous.iter_mut() {
+            self.hold_one::<F, Fut>(&mut replaced.members, offset).await;
         }
         let live = members
             .iter()
@@ -349,6 +390,17 @@ impl<L: Lock> ShardManager<L> {
             .count()
             .max(1);
         let target = self.config.fair_share(live);
+
+        // Rule 6: shards handed over to another count are given up, and none is taken.
+        let handed = self.handed_over(shards, previous);
+        futures::future::join_all(
+            shards
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, slot)| handed.contains(i) && slot.held.is_some())
+                .map(|(_, slot)| self.give_up(slot, "handed over to another shard count")),
+        )
+        .await;
         let held = shards.iter().filter(|s| s.held.is_some()).count();
         tracing::debug!(identity = %self.identity, live, target, held, "shard manager retry");
 
@@ -396,9 +448,40 @@ impl<L: Lock> ShardManager<L> {
                 if wanted == 0 {
                     break;
                 }
-                let slot = &mut shards[(offset + i) % shards.len()];
-                if slot.held.is_none() && self.is_free(slot) && self.acquire(slot, Some(work)).await
+                let index = (offset + i) % shards.len();
+                let slot = &mut shards[index];
+                if slot.held.is_some() || handed.contains(&index) {
+                    continue;
+                }
+                // A Lease of this count handed over before, which this replica may take
+                // back once the counts it replaces have handed theirs over to it.
+                let mark = slot
+                    .observed
+                    .as_ref()
+                    .filter(|o| handover::handed_to(&o.record).is_some())
+                    .map(|o| o.record.holder_identity.clone());
+                if (mark.is_none() && !self.is_free(slot))
+                    || !self.hand_over_previous(slot.range, previous).await
                 {
+                    continue;
+                }
+                if let Some(mark) = mark {
+                    match self
+                        .attempt(slot.lock)
+                        .release_from(&mut slot.observed, &mark)
+                        .await
+                    {
+                        Ok(Release::Released) => {
+                            tracing::info!(lease = slot.name, identity = %self.identity, "a handed-over Lease taken back");
+                        }
+                        other => {
+                            tracing::debug!(lease = slot.name, result = ?other, "taking back a handed-over Lease failed");
+                            slot.known = false;
+                            continue;
+                        }
+                    }
+                }
+                if self.acquire(slot, Some(work)).await {
                     wanted -= 1;
                 }
             }
@@ -416,6 +499,10 @@ impl<L: Lock> ShardManager<L> {
         let member_leases = members.iter().map(lease_status).collect();
         let mut status = self.lock_status();
         status.live = live;
+        status.handed_over = handed
+            .iter()
+            .filter_map(|&i| u32::try_from(i).ok())
+            .collect();
         status.held = shards
             .iter()
             .filter(|s| s.held.is_some())
@@ -423,6 +510,145 @@ impl<L: Lock> ShardManager<L> {
             .collect();
         status.shards = shard_leases;
         status.members = member_leases;
+    }
+
+    /// Holds one of `members` (any free one) unless one is held.
+    async fn hold_one<F, Fut>(&self, members: &mut [Slot<'_, L>], offset: usize)
+    where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if members.iter().any(|s| s.held.is_some()) {
+            return;
+        }
+        for i in 0..members.len() {
+            let slot = &mut members[(offset + i) % members.len()];
+            if self.is_free(slot) && self.acquire(slot, None::<&F>).await {
+                break;
+            }
+        }
+    }
+
+    /// Rule 6: the shards of this count this replica must not hold, as read at this retry:
+    /// each one whose Lease is handed over to another count, unless this replica takes it
+    /// back (see [`claim`](Self::claim)), and every shard sharing a range of that count
+    /// with it.
+    fn handed_over(&self, shards: &[Slot<'_, L>], previous: &[Replaced<'_, L>]) -> BTreeSet<usize> {
+        let mut handed = BTreeSet::new();
+        for (i, slot) in shards.iter().enumerate() {
+            let Some((to, at)) = slot
+                .observed
+                .as_ref()
+                .filter(|_| slot.known)
+                .and_then(|o| handover::handed_to(&o.record))
+            else {
+                continue;
+            };
+            if to != self.config.shards && self.claim(slot.range, at, previous) == Claim::HandedOver
+            {
+                handed.extend(handover::sharing_with(i, &self.ranges, to));
+            }
+        }
+        handed
+    }
+
+    /// Whether a Lease of this count, handed over to another count at `at`, stays so for
+    /// this replica. It takes it back when a count this config replaces has a Lease over
+    /// the same range handed over to this count since (a rollout back to this count that
+    /// got there), or has one not handed over at all (a rollout from that count, under
+    /// way: this replica hands them over, then takes the Lease back). Otherwise the other
+    /// count is the newer one.
+    fn claim(
+        &self,
+        range: Option<ShardRange>,
+        at: Option<std::time::SystemTime>,
+        previous: &[Replaced<'_, L>],
+    ) -> Claim {
+        let Some(range) = range else {
+            return Claim::HandedOver;
+        };
+        let (mut unknown, mut under_way) = (false, false);
+        for replaced in previous {
+            for j in handover::overlapping(range, replaced.count) {
+                let Some(theirs) = replaced.shards.get(j as usize) else {
+                    continue;
+                };
+                if !theirs.known {
+                    unknown = true;
+                    continue;
+                }
+                match theirs
+                    .observed
+                    .as_ref()
+                    .and_then(|o| handover::handed_to(&o.record))
+                {
+                    Some((to, when)) if to == self.config.shards && when > at => {
+                        return Claim::TakenBack;
+                    }
+                    Some(_) => {}
+                    None => under_way = true,
+                }
+            }
+        }
+        if under_way || unknown {
+            // Unknown: nothing is given up on a failed read.
+            Claim::TakenBack
+        } else {
+            Claim::HandedOver
+        }
+    }
+
+    /// Hands over to this count every Lease of a count this config replaces that overlaps
+    /// `range` and is free (read at this retry). Whether all of them are handed over to
+    /// this count now: only then may this replica take a shard of `range`. Those held by
+    /// a replica of the old count are left to it; it gives them up once it sees a
+    /// neighbour handed over.
+    async fn hand_over_previous(
+        &self,
+        range: Option<ShardRange>,
+        previous: &mut [Replaced<'_, L>],
+    ) -> bool {
+        let Some(range) = range else {
+            return false;
+        };
+        let mark = handover::marker(self.config.shards);
+        let mut clear = true;
+        for replaced in previous.iter_mut() {
+            for j in handover::overlapping(range, replaced.count) {
+                let Some(theirs) = replaced.shards.get_mut(j as usize) else {
+                    continue;
+                };
+                let handed = theirs
+                    .observed
+                    .as_ref()
+                    .and_then(|o| handover::handed_to(&o.record));
+                if !theirs.known || handed.is_some_and(|(to, _)| to != self.config.shards) {
+                    clear = false;
+                } else if handed.is_none() {
+                    if !self.is_free(theirs) {
+                        clear = false;
+                        continue;
+                    }
+                    match self
+                        .attempt(theirs.lock)
+                        .hand_over(&mut theirs.observed, &mark, FOREVER)
+                        .await
+                    {
+                        Attempt::Held => {
+                            tracing::info!(lease = theirs.name, identity = %self.identity, to = self.config.shards, "a Lease of a replaced shard count handed over");
+                        }
+                        attempt => {
+                            if let Attempt::Failed(e) = attempt {
+                                tracing::debug!(lease = theirs.name, error = %e, "handing over a Lease failed");
+                                theirs.known = false;
+                            }
+                            clear = false;
+                        }
+                    }
+                }
+            }
+        }
+        clear
     }
 
     /// The one lease step of kinformer-leaderelection on `lock`, each request bounded by the
@@ -606,6 +832,43 @@ impl<L: Lock> ShardManager<L> {
             }
         }
     }
+}
+
+/// Leases by name, each with its lock.
+type Locks<L> = Vec<(String, L)>;
+
+/// Every Lease a running manager reads, as this replica sees it.
+struct Seen<'a, L> {
+    /// This count's shards.
+    shards: Vec<Slot<'a, L>>,
+    /// This count's membership Leases.
+    members: Vec<Slot<'a, L>>,
+    /// Those of each count this config replaces.
+    previous: Vec<Replaced<'a, L>>,
+}
+
+/// The Leases of a count this config replaces, as this replica sees them.
+struct Replaced<'a, L> {
+    count: u32,
+    /// Read at every retry, handed over when free and needed.
+    shards: Vec<Slot<'a, L>>,
+    /// One held, as the replicas of that count hold one.
+    members: Vec<Slot<'a, L>>,
+}
+
+impl<'a, L> Replaced<'a, L> {
+    fn slots(&mut self) -> impl Iterator<Item = &mut Slot<'a, L>> {
+        self.shards.iter_mut().chain(self.members.iter_mut())
+    }
+}
+
+/// What a replica makes of a Lease of its count handed over to another count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// Given up, with every shard sharing a range of the other count with it.
+    HandedOver,
+    /// Left to this replica to take (back), once the counts it replaces are handed over.
+    TakenBack,
 }
 
 /// Marks a [`ShardManager`] as holding nothing and not running when its run ends or is

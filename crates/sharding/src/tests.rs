@@ -477,7 +477,12 @@ async fn status_shows_every_shard_and_membership_lease_with_its_holder() {
             .iter()
             .map(|l| l.name.as_str())
             .collect::<Vec<_>>(),
-        ["ctl-shard-0", "ctl-shard-1", "ctl-shard-2", "ctl-shard-3"]
+        [
+            "ctl-shard-0-of-4",
+            "ctl-shard-1-of-4",
+            "ctl-shard-2-of-4",
+            "ctl-shard-3-of-4"
+        ]
     );
     for (i, lease) in (0..).zip(&status.shards) {
         let mine = status.held.contains(&i);
@@ -511,4 +516,198 @@ async fn status_shows_every_shard_and_membership_lease_with_its_holder() {
     assert!(stopped.held.is_empty() && stopped.shards.is_empty() && stopped.members.is_empty());
     b.stop.cancel();
     b.run.await.unwrap().unwrap();
+}
+
+/// A shard's work running: the replica, the shard's count and index, its range.
+type RunningShard = (String, u32, u32, ShardRange);
+
+/// The ranges whose work runs now, by replica, and every time two replicas ran
+/// overlapping ranges at once.
+#[derive(Clone, Default)]
+struct Coverage {
+    running: Arc<Mutex<Vec<RunningShard>>>,
+    overlaps: Arc<Mutex<Vec<String>>>,
+}
+
+impl Coverage {
+    fn start(&self, leases: &Leases, id: &str, config: ShardingConfig) -> Replica {
+        let leases = leases.clone();
+        let me = id.to_owned();
+        let manager =
+            Arc::new(ShardManager::new(config, move |name| leases.lock(name, &me)).unwrap());
+        let stop = CancellationToken::new();
+        let (m, s, coverage, id) = (
+            Arc::clone(&manager),
+            stop.clone(),
+            self.clone(),
+            id.to_owned(),
+        );
+        let run = tokio::spawn(async move {
+            m.run(&s, move |shard: Shard| {
+                let (coverage, id) = (coverage.clone(), id.clone());
+                async move {
+                    let range = shard.selector(ShardKey::Uid).range_list()[0];
+                    let me = (id.clone(), shard.count(), shard.index(), range);
+                    {
+                        let mut running = coverage.running.lock().unwrap();
+                        for (other, count, index, r) in running.iter() {
+                            if *other != id && crate::handover::overlaps(*r, range) {
+                                coverage.overlaps.lock().unwrap().push(format!(
+                                    "{id} started shard {} of {} while {other} ran {index} of {count}",
+                                    shard.index(),
+                                    shard.count()
+                                ));
+                            }
+                        }
+                        running.push(me.clone());
+                    }
+                    shard.token().cancelled().await;
+                    // Reconciles in flight drain.
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    coverage.running.lock().unwrap().retain(|r| *r != me);
+                }
+            })
+            .await
+        });
+        Replica { manager, stop, run }
+    }
+
+    /// Samples the 48 cells every 12, 16 and 8 shards are made of every 100 ms until
+    /// `stop`, and returns the longest time one had nobody running it.
+    fn watch_gaps(&self, stop: CancellationToken) -> JoinHandle<Duration> {
+        let running = Arc::clone(&self.running);
+        tokio::spawn(async move {
+            let cells: Vec<u64> = (0..48u32)
+                .map(|k| ShardRange::index_of(k, 48).unwrap().start())
+                .collect();
+            let mut uncovered_since: Vec<Option<Instant>> = vec![None; cells.len()];
+            let mut longest = Duration::ZERO;
+            while !stop.is_cancelled() {
+                let now = Instant::now();
+                let running = running.lock().unwrap().clone();
+                for (cell, since) in cells.iter().zip(&mut uncovered_since) {
+                    if running.iter().any(|r| r.3.contains(*cell)) {
+                        if let Some(t) = since.take() {
+                            longest = longest.max(now - t);
+                        }
+                    } else {
+                        since.get_or_insert(now);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            longest
+        })
+    }
+}
+
+/// The shards `replicas` hold together, sorted.
+fn all_held(replicas: &[Replica]) -> Vec<u32> {
+    let mut all: Vec<u32> = replicas.iter().flat_map(|r| r.manager.held()).collect();
+    all.sort_unstable();
+    all
+}
+
+/// Replaces each of `old` in turn by a replica running `config`: starts the new one, and
+/// a few retries later stops the old one as a rolling update does (shutdown releases its
+/// Leases). Slowly, 30 s apart: the old replicas still running must give up what the new
+/// count needs, not leave it unowned until they stop.
+async fn roll(
+    leases: &Leases,
+    coverage: &Coverage,
+    old: Vec<Replica>,
+    prefix: &str,
+    config: &ShardingConfig,
+) -> Vec<Replica> {
+    let mut new = Vec::new();
+    for (i, old) in old.into_iter().enumerate() {
+        new.push(coverage.start(leases, &format!("{prefix}{i}"), config.clone()));
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        old.stop.cancel();
+        old.run.await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_secs(24)).await;
+    }
+    new
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shard_count_rolled_out_replica_by_replica_never_overlaps_and_leaves_no_key_long_unowned()
+{
+    let (leases, coverage) = (Leases::default(), Coverage::default());
+    let watching = CancellationToken::new();
+    let gaps = coverage.watch_gaps(watching.clone());
+    let twelve: Vec<Replica> = (0..3)
+        .map(|i| coverage.start(&leases, &format!("a{i}"), config(12)))
+        .collect();
+    within(Duration::from_secs(30), || {
+        all_held(&twelve) == (0..12).collect::<Vec<_>>()
+    })
+    .await;
+
+    // 12 → 16: the new replicas hand over the Leases of 12 they need as they come free;
+    // the old ones give up the shards next to a handed-over one.
+    let sixteen = roll(&leases, &coverage, twelve, "b", &config(16).replacing([12])).await;
+    within(Duration::from_secs(60), || {
+        all_held(&sixteen) == (0..16).collect::<Vec<_>>()
+    })
+    .await;
+    // 16 → 8, with the Leases of 12 still handed over to 16.
+    let eight = roll(&leases, &coverage, sixteen, "c", &config(8).replacing([16])).await;
+    within(Duration::from_secs(60), || {
+        balanced(&eight.iter().collect::<Vec<_>>(), 8, &[2, 3, 3])
+    })
+    .await;
+    let status = eight[0].manager.status();
+    assert!(status.handed_over.is_empty(), "{status:?}");
+
+    watching.cancel();
+    let longest = gaps.await.unwrap();
+    assert!(
+        coverage.overlaps.lock().unwrap().is_empty(),
+        "{:#?}",
+        coverage.overlaps.lock().unwrap()
+    );
+    // No key without a running shard for longer than one lease duration (15 s).
+    assert!(
+        longest <= Duration::from_secs(15),
+        "a key went unowned for {longest:?}"
+    );
+    for r in eight {
+        r.stop.cancel();
+        r.run.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rollout_back_to_a_count_handed_over_before_takes_its_leases_back() {
+    let (leases, coverage) = (Leases::default(), Coverage::default());
+    let twelve: Vec<Replica> = (0..2)
+        .map(|i| coverage.start(&leases, &format!("a{i}"), config(12)))
+        .collect();
+    within(Duration::from_secs(30), || all_held(&twelve).len() == 12).await;
+    let sixteen = roll(&leases, &coverage, twelve, "b", &config(16).replacing([12])).await;
+    within(Duration::from_secs(60), || all_held(&sixteen).len() == 16).await;
+    // The replicas of 16 list 12 as replaced, and those of 12 now list 16: the newer
+    // handover decides, and nobody takes back what it handed over.
+    let back = roll(
+        &leases,
+        &coverage,
+        sixteen,
+        "c",
+        &config(12).replacing([16]),
+    )
+    .await;
+    within(Duration::from_secs(60), || {
+        balanced(&back.iter().collect::<Vec<_>>(), 12, &[6, 6])
+    })
+    .await;
+    assert!(
+        coverage.overlaps.lock().unwrap().is_empty(),
+        "{:#?}",
+        coverage.overlaps.lock().unwrap()
+    );
+    for r in back {
+        r.stop.cancel();
+        r.run.await.unwrap().unwrap();
+    }
 }

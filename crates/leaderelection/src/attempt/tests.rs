@@ -212,6 +212,67 @@ async fn release_clears_only_a_record_that_still_names_the_candidate() {
     assert_eq!(lease.record().unwrap().holder_identity, "b");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_lock_is_handed_over_only_when_free_and_freed_only_from_that_holder() {
+    let (lease, clock) = (MemoryLease::new(), tokio_clock());
+    let (a, b) = (lease.lock("a"), lease.lock("b"));
+    let (mut seen_a, mut seen_b) = (None, None);
+    // None yet: created naming the other holder.
+    let attempt = step(&a, &clock)
+        .hand_over(&mut seen_a, "retired", i32::MAX)
+        .await;
+    assert!(attempt.is_held());
+    let record = lease.record().unwrap();
+    assert_eq!(
+        (
+            record.holder_identity.as_str(),
+            record.lease_duration_seconds
+        ),
+        ("retired", i32::MAX)
+    );
+    // Already handed: nothing written.
+    let writes = lease.calls().len();
+    assert!(
+        step(&b, &clock)
+            .hand_over(&mut seen_b, "retired", i32::MAX)
+            .await
+            .is_held()
+    );
+    assert_eq!(lease.calls().len(), writes + 1, "one read, no write");
+    // Nobody takes it while its lease runs, not even long after.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(matches!(
+        step(&b, &clock).try_acquire_or_renew(&mut seen_b).await,
+        Attempt::HeldByOther
+    ));
+    // Freed from that holder only, then taken at once.
+    let freed = step(&b, &clock).release_from(&mut seen_b, "other").await;
+    assert_eq!(freed.unwrap(), Release::NotHolder);
+    let freed = step(&b, &clock).release_from(&mut seen_b, "retired").await;
+    assert_eq!(freed.unwrap(), Release::Released);
+    assert!(
+        step(&b, &clock)
+            .try_acquire_or_renew(&mut seen_b)
+            .await
+            .is_held()
+    );
+    // A lock another candidate holds is not handed over until its lease expires.
+    assert!(matches!(
+        step(&a, &clock)
+            .hand_over(&mut seen_a, "retired", i32::MAX)
+            .await,
+        Attempt::HeldByOther
+    ));
+    tokio::time::sleep(LEASE).await;
+    assert!(
+        step(&a, &clock)
+            .hand_over(&mut seen_a, "retired", i32::MAX)
+            .await
+            .is_held()
+    );
+    assert_eq!(lease.record().unwrap().leader_transitions, 2);
+}
+
 #[test]
 fn a_record_is_free_when_released_own_or_expired() {
     let now = std::time::Instant::now();
