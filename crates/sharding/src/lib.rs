@@ -65,6 +65,11 @@
 //!   (`kinformer.io/handed-over-to-16-shards`) and the longest lease a Lease can state.
 //!   Only once all of them are handed over does it take the shard. A Lease an old replica
 //!   still holds is left to it.
+//! - A replica of the new count also holds a membership Lease of each count it replaces,
+//!   so that the old replicas count it: their fair share does not grow as they stop one by
+//!   one, and the shards a stopped one releases are left to the new count instead of being
+//!   taken back (the last old replica would otherwise end up holding every shard, and every
+//!   object, of the deployment).
 //! - A replica of the old count that reads one of its Leases handed over gives up every
 //!   shard it holds that shares a range of the new count with it (stopping the work first,
 //!   as for any give-up), and takes none of them. The new count's replicas then find those
