@@ -20,6 +20,7 @@
 //! shard 3 held
 //! reconciled NS/p-17 shard=3/12 from=<unix µs> to=<unix µs>
 //! shard 3 stopped
+//! received 1234567 bytes
 //! ```
 //!
 //! `--replacing` names the shard counts this process's count replaces, when a new count
@@ -105,8 +106,9 @@ async fn main() -> Result<(), BoxError> {
     });
     // One informer for every shard held: the manager widens its selection before a shard's
     // work starts and narrows it once the work has ended.
-    let pods = Api::<Pod>::namespaced(cluster.client.clone(), &namespace);
-    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
+    let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(cluster.client.clone(), &namespace));
+    let received = pods.clone();
+    let informer = SharedIndexInformer::builder(pods)
         .shards(manager.selection(ShardKey::Uid))
         .build();
     let running = informer.start()?;
@@ -121,6 +123,7 @@ async fn main() -> Result<(), BoxError> {
         })
         .await?;
     running.stop().await?;
+    println!("received {} bytes", received.bytes_received());
     Ok(())
 }
 

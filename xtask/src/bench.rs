@@ -187,8 +187,8 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
     if suite == crate::bench_informer::SUITE {
         return crate::bench_informer::run(args);
     }
-    if suite == crate::demo_sharded::BENCH {
-        return crate::demo_sharded::bench(args);
+    if suite == crate::bench_sharding::BENCH {
+        return crate::bench_sharding::bench(args);
     }
     let Some(suite) = SUITES.iter().find(|s| s.name == suite) else {
         let names: Vec<_> = SUITES.iter().map(|s| s.name).collect();
@@ -196,7 +196,7 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
             "unknown bench suite {suite:?}; known: {}, {}, {}",
             names.join(", "),
             crate::bench_informer::SUITE,
-            crate::demo_sharded::BENCH
+            crate::bench_sharding::BENCH
         );
     };
     if !args.is_empty() {

@@ -3,10 +3,7 @@
 //! split twelve shards; one is killed and its shards move; a new one starts and gets its
 //! share; every pod is reconciled. Short lease timings (3 s / 2 s / 500 ms) keep it quick.
 //!
-//! `cargo xtask bench sharding`: the same controller with 1, 2, 3, 4 and 6 processes draining a
-//! backlog of pods, each reconcile waiting a fixed time and each process running a fixed
-//! number of reconciles at once; prints the time to drain. `--cpu`: each reconcile burns that
-//! time on the CPU instead of waiting it.
+//! `cargo xtask bench sharding` (`bench_sharding.rs`) runs the same processes.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -19,11 +16,11 @@ use anyhow::Context;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_testenv::{ControlPlane, Options, create_pods};
 
-const SHARDS: u32 = 12;
+pub(crate) const SHARDS: u32 = 12;
 const PODS: usize = 60;
 
 /// One controller process: what it printed, its reconciles counted apart.
-struct Process {
+pub(crate) struct Process {
     id: String,
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
@@ -35,7 +32,7 @@ impl Process {
         Self::spawn_with(program, kubeconfig, namespace, id, &[], true)
     }
 
-    fn spawn_with(
+    pub(crate) fn spawn_with(
         program: &Path,
         kubeconfig: &Path,
         namespace: &str,
@@ -96,16 +93,49 @@ impl Process {
         })
     }
 
-    /// The shards it holds, from its last `holding` line.
+    /// Interrupts it (SIGINT: it releases its Leases and prints the bytes its informer
+    /// received) and waits for it to exit; those bytes.
+    pub(crate) fn interrupt(&mut self) -> anyhow::Result<u64> {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .context("running kill")?;
+        anyhow::ensure!(status.success(), "kill -INT {} failed", self.id);
+        let exited = self.child.wait()?;
+        anyhow::ensure!(exited.success(), "{} exited with {exited}", self.id);
+        // The reader thread may still be on the last lines.
+        let start = Instant::now();
+        loop {
+            let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
+            let received = lines.iter().rev().find_map(|l| {
+                l.strip_prefix("received ")?
+                    .strip_suffix(" bytes")?
+                    .parse()
+                    .ok()
+            });
+            if let Some(bytes) = received {
+                return Ok(bytes);
+            }
+            drop(lines);
+            anyhow::ensure!(
+                start.elapsed() < Duration::from_secs(5),
+                "{} printed no `received N bytes` line",
+                self.id
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The process's peak RSS so far (`VmHWM`), in MiB (Linux).
-    fn peak_rss_mib(&self) -> Option<f64> {
+    pub(crate) fn peak_rss_mib(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
         let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kib / 1024.0)
     }
 
-    fn held(&self) -> Vec<u32> {
+    /// The shards it holds, from its last `holding` line.
+    pub(crate) fn held(&self) -> Vec<u32> {
         let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
         lines
             .iter()
@@ -116,7 +146,7 @@ impl Process {
             .unwrap_or_default()
     }
 
-    fn reconciled(&self) -> BTreeSet<String> {
+    pub(crate) fn reconciled(&self) -> BTreeSet<String> {
         self.reconciled
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -132,7 +162,7 @@ impl Drop for Process {
 }
 
 /// Every shard held by exactly one process, and shares that differ by one at most.
-fn balanced(processes: &[Process]) -> bool {
+pub(crate) fn balanced(processes: &[Process]) -> bool {
     let held: Vec<Vec<u32>> = processes.iter().map(Process::held).collect();
     let mut all: Vec<u32> = held.iter().flatten().copied().collect();
     all.sort_unstable();
@@ -141,7 +171,7 @@ fn balanced(processes: &[Process]) -> bool {
     all == (0..SHARDS).collect::<Vec<_>>() && max.zip(min).is_some_and(|(a, b)| a - b <= 1)
 }
 
-async fn until(
+pub(crate) async fn until(
     what: &str,
     timeout: Duration,
     mut done: impl FnMut() -> bool,
@@ -156,22 +186,26 @@ async fn until(
     Ok(start.elapsed())
 }
 
-/// Builds the control plane and the example; the example's path.
-fn build() -> anyhow::Result<std::path::PathBuf> {
+/// Builds the control plane and the example (optimised with `release`); the example's path.
+pub(crate) fn build(release: bool) -> anyhow::Result<std::path::PathBuf> {
     crate::controlplane::build(&crate::controlplane::CONTROL_PLANE, false)?;
     println!("building the sharded pod controller (examples/sharded_controller.rs)");
-    let status = crate::test::cargo(&[
+    let mut args = vec![
         "build",
         "--package",
         "kinformer-examples",
         "--example",
         "sharded_controller",
-    ])
-    .status()
-    .context("running cargo")?;
+    ];
+    if release {
+        args.push("--release");
+    }
+    let status = crate::test::cargo(&args)
+        .status()
+        .context("running cargo")?;
     anyhow::ensure!(status.success(), "building the example failed ({status})");
     Ok(crate::test::target_dir()
-        .join("debug")
+        .join(if release { "release" } else { "debug" })
         .join("examples")
         .join("sharded_controller"))
 }
@@ -179,81 +213,11 @@ fn build() -> anyhow::Result<std::path::PathBuf> {
 /// Runs the demo with `replicas` processes.
 pub(crate) fn run(replicas: usize) -> anyhow::Result<()> {
     anyhow::ensure!(replicas >= 1, "at least one replica");
-    let program = build()?;
+    let program = build(false)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(demo(&program, replicas))
-}
-
-/// The bench's name: `cargo xtask bench sharding`.
-pub(crate) const BENCH: &str = "sharding";
-
-/// Pods in the backlog, each reconcile's wait, reconciles at once per process.
-const BACKLOG: usize = 1000;
-const COST_MS: u64 = 20;
-const CAPACITY: usize = 4;
-
-/// `cargo xtask bench sharding [--cpu]`: time to drain a backlog with 1 to 6 processes.
-pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
-    let cpu = match args {
-        [] => false,
-        [flag] if flag == "--cpu" => true,
-        _ => anyhow::bail!("the sharding bench takes only --cpu (got {args:?})"),
-    };
-    let cost_flag = if cpu {
-        "--reconcile-cpu"
-    } else {
-        "--reconcile-cost"
-    };
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let program = build()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        println!("starting etcd and kube-apiserver with the feature gate ShardedListAndWatch");
-        let cp = ControlPlane::start_with(Options::default().sharded_list_and_watch(true)).await?;
-        let what = if cpu { "burns on the CPU" } else { "waits" };
-        println!(
-            "{BACKLOG} pods per run, {SHARDS} shards, each reconcile {what} {COST_MS} ms, \
-             {CAPACITY} reconciles at once per process, {cores} cores"
-        );
-        if cpu {
-            println!("| processes | time to drain | pods/s | ideal (backlog × cost ÷ min(capacity × processes, cores)) | peak RSS per process |");
-        } else {
-            println!("| processes | time to drain | pods/s | ideal (backlog × cost ÷ (capacity × processes)) | peak RSS per process |");
-        }
-        println!("| --- | --- | --- | --- | --- |");
-        for n in [1, 2, 3, 4, 6] {
-            let ns = cp.create_namespace("bench-sharding").await?;
-            let pods: kube::Api<Pod> = kube::Api::namespaced(cp.client()?, &ns);
-            create_pods(&pods, "p", BACKLOG).await?;
-            let extra = [
-                format!("{cost_flag}={COST_MS}ms"),
-                format!("--capacity={CAPACITY}"),
-            ];
-            let procs = (0..n)
-                .map(|i| Process::spawn_with(&program, cp.kubeconfig(), &ns, &format!("b{n}-{i}"), &extra, false))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let took = until("the backlog drained", Duration::from_secs(120), || {
-                let done: BTreeSet<String> = procs.iter().flat_map(Process::reconciled).collect();
-                done.len() >= BACKLOG
-            })
-            .await?;
-            let rss: Vec<f64> = procs.iter().filter_map(Process::peak_rss_mib).collect();
-            drop(procs);
-            let rss = rss.iter().sum::<f64>() / rss.len().max(1) as f64;
-            let secs = took.as_secs_f64();
-            let at_once = if cpu { (CAPACITY * n).min(cores) } else { CAPACITY * n };
-            let ideal = (BACKLOG as f64) * (COST_MS as f64 / 1000.0) / (at_once as f64);
-            println!(
-                "| {n} | {secs:.2} s | {:.0} | {ideal:.2} s | {rss:.1} MiB |",
-                BACKLOG as f64 / secs
-            );
-        }
-        anyhow::Ok(())
-    })
 }
 
 async fn demo(program: &Path, replicas: usize) -> anyhow::Result<()> {

@@ -16,6 +16,7 @@
 
 mod bench;
 mod bench_informer;
+mod bench_sharding;
 mod cargo_build;
 mod conformance;
 mod controlplane;

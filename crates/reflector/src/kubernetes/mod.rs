@@ -32,6 +32,7 @@ mod response;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use kube::Resource;
@@ -93,6 +94,8 @@ pub struct KubeListerWatcher<K> {
     expected: Expected,
     modify: Option<Modify<K>>,
     protobuf: Option<ProtobufDecode<K>>,
+    /// Bytes of response bodies received, shared by clones.
+    received: Arc<AtomicU64>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -110,6 +113,7 @@ impl<K> Clone for KubeListerWatcher<K> {
             expected: self.expected.clone(),
             modify: self.modify.clone(),
             protobuf: self.protobuf.clone(),
+            received: Arc::clone(&self.received),
             _k: PhantomData,
         }
     }
@@ -243,8 +247,28 @@ impl<K> KubeListerWatcher<K> {
             expected,
             modify: None,
             protobuf: None,
+            received: Arc::default(),
             _k: PhantomData,
         }
+    }
+
+    /// The bytes of response bodies this lister-watcher and its clones received so far:
+    /// every list page and every watch stream, as they came off the connection (after
+    /// HTTP framing, before decoding; error responses aside). What a sharded informer on a
+    /// server without the gate `ShardedListAndWatch` receives of other shards shows here.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # fn f(client: kube::Client) {
+    /// let lw = KubeListerWatcher::new(kube::Api::<Pod>::all(client));
+    /// let counter = lw.clone(); // give `lw` to an informer, read the clone
+    /// println!("{} bytes received", counter.bytes_received());
+    /// # let _ = lw;
+    /// # }
+    /// ```
+    pub fn bytes_received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
     }
 
     /// Whether objects are decoded by `K`'s own `Deserialize`, with nothing changed while
@@ -290,6 +314,7 @@ impl<K> KubeListerWatcher<K> {
             expected: self.expected,
             modify: None,
             protobuf: Some(Arc::new(decode)),
+            received: self.received,
             _k: PhantomData,
         }
     }
@@ -299,11 +324,16 @@ impl<K> KubeListerWatcher<K>
 where
     K: DeserializeOwned + Send + 'static,
 {
+    fn count(&self, bytes: usize) {
+        self.received.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
     async fn list_page(&self, o: &ListOptions) -> Result<ListPage<K>, Error> {
         let req = self.requests.list(o)?;
         let asked_protobuf = self.requests.asks_protobuf();
         let (format, body) = response::send(&self.client, req, asked_protobuf).await?;
         let body = response::read_body(body).await?;
+        self.count(body.as_ref().len());
         let (expected, modify) = (&self.expected, self.modify.as_ref());
         match format {
             Format::Protobuf => {
@@ -326,7 +356,13 @@ where
         let (format, body) = response::send(&self.client, req, asked_protobuf).await?;
         // kube's client wraps body errors; the framing tells a cut from a failure by the
         // I/O error inside.
-        let chunks = body.into_data_stream().map_err(std::io::Error::other);
+        let received = Arc::clone(&self.received);
+        let chunks = body
+            .into_data_stream()
+            .inspect_ok(move |chunk| {
+                received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            })
+            .map_err(std::io::Error::other);
         let (expected, modify) = (self.expected.clone(), self.modify.clone());
         let custom = self.protobuf.clone();
         Ok(match format {
@@ -479,6 +515,44 @@ mod tests {
             matches!(&events[0], Ok(WatchEvent::Added(p)) if p.metadata.name.as_deref() == Some("c"))
         );
         assert!(matches!(&events[1], Ok(WatchEvent::Bookmark(b)) if b.initial_events_end));
+    }
+
+    #[tokio::test]
+    async fn the_bytes_of_every_list_and_watch_body_are_counted_across_clones() {
+        let list = pb::pod_list(&[pb::pod("a", "1"), pb::pod("b", "2")], "10", "");
+        let size = list.len() as u64;
+        let (client, _) = canned(200, "application/vnd.kubernetes.protobuf", list);
+        let lw = pods(client);
+        let counter = lw.clone();
+        assert_eq!(counter.bytes_received(), 0);
+        lw.list(&ListOptions::new("0", Some(500))).await.unwrap();
+        lw.list(&ListOptions::new("0", Some(500))).await.unwrap();
+        assert_eq!(counter.bytes_received(), 2 * size);
+
+        let body = framed(&[
+            pb::event("ADDED", &pb::envelope("v1", "Pod", &pb::pod("c", "11"))),
+            pb::event("DELETED", &pb::envelope("v1", "Pod", &pb::pod("c", "13"))),
+        ]);
+        let size = body.len() as u64;
+        let (client, _) = canned(
+            200,
+            "application/vnd.kubernetes.protobuf;stream=watch",
+            body,
+        );
+        let lw = pods(client);
+        let options = WatchOptions::new("5", std::time::Duration::from_secs(60));
+        let events: Vec<_> = lw.watch(&options).await.unwrap().collect().await;
+        assert_eq!(events.len(), 2);
+        assert_eq!(lw.bytes_received(), size);
+        // An error response is not counted.
+        let (client, _) = canned(
+            410,
+            "application/json",
+            br#"{"kind":"Status","code":410}"#.to_vec(),
+        );
+        let lw = pods(client);
+        assert!(lw.list(&ListOptions::new("0", None)).await.is_err());
+        assert_eq!(lw.bytes_received(), 0);
     }
 
     #[tokio::test]
