@@ -30,8 +30,9 @@
 //! Each reconcile prints its shard (index/count) and its interval (wall clock, microseconds), so that
 //! `tests/scale_out.rs` can check that no pod was reconciled by two processes at once.
 //! `--reconcile-cost` makes each reconcile wait that long (an I/O-bound reconcile), and
-//! `--reconcile-cpu` makes each reconcile burn that much of its thread's CPU time (a
-//! CPU-bound reconcile: it holds a runtime worker thread meanwhile), and `--capacity=N` lets
+//! `--reconcile-cpu` makes each reconcile burn that much of a thread's CPU time (a
+//! CPU-bound reconcile, on Tokio's blocking pool: on a runtime worker it would starve the
+//! Lease renewals), and `--capacity=N` lets
 //! at most N reconciles run at once in the process, whatever shards it holds (what one
 //! replica can do at once): `cargo xtask bench sharding [--cpu]` drains a backlog with 1 to 6
 //! processes this way.
@@ -181,7 +182,11 @@ async fn reconcile(key: ObjectKey, ctx: Context<Cost>) -> Result<Action, BoxErro
         tokio::time::sleep(*cost).await;
     }
     if !cpu.is_zero() {
-        burn(*cpu);
+        // Off the runtime's worker threads: burnt on them, it would hold up the tasks that
+        // renew the shard Leases, and the process would lose its shards at their renew
+        // deadline (`cargo xtask bench sharding --cpu` measured that first).
+        let cpu = *cpu;
+        tokio::task::spawn_blocking(move || burn(cpu)).await?;
     }
     println!(
         "reconciled {key} shard={}/{} from={from} to={}",
@@ -192,8 +197,7 @@ async fn reconcile(key: ObjectKey, ctx: Context<Cost>) -> Result<Action, BoxErro
     Ok(Action::Done)
 }
 
-/// Burns `cpu` of this thread's CPU time, on the worker thread (as a CPU-bound reconcile
-/// does). Linux counts it in `/proc/thread-self/schedstat`; elsewhere wall time stands in.
+/// Burns `cpu` of this thread's CPU time (as a CPU-bound reconcile does). Linux counts it in `/proc/thread-self/schedstat`; elsewhere wall time stands in.
 fn burn(cpu: Duration) {
     let (start, wall) = (thread_cpu(), std::time::Instant::now());
     let mut x = 0u64;

@@ -134,6 +134,12 @@ impl Process {
         Some(kib / 1024.0)
     }
 
+    /// How many Leases it lost (its log's `Lease lost` warnings).
+    pub(crate) fn leases_lost(&self) -> usize {
+        let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
+        lines.iter().filter(|l| l.contains("Lease lost")).count()
+    }
+
     /// The shards it holds, from its last `holding` line.
     pub(crate) fn held(&self) -> Vec<u32> {
         let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
