@@ -8,6 +8,9 @@
 //! - `cargo xtask test` runs every check CI runs.
 //! - `cargo xtask demo` runs the demo; `cargo xtask demo --replicas 3` the sharded controller
 //!   as three processes.
+//! - `cargo xtask bench <suite>` runs a benchmark: `workqueue`, `indexer`, `deltafifo` and
+//!   `informer` against client-go; `sharding [--cpu | --replicas [--pods N]]` the sharded
+//!   controller as processes.
 //! - `cargo xtask release` runs the release checks (packaging, MSRV) that end `test`.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
 //! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak;
@@ -81,9 +84,10 @@ enum Command {
     },
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
-        /// The suite: `workqueue`, `indexer`, `deltafifo` or `informer`.
+        /// The suite: `workqueue`, `indexer`, `deltafifo`, `informer` or `sharding`.
         suite: String,
-        /// The suite's options (`informer` only; see `cargo xtask bench informer -- --help`).
+        /// The suite's options: `informer`'s (see `cargo xtask bench informer -- --help`), or
+        /// `sharding`'s (`--cpu`, or `--replicas [--pods N]`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },

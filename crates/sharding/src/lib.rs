@@ -52,6 +52,16 @@
 //! [`LeaseLock`](kinformer_leaderelection::LeaseLock) in a cluster, a `MemoryLease` lock
 //! in tests).
 //!
+//! # CPU-bound work
+//!
+//! The Leases are renewed by tasks on the same Tokio runtime as the shards' work, and Tokio
+//! does not preempt a running task: a reconcile that computes for long on a runtime worker
+//! thread holds up the renewals, and past the renew deadline the replica stops the shard's
+//! work (rule 2) and loses the shard. Run CPU-bound work with `tokio::task::spawn_blocking`
+//! (or on a pool of your own). `cargo xtask bench sharding --cpu` measured both: with the work
+//! on the workers one process lost every shard every few seconds; on the blocking pool it held
+//! them (BENCHMARKS.md, "sharding").
+//!
 //! # Changing the shard count
 //!
 //! Two counts cut the hash space differently, so shard 3 of 12 and shard 4 of 16 share
