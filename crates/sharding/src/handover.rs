@@ -11,7 +11,10 @@
 //! count takes it again. A replica that finds one of its own count's Leases handed over to
 //! a count it does not replace gives up every shard it holds that shares a range of that
 //! count with it, and takes none of them: the new count's replicas then find them free and
-//! hand them over in turn.
+//! hand them over in turn. A replica whose config does replace that count takes the Lease
+//! back instead when the handover is the older one: a Lease of the replaced count over the
+//! same range was handed over to this replica's count since, or is not handed over at all
+//! (a rollback under way). Otherwise it gives it up as well.
 
 use std::collections::BTreeSet;
 use std::ops::Range;
