@@ -22,6 +22,14 @@ use crate::{Error, LeaderElectionRecord, Lock};
 /// 409 if anyone wrote in between. The identity needs RBAC `get`, `create` and `update` on
 /// `leases` in the namespace.
 ///
+/// Each request runs to its end on a task of its own, even when the caller stops waiting
+/// for it (the elector's request timeout): a request cut off mid-way may have reached the
+/// server anyway, so this changes nothing of what the caller knows, but the connection it
+/// was setting up goes on to the pool instead of being dropped. On a loaded machine, where
+/// a TLS handshake can take longer than the timeout, dropping each one at the timeout left
+/// a replica holding many Leases (one connection per request in flight) with none ever
+/// finished, retry after retry.
+///
 /// ```no_run
 /// # async fn f(client: kube::Client) {
 /// use kinformer_leaderelection::LeaseLock;
@@ -91,7 +99,8 @@ impl fmt::Debug for LeaseLock {
 
 impl Lock for LeaseLock {
     async fn get(&self) -> Result<Option<LeaderElectionRecord>, Error> {
-        let lease = self.api.get_opt(&self.name).await.map_err(kube_error)?;
+        let (api, name) = (self.api.clone(), self.name.clone());
+        let lease = to_the_end(async move { api.get_opt(&name).await }).await?;
         let record = lease
             .as_ref()
             .map(|l| l.spec.as_ref().map(spec_to_record).unwrap_or_default());
@@ -108,11 +117,9 @@ impl Lock for LeaseLock {
             },
             spec: Some(record_to_spec(record)),
         };
-        let created = self
-            .api
-            .create(&PostParams::default(), &lease)
-            .await
-            .map_err(kube_error)?;
+        let api = self.api.clone();
+        let created =
+            to_the_end(async move { api.create(&PostParams::default(), &lease).await }).await?;
         self.remember(Some(created));
         Ok(())
     }
@@ -125,11 +132,10 @@ impl Lock for LeaseLock {
             .clone()
             .ok_or(Error::NotLoaded)?;
         lease.spec = Some(record_to_spec(record));
-        let updated = self
-            .api
-            .replace(&self.name, &PostParams::default(), &lease)
-            .await
-            .map_err(kube_error)?;
+        let (api, name) = (self.api.clone(), self.name.clone());
+        let updated =
+            to_the_end(async move { api.replace(&name, &PostParams::default(), &lease).await })
+                .await?;
         self.remember(Some(updated));
         Ok(())
     }
@@ -172,6 +178,21 @@ pub(crate) fn record_to_spec(record: &LeaderElectionRecord) -> LeaseSpec {
 /// -9999 or after 9999), which no clock produces.
 fn micro_time(t: SystemTime) -> Option<MicroTime> {
     Timestamp::try_from(t).ok().map(MicroTime)
+}
+
+/// Runs `request` on a task of its own (see [`LeaseLock`]): dropping the future this returns
+/// leaves it running to its end. Outside a Tokio runtime, in place.
+async fn to_the_end<T: Send + 'static>(
+    request: impl Future<Output = Result<T, kube::Error>> + Send + 'static,
+) -> Result<T, Error> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return request.await.map_err(kube_error);
+    };
+    match runtime.spawn(request).await {
+        Ok(done) => done.map_err(kube_error),
+        // Cancelled by a runtime shutting down, or a panic in kube's client.
+        Err(e) => Err(Error::Unreachable(Box::new(e))),
+    }
 }
 
 fn kube_error(e: kube::Error) -> Error {

@@ -5,3 +5,4 @@
 mod chaos;
 mod common;
 mod interop;
+mod slow_network;

@@ -15,7 +15,9 @@ use crate::error::{Error, io as io_err};
 /// Clients made by [`ApiProxy::client`](crate::ApiProxy::client) connect through it.
 /// [`TcpProxy::partition`] closes every open connection and refuses new ones (they are
 /// accepted and closed at once, as a dead network path looks to a TLS client);
-/// [`TcpProxy::heal`] lets connections through again. Plain threads move the bytes, so
+/// [`TcpProxy::heal`] lets connections through again. [`TcpProxy::slow_connections`] makes
+/// every new connection wait before it reaches the server (a TLS handshake that takes that
+/// long, as on a loaded machine). Plain threads move the bytes, so
 /// the proxy works whatever async runtime (or none) the test uses. Dropping it stops
 /// the listener and closes all connections.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub struct TcpProxy {
 struct Shared {
     target: SocketAddr,
     partitioned: AtomicBool,
+    /// How long a new connection waits before it reaches the server, in milliseconds.
+    connect_delay_ms: AtomicU64,
     stopped: AtomicBool,
     next_id: AtomicU64,
     /// Both sockets of every open connection, so `partition` can cut them.
@@ -77,6 +81,7 @@ impl TcpProxy {
         let shared = Arc::new(Shared {
             target,
             partitioned: AtomicBool::new(false),
+            connect_delay_ms: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
@@ -103,6 +108,14 @@ impl TcpProxy {
     /// Lets new connections through again.
     pub fn heal(&self) {
         self.shared.partitioned.store(false, Ordering::SeqCst);
+    }
+
+    /// Makes each connection opened from now on wait `delay` before the proxy connects it
+    /// to the server, so that nothing the client sends (its TLS hello first) is answered
+    /// sooner; open connections are left as they are. Zero: no wait.
+    pub fn slow_connections(&self, delay: std::time::Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.shared.connect_delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// Whether the proxy is partitioned.
@@ -139,8 +152,24 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             let _ = client.shutdown(Shutdown::Both);
             continue;
         }
-        if let Err(e) = connect_pair(client, shared) {
-            tracing::debug!(error = %e, "proxy could not reach the API server");
+        let delay = shared.connect_delay_ms.load(Ordering::SeqCst);
+        if delay == 0 {
+            if let Err(e) = connect_pair(client, shared) {
+                tracing::debug!(error = %e, "proxy could not reach the API server");
+            }
+            continue;
+        }
+        let s = Arc::clone(shared);
+        let slow = thread::Builder::new()
+            .name("testenv-proxy-slow".into())
+            .spawn(move || {
+                thread::sleep(std::time::Duration::from_millis(delay));
+                if let Err(e) = connect_pair(client, &s) {
+                    tracing::debug!(error = %e, "proxy could not reach the API server");
+                }
+            });
+        if let Err(e) = slow {
+            tracing::debug!(error = %e, "proxy could not start a connection's thread");
         }
     }
 }
@@ -225,5 +254,21 @@ mod tests {
         proxy.heal();
         let mut after = TcpStream::connect(proxy.addr()).unwrap();
         roundtrip(&mut after).unwrap();
+    }
+
+    #[test]
+    fn slow_connections_delay_new_connections_only() {
+        let proxy = TcpProxy::start(echo()).unwrap();
+        let mut open = TcpStream::connect(proxy.addr()).unwrap();
+        roundtrip(&mut open).unwrap();
+        let delay = std::time::Duration::from_millis(300);
+        proxy.slow_connections(delay);
+        let start = std::time::Instant::now();
+        roundtrip(&mut open).unwrap();
+        assert!(start.elapsed() < delay, "an open connection is not slowed");
+        let start = std::time::Instant::now();
+        let mut new = TcpStream::connect(proxy.addr()).unwrap();
+        roundtrip(&mut new).unwrap();
+        assert!(start.elapsed() >= delay, "{:?}", start.elapsed());
     }
 }
