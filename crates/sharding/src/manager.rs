@@ -141,7 +141,8 @@ impl<L> ShardManager<L> {
     /// `ShardedListAndWatch`, one stream of every object per replica instead of one per
     /// held shard. The manager keeps it up to date: a shard is selected before its work
     /// starts and no longer selected once its work has ended, so a shard's work finds its
-    /// objects coming into the cache (the informer relists at each change), and a lost
+    /// objects coming into the cache (the informer relists when shards are taken, once for
+    /// those taken in one retry, and drops a lost shard's objects without a relist), and a lost
     /// shard's objects leave it only after the shard's controller has stopped. Each shard's
     /// work then runs its controller on that informer with the shard's own selector
     /// ([`Controller::watch_where`](kinformer_controller::controller::Controller::watch_where)).
@@ -157,11 +158,17 @@ impl<L> ShardManager<L> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Selects a shard's objects, or no longer (nothing for a membership Lease).
-    fn select(&self, slot: &Slot<'_, L>, held: bool) {
-        if slot.range.is_some() {
-            self.lock_selections().set(slot.index, held, &self.ranges);
-        }
+    /// Selects the objects of the shards of `slots`, or no longer, in one change: one relist
+    /// however many shards a retry takes or gives up (membership Leases select nothing).
+    fn select<'s>(&self, slots: impl IntoIterator<Item = &'s Slot<'s, L>>, held: bool)
+    where
+        L: 's,
+    {
+        let shards = slots
+            .into_iter()
+            .filter(|s| s.range.is_some())
+            .map(|s| s.index);
+        self.lock_selections().set(shards, held, &self.ranges);
     }
 
     /// A snapshot for a status page: the shards held, the live replicas, and every shard
@@ -330,12 +337,12 @@ impl<L: Lock> ShardManager<L> {
             members,
             previous,
         } = &mut seen;
-        futures::future::join_all(
+        self.give_up(
             shards
                 .iter_mut()
                 .chain(members.iter_mut())
-                .chain(previous.iter_mut().flat_map(|r| r.members.iter_mut()))
-                .map(|slot| self.give_up(slot, "shutdown")),
+                .chain(previous.iter_mut().flat_map(|r| r.members.iter_mut())),
+            "shutdown",
         )
         .await;
         tracing::info!(identity = %self.identity, "shard manager stopped");
@@ -380,9 +387,9 @@ impl<L: Lock> ShardManager<L> {
         // Rule 1: membership, also among the replicas of each count this one replaces, so
         // that they count this replica and leave it the shards their stopped replicas
         // release instead of taking them back.
-        self.hold_one::<F, Fut>(members, offset).await;
+        self.hold_one(members, offset).await;
         for replaced in previous.iter_mut() {
-            self.hold_one::<F, Fut>(&mut replaced.members, offset).await;
+            self.hold_one(&mut replaced.members, offset).await;
         }
         let live = members
             .iter()
@@ -393,12 +400,13 @@ impl<L: Lock> ShardManager<L> {
 
         // Rule 6: shards handed over to another count are given up, and none is taken.
         let handed = self.handed_over(shards, previous);
-        futures::future::join_all(
+        self.give_up(
             shards
                 .iter_mut()
                 .enumerate()
-                .filter(|(i, slot)| handed.contains(i) && slot.held.is_some())
-                .map(|(_, slot)| self.give_up(slot, "handed over to another shard count")),
+                .filter(|(i, _)| handed.contains(i))
+                .map(|(_, slot)| slot),
+            "handed over to another shard count",
         )
         .await;
         let held = shards.iter().filter(|s| s.held.is_some()).count();
@@ -428,12 +436,13 @@ impl<L: Lock> ShardManager<L> {
                 .collect();
             // At once: the shards kept are renewed again only after the given up ones'
             // work has stopped, which may take up to the grace, and only once.
-            futures::future::join_all(
+            self.give_up(
                 shards
                     .iter_mut()
                     .enumerate()
                     .filter(|(i, _)| chosen.contains(i))
-                    .map(|(_, slot)| self.give_up(slot, "re-balance")),
+                    .map(|(_, slot)| slot),
+                "re-balance",
             )
             .await;
             let now = Instant::now();
@@ -442,8 +451,10 @@ impl<L: Lock> ShardManager<L> {
                 self.moves.fetch_add(1, Ordering::Relaxed);
             }
         } else if held < target && !first {
-            // Rule 3: take free shards; rule 4: not in the first period.
+            // Rule 3: take free shards; rule 4: not in the first period. Their objects are
+            // selected together once all are taken, then each one's work starts.
             let mut wanted = target - held;
+            let mut taken = Vec::new();
             for i in 0..shards.len() {
                 if wanted == 0 {
                     break;
@@ -481,9 +492,14 @@ impl<L: Lock> ShardManager<L> {
                         }
                     }
                 }
-                if self.acquire(slot, Some(work)).await {
+                if self.acquire(slot).await {
+                    taken.push(index);
                     wanted -= 1;
                 }
+            }
+            self.select(taken.iter().map(|&i| &shards[i]), true);
+            for i in taken {
+                self.start(&mut shards[i], work);
             }
         }
         let lease_status = |slot: &Slot<'_, L>| {
@@ -513,17 +529,13 @@ impl<L: Lock> ShardManager<L> {
     }
 
     /// Holds one of `members` (any free one) unless one is held.
-    async fn hold_one<F, Fut>(&self, members: &mut [Slot<'_, L>], offset: usize)
-    where
-        F: Fn(Shard) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
+    async fn hold_one(&self, members: &mut [Slot<'_, L>], offset: usize) {
         if members.iter().any(|s| s.held.is_some()) {
             return;
         }
         for i in 0..members.len() {
             let slot = &mut members[(offset + i) % members.len()];
-            if self.is_free(slot) && self.acquire(slot, None::<&F>).await {
+            if self.is_free(slot) && self.acquire(slot).await {
                 break;
             }
         }
@@ -715,7 +727,7 @@ impl<L: Lock> ShardManager<L> {
         if let Some(held) = slot.held.take() {
             tracing::warn!(lease = slot.name, identity = %self.identity, "Lease lost: its work stopped");
             self.join(slot.name, held.work).await;
-            self.select(slot, false);
+            self.select([&*slot], false);
         }
     }
 
@@ -757,13 +769,9 @@ impl<L: Lock> ShardManager<L> {
     }
 
     /// Takes a Lease seen free, with the lease step (which reads it again, unless this
-    /// replica's own record is still valid, and writes over the version read); for a
-    /// shard, starts its work. Whether it was taken.
-    async fn acquire<F, Fut>(&self, slot: &mut Slot<'_, L>, work: Option<&F>) -> bool
-    where
-        F: Fn(Shard) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
+    /// replica's own record is still valid, and writes over the version read). Whether it
+    /// was taken; a shard's work is started after, by [`start`](Self::start).
+    async fn acquire(&self, slot: &mut Slot<'_, L>) -> bool {
         let sent = Instant::now();
         match self
             .attempt(slot.lock)
@@ -781,42 +789,67 @@ impl<L: Lock> ShardManager<L> {
                 return false;
             }
         }
-        let deadline_at = sent + self.config.timing.renew_deadline;
-        let (deadline, deadline_rx) = watch::channel(deadline_at);
+        let (deadline, deadline_rx) = watch::channel(sent + self.config.timing.renew_deadline);
         let term = CancellationToken::new();
-        tokio::spawn(watchdog(term.clone(), deadline_rx.clone()));
-        if work.is_some() {
-            self.select(slot, true);
-        }
-        let task = work.zip(slot.range).map(|(work, range)| {
-            let shard = Shard {
-                index: slot.index,
-                range,
-                count: self.config.shards,
-                lease: slot.name.into(),
-                token: term.clone(),
-                deadline: deadline_rx,
-                grace: self.config.grace(),
-            };
-            tracing::info!(lease = slot.name, identity = %self.identity, shard = slot.index, "shard taken: its work started");
-            tokio::spawn(work(shard))
-        });
+        tokio::spawn(watchdog(term.clone(), deadline_rx));
         slot.held = Some(Held {
             deadline,
             term,
-            work: task,
+            work: None,
         });
         true
     }
 
-    /// Stops a held Lease's work, waits for it, then releases the Lease (the lease step's
-    /// release: an empty holder, a 1 s lease, as client-go's, if the record read afresh
-    /// still names this replica) so that another replica takes it at once.
-    async fn give_up(&self, slot: &mut Slot<'_, L>, why: &'static str) {
-        let Some(held) = slot.held.take() else { return };
-        held.term.cancel();
-        self.join(slot.name, held.work).await;
-        self.select(slot, false);
+    /// Starts the work of a shard just taken (its objects selected already).
+    fn start<F, Fut>(&self, slot: &mut Slot<'_, L>, work: &F)
+    where
+        F: Fn(Shard) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let (Some(held), Some(range)) = (slot.held.as_mut(), slot.range) else {
+            return;
+        };
+        let shard = Shard {
+            index: slot.index,
+            range,
+            count: self.config.shards,
+            lease: slot.name.into(),
+            token: held.term.clone(),
+            deadline: held.deadline.subscribe(),
+            grace: self.config.grace(),
+        };
+        tracing::info!(lease = slot.name, identity = %self.identity, shard = slot.index, "shard taken: its work started");
+        held.work = Some(tokio::spawn(work(shard)));
+    }
+
+    /// Stops the work of each held Lease of `slots` and waits for it, selects none of
+    /// their objects any more (one change), then releases them (the lease step's release:
+    /// an empty holder, a 1 s lease, as client-go's, if the record read afresh still names
+    /// this replica) so that another replica takes them at once. All at once, so that
+    /// the grace is waited out once, not once per Lease.
+    async fn give_up<'s, 'l: 's>(
+        &self,
+        slots: impl IntoIterator<Item = &'s mut Slot<'l, L>>,
+        why: &'static str,
+    ) where
+        L: 's,
+    {
+        let mut slots: Vec<&mut Slot<'l, L>> =
+            slots.into_iter().filter(|s| s.held.is_some()).collect();
+        let works: Vec<_> = slots
+            .iter_mut()
+            .filter_map(|slot| {
+                let held = slot.held.take()?;
+                held.term.cancel();
+                Some(self.join(slot.name, held.work))
+            })
+            .collect();
+        futures::future::join_all(works).await;
+        self.select(slots.iter().map(|s| &**s), false);
+        futures::future::join_all(slots.into_iter().map(|slot| self.release(slot, why))).await;
+    }
+
+    async fn release(&self, slot: &mut Slot<'_, L>, why: &'static str) {
         match self.attempt(slot.lock).release(&mut slot.observed).await {
             Ok(Release::Released) => {
                 tracing::info!(lease = slot.name, identity = %self.identity, why, "Lease released");

@@ -24,13 +24,22 @@ impl Selections {
         selection
     }
 
-    /// Selects shard `index`'s objects (`held`), or no longer; every selection follows.
-    pub(crate) fn set(&mut self, index: u32, held: bool, ranges: &[ShardRange]) {
-        let changed = if held {
-            self.held.insert(index)
-        } else {
-            self.held.remove(&index)
-        };
+    /// Selects the objects of the shards `indices` (`held`), or no longer; every selection
+    /// follows, in one change (one relist) however many shards change.
+    pub(crate) fn set(
+        &mut self,
+        indices: impl IntoIterator<Item = u32>,
+        held: bool,
+        ranges: &[ShardRange],
+    ) {
+        let mut changed = false;
+        for index in indices {
+            changed |= if held {
+                self.held.insert(index)
+            } else {
+                self.held.remove(&index)
+            };
+        }
         if changed {
             for (key, selection) in &self.by_key {
                 selection.set(selector(*key, &self.held, ranges));
@@ -81,9 +90,13 @@ mod tests {
         let mut selections = Selections::default();
         let by_uid = selections.get(ShardKey::Uid, &ranges);
         assert_eq!(by_uid.get(), None);
-        for i in [3, 4, 9] {
-            selections.set(i, true, &ranges);
-        }
+        let generation = by_uid.generation();
+        selections.set([3, 4, 9], true, &ranges);
+        assert_eq!(
+            by_uid.generation(),
+            generation + 1,
+            "three shards, one change"
+        );
         let want = ShardSelector::ranges(
             ShardKey::Uid,
             [
@@ -99,10 +112,10 @@ mod tests {
         assert_eq!(by_namespace.get().unwrap().key(), ShardKey::Namespace);
 
         let generation = by_uid.generation();
-        selections.set(4, true, &ranges); // already held: no change, no relist
+        selections.set([4], true, &ranges); // already held: no change, no relist
         assert_eq!(by_uid.generation(), generation);
-        selections.set(3, false, &ranges);
-        selections.set(4, false, &ranges);
+        selections.set([3, 4], false, &ranges);
+        assert_eq!(by_uid.generation(), generation + 1);
         assert_eq!(
             by_uid.get(),
             Some(ShardSelector::range(ShardKey::Uid, ranges[9]))
@@ -115,9 +128,7 @@ mod tests {
     fn every_shard_held_is_the_whole_hash_space_in_one_range() {
         let ranges = ranges(5);
         let mut selections = Selections::default();
-        for i in 0..5 {
-            selections.set(i, true, &ranges);
-        }
+        selections.set(0..5, true, &ranges);
         let all = selections.get(ShardKey::Uid, &ranges).get().unwrap();
         assert_eq!(all.range_list(), [ShardRange::new(0, 1 << 64).unwrap()]);
     }

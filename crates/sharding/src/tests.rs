@@ -420,6 +420,11 @@ async fn the_selection_holds_a_shard_from_before_its_work_starts_until_after_it_
     };
     let a = replica("a");
     within(Duration::from_secs(10), || a.0.held().len() == 4).await;
+    assert_eq!(
+        a.0.selection(ShardKey::Uid).generation(),
+        1,
+        "four shards taken in one retry are one change (one relist), not four"
+    );
     let b = replica("b");
     within(Duration::from_secs(60), || {
         a.0.held().len() == 2 && b.0.held().len() == 2
@@ -440,9 +445,15 @@ async fn the_selection_holds_a_shard_from_before_its_work_starts_until_after_it_
     }
     // Shutdown: the shards' work ends, then nothing is selected; the other replica takes
     // them all.
+    let before = a.0.selection(ShardKey::Uid).generation();
     a.1.cancel();
     a.2.await.unwrap().unwrap();
     assert_eq!(a.0.selection(ShardKey::Uid).get(), None);
+    assert_eq!(
+        a.0.selection(ShardKey::Uid).generation(),
+        before + 1,
+        "the two shards given up at shutdown are one change"
+    );
     within(Duration::from_secs(60), || b.0.held().len() == 4).await;
     tokio::time::sleep(settle).await;
     assert!((0..4).all(|i| selects(&b.0.selection(ShardKey::Uid), i, 4)));
