@@ -123,6 +123,16 @@ pub enum Error {
     /// at once (no backoff, nothing logged above debug) with the new selector.
     #[error("the shard selection changed")]
     ShardSelectionChanged,
+
+    /// The [`ShardSelection`](crate::ShardSelection) of a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) narrowed to this selector
+    /// (shards given up, none taken) while its watch ran: an item of the watch, not its
+    /// end. The watch goes on and keeps only this selector's objects from here; the
+    /// reflector drops from the cache every object it no longer selects, as the relist of
+    /// a change would (each leaves as a deletion), but without a request. A reflector
+    /// without the cache's [`KnownObjects`](kinformer_core::KnownObjects) relists instead.
+    #[error("the shard selection narrowed to {0}")]
+    ShardSelectionNarrowed(crate::ShardSelector),
 }
 
 impl Error {

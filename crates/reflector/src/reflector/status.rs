@@ -23,6 +23,8 @@ pub(super) struct Shared {
     events: [AtomicU64; EVENT_TYPES.len()],
     /// Objects skipped because they did not decode.
     pub(super) undecodable: AtomicU64,
+    /// Shard selections narrowed under a running watch, without a relist.
+    pub(super) narrowings: AtomicU64,
     /// The failure that ended the last failed round; written only when a round fails.
     last_error: Mutex<Option<LastError>>,
 }
@@ -108,6 +110,10 @@ pub struct ReflectorCounters {
     /// Objects skipped because they did not decode ([`Error::Undecodable`]): list items
     /// and watch events.
     pub undecodable: u64,
+    /// Narrowings of the shard selection followed under a running watch, each dropping
+    /// from the cache what is no longer selected without a list
+    /// ([`Error::ShardSelectionNarrowed`]).
+    pub narrowings: u64,
 }
 
 /// The failure that ended a reflector's last failed round of list-and-watch, and what it did
@@ -195,6 +201,7 @@ impl ReflectorStatus {
                 .collect(),
             syncs: self.syncs(),
             undecodable: load(&self.shared.undecodable),
+            narrowings: load(&self.shared.narrowings),
         }
     }
 }

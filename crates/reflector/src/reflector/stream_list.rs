@@ -105,6 +105,10 @@ where
                         // A transform that refuses an object fails a list, as the
                         // reflector's own transform does (a lister-watcher may run one).
                         Some(Err(e @ Error::Transform { .. })) => break Some(e),
+                        // The list in progress cannot be narrowed: list again.
+                        Some(Err(Error::ShardSelectionNarrowed(_))) => {
+                            break Some(Error::ShardSelectionChanged);
+                        }
                         Some(Err(e)) if e.skips_event() => {
                             tracing::warn!(error = %ErrorChain(&e), "skipping an event of the streaming list");
                             self.report(&e);

@@ -6,13 +6,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kinformer_core::{ErrorChain, MetaObject, Sink};
+use kinformer_core::{ErrorChain, Listed, MetaObject, Sink, Unchanged};
 use tracing::Instrument;
 
 use super::Reflector;
 use super::run_state::RunState;
 use crate::backoff::random_watch_timeout;
-use crate::{Error, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+use crate::{Error, ListerWatcher, ShardSelector, WatchEvent, WatchOptions, WatchStream};
 
 /// A watch that ends sooner than this without any event is a [`Error::VeryShortWatch`].
 pub(super) const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
@@ -152,6 +152,10 @@ where
                     self.report_undecodable(object, deleted);
                     continue;
                 }
+                Some(Err(Error::ShardSelectionNarrowed(selector))) => {
+                    self.narrow(st, &selector)?;
+                    continue;
+                }
                 Some(Err(e)) if e.skips_event() => {
                     tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
                     self.report(&e);
@@ -202,6 +206,31 @@ where
             }
             events += 1;
         }
+    }
+
+    /// The selection narrowed to `selector` while the watch ran: the cache's objects it
+    /// still selects are handed over as a list of unchanged objects at the last synced
+    /// version, so the sink drops the rest as a relist's replace would (each one a
+    /// deletion), and nothing is requested. Without the cache's keys
+    /// ([`known_objects`](Self::known_objects)) it cannot tell: relist.
+    fn narrow(&self, st: &RunState, selector: &ShardSelector) -> Result<(), Error> {
+        let Some(known) = &self.known else {
+            return Err(Error::ShardSelectionChanged);
+        };
+        let kept: Vec<Listed<K>> = known
+            .list_keys()
+            .into_iter()
+            .filter(|key| {
+                known
+                    .get_shared(key.as_str())
+                    .or_else(|| known.get_by_key(key.as_str()))
+                    .is_some_and(|o| selector.matches(&*o))
+            })
+            .map(|key| Listed::Unchanged(Unchanged::new(key, Arc::clone(known))))
+            .collect();
+        tracing::debug!(kept = kept.len(), %selector, "the shard selection narrowed: dropping the rest of the cache without a relist");
+        self.shared.narrowings.fetch_add(1, Ordering::Relaxed);
+        self.hand_over(kept, true, Some(&st.last_sync_rv))
     }
 
     /// Runs `fut` while keeping the resync timer going.

@@ -100,8 +100,9 @@ impl<L> ShardedListerWatcher<L> {
     }
 
     /// The objects of `inner` that `selection` selects, whatever it selects at the time:
-    /// a change of the selection ends the watch with
-    /// [`Error::ShardSelectionChanged`], and the reflector relists (see
+    /// a change that selects anything new ends the watch with
+    /// [`Error::ShardSelectionChanged`], and the reflector relists; one that only selects
+    /// less goes on under the narrower selector ([`Error::ShardSelectionNarrowed`]; see
     /// [`ShardSelection`]).
     pub fn selected(inner: L, selection: ShardSelection) -> Self {
         Self {
@@ -278,7 +279,8 @@ impl<L> ShardedListerWatcher<L> {
         Ok(page)
     }
 
-    /// Watches under the selection in force, until it changes.
+    /// Watches under the selection in force, following it as it narrows, until it changes
+    /// otherwise.
     async fn watch_selected<K>(&self, options: &WatchOptions) -> Result<WatchStream<K>, Error>
     where
         K: MetaObject + Send + Sync + 'static,
@@ -294,18 +296,19 @@ impl<L> ShardedListerWatcher<L> {
             // new shard were never listed.
             return Err(Error::ShardSelectionChanged);
         }
-        let events: WatchStream<K> = match selected.selector {
+        let generation = selected.generation;
+        let (events, sent): (WatchStream<K>, _) = match selected.selector {
             // Nothing to watch: a stream that only waits for the next selection, after the
             // end of an empty streaming list (at a version listed for it) if one was asked.
             None if options.send_initial_events => {
                 let listed: ListPage<K> = self.list_nothing().await?;
                 let end = Bookmark::new(listed.resource_version, true);
-                Box::pin(
+                let events =
                     futures::stream::once(futures::future::ready(Ok(WatchEvent::Bookmark(end))))
-                        .chain(futures::stream::pending()),
-                )
+                        .chain(futures::stream::pending());
+                (Box::pin(events), None)
             }
-            None => Box::pin(futures::stream::pending()),
+            None => (Box::pin(futures::stream::pending()), None),
             Some(selector) => {
                 let mut options = options.clone();
                 options.shard = Some(selector.clone());
@@ -313,65 +316,132 @@ impl<L> ShardedListerWatcher<L> {
                     self.probe::<K>(&selector).await;
                 }
                 let stream = self.inner.watch(&options).await?;
-                let (wire, state) = (
-                    Arc::<str>::from(selector.to_string()),
-                    Arc::clone(&self.state),
-                );
-                Box::pin(stream.filter(move |item| {
-                    let keep = match item {
-                        Ok(
-                            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
-                        ) => selector.matches(o),
-                        Err(Error::Undecodable { object, .. }) => {
-                            selector.may_match_undecodable(object)
-                        }
-                        Ok(WatchEvent::Bookmark(_)) | Err(_) => true,
-                    };
-                    if !keep {
-                        server_ignored(&state, &wire, "a watch event outside the shard");
-                    }
-                    futures::future::ready(keep)
-                }))
+                let wire = Arc::<str>::from(selector.to_string());
+                (stream, Some((selector, wire)))
             }
         };
-        Ok(until_changed(events, changes))
+        Ok(Following {
+            kept: sent.as_ref().map(|(selector, _)| selector.clone()),
+            sent,
+            events,
+            changes: Some(changes),
+            generation,
+            listed: Arc::clone(&self.listed),
+            state: Arc::clone(&self.state),
+        }
+        .into_stream())
     }
 }
 
-/// `events` until the selection changes: then [`Error::ShardSelectionChanged`], and the
-/// end. A selection dropped by its owner changes no more.
-fn until_changed<K: Send + 'static>(
+/// A watch under a selection, as it follows the selection's changes.
+struct Following<K> {
     events: WatchStream<K>,
-    changes: watch::Receiver<Selected>,
-) -> WatchStream<K> {
-    Box::pin(futures::stream::unfold(
-        Some((events, Some(changes))),
-        |state| async move {
-            let (mut events, mut changes) = state?;
-            let changed = async {
-                match changes.as_mut() {
-                    Some(rx) => rx.changed().await.is_ok(),
-                    None => futures::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                alive = changed => {
-                    if alive {
-                        Some((Err(Error::ShardSelectionChanged), None))
-                    } else {
-                        // The owner is gone: the selection stays as it is.
-                        let item = events.next().await?;
-                        Some((item, Some((events, None))))
+    /// `None` once the selection's owner is gone: it changes no more.
+    changes: Option<watch::Receiver<Selected>>,
+    /// The selector the watch was opened with, and its wire form: a server that applies
+    /// it sends nothing outside it.
+    sent: Option<(ShardSelector, Arc<str>)>,
+    /// What is passed on: the selector sent, or a narrower one since.
+    kept: Option<ShardSelector>,
+    /// The generation of the selection this watch follows.
+    generation: u64,
+    listed: Arc<AtomicU64>,
+    state: Arc<AtomicU8>,
+}
+
+impl<K: MetaObject + Send + 'static> Following<K> {
+    /// The events of the kept selector's objects, until the selection changes in a way
+    /// the watch cannot follow. A narrowing (every object selected now was selected
+    /// before) is followed: [`Error::ShardSelectionNarrowed`], and the watch goes on with
+    /// the narrower selector, counting as listed under the new generation (nothing new
+    /// needs listing). Any other change: [`Error::ShardSelectionChanged`], and the end.
+    fn into_stream(self) -> WatchStream<K> {
+        Box::pin(futures::stream::unfold(
+            Some(self),
+            |following| async move {
+                let mut f = following?;
+                loop {
+                    let changed = async {
+                        match f.changes.as_mut() {
+                            Some(rx) => rx.changed().await.is_ok(),
+                            None => futures::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        alive = changed => {
+                            let Some(rx) = f.changes.as_mut().filter(|_| alive) else {
+                                // The owner is gone: the selection stays as it is.
+                                f.changes = None;
+                                continue;
+                            };
+                            let now = rx.borrow_and_update().clone();
+                            match f.narrowed(now) {
+                                Some(None) => continue,
+                                Some(Some(narrower)) => {
+                                    return Some((Err(Error::ShardSelectionNarrowed(narrower)), Some(f)));
+                                }
+                                None => return Some((Err(Error::ShardSelectionChanged), None)),
+                            }
+                        }
+                        item = f.events.next() => {
+                            let item = item?;
+                            if f.keeps(&item) {
+                                return Some((item, Some(f)));
+                            }
+                        }
                     }
                 }
-                item = events.next() => {
-                    let item = item?;
-                    Some((item, Some((events, changes))))
-                }
+            },
+        ))
+    }
+
+    /// Follows a new selection if it narrows what is kept: `Some(Some(selector))` for a
+    /// narrower one, `Some(None)` for the same one (a change and back), `None` when it
+    /// cannot be followed (a wider or other selector, none, or a list made since under
+    /// another generation).
+    fn narrowed(&mut self, now: Selected) -> Option<Option<ShardSelector>> {
+        let (kept, new) = (self.kept.as_ref()?, now.selector?);
+        if !kept.covers(&new) {
+            return None;
+        }
+        self.listed
+            .compare_exchange(
+                self.generation,
+                now.generation,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .ok()?;
+        self.generation = now.generation;
+        if *kept == new {
+            return Some(None);
+        }
+        self.kept = Some(new.clone());
+        Some(Some(new))
+    }
+
+    /// Whether an item is passed on: bookmarks and errors are; an object only if the kept
+    /// selector selects it. One outside the selector sent tells that the server ignored it.
+    fn keeps(&self, item: &Result<WatchEvent<K>, Error>) -> bool {
+        let (Some((sent, wire)), Some(kept)) = (&self.sent, &self.kept) else {
+            return true;
+        };
+        let (sent_has, kept_has) = match item {
+            Ok(WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)) => {
+                (sent.matches(o), kept.matches(o))
             }
-        },
-    ))
+            Err(Error::Undecodable { object, .. }) => (
+                sent.may_match_undecodable(object),
+                kept.may_match_undecodable(object),
+            ),
+            Ok(WatchEvent::Bookmark(_)) | Err(_) => return true,
+        };
+        if !sent_has {
+            server_ignored(&self.state, wire, "a watch event outside the shard");
+        }
+        kept_has
+    }
 }
 
 impl<K, L> ListerWatcher<K> for ShardedListerWatcher<L>
@@ -401,7 +471,7 @@ mod tests {
 
     use super::*;
     use crate::fake::{FakeListerWatcher, watch_channel};
-    use crate::{Bookmark, ShardKey};
+    use crate::{Bookmark, ShardKey, ShardRange};
 
     /// An object with a uid and a namespace.
     #[derive(Clone, Debug, PartialEq)]
@@ -617,6 +687,83 @@ mod tests {
             Some(Err(Error::ShardSelectionChanged))
         ));
         assert!(watch.next().await.is_none(), "the watch ends at the change");
+    }
+
+    #[tokio::test]
+    async fn a_narrowing_goes_on_under_the_narrower_selector_and_a_widening_ends_the_watch() {
+        let quarter = |i| ShardSelector::index_of(ShardKey::Uid, i, 4).unwrap();
+        let half = ShardSelector::range(
+            ShardKey::Uid,
+            ShardRange::new(
+                quarter(0).range_list()[0].start(),
+                quarter(1).range_list()[0].end(),
+            )
+            .unwrap(),
+        );
+        let all = objs(80);
+        let of = |q: u32| all.iter().find(|o| quarter(q).matches(*o)).unwrap().clone();
+        let fake = FakeListerWatcher::new();
+        let wire = half.to_string();
+        fake.on_list(move |_| Ok(ListPage::new(Vec::<Obj>::new(), "5").with_shard_info(&*wire)));
+        let selection = ShardSelection::new(Some(half.clone()));
+        let lw = ShardedListerWatcher::selected(fake.clone(), selection.clone());
+        lw.list(&ListOptions::new("0", None)).await.unwrap();
+        assert_eq!(lw.filtering(), ShardFiltering::Server);
+        let (tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        let watch_opts = WatchOptions::new("5", Duration::from_secs(60));
+        let mut watch = lw.watch(&watch_opts).await.unwrap();
+
+        tx.send(Ok(WatchEvent::Added(of(1))));
+        assert!(matches!(watch.next().await, Some(Ok(WatchEvent::Added(o))) if o == of(1)));
+        // Shard 1 given up: the watch says so and goes on with shard 0 alone.
+        selection.set(Some(quarter(0)));
+        assert!(matches!(
+            watch.next().await,
+            Some(Err(Error::ShardSelectionNarrowed(s))) if s == quarter(0)
+        ));
+        // The server still sends shard 1 (the selector it was given): dropped here, and
+        // that is no sign of a server that ignores selectors.
+        tx.send(Ok(WatchEvent::Modified(of(1))));
+        tx.send(Ok(WatchEvent::Added(of(0))));
+        assert!(matches!(watch.next().await, Some(Ok(WatchEvent::Added(o))) if o == of(0)));
+        assert_eq!(lw.filtering(), ShardFiltering::Server);
+        // A change and back is no change.
+        selection.set(Some(quarter(3)));
+        selection.set(Some(quarter(0)));
+        tx.send(Ok(WatchEvent::Deleted(of(0))));
+        assert!(matches!(watch.next().await, Some(Ok(WatchEvent::Deleted(o))) if o == of(0)));
+        // Nothing new needs listing: a watch after this one starts without a relist.
+        drop(watch);
+        let (tx, stream) = watch_channel();
+        fake.push_watch(Ok(stream));
+        let mut watch = lw.watch(&watch_opts).await.unwrap();
+        assert_eq!(fake.watch_calls()[1].shard.as_ref(), Some(&quarter(0)));
+        assert_eq!(fake.list_calls().len(), 1);
+        // Shard 2 taken: its objects were never listed, the watch ends.
+        selection.set(Some(
+            ShardSelector::ranges(
+                ShardKey::Uid,
+                [quarter(0).range_list()[0], quarter(2).range_list()[0]],
+            )
+            .unwrap(),
+        ));
+        tx.send(Ok(WatchEvent::Added(of(0))));
+        assert!(matches!(
+            watch.next().await,
+            Some(Err(Error::ShardSelectionChanged))
+        ));
+        assert!(watch.next().await.is_none());
+        // So does a narrowing to nothing: with nothing selected nothing is watched.
+        lw.list(&ListOptions::new("5", None)).await.unwrap();
+        let (_tx, stream) = watch_channel::<Obj>();
+        fake.push_watch(Ok(stream));
+        let mut watch = lw.watch(&watch_opts).await.unwrap();
+        selection.set(None);
+        assert!(matches!(
+            watch.next().await,
+            Some(Err(Error::ShardSelectionChanged))
+        ));
     }
 
     #[tokio::test]

@@ -234,6 +234,26 @@ impl ShardSelector {
         self.matches_value(self.key.value_of(obj))
     }
 
+    /// Whether every object `other` selects is selected by this one too: the same key, and
+    /// each of `other`'s ranges inside one of these.
+    ///
+    /// ```
+    /// use kinformer_reflector::{ShardKey, ShardRange, ShardSelector};
+    ///
+    /// let half = ShardSelector::range(ShardKey::Uid, ShardRange::new(0, 1 << 63)?);
+    /// let quarter = ShardSelector::index_of(ShardKey::Uid, 1, 4)?;
+    /// assert!(half.covers(&quarter) && !quarter.covers(&half));
+    /// # Ok::<(), kinformer_reflector::Error>(())
+    /// ```
+    pub fn covers(&self, other: &ShardSelector) -> bool {
+        self.key == other.key
+            && other.ranges.iter().all(|r| {
+                self.ranges
+                    .iter()
+                    .any(|mine| mine.start <= r.start && r.end <= mine.end)
+            })
+    }
+
     /// Whether an object that did not decode may be in the shard: by its namespace, or its
     /// uid when its metadata had one; an object without a uid is kept (nothing tells).
     pub fn may_match_undecodable(&self, object: &Undecodable) -> bool {

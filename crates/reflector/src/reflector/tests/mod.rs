@@ -27,6 +27,10 @@ impl MetaObject for Obj {
     fn object_name(&self) -> Option<&str> {
         (!self.name.is_empty()).then_some(self.name.as_str())
     }
+    /// The name: what a shard selector by uid hashes.
+    fn object_uid(&self) -> Option<&str> {
+        self.object_name()
+    }
     fn object_namespace(&self) -> Option<&str> {
         Some("ns")
     }
@@ -143,6 +147,44 @@ impl Sink<Obj> for Rec {
     }
 }
 
+/// What the consumer has cached, as the reflector's known-objects view sees it.
+#[derive(Default)]
+struct Cached(Mutex<Vec<Obj>>);
+
+impl Cached {
+    fn with(objs: Vec<Obj>) -> Arc<Self> {
+        Arc::new(Self(Mutex::new(objs)))
+    }
+}
+
+impl KnownObjects<Obj> for Cached {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|o| ObjectKey::new(Some("ns"), &o.name).unwrap())
+            .collect()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|o| format!("ns/{}", o.name) == key)
+            .cloned()
+            .map(Arc::new)
+    }
+
+    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
+        self.get_by_key(key)
+    }
+
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        kinformer_core::holds_version(self.get_by_key(key), resource_version)
+    }
+}
+
 /// What the error handler saw: when, and a short description of the error.
 #[derive(Clone, Default)]
 struct Errors(Arc<Mutex<Vec<(Instant, String)>>>);
@@ -246,6 +288,7 @@ fn spawn(r: Reflector<Obj, FakeListerWatcher<Obj>, Arc<Rec>>) -> ReflectorHandle
 
 mod bad_input;
 mod list;
+mod narrow;
 mod resync;
 mod stream_list;
 mod transform;

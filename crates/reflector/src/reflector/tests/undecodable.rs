@@ -4,44 +4,6 @@ use super::*;
 
 // ---------------------------------------------------------------- undecodable objects
 
-/// What the consumer has cached, as the reflector's known-objects view sees it.
-#[derive(Default)]
-struct Cached(Mutex<Vec<Obj>>);
-
-impl Cached {
-    fn with(objs: Vec<Obj>) -> Arc<Self> {
-        Arc::new(Self(Mutex::new(objs)))
-    }
-}
-
-impl KnownObjects<Obj> for Cached {
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|o| ObjectKey::new(Some("ns"), &o.name).unwrap())
-            .collect()
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<Obj>> {
-        self.0
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|o| format!("ns/{}", o.name) == key)
-            .cloned()
-            .map(Arc::new)
-    }
-
-    fn get_shared(&self, key: &str) -> Option<Arc<Obj>> {
-        self.get_by_key(key)
-    }
-
-    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
-        kinformer_core::holds_version(self.get_by_key(key), resource_version)
-    }
-}
-
 /// A cache that hands out the allocations it holds, as the thread-safe store does.
 struct Held(Vec<Arc<Obj>>);
 
