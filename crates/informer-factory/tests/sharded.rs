@@ -329,7 +329,10 @@ async fn a_moving_selection(cp: &ControlPlane) {
             || {
                 let cached = informer.indexer().list();
                 // Every shard holds some of the pods: an empty cache is a relist not done yet.
+                // Every relist ended (the first list and each relist reached the sink).
+                let counters = informer.stats().reflector;
                 relists() + narrowings() > step as u64
+                    && counters.syncs == 1 + relists()
                     && !cached.is_empty()
                     && cached.iter().all(|p| selector.matches(&**p))
             },
