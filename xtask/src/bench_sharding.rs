@@ -4,10 +4,10 @@
 //! - Without options: 1, 2, 3, 4 and 6 processes drain a backlog of pods, each reconcile
 //!   waiting a fixed time and each process running a fixed number of reconciles at once; prints
 //!   the time to drain. `--cpu`: each reconcile burns that time on the CPU instead of waiting.
-//! - `--replicas [--pods N]` (10,000 by default): N pods as clusters hold them (server-side
+//! - `--replicas [--pods N] [--gate on|off]` (10,000 by default, both gates): N pods as clusters hold them (server-side
 //!   applied, two field managers), created once per control plane and shared by every run;
 //!   1 to 4 replicas (the example built optimised) share 12 shards on a server with the gate
-//!   `ShardedListAndWatch` and on one without; each run reports the time until every pod was
+//!   `ShardedListAndWatch` and on one without (`--gate`: only one of them); each run reports the time until every pod was
 //!   reconciled once, each replica's peak RSS, the bytes its informer received (its
 //!   lister-watcher's count, relists at each shard taken included) and the pod watches the
 //!   API server serves to the replicas.
@@ -28,14 +28,16 @@ const BACKLOG: usize = 1000;
 const COST_MS: u64 = 20;
 const CAPACITY: usize = 4;
 
-/// `cargo xtask bench sharding [--cpu | --replicas [--pods N]]`.
+/// `cargo xtask bench sharding [--cpu | --replicas [--pods N] [--gate on|off]]`.
 pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
     let cpu = match args {
         [] => false,
         [flag] if flag == "--cpu" => true,
         [flag, rest @ ..] if flag == "--replicas" => return replicas(rest),
         _ => {
-            anyhow::bail!("the sharding bench takes --cpu, or --replicas [--pods N] (got {args:?})")
+            anyhow::bail!(
+                "the sharding bench takes --cpu, or --replicas [--pods N] [--gate on|off] (got {args:?})"
+            )
         }
     };
     let cost_flag = if cpu {
@@ -105,18 +107,27 @@ pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
 
 /// `--replicas [--pods N]`: the per-replica figures of 1 to 4 replicas, gated and not.
 fn replicas(args: &[String]) -> anyhow::Result<()> {
-    let pods = match args {
-        [] => 10_000,
-        [flag, n] if flag == "--pods" => n.parse()?,
-        _ => anyhow::bail!("--replicas takes only --pods N (got {args:?})"),
-    };
+    let (mut pods, mut gates) = (10_000, vec![true, false]);
+    let mut rest = args;
+    while let [flag, value, tail @ ..] = rest {
+        match (flag.as_str(), value.as_str()) {
+            ("--pods", n) => pods = n.parse()?,
+            ("--gate", "on") => gates = vec![true],
+            ("--gate", "off") => gates = vec![false],
+            _ => anyhow::bail!("--replicas takes --pods N and --gate on|off (got {args:?})"),
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        anyhow::bail!("--replicas takes --pods N and --gate on|off (got {args:?})");
+    }
     let program = build(true)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let mut rows = Vec::new();
-        for gated in [true, false] {
+        for gated in gates {
             let gate = if gated { "on" } else { "off" };
             println!("starting etcd and kube-apiserver, gate ShardedListAndWatch {gate}");
             let cp =
