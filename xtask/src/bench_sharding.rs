@@ -9,7 +9,7 @@
 //!   1 to 4 replicas (the example built optimised) share 12 shards on a server with the gate
 //!   `ShardedListAndWatch` and on one without (`--gate`: only one of them); each run reports the time until every pod was
 //!   reconciled once, each replica's peak RSS, the bytes its informer received (its
-//!   lister-watcher's count, relists at each shard taken included) and the pod watches the
+//!   lister-watcher's count, relists included) and the pod watches the
 //!   API server serves to the replicas.
 
 use std::collections::BTreeSet;

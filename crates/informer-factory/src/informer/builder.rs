@@ -288,7 +288,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     /// The objects of whatever shards `selection` selects while the informer runs: the
     /// union of the shards a replica holds, one informer for all of them
     /// (kinformer-sharding's `ShardManager::selection` keeps one up to date). As
-    /// [`shard`](Self::shard) otherwise. A change of the selection relists at once: the
+    /// [`shard`](Self::shard) otherwise. A change that selects new shards relists at once,
+    /// one that only selects fewer narrows the running watch without a list: either way the
     /// objects of the shards no longer selected leave the cache with delete notifications
     /// (tombstones), those of new shards arrive as adds, and the objects of the shards still
     /// selected stay (see [`ShardSelection`]).
