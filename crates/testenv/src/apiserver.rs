@@ -33,6 +33,15 @@ pub(crate) fn spawn(bin: &Path, args: &[String], dir: &Path) -> Result<Process, 
     Process::spawn("kube-apiserver", bin, args, &dir.join("kube-apiserver.log"))
 }
 
+/// Whether the API server has written its serving certificate whole. It writes the
+/// certificate and then its key, each with Go's `os.WriteFile`, which creates the file
+/// empty before it writes: a client that trusted the certificate file as soon as it
+/// existed could trust no certificate at all, and fail every TLS handshake with the
+/// server it waits for. Once the key file exists, the certificate's write has returned.
+fn wrote_serving_cert(dir: &Path) -> bool {
+    serving_cert(dir).is_file() && dir.join("certs").join("apiserver.key").is_file()
+}
+
 /// Starts the API server on a free port and waits until it has written its serving
 /// certificate (it does so before it serves). Returns the process, its address and the
 /// flags it was started with (to start it again on the same port).
@@ -47,15 +56,14 @@ pub(crate) async fn start(
         let addr = free_addr()?;
         let args = args(dir, etcd_url, addr, options);
         let mut apiserver = spawn(bin, &args, dir)?;
-        let cert = serving_cert(dir);
         let start = Instant::now();
-        while !cert.is_file() {
+        while !wrote_serving_cert(dir) {
             if apiserver.exited().is_some() || start.elapsed() > READY_TIMEOUT {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if cert.is_file() {
+        if wrote_serving_cert(dir) {
             return Ok((apiserver, addr, args));
         }
         let err = apiserver.not_ready("it wrote no serving certificate");
@@ -113,6 +121,18 @@ fn args(dir: &Path, etcd_url: &str, addr: SocketAddr, options: &Options) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_certificate_counts_as_written_once_its_key_is() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("certs")).unwrap();
+        assert!(!wrote_serving_cert(dir.path()));
+        // The moment os.WriteFile has created the certificate file, before it writes it.
+        std::fs::write(serving_cert(dir.path()), "").unwrap();
+        assert!(!wrote_serving_cert(dir.path()));
+        std::fs::write(dir.path().join("certs").join("apiserver.key"), "").unwrap();
+        assert!(wrote_serving_cert(dir.path()));
+    }
 
     #[test]
     fn with_watch_cache_switches_only_that_flag() {
