@@ -11,6 +11,8 @@
 //!   reconciled once, each replica's peak RSS, the bytes its informer received (its
 //!   lister-watcher's count, relists included) and the pod watches the
 //!   API server serves to the replicas.
+//! - `--handover [--pods N] [--gate on|off]`: one of three replicas killed under churn
+//!   (`bench_handover.rs`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -28,15 +30,16 @@ const BACKLOG: usize = 1000;
 const COST_MS: u64 = 20;
 const CAPACITY: usize = 4;
 
-/// `cargo xtask bench sharding [--cpu | --replicas [--pods N] [--gate on|off]]`.
+/// `cargo xtask bench sharding [--cpu | --replicas | --handover [--pods N] [--gate on|off]]`.
 pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
     let cpu = match args {
         [] => false,
         [flag] if flag == "--cpu" => true,
         [flag, rest @ ..] if flag == "--replicas" => return replicas(rest),
+        [flag, rest @ ..] if flag == "--handover" => return crate::bench_handover::run(rest),
         _ => {
             anyhow::bail!(
-                "the sharding bench takes --cpu, or --replicas [--pods N] [--gate on|off] (got {args:?})"
+                "the sharding bench takes --cpu, or --replicas or --handover [--pods N] [--gate on|off] (got {args:?})"
             )
         }
     };
@@ -107,20 +110,7 @@ pub(crate) fn bench(args: &[String]) -> anyhow::Result<()> {
 
 /// `--replicas [--pods N]`: the per-replica figures of 1 to 4 replicas, gated and not.
 fn replicas(args: &[String]) -> anyhow::Result<()> {
-    let (mut pods, mut gates) = (10_000, vec![true, false]);
-    let mut rest = args;
-    while let [flag, value, tail @ ..] = rest {
-        match (flag.as_str(), value.as_str()) {
-            ("--pods", n) => pods = n.parse()?,
-            ("--gate", "on") => gates = vec![true],
-            ("--gate", "off") => gates = vec![false],
-            _ => anyhow::bail!("--replicas takes --pods N and --gate on|off (got {args:?})"),
-        }
-        rest = tail;
-    }
-    if !rest.is_empty() {
-        anyhow::bail!("--replicas takes --pods N and --gate on|off (got {args:?})");
-    }
+    let (pods, gates) = pods_and_gates("--replicas", args)?;
     let program = build(true)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -129,15 +119,7 @@ fn replicas(args: &[String]) -> anyhow::Result<()> {
         let mut rows = Vec::new();
         for gated in gates {
             let gate = if gated { "on" } else { "off" };
-            println!("starting etcd and kube-apiserver, gate ShardedListAndWatch {gate}");
-            let cp =
-                ControlPlane::start_with(Options::default().sharded_list_and_watch(gated)).await?;
-            let ns = cp.create_namespace("bench-replicas").await?;
-            let api: kube::Api<Pod> = kube::Api::namespaced(cp.client()?, &ns);
-            let started = Instant::now();
-            println!("creating {pods} pods as clusters hold them (two server-side applies each)");
-            apply_realistic_pods(&api, "p", pods).await?;
-            println!("  created in {:.0} s", started.elapsed().as_secs_f64());
+            let (cp, ns) = with_pods(gated, pods, "bench-replicas").await?;
             for n in 1..=4usize {
                 // Pod watches open before the replicas start (none of theirs).
                 let before = pod_watches(&cp).await?;
@@ -184,15 +166,59 @@ fn replicas(args: &[String]) -> anyhow::Result<()> {
     })
 }
 
+/// A control plane with the gate `ShardedListAndWatch` on or off, and a namespace named
+/// after `prefix` holding `pods` pods as clusters hold them.
+pub(crate) async fn with_pods(
+    gated: bool,
+    pods: usize,
+    prefix: &str,
+) -> anyhow::Result<(ControlPlane, String)> {
+    let gate = if gated { "on" } else { "off" };
+    println!("starting etcd and kube-apiserver, gate ShardedListAndWatch {gate}");
+    let cp = ControlPlane::start_with(Options::default().sharded_list_and_watch(gated)).await?;
+    let ns = cp.create_namespace(prefix).await?;
+    let api: kube::Api<Pod> = kube::Api::namespaced(cp.client()?, &ns);
+    let started = Instant::now();
+    println!("creating {pods} pods as clusters hold them (two server-side applies each)");
+    apply_realistic_pods(&api, "p", pods).await?;
+    println!("  created in {:.0} s", started.elapsed().as_secs_f64());
+    Ok((cp, ns))
+}
+
+/// `[--pods N] [--gate on|off]` after `mode`: N (10,000 by default) and the gates to run
+/// (both by default).
+pub(crate) fn pods_and_gates(mode: &str, args: &[String]) -> anyhow::Result<(usize, Vec<bool>)> {
+    let (mut pods, mut gates) = (10_000, vec![true, false]);
+    let mut rest = args;
+    while let [flag, value, tail @ ..] = rest {
+        match (flag.as_str(), value.as_str()) {
+            ("--pods", n) => pods = n.parse()?,
+            ("--gate", "on") => gates = vec![true],
+            ("--gate", "off") => gates = vec![false],
+            _ => anyhow::bail!("{mode} takes --pods N and --gate on|off (got {args:?})"),
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        anyhow::bail!("{mode} takes --pods N and --gate on|off (got {args:?})");
+    }
+    Ok((pods, gates))
+}
+
 /// `mean (min–max)` of `values`, to one decimal.
-fn spread(values: &[f64]) -> String {
+pub(crate) fn spread(values: &[f64]) -> String {
+    spread_to(values, 1)
+}
+
+/// `mean (min–max)` of `values`, to `decimals` places.
+pub(crate) fn spread_to(values: &[f64], decimals: usize) -> String {
     let mean = values.iter().sum::<f64>() / values.len().max(1) as f64;
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(0.0, f64::max);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     if values.len() > 1 {
-        format!("{mean:.1} ({min:.1}–{max:.1})")
+        format!("{mean:.decimals$} ({min:.decimals$}–{max:.decimals$})")
     } else {
-        format!("{mean:.1}")
+        format!("{mean:.decimals$}")
     }
 }
 

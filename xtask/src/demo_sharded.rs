@@ -19,12 +19,46 @@ use kinformer_testenv::{ControlPlane, Options, create_pods};
 pub(crate) const SHARDS: u32 = 12;
 const PODS: usize = 60;
 
-/// One controller process: what it printed, its reconciles counted apart.
+/// One controller process: what it printed, its reconciles kept apart.
 pub(crate) struct Process {
     id: String,
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
     reconciled: Arc<Mutex<BTreeSet<String>>>,
+    reconciles: Arc<Mutex<Vec<Reconcile>>>,
+}
+
+/// One reconcile a process printed: `reconciled <key> shard=<i>/<n> from=<µs> to=<µs>`.
+#[derive(Clone, Debug)]
+pub(crate) struct Reconcile {
+    pub(crate) key: String,
+    pub(crate) shard: u32,
+    /// When it began and ended, unix µs.
+    pub(crate) from: u128,
+    pub(crate) to: u128,
+}
+
+impl Reconcile {
+    /// The reconcile of a line's text after `reconciled `.
+    fn parse(rest: &str) -> Option<Self> {
+        let mut fields = rest.split(' ');
+        let key = fields.next()?.to_owned();
+        let shard = fields
+            .next()?
+            .strip_prefix("shard=")?
+            .split('/')
+            .next()?
+            .parse()
+            .ok()?;
+        let from = fields.next()?.strip_prefix("from=")?.parse().ok()?;
+        let to = fields.next()?.strip_prefix("to=")?.parse().ok()?;
+        Some(Self {
+            key,
+            shard,
+            from,
+            to,
+        })
+    }
 }
 
 impl Process {
@@ -62,14 +96,17 @@ impl Process {
         let stdout = child.stdout.take().context("the child's stdout")?;
         let lines = Arc::new(Mutex::new(Vec::new()));
         let reconciled = Arc::new(Mutex::new(BTreeSet::new()));
+        let reconciles = Arc::new(Mutex::new(Vec::new()));
         let (sink, done, who) = (Arc::clone(&lines), Arc::clone(&reconciled), id.to_owned());
+        let each = Arc::clone(&reconciles);
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(rest) = line.strip_prefix("reconciled ") {
-                    if let Some(key) = rest.split(' ').next() {
+                    if let Some(r) = Reconcile::parse(rest) {
                         done.lock()
                             .unwrap_or_else(PoisonError::into_inner)
-                            .insert(key.to_owned());
+                            .insert(r.key.clone());
+                        each.lock().unwrap_or_else(PoisonError::into_inner).push(r);
                     }
                     continue;
                 }
@@ -90,7 +127,19 @@ impl Process {
             child,
             lines,
             reconciled,
+            reconciles,
         })
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Kills it (SIGKILL: its Leases expire, nothing is released) and waits for it.
+    pub(crate) fn kill(&mut self) -> anyhow::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        Ok(())
     }
 
     /// Interrupts it (SIGINT: it releases its Leases and prints the bytes its informer
@@ -150,6 +199,24 @@ impl Process {
             .and_then(|rest| rest.split(']').next())
             .map(|inside| inside.split(", ").filter_map(|s| s.parse().ok()).collect())
             .unwrap_or_default()
+    }
+
+    /// Its reconciles that began after `since` (unix µs), in the order it printed them.
+    pub(crate) fn reconciles_since(&self, since: u128) -> Vec<Reconcile> {
+        let all = self
+            .reconciles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Printed as each ended, so the newest are last: look back only as far as `since`.
+        let mut recent: Vec<Reconcile> = all
+            .iter()
+            .rev()
+            .take_while(|r| r.to > since)
+            .filter(|r| r.from > since)
+            .cloned()
+            .collect();
+        recent.reverse();
+        recent
     }
 
     pub(crate) fn reconciled(&self) -> BTreeSet<String> {
@@ -268,8 +335,7 @@ async fn demo(program: &Path, replicas: usize) -> anyhow::Result<()> {
     let mut dead = Vec::new();
     if procs.len() >= 2 {
         let mut killed = procs.remove(0);
-        killed.child.kill()?;
-        killed.child.wait()?;
+        killed.kill()?;
         println!(
             "killed {} (SIGKILL: its Leases expire after 3 s, nothing is released)",
             killed.id

@@ -9,8 +9,8 @@
 //! - `cargo xtask demo` runs the demo; `cargo xtask demo --replicas 3` the sharded controller
 //!   as three processes.
 //! - `cargo xtask bench <suite>` runs a benchmark: `workqueue`, `indexer`, `deltafifo` and
-//!   `informer` against client-go; `sharding [--cpu | --replicas [--pods N] [--gate on|off]]` the sharded
-//!   controller as processes.
+//!   `informer` against client-go; `sharding [--cpu | --replicas | --handover [--pods N] [--gate on|off]]`
+//!   the sharded controller as processes.
 //! - `cargo xtask release` runs the release checks (packaging, MSRV) that end `test`.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
 //! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak;
@@ -18,6 +18,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod bench_handover;
 mod bench_informer;
 mod bench_sharding;
 mod cargo_build;
@@ -87,7 +88,8 @@ enum Command {
         /// The suite: `workqueue`, `indexer`, `deltafifo`, `informer` or `sharding`.
         suite: String,
         /// The suite's options: `informer`'s (see `cargo xtask bench informer -- --help`), or
-        /// `sharding`'s (`--cpu`, or `--replicas [--pods N] [--gate on|off]`).
+        /// `sharding`'s (`--cpu`, or `--replicas` or `--handover`, each with
+        /// `[--pods N] [--gate on|off]`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
