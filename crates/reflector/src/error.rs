@@ -133,6 +133,22 @@ pub enum Error {
     /// without the cache's [`KnownObjects`](kinformer_core::KnownObjects) relists instead.
     #[error("the shard selection narrowed to {0}")]
     ShardSelectionNarrowed(crate::ShardSelector),
+
+    /// The [`ShardSelection`](crate::ShardSelection) of a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) changed to `selector`, which
+    /// selects `added` besides what the watch kept: the watch's last item. The reflector
+    /// lists only `added`, at exactly the resourceVersion the watch had reached, drops from
+    /// the cache what `selector` no longer selects, and watches `selector` from that
+    /// version: what was selected before and still is, is not listed again. Where it
+    /// cannot (no [`KnownObjects`](kinformer_core::KnownObjects), no version to list at,
+    /// that version compacted away, the selection changed again meanwhile) it relists.
+    #[error("the shard selection changed to {selector}, adding {added}")]
+    ShardSelectionWidened {
+        /// The selection now.
+        selector: crate::ShardSelector,
+        /// What it selects that the watch did not keep.
+        added: crate::ShardSelector,
+    },
 }
 
 impl Error {

@@ -22,10 +22,18 @@ pub struct ListOptions {
     /// `continue`: the token of the previous page.
     pub continue_token: Option<String>,
     /// `shardSelector`: only the objects of this shard (Kubernetes 1.36, feature gate
-    /// `ShardedListAndWatch`). The reflector never sets it; a
-    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) does, and filters what a
-    /// server without the gate sends anyway.
+    /// `ShardedListAndWatch`). A [`ShardedListerWatcher`](crate::ShardedListerWatcher)
+    /// sets it to its selection, and filters what a server without the gate sends anyway;
+    /// the reflector sets it only to list what that selection gained
+    /// ([`Error::ShardSelectionWidened`](crate::Error::ShardSelectionWidened)).
     pub shard: Option<ShardSelector>,
+    /// `resourceVersionMatch=Exact`: the objects as they were at exactly
+    /// `resource_version` (`410 Gone` once etcd has compacted it), rather than at that
+    /// version or newer. The reflector asks for it only to list the shards a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher)'s selection gained, at the
+    /// version its watch had reached; it checks the page's version, so a lister-watcher
+    /// that ignores this costs a relist, nothing else.
+    pub exact: bool,
 }
 
 impl ListOptions {
@@ -36,6 +44,7 @@ impl ListOptions {
             limit,
             continue_token: None,
             shard: None,
+            exact: false,
         }
     }
 }

@@ -141,8 +141,8 @@ impl<L> ShardManager<L> {
     /// `ShardedListAndWatch`, one stream of every object per replica instead of one per
     /// held shard. The manager keeps it up to date: a shard is selected before its work
     /// starts and no longer selected once its work has ended, so a shard's work finds its
-    /// objects coming into the cache (the informer relists when shards are taken, once for
-    /// those taken in one retry, and drops a lost shard's objects without a relist), and a lost
+    /// objects coming into the cache (the informer lists the shards taken, once for those
+    /// taken in one retry, and drops a lost shard's objects without a list), and a lost
     /// shard's objects leave it only after the shard's controller has stopped. Each shard's
     /// work then runs its controller on that informer with the shard's own selector
     /// ([`Controller::watch_where`](kinformer_controller::controller::Controller::watch_where)).
@@ -158,7 +158,7 @@ impl<L> ShardManager<L> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Selects the objects of the shards of `slots`, or no longer, in one change: one relist
+    /// Selects the objects of the shards of `slots`, or no longer, in one change: one list
     /// however many shards a retry takes or gives up (membership Leases select nothing).
     fn select<'s>(&self, slots: impl IntoIterator<Item = &'s Slot<'s, L>>, held: bool)
     where

@@ -25,7 +25,7 @@ impl Selections {
     }
 
     /// Selects the objects of the shards `indices` (`held`), or no longer; every selection
-    /// follows, in one change (one relist) however many shards change.
+    /// follows, in one change (one list at most) however many shards change.
     pub(crate) fn set(
         &mut self,
         indices: impl IntoIterator<Item = u32>,
@@ -112,7 +112,7 @@ mod tests {
         assert_eq!(by_namespace.get().unwrap().key(), ShardKey::Namespace);
 
         let generation = by_uid.generation();
-        selections.set([4], true, &ranges); // already held: no change, no relist
+        selections.set([4], true, &ranges); // already held: no change, no list
         assert_eq!(by_uid.generation(), generation);
         selections.set([3, 4], false, &ranges);
         assert_eq!(by_uid.generation(), generation + 1);

@@ -113,6 +113,9 @@ impl Requests {
         }
         if !o.resource_version.is_empty() {
             qp.append_pair("resourceVersion", &o.resource_version);
+            if o.exact {
+                qp.append_pair("resourceVersionMatch", "Exact");
+            }
         }
         build_get(&self.url_path, qp.finish(), self.accept(true))
     }
@@ -191,11 +194,18 @@ mod tests {
             limit: Some(500),
             continue_token: Some("tok".into()),
             shard: None,
+            exact: false,
         };
         let req = r.list(&next).unwrap();
         assert_eq!(
             req.uri(),
             "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&limit=500&continue=tok"
+        );
+        let mut exact = ListOptions::new("42", None);
+        exact.exact = true;
+        assert_eq!(
+            r.list(&exact).unwrap().uri(),
+            "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&resourceVersion=42&resourceVersionMatch=Exact"
         );
     }
 

@@ -18,7 +18,7 @@ where
     S: Sink<K>,
 {
     /// Picks the page size as client-go's reflector does.
-    fn page_size_for(&self, rv: &str, paginated_before: bool) -> Option<u32> {
+    pub(super) fn page_size_for(&self, rv: &str, paginated_before: bool) -> Option<u32> {
         match self.page_size {
             Some(0) => None,
             Some(n) => Some(n),
@@ -44,11 +44,11 @@ where
         );
         async {
             tracing::info!("listing");
-            let listed = match self.paged_list(&rv, page_size).await {
+            let listed = match self.paged_list(ListOptions::new(rv.clone(), page_size), false).await {
                 Err(e) if e.is_expired() || e.is_too_large_resource_version() => {
                     st.rv_unavailable = true;
                     tracing::info!(error = %ErrorChain(&e), "resourceVersion unavailable: relisting at \"\" (consistent read)");
-                    self.paged_list(st.relist_rv(), page_size).await
+                    self.paged_list(ListOptions::new(st.relist_rv(), page_size), false).await
                 }
                 other => other,
             }?;
@@ -71,15 +71,21 @@ where
         .await
     }
 
-    /// client-go's pager: pages with continue tokens; a continue token that expired
-    /// falls back to one unpaged list at the same RV, which starts the list over. Every
-    /// page but the last goes to the sink as soon as it is decoded; the rest is in what it
-    /// returns.
-    async fn paged_list(&self, rv: &str, page_size: Option<u32>) -> Result<PagedList<K>, Error> {
-        let mut opts = ListOptions::new(rv, page_size);
+    /// client-go's pager, from the first page's options: pages with continue tokens; a
+    /// continue token that expired falls back to one unpaged list with the same options,
+    /// which starts the list over. Every page but the last goes to the sink as soon as it
+    /// is decoded; the rest is in what it returns. `started`: the sink has a first part of
+    /// this list already (what a widened shard selection keeps), which a list started
+    /// over would drop, so an expired continue token fails it instead.
+    pub(super) async fn paged_list(
+        &self,
+        first: ListOptions,
+        started: bool,
+    ) -> Result<PagedList<K>, Error> {
+        let mut opts = first.clone();
         let mut listed = PagedList {
             items: Vec::new(),
-            handed_parts: false,
+            handed_parts: started,
             count: 0,
             undecodable: Vec::new(),
             resource_version: String::new(),
@@ -89,12 +95,16 @@ where
         loop {
             let page = match self.lw.list(&opts).await {
                 Ok(page) => page,
-                Err(e) if e.is_expired() && opts.continue_token.is_some() => {
+                Err(e) if e.is_expired() && opts.continue_token.is_some() && !started => {
                     tracing::info!(
                         pages = listed.pages,
                         "continue token expired: full list instead"
                     );
-                    let full = self.lw.list(&ListOptions::new(rv, None)).await?;
+                    let unpaged = ListOptions {
+                        limit: None,
+                        ..first
+                    };
+                    let full = self.lw.list(&unpaged).await?;
                     listed.handed_parts = false;
                     listed.count = full.items.len();
                     listed.items = Vec::with_capacity(full.items.len());
@@ -148,16 +158,16 @@ where
 }
 
 /// What a list collected.
-struct PagedList<K> {
+pub(super) struct PagedList<K> {
     /// What is left to hand to the sink.
-    items: Vec<Listed<K>>,
+    pub(super) items: Vec<Listed<K>>,
     /// Whether parts of the list went to the sink already.
     handed_parts: bool,
     /// How many objects the list had, including those handed to the sink in parts.
-    count: usize,
+    pub(super) count: usize,
     /// Keys of the objects that did not decode.
     undecodable: Vec<ObjectKey>,
-    resource_version: String,
+    pub(super) resource_version: String,
     paginated: bool,
     pages: u32,
 }

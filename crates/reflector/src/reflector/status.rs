@@ -25,6 +25,8 @@ pub(super) struct Shared {
     pub(super) undecodable: AtomicU64,
     /// Shard selections narrowed under a running watch, without a relist.
     pub(super) narrowings: AtomicU64,
+    /// Shard selections that gained shards, listed without a relist.
+    pub(super) widenings: AtomicU64,
     /// The failure that ended the last failed round; written only when a round fails.
     last_error: Mutex<Option<LastError>>,
 }
@@ -114,6 +116,10 @@ pub struct ReflectorCounters {
     /// from the cache what is no longer selected without a list
     /// ([`Error::ShardSelectionNarrowed`]).
     pub narrowings: u64,
+    /// Changes of the shard selection that gained shards, handled by listing only what
+    /// was gained, at the version the watch had reached ([`Error::ShardSelectionWidened`]);
+    /// one that could not be ends in a relist instead (`shard_selection_changed`).
+    pub widenings: u64,
 }
 
 /// The failure that ended a reflector's last failed round of list-and-watch, and what it did
@@ -202,6 +208,7 @@ impl ReflectorStatus {
             syncs: self.syncs(),
             undecodable: load(&self.shared.undecodable),
             narrowings: load(&self.shared.narrowings),
+            widenings: load(&self.shared.widenings),
         }
     }
 }

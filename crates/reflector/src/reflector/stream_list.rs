@@ -105,8 +105,10 @@ where
                         // A transform that refuses an object fails a list, as the
                         // reflector's own transform does (a lister-watcher may run one).
                         Some(Err(e @ Error::Transform { .. })) => break Some(e),
-                        // The list in progress cannot be narrowed: list again.
-                        Some(Err(Error::ShardSelectionNarrowed(_))) => {
+                        // The list in progress cannot follow the selection: list again.
+                        Some(Err(
+                            Error::ShardSelectionNarrowed(_) | Error::ShardSelectionWidened { .. },
+                        )) => {
                             break Some(Error::ShardSelectionChanged);
                         }
                         Some(Err(e)) if e.skips_event() => {

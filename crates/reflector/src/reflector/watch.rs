@@ -12,7 +12,9 @@ use tracing::Instrument;
 use super::Reflector;
 use super::run_state::RunState;
 use crate::backoff::random_watch_timeout;
-use crate::{Error, ListerWatcher, ShardSelector, WatchEvent, WatchOptions, WatchStream};
+use crate::{
+    Error, ListOptions, ListerWatcher, ShardSelector, WatchEvent, WatchOptions, WatchStream,
+};
 
 /// A watch that ends sooner than this without any event is a [`Error::VeryShortWatch`].
 pub(super) const VERY_SHORT_WATCH: Duration = Duration::from_secs(1);
@@ -82,7 +84,11 @@ where
                 .instrument(tracing::debug_span!("watch"))
                 .await;
             match watched {
-                Ok(summary) if summary.events == 0 && summary.elapsed < VERY_SHORT_WATCH => {
+                Ok(summary)
+                    if summary.events == 0
+                        && !summary.widened
+                        && summary.elapsed < VERY_SHORT_WATCH =>
+                {
                     return Error::VeryShortWatch;
                 }
                 Ok(summary) => {
@@ -143,6 +149,7 @@ where
                     return Ok(WatchSummary {
                         events,
                         elapsed: self.clock.now().saturating_duration_since(start),
+                        widened: false,
                     });
                 }
                 Some(Err(Error::Undecodable { object, deleted })) => {
@@ -155,6 +162,14 @@ where
                 Some(Err(Error::ShardSelectionNarrowed(selector))) => {
                     self.narrow(st, &selector)?;
                     continue;
+                }
+                Some(Err(Error::ShardSelectionWidened { selector, added })) => {
+                    self.widen(st, &selector, &added).await?;
+                    return Ok(WatchSummary {
+                        events,
+                        elapsed: self.clock.now().saturating_duration_since(start),
+                        widened: true,
+                    });
                 }
                 Some(Err(e)) if e.skips_event() => {
                     tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
@@ -214,10 +229,63 @@ where
     /// deletion), and nothing is requested. Without the cache's keys
     /// ([`known_objects`](Self::known_objects)) it cannot tell: relist.
     fn narrow(&self, st: &RunState, selector: &ShardSelector) -> Result<(), Error> {
+        let kept = self.still_selected(selector)?;
+        tracing::debug!(kept = kept.len(), %selector, "the shard selection narrowed: dropping the rest of the cache without a relist");
+        self.shared.narrowings.fetch_add(1, Ordering::Relaxed);
+        self.hand_over(kept, true, Some(&st.last_sync_rv))
+    }
+
+    /// The selection changed to `selector`, which adds `added` to what the watch kept, and
+    /// the watch ended. One list: the cache's objects `selector` still selects, as
+    /// unchanged, then `added` listed at exactly the last synced version (so the watch
+    /// that follows, from that version, misses nothing and repeats nothing), ended at that
+    /// version; the sink drops the rest as a relist's replace would. A relist instead
+    /// ([`Error::ShardSelectionChanged`]) without the cache's keys, without a version to
+    /// list at, or when the exact list fails (the version compacted away, the selection
+    /// changed again) or comes back at another version.
+    async fn widen(
+        &self,
+        st: &RunState,
+        selector: &ShardSelector,
+        added: &ShardSelector,
+    ) -> Result<(), Error> {
+        let rv = st.last_sync_rv.clone();
+        if rv.is_empty() || rv == "0" {
+            return Err(Error::ShardSelectionChanged);
+        }
+        let kept = self.still_selected(selector)?;
+        let (kept_count, started) = (kept.len(), Instant::now());
+        let mut first = ListOptions::new(rv.clone(), self.page_size_for(&rv, st.paginated_result));
+        first.shard = Some(added.clone());
+        first.exact = true;
+        self.hand_over(kept, true, None)?;
+        let listed = match self.paged_list(first, true).await {
+            Ok(listed) if listed.resource_version == rv => listed,
+            Ok(listed) => {
+                tracing::debug!(asked = %rv, listed = %listed.resource_version, "the gained shards were not listed at the version asked: relisting");
+                return Err(Error::ShardSelectionChanged);
+            }
+            Err(e) if e.is_sink_closed() => return Err(e),
+            Err(e) => {
+                tracing::debug!(error = %ErrorChain(&e), "listing the gained shards failed: relisting");
+                return Err(Error::ShardSelectionChanged);
+            }
+        };
+        tracing::debug!(kept = kept_count, listed = listed.count, %added, resource_version = %rv,
+            took_ms = started.elapsed().as_millis() as u64,
+            "the shard selection gained shards: listed only those, at the version the watch had reached");
+        self.hand_over(listed.items, false, Some(&rv))?;
+        self.shared.widenings.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The cache's objects `selector` selects, each as unchanged. Without the cache's keys
+    /// ([`known_objects`](Self::known_objects)): [`Error::ShardSelectionChanged`], a relist.
+    fn still_selected(&self, selector: &ShardSelector) -> Result<Vec<Listed<K>>, Error> {
         let Some(known) = &self.known else {
             return Err(Error::ShardSelectionChanged);
         };
-        let kept: Vec<Listed<K>> = known
+        Ok(known
             .list_keys()
             .into_iter()
             .filter(|key| {
@@ -227,10 +295,7 @@ where
                     .is_some_and(|o| selector.matches(&*o))
             })
             .map(|key| Listed::Unchanged(Unchanged::new(key, Arc::clone(known))))
-            .collect();
-        tracing::debug!(kept = kept.len(), %selector, "the shard selection narrowed: dropping the rest of the cache without a relist");
-        self.shared.narrowings.fetch_add(1, Ordering::Relaxed);
-        self.hand_over(kept, true, Some(&st.last_sync_rv))
+            .collect())
     }
 
     /// Runs `fut` while keeping the resync timer going.
@@ -280,6 +345,8 @@ const NEVER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 struct WatchSummary {
     events: u64,
     elapsed: Duration,
+    /// It ended as the shard selection gained shards, which were listed: not a short watch.
+    widened: bool,
 }
 
 struct ResyncTimer {

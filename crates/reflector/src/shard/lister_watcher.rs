@@ -2,8 +2,8 @@
 //! only the shard's objects whatever the server did with it.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -71,6 +71,10 @@ pub struct ShardedListerWatcher<L> {
     /// The generation of the selection the last list started with (the one at creation
     /// before the first): a later page or a watch under another generation must relist.
     listed: Arc<AtomicU64>,
+    /// The last gain a watch reported ([`Error::ShardSelectionWidened`]): the generation
+    /// of the selection then, and what it added. A list of that part alone is a list of
+    /// that generation.
+    widened: Arc<Mutex<Option<(u64, ShardSelector)>>>,
     state: Arc<AtomicU8>,
 }
 
@@ -101,13 +105,15 @@ impl<L> ShardedListerWatcher<L> {
 
     /// The objects of `inner` that `selection` selects, whatever it selects at the time:
     /// a change that selects anything new ends the watch with
-    /// [`Error::ShardSelectionChanged`], and the reflector relists; one that only selects
-    /// less goes on under the narrower selector ([`Error::ShardSelectionNarrowed`]; see
+    /// [`Error::ShardSelectionWidened`], and the reflector lists only what is new (options
+    /// with that part as their [`shard`](ListOptions::shard)); one that only selects less
+    /// goes on under the narrower selector ([`Error::ShardSelectionNarrowed`]; see
     /// [`ShardSelection`]).
     pub fn selected(inner: L, selection: ShardSelection) -> Self {
         Self {
             inner,
             listed: Arc::new(AtomicU64::new(selection.generation())),
+            widened: Arc::new(Mutex::new(None)),
             selection,
             state: Arc::new(AtomicU8::new(UNKNOWN)),
         }
@@ -135,6 +141,7 @@ impl<L> ShardedListerWatcher<L> {
             inner,
             selection: self.selection.clone(),
             listed: Arc::clone(&self.listed),
+            widened: Arc::clone(&self.widened),
             state: Arc::clone(&self.state),
         }
     }
@@ -201,7 +208,10 @@ impl<L> ShardedListerWatcher<L> {
     }
 
     /// Lists under the selection in force; the continue page of a list that began under
-    /// another one fails with [`Error::ShardSelectionChanged`].
+    /// another one fails with [`Error::ShardSelectionChanged`]. Options with a shard
+    /// selector list only that part: what the watch said the selection gained
+    /// ([`Error::ShardSelectionWidened`]), while the selection is still the one that
+    /// gained it (else [`Error::ShardSelectionChanged`]).
     async fn list_selected<K>(&self, options: &ListOptions) -> Result<ListPage<K>, Error>
     where
         K: MetaObject + Send + Sync + 'static,
@@ -209,13 +219,19 @@ impl<L> ShardedListerWatcher<L> {
     {
         let selected = self.selection.selected();
         if options.continue_token.is_none() {
+            if let Some(part) = &options.shard {
+                let widened = self.widened.lock().unwrap_or_else(PoisonError::into_inner);
+                if widened.as_ref() != Some(&(selected.generation, part.clone())) {
+                    return Err(Error::ShardSelectionChanged);
+                }
+            }
             self.listed.store(selected.generation, Ordering::Release);
         } else if self.listed.load(Ordering::Acquire) != selected.generation {
             return Err(Error::ShardSelectionChanged);
         }
-        match &selected.selector {
-            Some(selector) => self.list_page(options, selector).await,
-            None => self.list_nothing().await,
+        match (&options.shard, &selected.selector) {
+            (Some(part), _) | (None, Some(part)) => self.list_page(options, part).await,
+            (None, None) => self.list_nothing().await,
         }
     }
 
@@ -327,6 +343,7 @@ impl<L> ShardedListerWatcher<L> {
             changes: Some(changes),
             generation,
             listed: Arc::clone(&self.listed),
+            widened: Arc::clone(&self.widened),
             state: Arc::clone(&self.state),
         }
         .into_stream())
@@ -346,7 +363,24 @@ struct Following<K> {
     /// The generation of the selection this watch follows.
     generation: u64,
     listed: Arc<AtomicU64>,
+    widened: Arc<Mutex<Option<(u64, ShardSelector)>>>,
     state: Arc<AtomicU8>,
+}
+
+/// How a watch follows a change of its selection.
+enum Follow {
+    /// The same selector again (a change and back): nothing to do.
+    Same,
+    /// A narrower one: [`Error::ShardSelectionNarrowed`], and the watch goes on.
+    Narrower(ShardSelector),
+    /// One that adds to what was kept: [`Error::ShardSelectionWidened`], the end.
+    Wider {
+        selector: ShardSelector,
+        added: ShardSelector,
+    },
+    /// Nothing selected now, or a list under another generation since:
+    /// [`Error::ShardSelectionChanged`], the end.
+    Relist,
 }
 
 impl<K: MetaObject + Send + 'static> Following<K> {
@@ -354,7 +388,9 @@ impl<K: MetaObject + Send + 'static> Following<K> {
     /// the watch cannot follow. A narrowing (every object selected now was selected
     /// before) is followed: [`Error::ShardSelectionNarrowed`], and the watch goes on with
     /// the narrower selector, counting as listed under the new generation (nothing new
-    /// needs listing). Any other change: [`Error::ShardSelectionChanged`], and the end.
+    /// needs listing). A change that selects something new ends the watch with
+    /// [`Error::ShardSelectionWidened`], saying what is new, for the reflector to list
+    /// only that; a change to nothing, with [`Error::ShardSelectionChanged`].
     fn into_stream(self) -> WatchStream<K> {
         Box::pin(futures::stream::unfold(
             Some(self),
@@ -376,12 +412,15 @@ impl<K: MetaObject + Send + 'static> Following<K> {
                                 continue;
                             };
                             let now = rx.borrow_and_update().clone();
-                            match f.narrowed(now) {
-                                Some(None) => continue,
-                                Some(Some(narrower)) => {
+                            match f.follow(now) {
+                                Follow::Same => continue,
+                                Follow::Narrower(narrower) => {
                                     return Some((Err(Error::ShardSelectionNarrowed(narrower)), Some(f)));
                                 }
-                                None => return Some((Err(Error::ShardSelectionChanged), None)),
+                                Follow::Wider { selector, added } => {
+                                    return Some((Err(Error::ShardSelectionWidened { selector, added }), None));
+                                }
+                                Follow::Relist => return Some((Err(Error::ShardSelectionChanged), None)),
                             }
                         }
                         item = f.events.next() => {
@@ -396,29 +435,47 @@ impl<K: MetaObject + Send + 'static> Following<K> {
         ))
     }
 
-    /// Follows a new selection if it narrows what is kept: `Some(Some(selector))` for a
-    /// narrower one, `Some(None)` for the same one (a change and back), `None` when it
-    /// cannot be followed (a wider or other selector, none, or a list made since under
-    /// another generation).
-    fn narrowed(&mut self, now: Selected) -> Option<Option<ShardSelector>> {
-        let (kept, new) = (self.kept.as_ref()?, now.selector?);
-        if !kept.covers(&new) {
-            return None;
-        }
-        self.listed
+    /// How the watch follows the selection `now`. A narrowing moves the watch to the new
+    /// generation (unless a list under another one was made since: relist); a gain
+    /// records what was added, for the list of it alone.
+    fn follow(&mut self, now: Selected) -> Follow {
+        let Some(new) = now.selector else {
+            return Follow::Relist;
+        };
+        let Some(kept) = self.kept.as_ref().filter(|kept| kept.covers(&new)) else {
+            let added = match &self.kept {
+                Some(kept) => new.without(kept),
+                None => Some(new.clone()),
+            };
+            let Some(added) = added else {
+                // Covered, though not range by range: nothing new, but list to be sure.
+                return Follow::Relist;
+            };
+            *self.widened.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((now.generation, added.clone()));
+            return Follow::Wider {
+                selector: new,
+                added,
+            };
+        };
+        if self
+            .listed
             .compare_exchange(
                 self.generation,
                 now.generation,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
-            .ok()?;
+            .is_err()
+        {
+            return Follow::Relist;
+        }
         self.generation = now.generation;
         if *kept == new {
-            return Some(None);
+            return Follow::Same;
         }
         self.kept = Some(new.clone());
-        Some(Some(new))
+        Follow::Narrower(new)
     }
 
     /// Whether an item is passed on: bookmarks and errors are; an object only if the kept
@@ -690,7 +747,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_narrowing_goes_on_under_the_narrower_selector_and_a_widening_ends_the_watch() {
+    async fn a_narrowing_goes_on_under_the_narrower_selector_and_a_gain_ends_the_watch_saying_what_is_new()
+     {
         let quarter = |i| ShardSelector::index_of(ShardKey::Uid, i, 4).unwrap();
         let half = ShardSelector::range(
             ShardKey::Uid,
@@ -740,25 +798,43 @@ mod tests {
         let mut watch = lw.watch(&watch_opts).await.unwrap();
         assert_eq!(fake.watch_calls()[1].shard.as_ref(), Some(&quarter(0)));
         assert_eq!(fake.list_calls().len(), 1);
-        // Shard 2 taken: its objects were never listed, the watch ends.
-        selection.set(Some(
-            ShardSelector::ranges(
-                ShardKey::Uid,
-                [quarter(0).range_list()[0], quarter(2).range_list()[0]],
-            )
-            .unwrap(),
-        ));
+        // Shard 2 taken: its objects were never listed, the watch ends saying what is new.
+        let two = ShardSelector::ranges(
+            ShardKey::Uid,
+            [quarter(0).range_list()[0], quarter(2).range_list()[0]],
+        )
+        .unwrap();
+        selection.set(Some(two.clone()));
         tx.send(Ok(WatchEvent::Added(of(0))));
         assert!(matches!(
             watch.next().await,
-            Some(Err(Error::ShardSelectionChanged))
+            Some(Err(Error::ShardSelectionWidened { selector, added })) if selector == two && added == quarter(2)
         ));
         assert!(watch.next().await.is_none());
-        // So does a narrowing to nothing: with nothing selected nothing is watched.
-        lw.list(&ListOptions::new("5", None)).await.unwrap();
+        // A list of another part is refused; a list of what is new is a list of the new
+        // selection, and a watch of it follows without a relist.
+        let mut part = ListOptions::new("6", None);
+        part.exact = true;
+        part.shard = Some(quarter(3));
+        assert!(matches!(
+            lw.list(&part).await,
+            Err(Error::ShardSelectionChanged)
+        ));
+        part.shard = Some(quarter(2));
+        lw.list(&part).await.unwrap();
+        let call = fake.list_calls()[1].clone();
+        assert_eq!(
+            (call.resource_version.as_str(), call.exact, call.shard),
+            ("6", true, Some(quarter(2)))
+        );
         let (_tx, stream) = watch_channel::<Obj>();
         fake.push_watch(Ok(stream));
-        let mut watch = lw.watch(&watch_opts).await.unwrap();
+        let mut watch = lw
+            .watch(&WatchOptions::new("6", Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert_eq!(fake.watch_calls()[2].shard.as_ref(), Some(&two));
+        // A narrowing to nothing ends the watch: with nothing selected nothing is watched.
         selection.set(None);
         assert!(matches!(
             watch.next().await,
@@ -789,10 +865,11 @@ mod tests {
         assert!(fake.watch_calls().is_empty(), "no watch is opened");
         let waiting = tokio::time::timeout(Duration::from_millis(50), watch.next()).await;
         assert!(waiting.is_err(), "the watch waits for a selection");
-        selection.set(Some(ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap()));
+        let half = ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap();
+        selection.set(Some(half.clone()));
         assert!(matches!(
             watch.next().await,
-            Some(Err(Error::ShardSelectionChanged))
+            Some(Err(Error::ShardSelectionWidened { selector, added })) if selector == half && added == half
         ));
 
         // A streaming list of nothing: its end at once, at a version listed for it.

@@ -22,15 +22,17 @@ pub(crate) struct Selected {
 /// informer builder's `shards`); keep a clone to [`set`](Self::set) it. Cheap to clone;
 /// clones share the selection.
 ///
-/// A change reaches the lister-watcher at once. One that selects anything new ends its watch
-/// with [`Error::ShardSelectionChanged`](crate::Error::ShardSelectionChanged) and the
-/// reflector relists with the new selector, without a backoff. The relist does what a relist
-/// does: objects of the shards no longer selected leave the cache as deletions (tombstones,
-/// as after any relist that no longer lists them), objects of the new shards arrive as
-/// additions, and the objects of the shards still selected stay (a replace notes them as
-/// synced, not as changed). One that only selects less (the new selector
-/// [`covers`](crate::ShardSelector::covers)ed by the one watched) needs no list: the watch
-/// goes on under the narrower selector
+/// A change reaches the lister-watcher at once, and none relists what stays selected. One
+/// that selects anything new ends its watch saying what is new
+/// ([`Error::ShardSelectionWidened`](crate::Error::ShardSelectionWidened)); the reflector
+/// lists only that, at exactly the resourceVersion the watch had reached, and watches the
+/// new selector from there. As a relist would, objects of the shards no longer selected
+/// leave the cache as deletions (tombstones), objects of the new shards arrive as additions,
+/// and the objects of the shards still selected stay (noted as synced, not as changed).
+/// Where it cannot list at that version (compacted away) it relists, without a backoff
+/// ([`Error::ShardSelectionChanged`](crate::Error::ShardSelectionChanged)). One that only
+/// selects less (the new selector [`covers`](crate::ShardSelector::covers)ed by the one
+/// watched) needs no list: the watch goes on under the narrower selector
 /// ([`Error::ShardSelectionNarrowed`](crate::Error::ShardSelectionNarrowed)), and the
 /// reflector drops the rest of the cache the same way, from the cache's own keys. With
 /// nothing selected ([`set`](Self::set)`(None)`), nothing is listed and nothing is watched.
@@ -76,7 +78,7 @@ impl ShardSelection {
     }
 
     /// Selects `selector` (`None`: nothing). A selector equal to the one in force changes
-    /// nothing: no relist.
+    /// nothing.
     pub fn set(&self, selector: Option<ShardSelector>) {
         self.tx.send_if_modified(|selected| {
             if selected.selector == selector {

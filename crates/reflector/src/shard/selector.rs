@@ -254,6 +254,48 @@ impl ShardSelector {
             })
     }
 
+    /// What this selects that `other` does not: `None` when `other` covers it all. With
+    /// another key, all of it.
+    ///
+    /// ```
+    /// use kinformer_reflector::{ShardKey, ShardRange, ShardSelector};
+    ///
+    /// let half = ShardSelector::range(ShardKey::Uid, ShardRange::new(0, 1 << 63)?);
+    /// let quarter = ShardSelector::index_of(ShardKey::Uid, 1, 4)?;
+    /// assert_eq!(half.without(&quarter), Some(ShardSelector::index_of(ShardKey::Uid, 0, 4)?));
+    /// assert_eq!(quarter.without(&half), None);
+    /// # Ok::<(), kinformer_reflector::Error>(())
+    /// ```
+    pub fn without(&self, other: &ShardSelector) -> Option<ShardSelector> {
+        if self.key != other.key {
+            return Some(self.clone());
+        }
+        let mut left: Vec<ShardRange> = Vec::new();
+        for r in &self.ranges {
+            let mut pieces = vec![(u128::from(r.start), r.end)];
+            for cut in &other.ranges {
+                let (cut_start, cut_end) = (u128::from(cut.start), cut.end);
+                pieces = pieces
+                    .into_iter()
+                    .flat_map(|(start, end)| {
+                        [(start, end.min(cut_start)), (start.max(cut_end), end)]
+                    })
+                    .filter(|(start, end)| start < end)
+                    .collect();
+            }
+            for (start, end) in pieces {
+                // Pieces of a range start below 2^64 and end above their start.
+                if let Ok(start) = u64::try_from(start) {
+                    left.push(ShardRange { start, end });
+                }
+            }
+        }
+        (!left.is_empty()).then_some(ShardSelector {
+            key: self.key,
+            ranges: left,
+        })
+    }
+
     /// Whether an object that did not decode may be in the shard: by its namespace, or its
     /// uid when its metadata had one; an object without a uid is kept (nothing tells).
     pub fn may_match_undecodable(&self, object: &Undecodable) -> bool {
@@ -417,6 +459,47 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_selects_what_one_selects_and_the_other_does_not() {
+        let of12 = |i: &[u32]| {
+            ShardSelector::ranges(
+                ShardKey::Uid,
+                i.iter().map(|&i| ShardRange::index_of(i, 12).unwrap()),
+            )
+            .unwrap()
+        };
+        let pairs = [
+            (of12(&[0, 1, 2, 3, 7, 9]), of12(&[1, 2, 8, 9])),
+            (of12(&[4]), of12(&[0, 1, 2, 3, 4, 5])),
+            (of12(&[0, 11]), of12(&[5])),
+            (
+                ShardSelector::range(ShardKey::Uid, ShardRange::new(0, SPACE).unwrap()),
+                ShardSelector::range(ShardKey::Uid, ShardRange::new(10, 20).unwrap()),
+            ),
+        ];
+        let mut rng = fastrand::Rng::with_seed(7);
+        let edges = [0, 9, 10, 19, 20, u64::MAX];
+        for (a, b) in &pairs {
+            let rest = a.without(b);
+            let hashes = (0..2000).map(|_| rng.u64(..)).chain(edges);
+            for h in hashes.chain(
+                a.ranges
+                    .iter()
+                    .flat_map(|r| [r.start, r.start.wrapping_sub(1)]),
+            ) {
+                let want = a.matches_hash(h) && !b.matches_hash(h);
+                assert_eq!(
+                    rest.as_ref().is_some_and(|r| r.matches_hash(h)),
+                    want,
+                    "{a} without {b} at {h:#x}"
+                );
+            }
+        }
+        assert_eq!(of12(&[4]).without(&of12(&[0, 1, 2, 3, 4, 5])), None);
+        let other_key = ShardSelector::index_of(ShardKey::Namespace, 0, 2).unwrap();
+        assert_eq!(of12(&[3]).without(&other_key), Some(of12(&[3])));
+    }
 
     /// Hashes computed by k8s.io/apimachinery v0.36.3 `sharding.HashField`.
     const GO_HASHES: &[(&str, u64)] = &[

@@ -294,3 +294,4 @@ mod stream_list;
 mod transform;
 mod undecodable;
 mod watch;
+mod widen;
