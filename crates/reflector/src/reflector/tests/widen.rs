@@ -118,24 +118,34 @@ async fn a_gain_lists_only_the_gained_shards_at_the_version_watched_and_watches_
 #[tokio::test(start_paused = true)]
 async fn a_gain_that_cannot_be_listed_at_the_version_watched_relists() {
     let (a, _, _, second) = halves();
-    // Compacted away; then a lister-watcher that ignored `exact` and listed newer.
     let answers = [
-        Err(status(410, "Expired")),
-        Ok(ListPage::new(Vec::new(), "15")),
+        // Compacted away.
+        vec![Err(status(410, "Expired"))],
+        // A lister-watcher that ignored `exact` and listed newer.
+        vec![Ok(ListPage::new(Vec::new(), "15"))],
+        // A continue token that expired: the list cannot start over without what it kept.
+        vec![
+            Ok(ListPage::new(vec![obj("x", 7)], "12").with_continue("more")),
+            Err(status(410, "Expired")),
+        ],
     ];
-    for answer in answers {
-        let answer = Mutex::new(Some(answer));
+    for answers in answers {
+        let exact_lists = answers.len();
+        let answers = Mutex::new(answers.into_iter());
         let (s, h, _next) = gain(&a, &second, move |o| {
             if o.exact {
-                answer.lock().unwrap().take().unwrap()
+                answers.lock().unwrap().next().unwrap()
             } else {
                 Ok(ListPage::new(Vec::new(), "20"))
             }
         })
         .await;
-        until("the relist", || s.fake.list_calls().len() == 3).await;
-        let third = &s.fake.list_calls()[2];
-        assert!(third.shard.is_none() && !third.exact, "{third:?}");
+        until("the relist", || {
+            s.fake.list_calls().len() == 2 + exact_lists
+        })
+        .await;
+        let relist = s.fake.list_calls().last().unwrap().clone();
+        assert!(relist.shard.is_none() && !relist.exact, "{relist:?}");
         let counters = h.status().counters();
         assert_eq!(counters.widenings, 0);
         assert!(
