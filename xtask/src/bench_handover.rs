@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_testenv::ControlPlane;
 use kube::Api;
@@ -133,11 +133,7 @@ async fn handover(
     let leases: Api<Lease> = Api::namespaced(cp.client()?, ns);
     let mut expired = BTreeMap::new();
     for &shard in &moved {
-        let spec = leases
-            .get(&lease_name(shard))
-            .await?
-            .spec
-            .unwrap_or_default();
+        let spec = lease(&leases, shard).await?;
         anyhow::ensure!(
             spec.holder_identity.as_deref() == Some(victim.as_str()),
             "shard {shard}'s Lease had moved before the kill was seen (holder {:?})",
@@ -193,11 +189,7 @@ async fn handover(
 
     let (mut acquired, mut first, mut every) = (Vec::new(), Vec::new(), Vec::new());
     for &shard in &moved {
-        let spec = leases
-            .get(&lease_name(shard))
-            .await?
-            .spec
-            .unwrap_or_default();
+        let spec = lease(&leases, shard).await?;
         let holder = spec.holder_identity.unwrap_or_default();
         let owner = survivors
             .iter()
@@ -285,9 +277,10 @@ async fn churn(api: Api<Pod>, pods: usize, stop: Arc<AtomicBool>) -> anyhow::Res
     Ok(n)
 }
 
-/// The Lease of shard `i` of the example (`pods-shard-<i>-of-<n>`).
-fn lease_name(i: u32) -> String {
-    format!("pods-shard-{i}-of-{SHARDS}")
+/// The Lease of shard `i` of the example (`pods-shard-<i>-of-<n>`), as it is now.
+async fn lease(leases: &Api<Lease>, i: u32) -> anyhow::Result<LeaseSpec> {
+    let lease = leases.get(&format!("pods-shard-{i}-of-{SHARDS}")).await?;
+    Ok(lease.spec.unwrap_or_default())
 }
 
 fn micros() -> u128 {
