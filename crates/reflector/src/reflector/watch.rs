@@ -255,7 +255,9 @@ where
         }
         let kept = self.still_selected(selector)?;
         let (kept_count, started) = (kept.len(), Instant::now());
-        let mut first = ListOptions::new(rv.clone(), self.page_size_for(&rv, st.paginated_result));
+        // Paged, as after a paged list: without the gate the server sends every object for
+        // this list, and unpaged they would all be held at once before the filter.
+        let mut first = ListOptions::new(rv.clone(), self.page_size_for(&rv, true));
         first.shard = Some(added.clone());
         first.exact = true;
         self.hand_over(kept, true, None)?;

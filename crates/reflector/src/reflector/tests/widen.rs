@@ -80,10 +80,11 @@ async fn a_gain_lists_only_the_gained_shards_at_the_version_watched_and_watches_
         (
             lists[1].resource_version.as_str(),
             lists[1].exact,
-            lists[1].shard.as_ref()
+            lists[1].shard.as_ref(),
+            lists[1].limit
         ),
-        ("12", true, Some(&second)),
-        "only the gained shards, at exactly the version the watch had reached"
+        ("12", true, Some(&second), Some(500)),
+        "only the gained shards, at exactly the version the watch had reached, in pages"
     );
     assert_eq!(
         s.fake.watch_calls()[1].resource_version,
