@@ -218,6 +218,18 @@ impl ShardSelector {
         &self.ranges
     }
 
+    /// How many objects there are per object this selects, on average: 2^64 over the width
+    /// of its ranges (overlaps counted twice), to the nearest whole number, at least 1.
+    pub(crate) fn spread(&self) -> u128 {
+        let width: u128 = self
+            .ranges
+            .iter()
+            .map(|r| r.end - u128::from(r.start))
+            .sum();
+        let width = width.clamp(1, SPACE);
+        ((SPACE + width / 2) / width).max(1)
+    }
+
     /// Whether a key value (a uid, a namespace) hashing to `hash` is selected.
     pub fn matches_hash(&self, hash: u64) -> bool {
         self.ranges.iter().any(|r| r.contains(hash))
