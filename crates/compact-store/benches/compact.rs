@@ -15,7 +15,13 @@
 //! cache holds pods unless a transform strips them.
 //!
 //! Bench names: `store/{decoded,compact}[+managedFields]/{get,get_repeat,by_index,
-//! list_selector_namespace,list_selector_all}`. Before measuring, the heap bytes per pod of each store are printed
+//! list_selector_namespace,list_selector_all}`.
+//!
+//! The read path as a reconcile writes it, every read taking `spec.nodeName` of what it
+//! gets, with managedFields kept: `read/{decoded,compact-decode,compact-view}/{get_field,
+//! by_index_field,list_all_field}` (the decoded store's `Arc<Pod>`, the compact store's
+//! decoded copy, its cached side's view), and one cached pod read both ways:
+//! `read/one/{view_field,decode_field}`. Before measuring, the heap bytes per pod of each store are printed
 //! (RSS growth while the store is filled, divided by the pod count).
 
 use std::hint::black_box;
@@ -259,7 +265,76 @@ fn bench_store<S: IndexerWriter<Pod> + 'static>(c: &mut Criterion, name: &str, s
     g.finish();
 }
 
+fn view_node_of(p: &kinformer_compact_store::Cached<Pod>) -> Option<&str> {
+    p.spec()?.node_name()
+}
+
+/// Reads `spec.nodeName` of every object the three read paths get.
+fn bench_reads(c: &mut Criterion) {
+    let keys: Vec<String> = (0..PODS)
+        .map(|i| format!("ns-{}/pod-{i}", i % NAMESPACES))
+        .collect();
+    let nodes: Vec<String> = (0..NODES).map(|i| format!("node-{i}")).collect();
+    let compact = filled(
+        "compact+managedFields(read)",
+        CompactStore::new(indexers()),
+        pod_with_managed_fields,
+    );
+    let decoded = filled(
+        "decoded+managedFields(read)",
+        ThreadSafeStore::new(indexers()),
+        pod_with_managed_fields,
+    );
+    let cached = compact.cached_side();
+    let mut g = c.benchmark_group("read");
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1));
+    let len = |n: Option<&str>| n.map_or(0, str::len);
+    macro_rules! path {
+        ($name:literal, $store:expr, $field:expr) => {{
+            let store = $store;
+            let mut i = 0;
+            g.bench_function(concat!($name, "/get_field"), |b| {
+                b.iter(|| {
+                    i = (i + 7919) % PODS;
+                    let obj = store.get_by_key(&keys[i]).expect("stored");
+                    black_box(len($field(&*obj)))
+                })
+            });
+            let mut n = 0;
+            g.bench_function(concat!($name, "/by_index_field"), |b| {
+                b.iter(|| {
+                    n = (n + 7) % NODES;
+                    let objs = store.by_index("byNode", &nodes[n]).expect("known index");
+                    black_box(objs.iter().map(|o| len($field(&**o))).sum::<usize>())
+                })
+            });
+            g.bench_function(concat!($name, "/list_all_field"), |b| {
+                b.iter(|| {
+                    let objs = store.list();
+                    black_box(objs.iter().map(|o| len($field(&**o))).sum::<usize>())
+                })
+            });
+        }};
+    }
+    path!("decoded", &decoded, node_of);
+    path!("compact-decode", &compact, node_of);
+    path!("compact-view", &cached, view_node_of);
+    let one = cached.get_by_key(&keys[42]).expect("stored");
+    g.bench_function("one/view_field", |b| {
+        b.iter(|| black_box(len(one.spec().and_then(|s| s.node_name()))))
+    });
+    g.bench_function("one/decode_field", |b| {
+        b.iter(|| {
+            let pod = one.decode().expect("decodes");
+            black_box(len(node_of(&pod)))
+        })
+    });
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
+    bench_reads(c);
     for (suffix, make) in [
         ("", pod as fn(usize) -> Pod),
         ("+managedFields", pod_with_managed_fields),

@@ -8,9 +8,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::entry::Entry;
+use crate::view::Cached;
 
-type Slot<K> = Mutex<Option<(Arc<Entry>, Arc<K>)>>;
+type Slot<K> = Mutex<Option<(Arc<Cached<K>>, Arc<K>)>>;
 
 pub(crate) struct DecodeCache<K> {
     slots: Box<[Slot<K>]>,
@@ -24,7 +24,7 @@ impl<K> DecodeCache<K> {
         }
     }
 
-    fn slot(&self, entry: &Arc<Entry>) -> Option<&Slot<K>> {
+    fn slot(&self, entry: &Arc<Cached<K>>) -> Option<&Slot<K>> {
         if self.slots.is_empty() {
             return None;
         }
@@ -35,7 +35,7 @@ impl<K> DecodeCache<K> {
     }
 
     /// The object decoded from this very entry, if the table still has it.
-    pub(crate) fn get(&self, entry: &Arc<Entry>) -> Option<Arc<K>> {
+    pub(crate) fn get(&self, entry: &Arc<Cached<K>>) -> Option<Arc<K>> {
         let slot = self
             .slot(entry)?
             .lock()
@@ -47,7 +47,7 @@ impl<K> DecodeCache<K> {
     }
 
     /// Remembers `obj` as what `entry` decodes to.
-    pub(crate) fn put(&self, entry: Arc<Entry>, obj: Arc<K>) {
+    pub(crate) fn put(&self, entry: Arc<Cached<K>>, obj: Arc<K>) {
         if let Some(slot) = self.slot(&entry) {
             let old = slot
                 .lock()

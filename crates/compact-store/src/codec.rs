@@ -17,7 +17,6 @@
 //!
 //! | tag | value |
 //! | --- | --- |
-//! | `0x00` | end of a sequence or map |
 //! | `0x01` | null (`None`, `()`) |
 //! | `0x02` / `0x03` | `false` / `true` |
 //! | `0x04` | unsigned integer, LEB128 varint |
@@ -25,12 +24,21 @@
 //! | `0x06` | `f64`, 8 bytes little-endian |
 //! | `0x07` | string: varint length, UTF-8 bytes |
 //! | `0x08` | bytes: varint length, bytes |
-//! | `0x09` | sequence: values, then `0x00` |
-//! | `0x0a` | map: key, value, key, value, …, then `0x00` |
-//! | `0x0b` | struct: (varint field id, value) pairs, then a varint `0`; id `1` is followed by the field name as a string |
+//! | `0x09` | sequence: varint length in bytes, then the values |
+//! | `0x0a` | map: varint length in bytes, then key, value, key, value, … |
+//! | `0x0b` | struct: varint length in bytes, then (varint field id, value) pairs; id `1` is followed by the field name as a string |
 //! | `0x0c` | JSON text: varint length, the JSON of the value (see below) |
 //! | `0x40`–`0x7f` | string of 0–63 bytes, the length in the tag |
 //! | `0x80`–`0xff` | unsigned integer 0–127 in the tag |
+//!
+//! Every value says how long it is before its content (a compound's length is that of its
+//! content), so that a reader looking for one field of a struct steps over every other
+//! field in one jump, however much it holds: that is what lets a read view
+//! ([`crate::view`]) find `spec.nodeName` of a pod without reading its metadata. A
+//! compound's length is written in two bytes while it is under 16 KiB (a varint with a
+//! continuation bit on its first byte even where one byte would do), so that the encoder
+//! can reserve them before it writes the content and fill them in after; a longer content
+//! moves over to make room for a longer varint.
 //!
 //! Enums are written as JSON writes them (a unit variant is its name; any other variant a
 //! one-entry map from its name to its content), and `Some(x)` as `x`, so any type whose
@@ -52,27 +60,30 @@ use std::sync::{PoisonError, RwLock};
 use serde::de;
 use serde::ser::{self, Serialize};
 
-const END: u8 = 0x00;
-const NULL: u8 = 0x01;
-const FALSE: u8 = 0x02;
-const TRUE: u8 = 0x03;
-const UINT: u8 = 0x04;
-const NEG: u8 = 0x05;
-const F64: u8 = 0x06;
-const STR: u8 = 0x07;
-const BYTES: u8 = 0x08;
-const SEQ: u8 = 0x09;
-const MAP: u8 = 0x0a;
-const STRUCT: u8 = 0x0b;
-const RAW_JSON: u8 = 0x0c;
-const SHORT_STR: u8 = 0x40;
-const SHORT_STR_MAX: usize = 0x3f;
-const SMALL_UINT: u8 = 0x80;
-const SMALL_UINT_MAX: u64 = 0x7f;
+/// The tags of the layout above.
+pub(crate) mod tags {
+    pub(crate) const NULL: u8 = 0x01;
+    pub(crate) const FALSE: u8 = 0x02;
+    pub(crate) const TRUE: u8 = 0x03;
+    pub(crate) const UINT: u8 = 0x04;
+    pub(crate) const NEG: u8 = 0x05;
+    pub(crate) const F64: u8 = 0x06;
+    pub(crate) const STR: u8 = 0x07;
+    pub(crate) const BYTES: u8 = 0x08;
+    pub(crate) const SEQ: u8 = 0x09;
+    pub(crate) const MAP: u8 = 0x0a;
+    pub(crate) const STRUCT: u8 = 0x0b;
+    pub(crate) const RAW_JSON: u8 = 0x0c;
+    pub(crate) const SHORT_STR: u8 = 0x40;
+    pub(crate) const SHORT_STR_MAX: usize = 0x3f;
+    pub(crate) const SMALL_UINT: u8 = 0x80;
+    pub(crate) const SMALL_UINT_MAX: u64 = 0x7f;
+}
 
-/// Field id `0` ends a struct; id `1` says the name follows inline.
-const END_OF_STRUCT: u32 = 0;
-const INLINE_NAME: u32 = 1;
+use tags::*;
+
+/// Field id `1` says the name follows inline (`0` is never written).
+pub(crate) const INLINE_NAME: u32 = 1;
 const FIRST_ID: u32 = 2;
 
 /// At most this many distinct field names are numbered; past it names are written out.
@@ -173,6 +184,19 @@ struct Names {
 }
 
 static NAMES: RwLock<Option<Names>> = RwLock::new(None);
+
+/// The id field `name` is written with, if any object has been written with it yet.
+pub(crate) fn field_id(name: &str) -> Option<u32> {
+    let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
+    guard.as_ref()?.ids.get(name).copied()
+}
+
+/// The name numbered `id`.
+pub(crate) fn field_name(id: u32) -> Option<&'static str> {
+    let i = usize::try_from(id.checked_sub(FIRST_ID)?).ok()?;
+    let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
+    guard.as_ref()?.names.get(i).copied()
+}
 
 /// How an encoder numbers a field name: looking it up only (under the read lock), or
 /// adding it (under the write lock).
@@ -303,26 +327,48 @@ fn put_uint(out: &mut Vec<u8>, v: u64) {
     }
 }
 
+/// The bytes reserved for a compound's length: a two-byte varint holds up to this.
+const RESERVED_LEN_MAX: usize = (1 << 14) - 1;
+
+/// Reserves the length of a compound whose content follows; [`fill_len`] writes it.
+fn reserve_len(out: &mut Vec<u8>) -> usize {
+    let at = out.len();
+    out.extend_from_slice(&[0x80, 0]);
+    at
+}
+
+/// Writes the length of the content that follows the two bytes reserved at `at`: in those
+/// two bytes when it fits, else in a longer varint, moving the content over.
+fn fill_len(out: &mut Vec<u8>, at: usize) {
+    let len = out.len() - at - 2;
+    if len <= RESERVED_LEN_MAX {
+        out[at] = 0x80 | (len & 0x7f) as u8;
+        out[at + 1] = (len >> 7) as u8;
+    } else {
+        let mut varint = Vec::with_capacity(10);
+        put_varint(&mut varint, len as u64);
+        out.splice(at..at + 2, varint);
+    }
+}
+
 impl<N: NameIds> Encoder<'_, N> {
-    /// Opens a compound: its tag, after `{variant: ` for an enum variant (closed by a
-    /// second `END`).
+    /// Opens a compound: its tag and its reserved length, after `{variant: ` for an enum
+    /// variant (a one-entry map, whose length is filled in too).
     fn open(&mut self, variant: Option<&str>, tag: u8) -> Compound<'_, N> {
-        if let Some(variant) = variant {
+        let outer = variant.map(|variant| {
             self.out.push(MAP);
+            let at = reserve_len(self.out);
             put_str(self.out, variant);
-        }
+            at
+        });
         self.out.push(tag);
+        let inner = reserve_len(self.out);
         Compound {
             enc: Encoder {
                 out: &mut *self.out,
                 ids: &mut *self.ids,
             },
-            // A varint 0 (a struct's end) is the byte 0.
-            close: if variant.is_some() {
-                &[END, END]
-            } else {
-                &[END]
-            },
+            lens: [Some(inner), outer],
         }
     }
 
@@ -442,15 +488,12 @@ impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
         if !RAW_JSON_TYPES.contains(&name) {
             return value.serialize(self);
         }
-        // The JSON goes straight to the end of `out`; its length, known after, is moved
-        // in front of it.
+        // The JSON goes straight to the end of `out`, after its reserved length.
         self.out.push(RAW_JSON);
-        let start = self.out.len();
+        let at = reserve_len(self.out);
         serde_json::to_writer(&mut *self.out, value)
             .map_err(|e| Stop::Failed(CodecError::Encode(json_error_kind(&e).into())))?;
-        let mut len = Vec::with_capacity(4);
-        put_varint(&mut len, (self.out.len() - start) as u64);
-        self.out.splice(start..start, len);
+        fill_len(self.out, at);
         Ok(())
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -461,9 +504,10 @@ impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
         value: &T,
     ) -> Result<(), Stop> {
         self.out.push(MAP);
+        let at = reserve_len(self.out);
         put_str(self.out, variant);
         value.serialize(&mut *self)?;
-        self.out.push(END);
+        fill_len(self.out, at);
         Ok(())
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'a, N>, Stop> {
@@ -521,15 +565,18 @@ impl<'a, N: NameIds> ser::Serializer for &'a mut Encoder<'_, N> {
     }
 }
 
-/// A sequence, map or struct being written; `close` is written at its end.
+/// A sequence, map or struct being written; at its end the lengths reserved at `lens`
+/// are filled in (its own, then an enum variant's around it).
 struct Compound<'a, N> {
     enc: Encoder<'a, N>,
-    close: &'static [u8],
+    lens: [Option<usize>; 2],
 }
 
 impl<N> Compound<'_, N> {
     fn end(self) -> Result<(), Stop> {
-        self.enc.out.extend_from_slice(self.close);
+        for at in self.lens.into_iter().flatten() {
+            fill_len(self.enc.out, at);
+        }
         Ok(())
     }
 }

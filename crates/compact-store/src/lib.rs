@@ -104,8 +104,9 @@
 //!
 //! # The encoding
 //!
-//! The store's own: a tagged binary form shaped like the JSON of the value, in which each
-//! struct field name is a number of one or two bytes (serde hands field names over as
+//! The store's own: a tagged binary form shaped like the JSON of the value, every value
+//! prefixed by its length (so that a read view steps over a field in one jump), in which
+//! each struct field name is a number of one or two bytes (serde hands field names over as
 //! `&'static str`, and a process-wide table numbers them). Not the protobuf the API server
 //! sent: the store would need a protobuf encoder for every type, custom resources and
 //! `DynamicObject` have none, and the transform (stripping `managedFields`) runs on the
@@ -122,20 +123,28 @@
 //!
 //! # What a read costs
 //!
-//! Every read that returns objects decodes them (a few microseconds per pod; measured in
-//! the crate's criterion bench `cargo bench -p kinformer-compact-store`), and hands out a
-//! new `Arc`: two reads of one object give equal objects, not one allocation, unlike the
-//! decoded store. A small cache ([`DEFAULT_CACHE`] slots, [`CompactStore::with_cache`])
-//! keeps recently written and read objects, so the informer's next event on an object and
-//! a reconcile that reads one object several times decode it once. Label selectors
-//! ([`Indexer::list_selected`](kinformer_indexer::Indexer::list_selected), which listers
-//! use) and index lookups are answered before decoding: a lister decodes only what it
-//! returns. Keys, `len`, `index_keys`, resource-version checks need no decoding at all.
+//! Two ways to read, over the same entries:
 //!
-//! It suits large caches read by key or by a narrow index (the usual controller, which
-//! reconciles one key at a time); keep decoded objects (`CacheKind::Decoded`, kinformer-
-//! indexer's `ThreadSafeStore`) where handlers or reconciles list most of the cache on
-//! every pass, or where the identity of the cached `Arc` matters.
+//! - **In place, through views** ([`CompactStore::cached_side`], the informer's
+//!   `cached_lister()`): every read hands out the stored entries themselves
+//!   (`Arc<Cached<K>>`), and a typed view reads each field from the encoding where it lies
+//!   ([`view`]: `pod.spec()?.node_name()`). A get is a map look-up and a reference count, a
+//!   list of 10,000 pods 10,000 reference counts; no object is built, nothing stays behind.
+//!   What client-go's reads cost, and the way to read a large cache often.
+//! - **Decoded** (the [`Indexer`](kinformer_indexer::Indexer) of `K` this store is):
+//!   every read that returns objects decodes them (a few microseconds per pod; measured in
+//!   the crate's criterion bench `cargo bench -p kinformer-compact-store`), and hands out a
+//!   new `Arc`: two reads of one object give equal objects, not one allocation, unlike the
+//!   decoded store. A small cache ([`DEFAULT_CACHE`] slots, [`CompactStore::with_cache`])
+//!   keeps recently written and read objects, so the informer's next event on an object
+//!   and a reconcile that reads one object several times decode it once. For code that
+//!   changes the object and writes it back ([`Cached::decode`] does the same for one
+//!   cached entry).
+//!
+//! Label selectors ([`Indexer::list_selected`](kinformer_indexer::Indexer::list_selected),
+//! which listers use) and index lookups are answered before decoding: a decoded lister
+//! decodes only what it returns. Keys, `len`, `index_keys`, resource-version checks need no
+//! decoding at all.
 //!
 //! # Differences from client-go
 //!
@@ -146,15 +155,18 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod cache;
+mod cached_side;
 mod codec;
 mod encoded;
 mod entry;
 mod labels;
 mod side;
 mod store;
+pub mod view;
 
 pub use codec::{CodecError, RAW_JSON_TYPES};
 pub use encoded::Encoded;
+pub use view::{Cached, HasView};
 
 /// The encoding the store keeps `value` in (see [The encoding](crate#the-encoding)): for
 /// sizing objects and for checking that a type round-trips. The bytes are this process's

@@ -11,8 +11,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::encoded::Encoded;
-use crate::entry::Entry;
 use crate::store::{CompactStore, retain_selected};
+use crate::view::Cached;
 
 impl<K> CompactStore<K>
 where
@@ -62,10 +62,10 @@ struct EncodedSide<K> {
     lists: WholeList<Encoded<K>>,
 }
 
-fn encoded_all<K>(entries: Vec<Arc<Entry>>) -> Vec<Arc<Encoded<K>>> {
+fn encoded_all<K>(entries: Vec<Arc<Cached<K>>>) -> Vec<Arc<Encoded<K>>> {
     entries
         .iter()
-        .map(|e| Arc::new(Encoded::from_entry(e)))
+        .map(|e| Arc::new(Encoded::from_entry(e.entry())))
         .collect()
 }
 
@@ -111,7 +111,7 @@ where
     }
     fn get_by_key(&self, key: &str) -> Option<Arc<Encoded<K>>> {
         let entry = self.store.entries().get_by_key(key)?;
-        Some(Arc::new(Encoded::from_entry(&entry)))
+        Some(Arc::new(Encoded::from_entry(entry.entry())))
     }
     /// Never: every read is a copy of the entry.
     fn get_shared(&self, _key: &str) -> Option<Arc<Encoded<K>>> {

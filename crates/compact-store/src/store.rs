@@ -22,6 +22,7 @@ use crate::codec;
 use crate::encoded::Encoded;
 use crate::entry::{Entry, Head};
 use crate::labels::LabelSets;
+use crate::view::Cached;
 
 /// How many decoded objects a store keeps by default (see [`CompactStore::with_cache`]).
 pub const DEFAULT_CACHE: usize = 64;
@@ -87,7 +88,7 @@ impl<K> Clone for Registered<K> {
 /// k8s-openapi type, `DynamicObject`, a `#[derive(CustomResource)]` type, a projection
 /// struct do); the first write checks it.
 pub struct CompactStore<K> {
-    inner: ThreadSafeStore<Entry>,
+    inner: ThreadSafeStore<Cached<K>>,
     /// The caller's index functions, with how each is answered. Behind a lock because
     /// `add_indexers` may add to them while readers run `index`.
     indexers: RwLock<Arc<[Registered<K>]>>,
@@ -149,7 +150,7 @@ where
             None => ThreadSafeStore::new(Indexers::new()),
             // The key the caller's function made for the object, kept in its entry.
             Some(_) => ThreadSafeStore::with_key_func(
-                Arc::new(|e: &Entry| ObjectKey::parse(e.custom_key())),
+                Arc::new(|e: &Cached<K>| ObjectKey::parse(e.entry().custom_key())),
                 Indexers::new(),
             ),
         };
@@ -180,7 +181,7 @@ where
         let entries = self.inner.list();
         Stats {
             objects: entries.len(),
-            entry_bytes: entries.iter().map(|e| e.heap_bytes()).sum(),
+            entry_bytes: entries.iter().map(|e| e.entry().heap_bytes()).sum(),
             label_sets: self.lock_writer().len(),
             decodes: self.decodes.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
@@ -237,7 +238,7 @@ where
         labels: &mut LabelSets,
         obj: &K,
         buf: &mut Vec<u8>,
-    ) -> Result<Entry, Error> {
+    ) -> Result<Cached<K>, Error> {
         let key = self.key_of(obj)?;
         let values = Self::values(registered, obj, Some(&key))?;
         buf.clear();
@@ -259,7 +260,7 @@ where
         registered: &[Registered<K>],
         labels: &mut LabelSets,
         encoded: &Encoded<K>,
-    ) -> Result<Entry, Error> {
+    ) -> Result<Cached<K>, Error> {
         let needs_object = self.key_func.is_some()
             || registered.iter().any(|r| matches!(r.how, Computed::At(_)))
             || !self.round_trip_checked.load(Ordering::Relaxed);
@@ -288,7 +289,7 @@ where
         encoded: &[u8],
         labels: Option<Arc<crate::entry::Labels>>,
         values: Values,
-    ) -> Entry {
+    ) -> Cached<K> {
         let head = Head {
             namespace: meta.object_namespace(),
             name: meta.object_name(),
@@ -296,12 +297,12 @@ where
             uid: meta.object_uid(),
             custom_key: self.key_func.as_ref().map(|_| key),
         };
-        Entry::new(&head, encoded, labels, values)
+        Cached::new(Entry::new(&head, encoded, labels, values))
     }
 
     /// An entry with the key and resource version of `obj` only: what a delete or a query
     /// needs.
-    fn bare_entry(&self, obj: &K, values: Values) -> Result<Entry, Error> {
+    fn bare_entry(&self, obj: &K, values: Values) -> Result<Cached<K>, Error> {
         let key = match &self.key_func {
             None => None,
             Some(_) => Some(self.key_of(obj)?),
@@ -313,7 +314,7 @@ where
             uid: None,
             custom_key: key.as_ref(),
         };
-        Ok(Entry::new(&head, &[], None, values))
+        Ok(Cached::new(Entry::new(&head, &[], None, values)))
     }
 
     fn put(&self, obj: Arc<K>) -> Result<(), Error> {
@@ -377,7 +378,7 @@ where
         list: Vec<T>,
         keep: &[ObjectKey],
         resource_version: &str,
-        mut entry: impl FnMut(&Self, &[Registered<K>], &mut LabelSets, T) -> Result<Entry, Error>,
+        mut entry: impl FnMut(&Self, &[Registered<K>], &mut LabelSets, T) -> Result<Cached<K>, Error>,
     ) -> Result<(), Error> {
         let mut labels = self.lock_writer();
         let registered = self.registered();
@@ -415,13 +416,13 @@ where
             uid: None,
             custom_key: None,
         };
-        let entry = Arc::new(Entry::new(&head, &[], None, Values::default()));
+        let entry = Arc::new(Cached::new(Entry::new(&head, &[], None, Values::default())));
         let _labels = self.lock_writer();
         self.inner.delete(entry)
     }
 
     /// The entries of the inner store, for the encoded side.
-    pub(crate) fn entries(&self) -> &ThreadSafeStore<Entry> {
+    pub(crate) fn entries(&self) -> &ThreadSafeStore<Cached<K>> {
         &self.inner
     }
 
@@ -435,13 +436,13 @@ where
 
     /// The object `entry` encodes: from the decode cache, or decoded. `None` (logged and
     /// counted) when it does not decode.
-    fn materialize(&self, entry: &Arc<Entry>, remember: bool) -> Option<Arc<K>> {
+    fn materialize(&self, entry: &Arc<Cached<K>>, remember: bool) -> Option<Arc<K>> {
         if let Some(obj) = self.cache.get(entry) {
             self.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Some(obj);
         }
         self.decodes.fetch_add(1, Ordering::Relaxed);
-        match codec::decode::<K>(entry.encoded()) {
+        match codec::decode::<K>(entry.entry().encoded()) {
             Ok(obj) => {
                 let obj = Arc::new(obj);
                 if remember {
@@ -462,7 +463,7 @@ where
         }
     }
 
-    fn materialize_all(&self, entries: Vec<Arc<Entry>>) -> Vec<Arc<K>> {
+    fn materialize_all(&self, entries: Vec<Arc<Cached<K>>>) -> Vec<Arc<K>> {
         let mut out = Vec::with_capacity(entries.len());
         out.extend(entries.iter().filter_map(|e| self.materialize(e, false)));
         out
@@ -474,7 +475,7 @@ where
         &self,
         current: &[Registered<K>],
         indexers: Indexers<K>,
-    ) -> (Vec<Registered<K>>, Indexers<Entry>) {
+    ) -> (Vec<Registered<K>>, Indexers<Cached<K>>) {
         let mut all = current.to_vec();
         let mut next = all
             .iter()
@@ -494,8 +495,12 @@ where
                 next += 1;
                 inner.insert(
                     name.clone(),
-                    IndexFunc::new(move |e: &Entry| {
-                        e.values(pos).iter().map(|v| v.to_string()).collect()
+                    IndexFunc::new(move |e: &Cached<K>| {
+                        e.entry()
+                            .values(pos)
+                            .iter()
+                            .map(|v| v.to_string())
+                            .collect()
                     }),
                 );
                 Computed::At(pos)
@@ -506,7 +511,7 @@ where
     }
 
     /// Makes `all` the registrations and adds `inner` to the inner store.
-    fn install(&self, all: Vec<Registered<K>>, inner: Indexers<Entry>) -> Result<(), Error> {
+    fn install(&self, all: Vec<Registered<K>>, inner: Indexers<Cached<K>>) -> Result<(), Error> {
         if !inner.is_empty() {
             self.inner.add_indexers(inner)?;
         }
@@ -661,7 +666,7 @@ where
         &self,
         index_name: &str,
         obj: &K,
-    ) -> Result<Vec<Arc<Entry>>, Error> {
+    ) -> Result<Vec<Arc<Cached<K>>>, Error> {
         let registered = self.registered();
         let r = registered
             .iter()
@@ -677,7 +682,7 @@ where
 
     /// The entry a query object stands for: its namespace (and key, if it has one) and the
     /// values computed from it. A query object need not have a valid key.
-    fn bare_entry_for_query(&self, obj: &K, values: Values) -> Entry {
+    fn bare_entry_for_query(&self, obj: &K, values: Values) -> Cached<K> {
         let key = self.key_func.as_ref().and_then(|_| self.key_of(obj).ok());
         let head = Head {
             namespace: obj.object_namespace(),
@@ -686,11 +691,11 @@ where
             uid: None,
             custom_key: key.as_ref(),
         };
-        Entry::new(&head, &[], None, values)
+        Cached::new(Entry::new(&head, &[], None, values))
     }
 }
 
-pub(crate) fn retain_selected(entries: &mut Vec<Arc<Entry>>, selector: &Selector) {
+pub(crate) fn retain_selected<K>(entries: &mut Vec<Arc<Cached<K>>>, selector: &Selector) {
     static NO_LABELS: std::collections::BTreeMap<String, String> =
         std::collections::BTreeMap::new();
     if selector.selects_all() || *selector == everything() {
@@ -725,8 +730,8 @@ where
             let mut buf = Vec::new();
             let mut fresh = Vec::with_capacity(entries.len());
             for entry in &entries {
-                let obj: K =
-                    codec::decode(entry.encoded()).map_err(|e| Error::Other(Box::new(e)))?;
+                let obj: K = codec::decode(entry.entry().encoded())
+                    .map_err(|e| Error::Other(Box::new(e)))?;
                 fresh.push(Arc::new(self.entry(&all, &mut labels, &obj, &mut buf)?));
             }
             let rv = self.inner.last_sync_resource_version();

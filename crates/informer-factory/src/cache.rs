@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use kinformer_compact_store::CompactStore;
+use kinformer_compact_store::{Cached, CompactStore};
 use kinformer_core::{KeyFunc, MetaObject};
-use kinformer_indexer::{IndexerWriter, Indexers, ThreadSafeStore};
+use kinformer_indexer::{Indexer, IndexerWriter, Indexers, ThreadSafeStore};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -46,21 +46,32 @@ pub enum CacheKind {
     Decoded,
 }
 
+/// The encoded cache's reads in place.
+pub(crate) type CachedReads<K> = Arc<dyn Indexer<Cached<K>>>;
+
 impl CacheKind {
-    /// An empty cache of this kind with these index functions.
+    /// An empty cache of this kind with these index functions, and its reads in place
+    /// (the encoded cache's).
     pub(crate) fn store<K>(
         self,
         indexers: Indexers<K>,
         key_func: Option<KeyFunc<K>>,
-    ) -> Arc<dyn IndexerWriter<K>>
+    ) -> (Arc<dyn IndexerWriter<K>>, Option<CachedReads<K>>)
     where
         K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
     {
+        let compact = |store: CompactStore<K>| {
+            let store = Arc::new(store);
+            let side = store.cached_side();
+            (store as Arc<dyn IndexerWriter<K>>, Some(side))
+        };
         match (self, key_func) {
-            (Self::Encoded, None) => Arc::new(CompactStore::new(indexers)),
-            (Self::Encoded, Some(f)) => Arc::new(CompactStore::with_key_func(f, indexers)),
-            (Self::Decoded, None) => Arc::new(ThreadSafeStore::new(indexers)),
-            (Self::Decoded, Some(f)) => Arc::new(ThreadSafeStore::with_key_func(f, indexers)),
+            (Self::Encoded, None) => compact(CompactStore::new(indexers)),
+            (Self::Encoded, Some(f)) => compact(CompactStore::with_key_func(f, indexers)),
+            (Self::Decoded, None) => (Arc::new(ThreadSafeStore::new(indexers)), None),
+            (Self::Decoded, Some(f)) => {
+                (Arc::new(ThreadSafeStore::with_key_func(f, indexers)), None)
+            }
         }
     }
 }

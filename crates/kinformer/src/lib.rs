@@ -325,6 +325,8 @@ pub mod prelude {
     pub use kinformer_indexer::{
         IndexFunc, Indexer, Indexers, KnownObjects, Lister, NamespacedLister,
     };
+    // Cached objects read where they lie (`informer.cached_lister()`).
+    pub use kinformer_compact_store::{Cached, HasView};
 
     // List and watch.
     pub use kinformer_reflector::ListerWatcher;

@@ -157,4 +157,10 @@ pub use frame::FrameDecoder;
 pub use list::{Items, List, ListMeta, Objects};
 pub use object::{MAGIC, MEDIA_TYPE, Object, Transcoder, from_slice};
 pub use schema::{is_known, schema_source};
+
+/// The schema table, read-only: how each protobuf message of the Kubernetes types maps
+/// onto its JSON, for code generated from it.
+pub mod schema_table {
+    pub use crate::schema::{Field, Kind, Message, Ty, flags, kinds};
+}
 pub use watch::{EventType, WATCH_MEDIA_TYPE, WatchEvent};

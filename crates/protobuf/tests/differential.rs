@@ -15,12 +15,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::support::{first_difference, without_nulls};
+use crate::support::{first_difference, without_embedded_type_meta, without_nulls};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 const PER_TYPE: usize = 100;
 const SEED: u64 = 1;
+const VIEW_EVERY: usize = 4;
 
 /// Compares the two decodes of one record; `Err` says how they differ.
 fn compare_value(protobuf: &[u8], json: &[u8]) -> Result<(), String> {
@@ -144,27 +145,72 @@ fn compare_typed<T: serde::Serialize + DeserializeOwned + PartialEq + std::fmt::
     }
 }
 
+/// Every field read through the generated view of the cached object (transcoded from the
+/// protobuf, and encoded from the decoded object) is the field of the decoded object: the
+/// view written out as JSON equals the object written out, but for what k8s-openapi
+/// writes and a view leaves out (nulls, and required fields the object does not have).
+fn compare_view<T>(protobuf: &[u8], _json: &[u8]) -> Result<(), String>
+where
+    T: kinformer_compact_store::HasView
+        + serde::Serialize
+        + DeserializeOwned
+        + kinformer_core::MetaObject,
+    for<'a> T::View<'a>: serde::Serialize,
+{
+    use kinformer_compact_store::{Cached, Encoded};
+    let object = kinformer_protobuf::Object::from_bytes(protobuf).map_err(|e| e.to_string())?;
+    let Ok(typed) = object.deserialize::<T>() else {
+        return Ok(());
+    };
+    // Protobuf carries no embedded apiVersion and kind (see `without_embedded_type_meta`);
+    // k8s-openapi writes its own constants for them whatever it decoded.
+    let want = without_embedded_type_meta(without_nulls(
+        serde_json::to_value(&typed).map_err(|e| e.to_string())?,
+    ));
+    let transcoded = Encoded::<T>::from_protobuf(&object).map_err(|e| e.to_string())?;
+    let encoded = Encoded::new(&typed).map_err(|e| e.to_string())?;
+    for (how, e) in [("transcoded", transcoded), ("encoded", encoded)] {
+        let cached = Cached::from_encoded(&e);
+        let got = without_embedded_type_meta(without_nulls(
+            serde_json::to_value(cached.view()).map_err(|e| e.to_string())?,
+        ));
+        if let Some(d) = first_difference(&got, &want, "") {
+            if std::env::var_os("VIEW_DEBUG").is_some() {
+                eprintln!("got {got:#}\nwant {want:#}");
+            }
+            return Err(format!(
+                "the view of the {how} object differs from the object: {d}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 type Compare = fn(&[u8], &[u8]) -> Result<(), String>;
 
 /// Every k8s-openapi (v1_36) resource type, and the `List<T>` of the listable ones. The
-/// list is every `impl crate::Resource` of k8s-openapi's `src/v1_36`.
-fn typed() -> BTreeMap<(String, String), Compare> {
+/// list is every `impl crate::Resource` of k8s-openapi's `src/v1_36`. A resource type is
+/// compared twice: decoded, and read through its view.
+fn typed() -> BTreeMap<(String, String), Vec<Compare>> {
     use k8s_openapi::{List, Resource};
-    let mut m: BTreeMap<(String, String), Compare> = BTreeMap::new();
+    let mut m: BTreeMap<(String, String), Vec<Compare>> = BTreeMap::new();
     macro_rules! single {
         ($($t:ty),* $(,)?) => {$(
             m.insert(
                 (<$t as Resource>::API_VERSION.to_owned(), <$t as Resource>::KIND.to_owned()),
-                compare_typed::<$t>,
+                vec![compare_typed::<$t>],
             );
         )*};
     }
     macro_rules! listable {
         ($($t:ty),* $(,)?) => {$(
             single!($t);
+            m.entry((<$t as Resource>::API_VERSION.to_owned(), <$t as Resource>::KIND.to_owned()))
+                .or_default()
+                .push(compare_view::<$t>);
             m.insert(
                 (<$t as Resource>::API_VERSION.to_owned(), format!("{}List", <$t as Resource>::KIND)),
-                compare_typed::<List<$t>>,
+                vec![compare_typed::<List<$t>>],
             );
         )*};
     }
@@ -283,16 +329,23 @@ fn regressions_dir() -> std::path::PathBuf {
 }
 
 fn check(
-    typed: &BTreeMap<(String, String), Compare>,
+    typed: &BTreeMap<(String, String), Vec<Compare>>,
     api_version: &str,
     kind: &str,
     protobuf: &[u8],
     json: &[u8],
+    views: bool,
 ) -> (Result<(), String>, bool) {
     let value = compare_value(protobuf, json);
     let key = (api_version.to_owned(), kind.to_owned());
     match typed.get(&key) {
-        Some(cmp) => (value.and_then(|()| cmp(protobuf, json)), true),
+        Some(cmps) => (
+            cmps.iter()
+                .take(if views { 2 } else { 1 })
+                .try_for_each(|cmp| cmp(protobuf, json))
+                .and(value),
+            true,
+        ),
         None => (value, false),
     }
 }
@@ -305,10 +358,14 @@ fn fuzzed_objects_of_every_type_decode_from_protobuf_as_from_json() {
     let mut typed_kinds = 0;
     let mut failures = Vec::new();
     for r in &records {
-        let (outcome, was_typed) = check(&typed, &r.api_version, &r.kind, &r.protobuf, &r.json);
         let n = per_kind
             .entry((r.api_version.clone(), r.kind.clone()))
             .or_default();
+        // Views are read for every fourth object of a type (25 a type): reading each one
+        // costs as much as all the other checks of it.
+        let views = *n % VIEW_EVERY == 0;
+        let (outcome, was_typed) =
+            check(&typed, &r.api_version, &r.kind, &r.protobuf, &r.json, views);
         if *n == 0 && was_typed {
             typed_kinds += 1;
         }
@@ -373,6 +430,7 @@ fn regressions() {
             object.kind(),
             &protobuf,
             &json,
+            true,
         );
         if let Err(why) = outcome {
             panic!("{}: {why}", path.display());

@@ -56,7 +56,7 @@ struct Decoder<'de, 'n> {
     metadata_only: bool,
 }
 
-impl<'de> Decoder<'de, '_> {
+impl<'de, 'n> Decoder<'de, 'n> {
     fn byte(&mut self) -> Result<u8, CodecError> {
         let (&b, rest) = self
             .input
@@ -127,64 +127,37 @@ impl<'de> Decoder<'de, '_> {
             }
     }
 
-    /// Reads past one value.
+    /// Reads past one value: every value says its length, so a compound is one jump.
     fn skip(&mut self) -> Result<(), CodecError> {
         match self.byte()? {
             NULL | FALSE | TRUE => Ok(()),
             UINT | NEG => self.varint().map(drop),
             F64 => self.take(8).map(drop),
             t @ SHORT_STR..=0x7f => self.take(u64::from(t - SHORT_STR)).map(drop),
-            STR | BYTES | RAW_JSON => {
+            STR | BYTES | RAW_JSON | SEQ | MAP | STRUCT => {
                 let len = self.varint()?;
                 self.take(len).map(drop)
-            }
-            SEQ => {
-                self.enter()?;
-                while self.peek()? != END {
-                    self.skip()?;
-                }
-                self.input = &self.input[1..];
-                self.depth -= 1;
-                Ok(())
-            }
-            MAP => {
-                self.enter()?;
-                while self.peek()? != END {
-                    self.skip()?;
-                    self.skip()?;
-                }
-                self.input = &self.input[1..];
-                self.depth -= 1;
-                Ok(())
-            }
-            STRUCT => {
-                self.enter()?;
-                loop {
-                    let id = self.varint()?;
-                    let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
-                    match id {
-                        END_OF_STRUCT => break,
-                        INLINE_NAME => {
-                            self.string()?;
-                        }
-                        _ => {}
-                    }
-                    self.skip()?;
-                }
-                self.depth -= 1;
-                Ok(())
             }
             t if t >= SMALL_UINT => Ok(()),
             _ => Err(CodecError::Corrupt("unknown tag")),
         }
     }
 
-    fn enter(&mut self) -> Result<(), CodecError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
+    /// A decoder of the content of the compound whose tag was just read, one level down;
+    /// `self` is left after it.
+    fn compound(&mut self) -> Result<Decoder<'de, 'n>, CodecError> {
+        let len = self.varint()?;
+        let content = self.take(len)?;
+        let depth = self.depth + 1;
+        if depth > MAX_DEPTH {
             return Err(CodecError::Corrupt("nested too deep"));
         }
-        Ok(())
+        Ok(Decoder {
+            input: content,
+            names: self.names,
+            depth,
+            metadata_only: self.metadata_only,
+        })
     }
 }
 
@@ -220,43 +193,22 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
                 visitor.visit_borrowed_bytes(self.take(len)?)
             }
             SEQ => {
-                self.enter()?;
-                let v = visitor.visit_seq(Seq { d: &mut *self })?;
-                self.depth -= 1;
-                match self.byte()? {
-                    END => Ok(v),
-                    _ => Err(CodecError::Rejected(
-                        "a sequence longer than the type takes".into(),
-                    )),
-                }
+                let mut d = self.compound()?;
+                let v = visitor.visit_seq(Seq { d: &mut d })?;
+                read_to_end(&d, "a sequence longer than the type takes")?;
+                Ok(v)
             }
             MAP => {
-                self.enter()?;
-                let v = visitor.visit_map(Map { d: &mut *self })?;
-                self.depth -= 1;
-                match self.byte()? {
-                    END => Ok(v),
-                    _ => Err(CodecError::Rejected(
-                        "a map the type did not read to its end".into(),
-                    )),
-                }
+                let mut d = self.compound()?;
+                let v = visitor.visit_map(Map { d: &mut d })?;
+                read_to_end(&d, "a map the type did not read to its end")?;
+                Ok(v)
             }
             STRUCT => {
-                self.enter()?;
-                let mut s = Struct {
-                    d: &mut *self,
-                    done: false,
-                };
-                let v = visitor.visit_map(&mut s)?;
-                let done = s.done;
-                self.depth -= 1;
-                if done || self.varint()? == u64::from(END_OF_STRUCT) {
-                    Ok(v)
-                } else {
-                    Err(CodecError::Rejected(
-                        "a struct the type did not read to its end".into(),
-                    ))
-                }
+                let mut d = self.compound()?;
+                let v = visitor.visit_map(Struct { d: &mut d })?;
+                read_to_end(&d, "a struct the type did not read to its end")?;
+                Ok(v)
             }
             RAW_JSON => {
                 let json = self.raw_json()?;
@@ -297,15 +249,10 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
     ) -> Result<V::Value, CodecError> {
         if self.peek()? == MAP {
             self.input = &self.input[1..];
-            self.enter()?;
-            let v = visitor.visit_enum(Enum { d: &mut *self })?;
-            self.depth -= 1;
-            match self.byte()? {
-                END => Ok(v),
-                _ => Err(CodecError::Rejected(
-                    "an enum map with more than one entry".into(),
-                )),
-            }
+            let mut d = self.compound()?;
+            let v = visitor.visit_enum(Enum { d: &mut d })?;
+            read_to_end(&d, "an enum map with more than one entry")?;
+            Ok(v)
         } else {
             let variant = self.string()?;
             visitor.visit_enum(variant.into_deserializer())
@@ -320,6 +267,15 @@ impl<'de> de::Deserializer<'de> for &mut Decoder<'de, '_> {
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
         unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// That a compound's content was read to its end; else the type took less than it holds.
+fn read_to_end(d: &Decoder<'_, '_>, what: &'static str) -> Result<(), CodecError> {
+    if d.input.is_empty() {
+        Ok(())
+    } else {
+        Err(CodecError::Rejected(what.into()))
     }
 }
 
@@ -360,7 +316,7 @@ impl<'de> de::SeqAccess<'de> for Seq<'_, 'de, '_> {
         &mut self,
         seed: T,
     ) -> Result<Option<T::Value>, CodecError> {
-        if self.d.peek()? == END {
+        if self.d.input.is_empty() {
             return Ok(None);
         }
         seed.deserialize(&mut *self.d).map(Some)
@@ -378,7 +334,7 @@ impl<'de> de::MapAccess<'de> for Map<'_, 'de, '_> {
         seed: K,
     ) -> Result<Option<K::Value>, CodecError> {
         loop {
-            if self.d.peek()? == END {
+            if self.d.input.is_empty() {
                 return Ok(None);
             }
             if self.d.metadata_only {
@@ -408,31 +364,27 @@ impl<'de> de::MapAccess<'de> for Map<'_, 'de, '_> {
 /// strings, exactly as a JSON object's keys.
 struct Struct<'a, 'de, 'n> {
     d: &'a mut Decoder<'de, 'n>,
-    /// Whether the end of the struct was read.
-    done: bool,
 }
 
-impl<'de> de::MapAccess<'de> for &mut Struct<'_, 'de, '_> {
+impl<'de> de::MapAccess<'de> for Struct<'_, 'de, '_> {
     type Error = CodecError;
     fn next_key_seed<K: DeserializeSeed<'de>>(
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, CodecError> {
         loop {
-            if self.done {
+            if self.d.input.is_empty() {
                 return Ok(None);
             }
             let id = self.d.varint()?;
             let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
             let key: &'de str = match id {
-                END_OF_STRUCT => {
-                    self.done = true;
-                    return Ok(None);
-                }
                 INLINE_NAME => self.d.string()?,
                 id => {
-                    let i = usize::try_from(id - FIRST_ID)
-                        .map_err(|_| CodecError::Corrupt("field id"))?;
+                    let i = id
+                        .checked_sub(FIRST_ID)
+                        .and_then(|i| usize::try_from(i).ok())
+                        .ok_or(CodecError::Corrupt("field id"))?;
                     self.d
                         .names
                         .get(i)

@@ -268,8 +268,12 @@ fn corrupt_bytes_are_errors_not_panics() {
         assert!(decode::<Value>(&buf[..cut]).is_err());
     }
     assert!(decode::<Value>(&[0x20]).is_err());
-    let mut deep = vec![SEQ; MAX_DEPTH + 1];
-    deep.extend(vec![END; MAX_DEPTH + 1]);
+    let mut nested = json!([]);
+    for _ in 0..MAX_DEPTH {
+        nested = json!([nested]);
+    }
+    let mut deep = Vec::new();
+    encode(&nested, &mut deep).unwrap();
     assert!(matches!(
         decode::<Value>(&deep),
         Err(CodecError::Corrupt("nested too deep"))
@@ -333,4 +337,22 @@ proptest! {
         }
         prop_assert_eq!(cut, whole);
     }
+}
+
+/// A compound longer than its two reserved length bytes hold (16 KiB) moves its content
+/// over for a longer length, nested or not, and reads back.
+#[test]
+fn compounds_past_the_reserved_length_round_trip() {
+    let v = json!({
+        "short": [1, 2, 3],
+        "long": ["x".repeat(20_000), {"deeper": "y".repeat(70_000)}],
+        "after": true,
+    });
+    assert_eq!(round_trip(&v), v);
+    let mut buf = Vec::new();
+    encode(&v, &mut buf).unwrap();
+    // Every value says its length: skipping the top-level value reads it whole.
+    let mut d = &buf[..];
+    assert!(crate::view::read::next(&mut d).is_some());
+    assert!(d.is_empty());
 }

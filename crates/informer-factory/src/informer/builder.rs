@@ -334,9 +334,11 @@ where
             && self.cache == CacheKind::Encoded
             && self.key_func.is_none()
             && matches!(self.fifo, FifoChoice::Kind(_));
+        let mut cached = None;
         let core: Arc<dyn Core<K>> = match self.fifo {
             FifoChoice::Kind(kind) if encoded_pipeline => {
                 let store = Arc::new(CompactStore::<K>::new(self.indexers));
+                cached = Some(store.cached_side());
                 let transcoded = transcoding::<K>(&self.given);
                 // One shard's objects however they are decoded, one view of the server's
                 // filtering.
@@ -377,9 +379,14 @@ where
                 ))
             }
             fifo => {
-                let store = self
-                    .store
-                    .unwrap_or_else(|| self.cache.store(self.indexers, self.key_func.clone()));
+                let store = match self.store {
+                    Some(store) => store,
+                    None => {
+                        let (store, side) = self.cache.store(self.indexers, self.key_func.clone());
+                        cached = side;
+                        store
+                    }
+                };
                 let key_func = self
                     .key_func
                     .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
@@ -403,7 +410,7 @@ where
                 ))
             }
         };
-        SharedIndexInformer { core }
+        SharedIndexInformer { core, cached }
     }
 }
 

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kinformer_compact_store::Cached;
 use kinformer_core::{BoxError, MetaObject};
 use kinformer_indexer::{Indexer, Indexers, Lister};
 use kinformer_reflector::{ListerWatcher, ReflectorStatus, ShardFiltering, TaskHandle};
@@ -109,12 +110,15 @@ impl HandlerOptions {
 /// its threads and its locks.
 pub struct SharedIndexInformer<K> {
     core: Arc<dyn Core<K>>,
+    /// The default cache's reads in place, when the informer keeps it.
+    cached: Option<Arc<dyn Indexer<Cached<K>>>>,
 }
 
 impl<K> Clone for SharedIndexInformer<K> {
     fn clone(&self) -> Self {
         Self {
             core: Arc::clone(&self.core),
+            cached: self.cached.clone(),
         }
     }
 }
@@ -269,9 +273,37 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         self.core.indexer()
     }
 
-    /// A lister over the informer's cache.
+    /// A lister over the informer's cache. With the default cache each object it returns
+    /// is decoded (a few microseconds a pod); [`cached_lister`](Self::cached_lister) reads
+    /// them where they lie.
     pub fn lister(&self) -> Lister<K> {
         Lister::from_dyn(self.indexer())
+    }
+
+    /// The informer's cache read without decoding, when it keeps the default cache
+    /// ([`CacheKind::Encoded`](crate::CacheKind::Encoded); `None` with decoded objects or a
+    /// store of your own): the same reads as [`indexer`](Self::indexer), handing out the
+    /// cached entries themselves ([`Cached<K>`], read through their typed views), as
+    /// client-go hands out its cached pointers. Index functions are answered from the
+    /// values computed when each object was cached.
+    pub fn cached(&self) -> Option<Arc<dyn Indexer<Cached<K>>>> {
+        self.cached.clone()
+    }
+
+    /// A lister over [`cached`](Self::cached): gets and selector lists that build no object.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_informer_factory::SharedIndexInformer;
+    /// use kinformer_reflector::fake::FakeListerWatcher;
+    ///
+    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new()).build();
+    /// let pods = informer.cached_lister().expect("the default cache");
+    /// // After the sync: `pods.namespaced("default").get("web-0")?.spec()?.node_name()`.
+    /// assert!(pods.namespaced("default").get("web-0").unwrap_err().is_not_found());
+    /// ```
+    pub fn cached_lister(&self) -> Option<Lister<Cached<K>>> {
+        self.cached.clone().map(Lister::from_dyn)
     }
 
     /// Whether the informer has started and the whole first list has been applied to the

@@ -10,38 +10,40 @@ pub(crate) use table::SOURCES;
 
 /// One protobuf message (a Go struct).
 #[derive(Debug)]
-pub(crate) struct Message {
+#[non_exhaustive]
+pub struct Message {
     /// The protobuf message name, e.g. `k8s.io.api.core.v1.Pod`.
-    pub(crate) name: &'static str,
+    pub name: &'static str,
     /// Its fields, sorted by number.
-    pub(crate) fields: &'static [Field],
+    pub fields: &'static [Field],
 }
 
 /// One field of a message.
 #[derive(Debug)]
-pub(crate) struct Field {
+#[non_exhaustive]
+pub struct Field {
     /// The protobuf field number.
-    pub(crate) number: u32,
+    pub number: u32,
     /// The JSON name (the key encoding/json writes).
-    pub(crate) json: &'static str,
+    pub json: &'static str,
     /// The type of one value (of one element, for repeated fields and maps).
-    pub(crate) ty: Ty,
+    pub ty: Ty,
     /// [`flags`].
-    pub(crate) flags: u8,
+    pub flags: u8,
 }
 
 /// Bits of [`Field::flags`].
-pub(crate) mod flags {
+pub mod flags {
     /// A slice or a map: one protobuf field occurrence per element (or one packed run).
-    pub(crate) const REPEATED: u8 = 1;
+    pub const REPEATED: u8 = 1;
     /// `omitempty` on a non-pointer scalar, string, slice or map: encoding/json leaves a zero
     /// value out, while protobuf writes it.
-    pub(crate) const OMIT_EMPTY: u8 = 2;
+    pub const OMIT_EMPTY: u8 = 2;
     /// `omitzero` on a Time or MicroTime: left out of the JSON when zero.
-    pub(crate) const OMIT_ZERO: u8 = 4;
+    pub const OMIT_ZERO: u8 = 4;
     /// An embedded struct whose fields JSON writes into the parent (`json:",inline"`), while
     /// protobuf nests it as a message.
-    pub(crate) const INLINE: u8 = 8;
+    pub const INLINE: u8 = 8;
 }
 
 /// The type of a value, as far as the decoder needs to know it.
@@ -51,7 +53,8 @@ pub(crate) mod flags {
 // decoded, so that a newer table needs no decoder change, and are tested on hand-made
 // messages.
 #[cfg_attr(not(test), allow(dead_code))]
-pub(crate) enum Ty {
+#[non_exhaustive]
+pub enum Ty {
     /// A Go string: protobuf bytes holding UTF-8 (encoding/json replaces invalid bytes).
     String,
     /// A Go `[]byte`: base64 (standard alphabet, padded) in JSON.
@@ -95,10 +98,21 @@ pub(crate) enum Ty {
 
 /// An (apiVersion, kind) the table knows, and its message.
 #[derive(Debug)]
-pub(crate) struct Kind {
-    pub(crate) api_version: &'static str,
-    pub(crate) kind: &'static str,
-    pub(crate) message: &'static Message,
+#[non_exhaustive]
+pub struct Kind {
+    /// `v1`, `apps/v1`.
+    pub api_version: &'static str,
+    /// `Pod`.
+    pub kind: &'static str,
+    /// Its message.
+    pub message: &'static Message,
+}
+
+/// Every (apiVersion, kind) the table knows, sorted: for generators of code over the
+/// Kubernetes types (kinformer-compact-store's read views are generated from it by
+/// `cargo xtask gen-proto`).
+pub fn kinds() -> &'static [Kind] {
+    &table::KINDS
 }
 
 /// The message of an (apiVersion, kind), if the table has it.
@@ -147,14 +161,15 @@ impl Message {
     }
 
     /// The short name of the message (`Pod` of `k8s.io.api.core.v1.Pod`), for error paths.
-    pub(crate) fn short_name(&self) -> &'static str {
+    pub fn short_name(&self) -> &'static str {
         self.name.rsplit('.').next().unwrap_or(self.name)
     }
 }
 
 impl Field {
+    /// Whether the field has `flag` (one of [`flags`]).
     #[inline]
-    pub(crate) fn has(&self, flag: u8) -> bool {
+    pub fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
 }
