@@ -320,7 +320,10 @@ mod tests {
         let bytes = crate::encode_to_vec(&pod).unwrap();
         let top = Raw::whole(&bytes).and_then(|r| r.as_struct()).unwrap();
         let spec = top.get(&SPEC).and_then(|r| r.as_struct()).unwrap();
-        assert_eq!(spec.get(&NODE_NAME).and_then(|r| r.as_str()), Some("node-1"));
+        assert_eq!(
+            spec.get(&NODE_NAME).and_then(|r| r.as_str()),
+            Some("node-1")
+        );
         assert!(top.get(&MISSING).is_none());
         let names: Vec<&str> = top.iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["metadata", "spec"]);
