@@ -125,12 +125,12 @@ async fn main() -> Result<(), BoxError> {
 /// Reads the pod back from the cache and logs its phase.
 async fn reconcile(
     key: ObjectKey,
-    pods: Context<Lister<Pod>>,
+    pods: Context<Lister<Cached<Pod>>>,
 ) -> Result<Action, kinformer::indexer::Error> {
     let namespace = key.namespace().unwrap_or_default();
     match pods.namespaced(namespace).get(key.name()) {
         Ok(pod) => {
-            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            let phase = pod.status().and_then(|s| s.phase());
             tracing::info!(%key, phase = phase.unwrap_or("Unknown"), "reconciled pod");
         }
         Err(e) if e.is_not_found() => tracing::info!(%key, "pod deleted"),

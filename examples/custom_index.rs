@@ -45,14 +45,15 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-fn indexers() -> Indexers<Pod> {
-    let by_node = IndexFunc::single(|pod: &Pod| pod.spec.as_ref()?.node_name.as_deref());
-    let by_image = IndexFunc::new(|pod: &Pod| {
-        let mut images: Vec<String> = pod
-            .spec
-            .iter()
-            .flat_map(|s| &s.containers)
-            .filter_map(|c| c.image.clone())
+/// Index functions over the informer's cached pods: each reads its fields through the
+/// pod's view, where they lie.
+fn indexers() -> Indexers<Cached<Pod>> {
+    let by_node = IndexFunc::single(|pod: &Cached<Pod>| pod.spec()?.node_name());
+    let by_image = IndexFunc::new(|pod: &Cached<Pod>| {
+        let spec = pod.spec();
+        let containers = spec.iter().flat_map(|s| s.containers());
+        let mut images: Vec<String> = containers
+            .filter_map(|c| c.image().map(str::to_owned))
             .collect();
         images.sort();
         images.dedup();

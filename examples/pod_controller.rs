@@ -132,7 +132,7 @@ impl Stats {
 /// The article's program: factory, informer, lister, queue, handlers, workers.
 pub struct PodController {
     factory: SharedInformerFactory,
-    informer: SharedIndexInformer<Pod>,
+    informer: SharedIndexInformer<Cached<Pod>>,
     stats: Arc<Stats>,
     cancel: CancellationToken,
     workers: tokio::task::JoinHandle<()>,
@@ -180,7 +180,7 @@ impl PodController {
             (Arc::clone(&stats), Arc::clone(&stats), Arc::clone(&stats));
         informer.add_event_handler(
             ResourceEventHandlerFuncs::new()
-                .add_func(move |pod: &Arc<Pod>, _| {
+                .add_func(move |pod: &Arc<Cached<Pod>>, _| {
                     s_add.adds.fetch_add(1, Ordering::Relaxed);
                     if let Ok(key) = meta_namespace_key(pod.as_ref()) {
                         q_add.add(key);
@@ -245,15 +245,15 @@ impl PodController {
     }
 }
 
-/// The article's `byNode` index function.
-fn by_node_index() -> Indexers<Pod> {
-    let by_node = IndexFunc::single(|pod: &Pod| pod.spec.as_ref()?.node_name.as_deref());
+/// The article's `byNode` index function, reading the node where it lies in the cached pod.
+fn by_node_index() -> Indexers<Cached<Pod>> {
+    let by_node = IndexFunc::single(|pod: &Cached<Pod>| pod.spec()?.node_name());
     Indexers::from([(BY_NODE.to_string(), by_node)])
 }
 
 /// What `sync_pod` reads and writes: the cache, the counters, the output.
 pub struct SyncContext {
-    lister: Lister<Pod>,
+    lister: Lister<Cached<Pod>>,
     stats: Arc<Stats>,
     out: Output,
 }
@@ -269,14 +269,11 @@ async fn sync_pod(
     stats.reconciles.fetch_add(1, Ordering::Relaxed);
     let namespace = key.namespace().unwrap_or_default();
     let state = match lister.namespaced(namespace).get(key.name()) {
+        // The cached pod itself, read where it lies: nothing is copied or decoded.
         Ok(pod) => {
-            let phase = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.clone())
-                .unwrap_or_else(|| "Unknown".into());
+            let phase = pod.status().and_then(|s| s.phase()).unwrap_or("Unknown");
             out.line(format!("processing pod {key}, phase: {phase}"));
-            phase
+            phase.to_owned()
         }
         Err(e) if e.is_not_found() => {
             out.line(format!("pod {key} is gone: deleted"));
@@ -370,10 +367,7 @@ pub async fn demo(
     let web0 = in_ns.get("web-0")?;
     out.line(format!(
         "lister: get web-0 -> node {}",
-        web0.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or("?")
+        web0.spec().and_then(|s| s.node_name()).unwrap_or("?")
     ));
     // The custom index.
     let indexer = controller.informer.indexer();

@@ -74,8 +74,8 @@ const MANAGER: &str = "widget-controller";
 pub struct Ctx {
     client: kube::Client,
     widgets: Lister<Widget>,
-    pods: Lister<Pod>,
-    config_maps: Lister<ConfigMap>,
+    pods: Lister<Cached<Pod>>,
+    config_maps: Lister<Cached<ConfigMap>>,
     recorder: Recorder,
     out: Output,
 }
@@ -145,7 +145,7 @@ async fn reconcile(key: ObjectKey, ctx: Context<Ctx>) -> Result<Action, Reconcil
 
 /// The Pods a widget controls, from the cache (by uid: not those of an earlier widget of
 /// the same name).
-fn owned_pods(ctx: &Ctx, w: &Widget) -> Vec<Arc<Pod>> {
+fn owned_pods(ctx: &Ctx, w: &Widget) -> Vec<Arc<Cached<Pod>>> {
     let ns = w.namespace().unwrap_or_default();
     ctx.pods
         .namespaced(&ns)
@@ -164,8 +164,13 @@ async fn apply(ctx: &Ctx, w: &Widget, owner: OwnerReference) -> Result<Action, k
     // The ConfigMap: server-side apply is create-or-update in one idempotent call.
     let cm_name = format!("{name}-config");
     let wanted = BTreeMap::from([("message".to_owned(), w.spec.message.clone())]);
+    // The cached ConfigMap's data, read where it lies and compared with what it should say.
     let current = ctx.config_maps.namespaced(&ns).get(&cm_name).ok();
-    if current.and_then(|c| c.data.clone()) != Some(wanted.clone()) {
+    let data = current.as_ref().and_then(|c| c.data());
+    let up_to_date = data.is_some_and(|d| {
+        d.len() == wanted.len() && wanted.iter().all(|(k, v)| d.get(k) == Some(v.as_str()))
+    });
+    if !up_to_date {
         let cm = json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": cm_name, "ownerReferences": [owner]},
@@ -188,7 +193,10 @@ async fn apply(ctx: &Ctx, w: &Widget, owner: OwnerReference) -> Result<Action, k
     let replicas = usize::try_from(w.spec.replicas).unwrap_or(0);
     for i in 0..replicas {
         let pod_name = format!("{name}-{i}");
-        if have.iter().any(|p| p.name_any() == pod_name) {
+        if have
+            .iter()
+            .any(|p| p.object_name() == Some(pod_name.as_str()))
+        {
             continue;
         }
         let mut pod: Pod = serde_json::from_value(json!({
@@ -204,14 +212,14 @@ async fn apply(ctx: &Ctx, w: &Widget, owner: OwnerReference) -> Result<Action, k
             Err(e) => return Err(e),
         }
     }
-    for extra in have.iter().filter(|p| {
-        let n = p.name_any();
-        !(0..replicas).any(|i| n == format!("{name}-{i}"))
-    }) {
-        pods.delete(&extra.name_any(), &DeleteParams::default().grace_period(0))
+    for extra in have
+        .iter()
+        .filter_map(|p| p.object_name())
+        .filter(|n| !(0..replicas).any(|i| *n == format!("{name}-{i}")))
+    {
+        pods.delete(extra, &DeleteParams::default().grace_period(0))
             .await?;
-        ctx.out
-            .line(format!("{name}: pod {} deleted", extra.name_any()));
+        ctx.out.line(format!("{name}: pod {extra} deleted"));
     }
 
     write_status(ctx, w, &cm_name, w.spec.replicas).await?;
@@ -265,8 +273,11 @@ async fn cleanup(ctx: &Ctx, w: &Widget) -> Result<Action, kube::Error> {
     let name = w.name_any();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     for pod in owned_pods(ctx, w) {
+        let Some(pod_name) = pod.object_name() else {
+            continue;
+        };
         match pods
-            .delete(&pod.name_any(), &DeleteParams::default().grace_period(0))
+            .delete(pod_name, &DeleteParams::default().grace_period(0))
             .await
         {
             Ok(_) => {}
@@ -364,7 +375,9 @@ impl WidgetController {
             .resync(Duration::from_secs(300))
             .build();
         metrics.register_factory(&factory);
-        let widgets = factory.informer::<Widget>();
+        // A custom resource has no generated views: its few objects are kept decoded, to
+        // be read as the typed struct. Pods and ConfigMaps are cached and read in place.
+        let widgets = factory.decoded_informer::<Widget>();
         let pods = factory.informer::<Pod>();
         let config_maps = factory.informer::<ConfigMap>();
 
@@ -377,8 +390,8 @@ impl WidgetController {
         controller.watch_with(&widgets, predicates::generation_changed())?;
         // A child's change reconciles its widget, if the widget cache holds that widget
         // (so `watch_with` comes first). Pods: not their resyncs, which change nothing.
-        controller.owns_with::<Widget, Pod>(&pods, predicates::resource_version_changed())?;
-        controller.owns::<Widget, ConfigMap>(&config_maps)?;
+        controller.owns_with::<Widget, _>(&pods, predicates::resource_version_changed())?;
+        controller.owns::<Widget, _>(&config_maps)?;
 
         let cancel = CancellationToken::new();
         let server = Server::bind("127.0.0.1:0".parse()?)

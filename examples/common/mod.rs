@@ -176,11 +176,11 @@ pub async fn start(args: &Args) -> Result<Cluster, BoxError> {
     Ok(cluster)
 }
 
-/// The sorted names of `pods`.
-pub fn names(pods: Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>>) -> Vec<String> {
-    let mut names: Vec<String> = pods
+/// The sorted names of `objects`.
+pub fn names<T: kinformer::core::MetaObject>(objects: Vec<std::sync::Arc<T>>) -> Vec<String> {
+    let mut names: Vec<String> = objects
         .iter()
-        .filter_map(|p| p.metadata.name.clone())
+        .filter_map(|p| p.object_name().map(str::to_owned))
         .collect();
     names.sort();
     names

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]
-//!              [--store default|decoded|compact] [--project] [--relist] [--settle [--trim]]
+//!              [--store default|decoded] [--project] [--relist] [--settle [--trim]]
+//! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] --reads
 //! <contender> --kubeconfig PATH --namespace NS --expect N --resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]
 //!              [--latency M] [--relist] [--settle]
 //! ```
@@ -34,10 +35,9 @@
 //! `rss_now_kib` is `VmRSS` at the same moment as `rss_kib`.
 //!
 //! The memory rows add three flags (kinformer's contender and the Go peer; the store is
-//! kinformer's only): `--store` picks kinformer's cache, `default` (no option: what
-//! `SharedIndexInformer::builder(lw).build()` keeps), `decoded` (`CacheKind::Decoded`,
-//! kinformer-indexer's `ThreadSafeStore` of decoded pods) or `compact` (kinformer-compact-store's
-//! `CompactStore`, given as the informer's store);
+//! kinformer's only): `--store` picks kinformer's cache, `default` (no option: what a
+//! factory's informer keeps, `Cached` pods read in place) or `decoded` (decoded pods,
+//! client-go's cache: a factory's `decoded_informer`);
 //! `--project` caches a projection of a pod ([`PodView`]: metadata without
 //! `managedFields`, node name, containers' names and images, phase; client-go: a transform
 //! that clears every other field); `--relist` measures a relist: a second after the sync
@@ -52,6 +52,13 @@
 //! result line (the handlers have had the initial adds by then), the contender prints
 //! `{"settled_rss_kib"}` (`VmRSS`); with `--trim` (the Rust contenders) it calls glibc's
 //! `malloc_trim(0)` first.
+//!
+//! `--reads` (kinformer's contender and the Go peer, pods only, each side's defaults
+//! otherwise: no `--strip`, `--modify`, `--project`, `--store`, `--resource`, `--latency`,
+//! `--relist` or `--settle`): the informer gets one more index, `byNode`
+//! (`spec.nodeName`), and one add handler that reads a typed pod's `spec.nodeName`; after
+//! the result line, once that handler has handled every initial add, the contender runs
+//! the read workload of [`reads`] on one thread and prints its `{"reads": {...}}` line.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 use std::collections::HashMap;
@@ -64,6 +71,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::Pod;
 
+pub mod reads;
 mod scaled_object;
 
 pub use scaled_object::{
@@ -106,17 +114,11 @@ impl Wire {
 /// kinformer's cache (`--store`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Store {
-    /// No option: the informer's default cache.
+    /// No option: the informer's default, `Cached` pods read in place.
     #[default]
     Default,
-    /// `CacheKind::Decoded`: decoded pods in a `ThreadSafeStore`.
+    /// Decoded pods, client-go's cache (a factory's `decoded_informer`).
     Decoded,
-    /// kinformer-compact-store's `CompactStore`, given as the informer's store.
-    Compact,
-    /// The informer's objects are kinformer-compact-store's `Encoded<Pod>`, transcoded from
-    /// protobuf without building a `Pod` (`KubeListerWatcher::decode_protobuf_with`), in a
-    /// `CacheKind::Decoded` store (they are encoded already).
-    EncodedItems,
 }
 
 /// The command line every contender takes.
@@ -151,6 +153,8 @@ pub struct Args {
     pub resource: Option<CustomResource>,
     /// kinformer only: the custom resource as `DynamicObject` rather than [`ScaledObject`].
     pub dynamic: bool,
+    /// After the sync, run the read workload of [`reads`] (pods, each side's defaults).
+    pub reads: bool,
 }
 
 /// A custom resource to sync (`--resource GROUP/VERSION/PLURAL --kind KIND`).
@@ -250,6 +254,7 @@ impl Args {
         let mut store = Store::Default;
         let (mut project, mut relist, mut trim, mut settle) = (false, false, false, false);
         let (mut resource, mut kind, mut dynamic) = (None, None, false);
+        let mut reads = false;
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -269,11 +274,7 @@ impl Args {
                     store = match value()?.as_str() {
                         "default" => Store::Default,
                         "decoded" => Store::Decoded,
-                        "compact" => Store::Compact,
-                        "encoded-items" => Store::EncodedItems,
-                        other => bail!(
-                            "--store {other:?}: want default, decoded, compact or encoded-items"
-                        ),
+                        other => bail!("--store {other:?}: want default or decoded"),
                     };
                 }
                 "--project" => project = true,
@@ -285,8 +286,9 @@ impl Args {
                 "--resource" => resource = Some(value()?),
                 "--kind" => kind = Some(value()?),
                 "--dynamic" => dynamic = true,
+                "--reads" => reads = true,
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|decoded|compact] [--project] [--relist] [--trim] [--settle] [--resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|decoded] [--project] [--relist] [--trim] [--settle] [--resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]] [--reads]"
                 ),
             }
         }
@@ -309,6 +311,21 @@ impl Args {
         if dynamic && resource.is_none() {
             bail!("--dynamic needs --resource");
         }
+        if reads
+            && (strip
+                || modify
+                || project
+                || store != Store::Default
+                || resource.is_some()
+                || latency > 0
+                || relist
+                || settle
+                || trim)
+        {
+            bail!(
+                "--reads reads the default pod informer's cache: no --strip, --modify, --project, --store, --resource, --latency, --relist, --settle or --trim"
+            );
+        }
         Ok(Self {
             kubeconfig: kubeconfig.context("--kubeconfig is required")?,
             namespace: namespace.context("--namespace is required")?,
@@ -324,6 +341,7 @@ impl Args {
             settle,
             resource,
             dynamic,
+            reads,
         })
     }
 }
@@ -674,5 +692,25 @@ mod tests {
         // The core group has no name: `/v1/pods` is three parts.
         assert!(parse("--resource /v1/pods --kind Pod").is_ok());
         assert!(parse("").unwrap().resource.is_none());
+    }
+
+    #[test]
+    fn reads_take_the_default_pod_informer_only() {
+        let a = parse("--reads").unwrap();
+        assert!(a.reads && a.store == Store::Default && !a.strip);
+        assert!(parse("--reads --wire protobuf").unwrap().reads);
+        assert!(!parse("").unwrap().reads);
+        for wrong in [
+            "--reads --strip",
+            "--reads --strip --modify",
+            "--reads --project",
+            "--reads --store decoded",
+            "--reads --latency 5",
+            "--reads --relist",
+            "--reads --settle",
+            "--reads --resource keda.sh/v1alpha1/scaledobjects --kind ScaledObject",
+        ] {
+            assert!(parse(wrong).is_err(), "{wrong}");
+        }
     }
 }

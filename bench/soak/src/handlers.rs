@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kinformer::core::DeletedObject;
+use kinformer::compact_store::Cached;
+use kinformer::core::{DeletedObject, MetaObject};
 use kinformer::informer::ResourceEventHandler;
 use serde_json::json;
 
@@ -53,14 +54,14 @@ impl Recorder {
         Self { out, counts }
     }
 
-    fn record(&self, op: &str, name: &str, pod: &Pod, tombstone: bool) {
+    fn record(&self, op: &str, name: &str, pod: &Cached<Pod>, tombstone: bool) {
         // The time first: what the driver measures is when the handler was called.
         let now = unix_nanos();
         self.out.send(json!({
             "type": "event",
             "op": op,
             "name": name,
-            "rv": pod.metadata.resource_version.as_deref().unwrap_or_default(),
+            "rv": pod.object_resource_version().unwrap_or_default(),
             "tombstone": tombstone,
             "unix_ns": now,
         }));
@@ -68,20 +69,20 @@ impl Recorder {
     }
 }
 
-fn name(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or_default()
+fn name(pod: &Cached<Pod>) -> &str {
+    pod.object_name().unwrap_or_default()
 }
 
-impl ResourceEventHandler<Pod> for Recorder {
-    fn on_add(&self, obj: &Arc<Pod>, _is_in_initial_list: bool) {
+impl ResourceEventHandler<Cached<Pod>> for Recorder {
+    fn on_add(&self, obj: &Arc<Cached<Pod>>, _is_in_initial_list: bool) {
         self.record("add", name(obj), obj, false);
     }
 
-    fn on_update(&self, _old: &Arc<Pod>, new: &Arc<Pod>) {
+    fn on_update(&self, _old: &Arc<Cached<Pod>>, new: &Arc<Cached<Pod>>) {
         self.record("update", name(new), new, false);
     }
 
-    fn on_delete(&self, obj: &DeletedObject<Pod>) {
+    fn on_delete(&self, obj: &DeletedObject<Cached<Pod>>) {
         match obj.tombstone() {
             // The key is what a tombstone is sure of; its object may be stale.
             Some(t) => self.record("delete", t.key.name(), &t.obj, true),
@@ -107,16 +108,16 @@ pub(crate) fn quiet_deliberate_panics() {
 /// Runs the same work for every notification, whatever its kind.
 pub(crate) struct EveryEvent<F>(F);
 
-impl<F: Fn()> ResourceEventHandler<Pod> for EveryEvent<F> {
-    fn on_add(&self, _obj: &Arc<Pod>, _is_in_initial_list: bool) {
+impl<F: Fn(), T> ResourceEventHandler<T> for EveryEvent<F> {
+    fn on_add(&self, _obj: &Arc<T>, _is_in_initial_list: bool) {
         (self.0)();
     }
 
-    fn on_update(&self, _old: &Arc<Pod>, _new: &Arc<Pod>) {
+    fn on_update(&self, _old: &Arc<T>, _new: &Arc<T>) {
         (self.0)();
     }
 
-    fn on_delete(&self, _obj: &DeletedObject<Pod>) {
+    fn on_delete(&self, _obj: &DeletedObject<T>) {
         (self.0)();
     }
 }

@@ -43,6 +43,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Pod;
+use kinformer::compact_store::Cached;
+use kinformer::core::MetaObject;
 use kinformer::indexer::Indexer as _;
 use kinformer::informer::{SharedIndexInformer, SharedInformerFactory};
 use serde_json::json;
@@ -136,13 +138,13 @@ async fn run(args: Args, out: Out) -> anyhow::Result<()> {
 }
 
 /// Lists after the first, and lists by reason, from the informer's reflector counters.
-fn lists(informer: &SharedIndexInformer<Pod>) -> (u64, BTreeMap<&'static str, u64>) {
+fn lists(informer: &SharedIndexInformer<Cached<Pod>>) -> (u64, BTreeMap<&'static str, u64>) {
     let by_reason: BTreeMap<_, _> = informer.stats().reflector.lists.into_iter().collect();
     let total: u64 = by_reason.values().sum();
     (total.saturating_sub(1), by_reason)
 }
 
-fn sample(informer: &SharedIndexInformer<Pod>, counts: &Counts) -> serde_json::Value {
+fn sample(informer: &SharedIndexInformer<Cached<Pod>>, counts: &Counts) -> serde_json::Value {
     let status = proc_stats::status();
     let (relists, by_reason) = lists(informer);
     json!({
@@ -162,15 +164,15 @@ fn sample(informer: &SharedIndexInformer<Pod>, counts: &Counts) -> serde_json::V
     })
 }
 
-fn dump(informer: &SharedIndexInformer<Pod>, counts: &Counts) -> serde_json::Value {
+fn dump(informer: &SharedIndexInformer<Cached<Pod>>, counts: &Counts) -> serde_json::Value {
     let store: BTreeMap<String, String> = informer
         .indexer()
         .list()
         .iter()
         .map(|p| {
             (
-                p.metadata.name.clone().unwrap_or_default(),
-                p.metadata.resource_version.clone().unwrap_or_default(),
+                p.object_name().unwrap_or_default().to_owned(),
+                p.object_resource_version().unwrap_or_default().to_owned(),
             )
         })
         .collect();

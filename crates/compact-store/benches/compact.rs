@@ -1,28 +1,21 @@
-//! What a read of the compact store (the informers' default cache) costs against the
-//! decoded store (kinformer-indexer's `ThreadSafeStore`), on 10k pods shaped
-//! like the API server's (metadata with uid, owner, timestamps; one container with
-//! resources, env, mounts; status with conditions and a container status; managedFields
-//! stripped), across 100 namespaces and 1000 nodes, indexed by namespace and by node.
+//! What the default informer cache's reads cost — a `ThreadSafeStore` of `Cached<Pod>`s read
+//! through their views — against the decoded cache (client-go's: a `ThreadSafeStore` of
+//! `Pod`s), on 10k pods shaped like the API server's (metadata with uid, owner, timestamps;
+//! one container with resources, env, mounts; status with conditions and a container
+//! status), across 100 namespaces and 1000 nodes, indexed by namespace and by node (the
+//! index function reads each side's object: a view, or the struct).
 //!
 //! Pod `i` is `ns-{i % 100}/pod-{i}` on `node-{i % 1000}`, labelled `app=app-{i % 50}` and
 //! `tier={web,db,cache}[i % 3]`. Lookups walk the keys with a stride (7919) so that
-//! consecutive reads touch unrelated entries (and miss the compact store's small decode
-//! cache, as a controller reading many keys does); `get_repeat` reads one key over and
-//! over (a reconcile reading its object again: a cache hit).
+//! consecutive reads touch unrelated entries; `get_repeat` reads one key over and over.
 //!
-//! The same again with the `managedFields` a cluster keeps (two server-side-apply entries:
-//! the controller's spec and metadata, the kubelet's status), as the informers' default
-//! cache holds pods unless a transform strips them.
-//!
-//! Bench names: `store/{decoded,compact}[+managedFields]/{get,get_repeat,by_index,
-//! list_selector_namespace,list_selector_all}`.
-//!
-//! The read path as a reconcile writes it, every read taking `spec.nodeName` of what it
-//! gets, with managedFields kept: `read/{decoded,compact-decode,compact-view}/{get_field,
-//! by_index_field,list_all_field}` (the decoded store's `Arc<Pod>`, the compact store's
-//! decoded copy, its cached side's view), and one cached pod read both ways:
-//! `read/one/{view_field,decode_field}`. Before measuring, the heap bytes per pod of each store are printed
-//! (RSS growth while the store is filled, divided by the pod count).
+//! Every read takes `spec.nodeName` of what it gets, as a reconcile reads a field: bench
+//! names are `read/{decoded,cached}[+managedFields]/{lister_get_field, get_repeat_field,
+//! by_index_field, list_selector_field, list_all_field}`, where `lister_get_field` is a
+//! namespaced lister's `get(name)` (the key built as client-go's lister builds it) plus the
+//! field, the figure the default cache is held to (≤ 250 ns). One cached pod read both
+//! ways: `read/one/{view_field, decode_field}`. Before measuring, the heap bytes per pod of
+//! each store are printed (RSS growth while the store is filled, divided by the pod count).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -30,10 +23,10 @@ use std::time::Duration;
 
 use criterion::Criterion;
 use k8s_openapi::api::core::v1::Pod;
-use kinformer_compact_store::CompactStore;
+use kinformer_compact_store::Cached;
+use kinformer_core::MetaObject;
 use kinformer_indexer::{
-    IndexFunc, Indexer, IndexerWriter, KnownObjects, Lister, ThreadSafeStore, namespace_indexers,
-    parse_selector,
+    IndexFunc, Indexer, Indexers, Lister, ThreadSafeStore, namespace_indexers, parse_selector,
 };
 
 const PODS: usize = 10_000;
@@ -195,13 +188,19 @@ fn pod_with_managed_fields(i: usize) -> Pod {
     p
 }
 
+/// `spec.nodeName` of a decoded pod.
 fn node_of(p: &Pod) -> Option<&str> {
     p.spec.as_ref()?.node_name.as_deref()
 }
 
-fn indexers() -> kinformer_indexer::Indexers<Pod> {
+/// `spec.nodeName` of a cached pod, through its view.
+fn view_node_of(p: &Cached<Pod>) -> Option<&str> {
+    p.spec()?.node_name()
+}
+
+fn indexers<T: 'static>(node: for<'a> fn(&'a T) -> Option<&'a str>) -> Indexers<T> {
     let mut indexers = namespace_indexers();
-    indexers.insert("byNode".to_owned(), IndexFunc::single(node_of));
+    indexers.insert("byNode".to_owned(), IndexFunc::single(node));
     indexers
 }
 
@@ -212,9 +211,14 @@ fn rss() -> Option<u64> {
     Some(pages * 4096)
 }
 
-/// Fills a store with pods decoded one at a time (as an informer does: nothing else keeps
-/// them), printing its RSS growth per pod.
-fn filled<S: IndexerWriter<Pod>>(name: &str, store: S, make: fn(usize) -> Pod) -> Arc<S> {
+/// A store of `T` filled with pods made one at a time (as an informer does: nothing else
+/// keeps them), printing its RSS growth per pod.
+fn filled<T: MetaObject + Send + Sync + 'static>(
+    name: &str,
+    node: for<'a> fn(&'a T) -> Option<&'a str>,
+    make: impl Fn(usize) -> T,
+) -> Arc<ThreadSafeStore<T>> {
+    let store = ThreadSafeStore::new(indexers(node));
     let before = rss();
     for i in 0..PODS {
         store.add(Arc::new(make(i))).expect("a valid pod");
@@ -228,105 +232,76 @@ fn filled<S: IndexerWriter<Pod>>(name: &str, store: S, make: fn(usize) -> Pod) -
     Arc::new(store)
 }
 
-fn bench_store<S: IndexerWriter<Pod> + 'static>(c: &mut Criterion, name: &str, store: Arc<S>) {
-    let keys: Vec<String> = (0..PODS)
-        .map(|i| format!("ns-{}/pod-{i}", i % NAMESPACES))
+/// The read paths of one store, each reading `spec.nodeName` of what it gets.
+fn bench_reads<T: MetaObject + Send + Sync + 'static>(
+    c: &mut Criterion,
+    name: &str,
+    store: Arc<ThreadSafeStore<T>>,
+    node: for<'a> fn(&'a T) -> Option<&'a str>,
+) {
+    let names: Vec<(String, String)> = (0..PODS)
+        .map(|i| (format!("ns-{}", i % NAMESPACES), format!("pod-{i}")))
         .collect();
     let nodes: Vec<String> = (0..NODES).map(|i| format!("node-{i}")).collect();
     let lister = Lister::new(Arc::clone(&store));
     let selector = parse_selector(SELECTOR).expect("valid selector");
-    let mut g = c.benchmark_group(format!("store/{name}"));
+    let len = |n: Option<&str>| n.map_or(0, str::len);
+    let mut g = c.benchmark_group(format!("read/{name}"));
     g.measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_secs(1));
 
     let mut i = 0;
-    g.bench_function("get", |b| {
+    g.bench_function("lister_get_field", |b| {
         b.iter(|| {
             i = (i + 7919) % PODS;
-            black_box(store.get_by_key(&keys[i]))
+            let (ns, name) = &names[i];
+            let pod = lister.namespaced(ns).get(black_box(name)).expect("stored");
+            black_box(len(node(&pod)))
         })
     });
-    g.bench_function("get_repeat", |b| {
-        b.iter(|| black_box(store.get_by_key(&keys[42])))
+    g.bench_function("get_repeat_field", |b| {
+        b.iter(|| {
+            let (ns, name) = &names[42];
+            let pod = lister.namespaced(ns).get(black_box(name)).expect("stored");
+            black_box(len(node(&pod)))
+        })
     });
     let mut n = 0;
-    g.bench_function("by_index", |b| {
+    g.bench_function("by_index_field", |b| {
         b.iter(|| {
             n = (n + 7) % NODES;
-            black_box(store.by_index("byNode", &nodes[n]).expect("known index"))
+            let objs = store.by_index("byNode", &nodes[n]).expect("known index");
+            black_box(objs.iter().map(|o| len(node(o))).sum::<usize>())
         })
     });
-    g.bench_function("list_selector_namespace", |b| {
-        b.iter(|| black_box(lister.namespaced("ns-7").list(&selector)))
+    g.bench_function("list_selector_field", |b| {
+        b.iter(|| {
+            let objs = lister.list(&selector);
+            black_box(objs.iter().map(|o| len(node(o))).sum::<usize>())
+        })
     });
-    g.bench_function("list_selector_all", |b| {
-        b.iter(|| black_box(lister.list(&selector)))
+    g.bench_function("list_all_field", |b| {
+        b.iter(|| {
+            let objs = store.list();
+            black_box(objs.iter().map(|o| len(node(o))).sum::<usize>())
+        })
     });
     g.finish();
 }
 
-fn view_node_of(p: &kinformer_compact_store::Cached<Pod>) -> Option<&str> {
-    p.spec()?.node_name()
-}
-
-/// Reads `spec.nodeName` of every object the three read paths get.
-fn bench_reads(c: &mut Criterion) {
-    let keys: Vec<String> = (0..PODS)
-        .map(|i| format!("ns-{}/pod-{i}", i % NAMESPACES))
-        .collect();
-    let nodes: Vec<String> = (0..NODES).map(|i| format!("node-{i}")).collect();
-    let compact = filled(
-        "compact+managedFields(read)",
-        CompactStore::new(indexers()),
-        pod_with_managed_fields,
-    );
-    let decoded = filled(
-        "decoded+managedFields(read)",
-        ThreadSafeStore::new(indexers()),
-        pod_with_managed_fields,
-    );
-    let cached = compact.cached_side();
-    let mut g = c.benchmark_group("read");
+/// One cached pod, its field read through the view and through a decode.
+fn bench_one(c: &mut Criterion) {
+    let one = Cached::new(&pod_with_managed_fields(42)).expect("encodes");
+    let len = |n: Option<&str>| n.map_or(0, str::len);
+    let mut g = c.benchmark_group("read/one");
     g.measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_secs(1));
-    let len = |n: Option<&str>| n.map_or(0, str::len);
-    macro_rules! path {
-        ($name:literal, $store:expr, $field:expr) => {{
-            let store = $store;
-            let mut i = 0;
-            g.bench_function(concat!($name, "/get_field"), |b| {
-                b.iter(|| {
-                    i = (i + 7919) % PODS;
-                    let obj = store.get_by_key(&keys[i]).expect("stored");
-                    black_box(len($field(&*obj)))
-                })
-            });
-            let mut n = 0;
-            g.bench_function(concat!($name, "/by_index_field"), |b| {
-                b.iter(|| {
-                    n = (n + 7) % NODES;
-                    let objs = store.by_index("byNode", &nodes[n]).expect("known index");
-                    black_box(objs.iter().map(|o| len($field(&**o))).sum::<usize>())
-                })
-            });
-            g.bench_function(concat!($name, "/list_all_field"), |b| {
-                b.iter(|| {
-                    let objs = store.list();
-                    black_box(objs.iter().map(|o| len($field(&**o))).sum::<usize>())
-                })
-            });
-        }};
-    }
-    path!("decoded", &decoded, node_of);
-    path!("compact-decode", &compact, node_of);
-    path!("compact-view", &cached, view_node_of);
-    let one = cached.get_by_key(&keys[42]).expect("stored");
-    g.bench_function("one/view_field", |b| {
-        b.iter(|| black_box(len(one.spec().and_then(|s| s.node_name()))))
+    g.bench_function("view_field", |b| {
+        b.iter(|| black_box(len(black_box(&one).spec().and_then(|s| s.node_name()))))
     });
-    g.bench_function("one/decode_field", |b| {
+    g.bench_function("decode_field", |b| {
         b.iter(|| {
-            let pod = one.decode().expect("decodes");
+            let pod = black_box(&one).decode().expect("decodes");
             black_box(len(node_of(&pod)))
         })
     });
@@ -334,32 +309,20 @@ fn bench_reads(c: &mut Criterion) {
 }
 
 fn benches(c: &mut Criterion) {
-    bench_reads(c);
+    bench_one(c);
     for (suffix, make) in [
         ("", pod as fn(usize) -> Pod),
         ("+managedFields", pod_with_managed_fields),
     ] {
         let pod_size = serde_json::to_vec(&make(0)).expect("encodes").len();
         eprintln!("store/pod_json_bytes{suffix}: {pod_size}");
-        // The compact store first: memory the other store freed would hide its growth.
-        let compact = filled(
-            &format!("compact{suffix}"),
-            CompactStore::new(indexers()),
-            make,
-        );
-        let decoded = filled(
-            &format!("decoded{suffix}"),
-            ThreadSafeStore::new(indexers()),
-            make,
-        );
-        let stats = compact.stats();
-        eprintln!(
-            "store/compact{suffix}/entry_bytes_per_pod: {:.0} (encoding, names, index values; {} label sets)",
-            stats.entry_bytes as f64 / PODS as f64,
-            stats.label_sets
-        );
-        bench_store(c, &format!("decoded{suffix}"), decoded);
-        bench_store(c, &format!("compact{suffix}"), compact);
+        // The cached store first: memory the other store freed would hide its growth.
+        let cached = filled(&format!("cached{suffix}"), view_node_of, |i| {
+            Cached::new(&make(i)).expect("encodes")
+        });
+        let decoded = filled(&format!("decoded{suffix}"), node_of, make);
+        bench_reads(c, &format!("decoded{suffix}"), decoded, node_of);
+        bench_reads(c, &format!("cached{suffix}"), cached, view_node_of);
     }
 }
 

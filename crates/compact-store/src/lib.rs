@@ -1,28 +1,33 @@
-//! A cache for informers that keeps every object encoded and decodes it when it is read.
+//! Kubernetes objects kept encoded and read where they lie: [`Cached<K>`], the object type
+//! of kinformer's default informers, its encoding and its typed read views.
 //!
-//! [`CompactStore`] is the cache kinformer's informers keep by default
-//! (kinformer-informer-factory's `CacheKind::Encoded`), and goes wherever kinformer-indexer's
-//! [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore) goes (`SharedIndexInformer::
-//! builder(..).store(..)` with index functions or a key function of your own). Listers,
-//! indices, handlers and the FIFO's view of known objects work as over the decoded store;
-//! only the memory and the cost of a read change.
+//! An informer exists to be read: every reconcile gets its object from the lister, a
+//! ReplicaSet controller lists its pods by selector on every pass, a node-keyed controller
+//! looks them up by index. client-go's cache holds decoded objects, so a read is a map
+//! look-up and a pointer, at the price of the decoded object's memory (a realistic pod is
+//! tens of KB decoded, hundreds of allocations). [`Cached<K>`] keeps each object in a
+//! compact binary encoding (about its size on the wire, `managedFields` as the JSON text the
+//! server sent) and reads it *in place*: its typed view's accessors, named as k8s-openapi's
+//! fields, find each field where it lies. A read builds nothing, so reads cost what
+//! client-go's cost while the cache costs a fraction of client-go's memory.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 //! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-//! use kinformer_compact_store::CompactStore;
-//! use kinformer_core::Sink;
-//! use kinformer_indexer::{IndexFunc, Indexer, Lister, namespace_indexers, parse_selector};
+//! use kinformer_compact_store::Cached;
+//! use kinformer_indexer::{IndexFunc, Indexer, Lister, ThreadSafeStore, namespace_indexers, parse_selector};
 //!
+//! // The default informer's cache: a store of `Cached` pods, with an index that reads
+//! // each pod's node through its view.
 //! let mut indexers = namespace_indexers();
 //! indexers.insert(
 //!     "byNode".into(),
-//!     IndexFunc::new(|p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()),
+//!     IndexFunc::single(|p: &Cached<Pod>| p.spec()?.node_name()),
 //! );
-//! let store = Arc::new(CompactStore::<Pod>::new(indexers));
+//! let store = Arc::new(ThreadSafeStore::new(indexers));
 //!
-//! // The informer writes through `Sink`; here by hand.
+//! // The informer writes objects as they come from the wire; here by hand.
 //! let pod = Pod {
 //!     metadata: ObjectMeta {
 //!         name: Some("web-0".into()),
@@ -37,136 +42,96 @@
 //!     }),
 //!     ..Default::default()
 //! };
-//! store.add(Arc::new(pod.clone()))?;
+//! store.add(Arc::new(Cached::new(&pod)?))?;
 //!
-//! // Reads decode: equal objects, not the same allocation.
+//! // Reads hand out the cached object itself and read fields where they lie.
 //! let lister = Lister::new(Arc::clone(&store));
-//! assert_eq!(*lister.namespaced("default").get("web-0")?, pod);
+//! let got = lister.namespaced("default").get("web-0")?;
+//! assert_eq!(got.spec().and_then(|s| s.node_name()), Some("node-1"));
 //! assert_eq!(lister.list(&parse_selector("app=web")?).len(), 1);
-//! assert_eq!(store.by_index("byNode", "node-1")?.len(), 1);
-//! assert_eq!(store.stats().objects, 1);
+//! assert_eq!(store.by_index("byNode", "node-1")?[0].metadata().name(), Some("web-0"));
+//! // The object itself, for code that changes it and writes it back.
+//! assert_eq!(got.decode()?, pod);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! # What it keeps
+//! # What a `Cached<K>` holds
 //!
-//! Per object, one allocation: namespace, name, resource version (and the key, with a key
-//! function of your own), then the object in a compact binary encoding of serde's data
-//! model, in which `managedFields` (and any other free-form JSON the schema marks:
-//! [`RAW_JSON_TYPES`]) are the JSON text the server sent; beside it the object's labels, shared with every other object that has the same
-//! ones (the pods of one ReplicaSet), and the values of the index functions other than the
-//! namespace index, computed when the object is written. The entries sit in a
-//! `ThreadSafeStore`, so keys, the namespace index, the consistency of reads with writes
-//! and every rule of the thread-safe store carry over; the rule and consistency tests of
-//! kinformer-indexer run on this store too.
+//! One allocation for the encoding; beside it where the object's name, namespace, resource
+//! version and uid lie in it (found once, when it is made), and its labels, shared with
+//! every other object that has the same ones (the pods of one ReplicaSet). Keys, label
+//! selectors, the namespace index and the relist comparison read those at no cost, so
+//! kinformer-indexer's `ThreadSafeStore` keeps `Cached` objects as they are: the default
+//! informer's cache is `ThreadSafeStore<Cached<K>>`, and every rule of that store (keys,
+//! indices, the consistency of reads with writes) holds for it unchanged.
 //!
 //! A k8s-openapi `Pod` is large in memory where most of it is `None` (every optional nested
 //! struct is inline: a `Container` is ~2 KiB with no probe, no security context, no
 //! resources), and its labels and annotations are B-tree maps; encoded, only what is set
-//! takes bytes. How much that saves, against the decoded store and client-go, is measured
-//! by `cargo xtask bench informer` (BENCHMARKS.md in the repository).
+//! takes bytes. BENCHMARKS.md in the repository has the measured bytes per pod against
+//! client-go (`cargo xtask bench informer`).
 //!
-//! # What to expect from it
+//! # Where they are made: from the wire, without building a `K`
 //!
-//! An entry takes about what the object takes on the wire: `managedFields` cost their JSON
-//! text, the rest of a pod about what its protobuf takes, where the decoded k8s-openapi pod
-//! takes several times that (every optional nested struct inline, each `FieldsV1` a tree
-//! of JSON maps); BENCHMARKS.md's "compact-store" and "informer-defaults" sections have
-//! the measured bytes per pod.
-//! The measurements against client-go with each side's defaults are BENCHMARKS.md's
-//! "defaults" rows (`cargo xtask bench informer`). They hold because the informer never
-//! has the whole list decoded at once: the first list reaches the store in parts as it
-//! arrives (the reflector hands lists over in [`ListPart`](kinformer_core::ListPart)s, and
-//! the in-order FIFO queues the first one's as they come), and a relist hands the store
-//! only the keys of unchanged objects ([`Listed::Unchanged`](kinformer_core::Listed)),
-//! whose entries it keeps in place. That is with the informer's default FIFO, the in-order
-//! FIFO in atomic mode; in per-object mode relists hold the changed objects and listed
-//! copies of the unchanged ones until they are applied, and with the DeltaFIFO the first
-//! list too.
+//! [`Cached::from_protobuf`] transcodes the protobuf the API server sent straight into the
+//! encoding (kinformer-protobuf's `Object::transcoder`): no `K` is built, `managedFields`
+//! stay JSON text. kinformer-reflector's `KubeListerWatcher::cached` lists and watches that
+//! way; JSON (custom resources) goes through `K` (`Cached`'s `Deserialize`), and
+//! [`Cached::new`] encodes a `K` you have. The informer then carries the same
+//! `Arc<Cached<K>>` from the reflector through its FIFO to its cache and every handler: one
+//! allocation per object version, as client-go shares one pointer.
 //!
-//! # Objects that stay encoded all the way: [`Encoded<K>`]
+//! # Reading
 //!
-//! [`Encoded<K>`] is an object kept in this encoding with its name, namespace, resource
-//! version, uid and labels beside the bytes, decoded into a `K` only when
-//! [`Encoded::decode`] (or [`Encoded::decode_metadata`], the metadata alone) is called.
-//! [`Encoded::from_protobuf`] makes one from the bytes on the wire by transcoding them
-//! (kinformer-protobuf's `Object::transcoder`): no `K` is built, `managedFields` stay the
-//! JSON text the server sent.
-//!
-//! The default informer uses it inside: its reflector, FIFO and listeners carry
-//! `Encoded<K>` (a Kubernetes lister-watcher transcodes protobuf through
-//! `KubeListerWatcher::decode_protobuf_with(Encoded::from_protobuf)`), the store takes the
-//! entries as they are through [`CompactStore::encoded_side`], and each handler's thread
-//! decodes what its handler needs. Keys, label selectors, the namespace index and the
-//! relist comparison need no `K`. An informer can also take `Encoded<K>` as its object
-//! type (handlers and listers then get `Encoded<K>` and decode what they read); keep it
-//! in a `CacheKind::Decoded` store then, as its objects are encoded already.
+//! - **Typed views** ([`view`]): every Kubernetes kind has one, generated from the same
+//!   schema table as the protobuf decoder; the handle has the kind's top-level accessors
+//!   (`pod.metadata()`, `pod.spec()`), nested structs, lists and maps are views too, and
+//!   quantities, times, int-or-string and free-form JSON are borrowed text that turns into
+//!   k8s-openapi's value on request. Nothing is allocated.
+//! - **Metadata of any type** ([`Cached::meta`], and [`KubeObject`] for code generic over
+//!   decoded and cached objects): a custom resource's name, labels, owners, generation.
+//! - **By field name** ([`Cached::object`]): the untyped view, for a custom resource's
+//!   fields.
+//! - **Decoded** ([`Cached::decode`]): the `K`, built anew on each call (a few microseconds
+//!   for a pod), for code that changes the object and writes it back.
 //!
 //! # The encoding
 //!
-//! The store's own: a tagged binary form shaped like the JSON of the value, every value
+//! The crate's own: a tagged binary form shaped like the JSON of the value, every value
 //! prefixed by its length (so that a read view steps over a field in one jump), in which
 //! each struct field name is a number of one or two bytes (serde hands field names over as
 //! `&'static str`, and a process-wide table numbers them). Not the protobuf the API server
-//! sent: the store would need a protobuf encoder for every type, custom resources and
-//! `DynamicObject` have none, and the transform (stripping `managedFields`) runs on the
-//! decoded object. Not JSON: field names would be most of the bytes. Free-form JSON
+//! sent: a view would have to parse varint-keyed messages whose field numbers differ per
+//! type, custom resources and `DynamicObject` have no protobuf, and a transform runs on
+//! the decoded object. Not JSON: field names would be most of the bytes. Free-form JSON
 //! (`managedFields`) stays JSON: it has no field names to number, and kept as text it costs
 //! one `serde_json` write instead of a key-by-key walk. The bytes never leave the process,
 //! so the format has no version.
 //!
 //! `K` must decode what it encodes with the same result, as through JSON: every k8s-openapi
-//! type, `DynamicObject`, `#[derive(CustomResource)]` types and projection structs do. The
-//! first write of a store checks it and refuses a type that does not (an error, not a
-//! panic); a stored object that later fails to decode is read as missing, logged, and
-//! counted in [`Stats::decode_failures`].
-//!
-//! # What a read costs
-//!
-//! Two ways to read, over the same entries:
-//!
-//! - **In place, through views** ([`CompactStore::cached_side`], the informer's
-//!   `cached_lister()`): every read hands out the stored entries themselves
-//!   (`Arc<Cached<K>>`), and a typed view reads each field from the encoding where it lies
-//!   ([`view`]: `pod.spec()?.node_name()`). A get is a map look-up and a reference count, a
-//!   list of 10,000 pods 10,000 reference counts; no object is built, nothing stays behind.
-//!   What client-go's reads cost, and the way to read a large cache often.
-//! - **Decoded** (the [`Indexer`](kinformer_indexer::Indexer) of `K` this store is):
-//!   every read that returns objects decodes them (a few microseconds per pod; measured in
-//!   the crate's criterion bench `cargo bench -p kinformer-compact-store`), and hands out a
-//!   new `Arc`: two reads of one object give equal objects, not one allocation, unlike the
-//!   decoded store. A small cache ([`DEFAULT_CACHE`] slots, [`CompactStore::with_cache`])
-//!   keeps recently written and read objects, so the informer's next event on an object
-//!   and a reconcile that reads one object several times decode it once. For code that
-//!   changes the object and writes it back ([`Cached::decode`] does the same for one
-//!   cached entry).
-//!
-//! Label selectors ([`Indexer::list_selected`](kinformer_indexer::Indexer::list_selected),
-//! which listers use) and index lookups are answered before decoding: a decoded lister
-//! decodes only what it returns. Keys, `len`, `index_keys`, resource-version checks need no
-//! decoding at all.
+//! type, `DynamicObject`, `#[derive(CustomResource)]` types and projection structs do. An
+//! object that fails to decode is a typed error naming its key ([`DecodeError`]), never a
+//! panic, and a view of it reads the fields it can.
 //!
 //! # Differences from client-go
 //!
-//! client-go's store holds decoded objects only; there is no encoded store to compare with
-//! (an upstream experiment keeps objects as bytes outside the Go heap). Reads here return
-//! copies, where client-go returns the cached pointer (which callers must not mutate
-//! either).
+//! client-go's cache holds decoded objects; there is no encoded one to compare with (an
+//! upstream experiment keeps objects as bytes outside the Go heap). Reads here hand out the
+//! cached object as client-go does (never to be changed: here the type has no setters), but
+//! read through views rather than struct fields; code that needs the Go-like struct
+//! decodes it.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
-mod cache;
-mod cached_side;
+mod cached;
 mod codec;
-mod encoded;
-mod entry;
 mod labels;
-mod side;
-mod store;
+mod object;
 pub mod view;
 
+pub use cached::{Cached, DecodeError};
 pub use codec::{CodecError, RAW_JSON_TYPES};
-pub use encoded::Encoded;
-pub use view::{Cached, HasView};
+pub use object::{KubeObject, OwnerRef};
+pub use view::HasView;
 
 /// The encoding the store keeps `value` in (see [The encoding](crate#the-encoding)): for
 /// sizing objects and for checking that a type round-trips. The bytes are this process's
@@ -201,4 +166,3 @@ pub fn encode_to_vec<T: serde::Serialize + ?Sized>(value: &T) -> Result<Vec<u8>,
 pub fn decode_from_slice<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     codec::decode(bytes)
 }
-pub use store::{CompactStore, DEFAULT_CACHE, Stats};

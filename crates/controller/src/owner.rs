@@ -11,9 +11,13 @@
 //! `OwnerReferencesPermissionEnforcement` asks for that permission only when the flag is
 //! set).
 //!
+//! Each reads its objects through kinformer-compact-store's `KubeObject`, so it takes the
+//! default informers' cached objects (`Cached<K>`, read in place) as it takes decoded ones.
+//!
 //! ```
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::Pod;
+//! use kinformer_compact_store::Cached;
 //! use kinformer_controller::owner::{controller_of, controller_ref, is_controlled_by};
 //!
 //! let mut web = Deployment::default();
@@ -27,11 +31,16 @@
 //! let mut pod = Pod::default();
 //! pod.metadata.owner_references = Some(vec![reference]);
 //! assert!(is_controlled_by(&pod, &web));
-//! assert_eq!(controller_of(&pod).map(|r| r.name.as_str()), Some("web"));
+//! // The same of the pod as an informer caches it.
+//! let cached = Cached::new(&pod).unwrap();
+//! assert!(is_controlled_by(&cached, &Cached::new(&web).unwrap()));
+//! assert_eq!(controller_of(&cached).map(|r| r.name), Some("web"));
 //! # Ok::<(), kinformer_controller::owner::OwnerRefError>(())
 //! ```
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kinformer_compact_store::{KubeObject, OwnerRef};
+use kinformer_core::MetaObject;
 use kube_core::Resource;
 
 /// Why [`controller_ref`] made no reference: the owner lacks what a reference must name.
@@ -54,16 +63,17 @@ pub enum OwnerRefError {
 /// `blockOwnerDeletion` both true.
 ///
 /// For types whose `apiVersion` and kind are known at compile time (every k8s-openapi type,
-/// `#[derive(CustomResource)]`); [`controller_ref_for`] takes a dynamic type's.
+/// `#[derive(CustomResource)]`, decoded or cached); [`controller_ref_for`] takes a dynamic
+/// type's.
 ///
 /// # Errors
 /// [`OwnerRefError`] when the owner has no name or no uid.
-pub fn controller_ref<K>(owner: &K) -> Result<OwnerReference, OwnerRefError>
+pub fn controller_ref<T>(owner: &T) -> Result<OwnerReference, OwnerRefError>
 where
-    K: Resource,
-    K::DynamicType: Default,
+    T: KubeObject,
+    <T::Kind as Resource>::DynamicType: Default,
 {
-    controller_ref_for(owner, &K::DynamicType::default())
+    controller_ref_for(owner, &Default::default())
 }
 
 /// [`controller_ref`] for an owner whose `apiVersion` and kind come from `dynamic_type` (a
@@ -85,16 +95,15 @@ where
 ///
 /// # Errors
 /// [`OwnerRefError`] when the owner has no name or no uid.
-pub fn controller_ref_for<K: Resource>(
-    owner: &K,
-    dynamic_type: &K::DynamicType,
+pub fn controller_ref_for<T: KubeObject>(
+    owner: &T,
+    dynamic_type: &<T::Kind as Resource>::DynamicType,
 ) -> Result<OwnerReference, OwnerRefError> {
-    let meta = owner.meta();
-    let name = non_empty(meta.name.as_deref()).ok_or(OwnerRefError::NoName)?;
-    let uid = non_empty(meta.uid.as_deref()).ok_or(OwnerRefError::NoUid)?;
+    let name = non_empty(owner.object_name()).ok_or(OwnerRefError::NoName)?;
+    let uid = non_empty(owner.object_uid()).ok_or(OwnerRefError::NoUid)?;
     Ok(OwnerReference {
-        api_version: K::api_version(dynamic_type).into_owned(),
-        kind: K::kind(dynamic_type).into_owned(),
+        api_version: T::Kind::api_version(dynamic_type).into_owned(),
+        kind: T::Kind::kind(dynamic_type).into_owned(),
         name: name.to_owned(),
         uid: uid.to_owned(),
         controller: Some(true),
@@ -115,14 +124,10 @@ pub fn controller_ref_for<K: Resource>(
 /// let merely_owned = OwnerReference { name: "a".into(), ..OwnerReference::default() };
 /// let controlled = OwnerReference { name: "b".into(), controller: Some(true), ..OwnerReference::default() };
 /// pod.metadata.owner_references = Some(vec![merely_owned, controlled]);
-/// assert_eq!(controller_of(&pod).map(|r| r.name.as_str()), Some("b"));
+/// assert_eq!(controller_of(&pod).map(|r| r.name), Some("b"));
 /// ```
-pub fn controller_of<K: Resource>(obj: &K) -> Option<&OwnerReference> {
-    obj.meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
+pub fn controller_of<T: KubeObject>(obj: &T) -> Option<OwnerRef<'_>> {
+    obj.owner_references().find(|r| r.controller == Some(true))
 }
 
 /// Whether `obj`'s controller owner reference points at `owner`: compared by uid, as
@@ -148,8 +153,8 @@ pub fn controller_of<K: Resource>(obj: &K) -> Option<&OwnerReference> {
 /// assert!(!is_controlled_by(&pod, &recreated));
 /// # Ok::<(), kinformer_controller::owner::OwnerRefError>(())
 /// ```
-pub fn is_controlled_by<K: Resource, O: Resource>(obj: &K, owner: &O) -> bool {
-    match (controller_of(obj), non_empty(owner.meta().uid.as_deref())) {
+pub fn is_controlled_by<T: KubeObject, O: MetaObject>(obj: &T, owner: &O) -> bool {
+    match (controller_of(obj), non_empty(owner.object_uid())) {
         (Some(reference), Some(uid)) => reference.uid == uid,
         _ => false,
     }
@@ -210,6 +215,9 @@ mod tests {
         ns.metadata.name = Some("team-a".into());
         ns.metadata.uid = Some("u-2".into());
         assert_eq!(controller_ref(&ns).unwrap().api_version, "v1");
+        // A cached owner makes the same reference.
+        let cached = kinformer_compact_store::Cached::new(&deployment(Some("web"), Some("u-1")));
+        assert_eq!(controller_ref(&cached.unwrap()).unwrap(), got);
     }
 
     #[test]
@@ -236,10 +244,7 @@ mod tests {
             reference("controller", "u-2", Some(true)),
             reference("second", "u-3", Some(true)),
         ]);
-        assert_eq!(
-            controller_of(&rs).map(|r| r.name.as_str()),
-            Some("controller")
-        );
+        assert_eq!(controller_of(&rs).map(|r| r.name), Some("controller"));
         assert!(controller_of(&replica_set(vec![reference("o", "u", None)])).is_none());
         assert!(controller_of(&ReplicaSet::default()).is_none());
     }

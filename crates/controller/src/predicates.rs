@@ -6,28 +6,37 @@
 //! [`Controller::watch_with`](crate::controller::Controller::watch_with) passes an update on
 //! only when the predicate holds. Adds and deletes always pass.
 //!
+//! The built-in predicates read the objects' metadata in place, for the default informer's
+//! cached objects (`Cached<K>`) and for decoded ones alike.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use k8s_openapi::api::apps::v1::Deployment;
+//! use kinformer_compact_store::Cached;
 //! use kinformer_controller::predicates::{self, Predicate};
 //!
 //! // Spec changes (the generation moves), or a label change: worth a reconcile.
-//! let p: Predicate<Deployment> =
+//! let p: Predicate<Cached<Deployment>> =
 //!     Predicate::any([predicates::generation_changed(), predicates::labels_changed()]);
 //!
 //! let mut old = Deployment::default();
 //! old.metadata.generation = Some(1);
 //! let mut status_only = old.clone();
 //! status_only.status = Some(Default::default());
-//! assert!(!p.matches(&Arc::new(old.clone()), &Arc::new(status_only)));
+//! let cached = |d: &Deployment| Arc::new(Cached::new(d).unwrap());
+//! assert!(!p.matches(&cached(&old), &cached(&status_only)));
 //!
 //! let mut scaled = old.clone();
 //! scaled.metadata.generation = Some(2);
-//! assert!(p.matches(&Arc::new(old), &Arc::new(scaled)));
+//! assert!(p.matches(&cached(&old), &cached(&scaled)));
 //! ```
 
 use std::fmt;
 use std::sync::Arc;
+
+#[cfg(feature = "kube")]
+use kinformer_compact_store::KubeObject;
+use kinformer_core::MetaObject;
 
 type Check<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
 
@@ -35,7 +44,6 @@ type Check<K> = Arc<dyn Fn(&K, &K) -> bool + Send + Sync>;
 pub struct Predicate<K> {
     name: Arc<str>,
     check: Check<K>,
-    metadata_only: bool,
 }
 
 impl<K> Clone for Predicate<K> {
@@ -43,7 +51,6 @@ impl<K> Clone for Predicate<K> {
         Self {
             name: Arc::clone(&self.name),
             check: Arc::clone(&self.check),
-            metadata_only: self.metadata_only,
         }
     }
 }
@@ -60,29 +67,12 @@ impl<K> Predicate<K> {
         Self {
             name: name.into(),
             check: Arc::new(check),
-            metadata_only: false,
-        }
-    }
-
-    /// A predicate of your own that reads only the objects' metadata (every one of this
-    /// module's does): a handler filtered by it still needs only metadata
-    /// (kinformer-informer-factory's `Needs::metadata_only`), so the default cache decodes
-    /// just that for it.
-    pub fn on_metadata(name: &str, check: impl Fn(&K, &K) -> bool + Send + Sync + 'static) -> Self {
-        Self {
-            metadata_only: true,
-            ..Self::new(name, check)
         }
     }
 
     /// Whether the update from `old` to `new` passes.
     pub fn matches(&self, old: &Arc<K>, new: &Arc<K>) -> bool {
         (self.check)(old, new)
-    }
-
-    /// Whether it reads only metadata ([`on_metadata`](Self::on_metadata)).
-    pub fn reads_only_metadata(&self) -> bool {
-        self.metadata_only
     }
 }
 
@@ -94,13 +84,9 @@ impl<K: 'static> Predicate<K> {
             "any({})",
             all.iter().map(|p| &*p.name).collect::<Vec<_>>().join(", ")
         );
-        let metadata_only = all.iter().all(|p| p.metadata_only);
-        Self {
-            metadata_only,
-            ..Self::new(&name, move |old, new| {
-                all.iter().any(|p| (p.check)(old, new))
-            })
-        }
+        Self::new(&name, move |old, new| {
+            all.iter().any(|p| (p.check)(old, new))
+        })
     }
 
     /// Passes when every one of `predicates` does (controller-runtime's `predicate.And`).
@@ -110,13 +96,9 @@ impl<K: 'static> Predicate<K> {
             "all({})",
             all.iter().map(|p| &*p.name).collect::<Vec<_>>().join(", ")
         );
-        let metadata_only = all.iter().all(|p| p.metadata_only);
-        Self {
-            metadata_only,
-            ..Self::new(&name, move |old, new| {
-                all.iter().all(|p| (p.check)(old, new))
-            })
-        }
+        Self::new(&name, move |old, new| {
+            all.iter().all(|p| (p.check)(old, new))
+        })
     }
 }
 
@@ -125,45 +107,39 @@ impl<K: 'static> Predicate<K> {
 /// server does not set a generation (ConfigMaps, Secrets) never pass: use another predicate
 /// for them.
 #[cfg(feature = "kube")]
-pub fn generation_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::on_metadata("generation_changed", |old: &K, new: &K| {
-        old.meta().generation != new.meta().generation
+pub fn generation_changed<T: KubeObject>() -> Predicate<T> {
+    Predicate::new("generation_changed", |old: &T, new: &T| {
+        old.generation() != new.generation()
     })
 }
 
 /// `metadata.labels` changed (controller-runtime's `LabelChangedPredicate`). No labels and an
 /// empty map are the same.
-#[cfg(feature = "kube")]
-pub fn labels_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::on_metadata("labels_changed", |old: &K, new: &K| {
-        map_or_empty(&old.meta().labels) != map_or_empty(&new.meta().labels)
+pub fn labels_changed<T: MetaObject>() -> Predicate<T> {
+    Predicate::new("labels_changed", |old: &T, new: &T| {
+        fn labels<T: MetaObject>(o: &T) -> Option<&std::collections::BTreeMap<String, String>> {
+            o.object_labels().filter(|m| !m.is_empty())
+        }
+        labels(old) != labels(new)
     })
 }
 
 /// `metadata.annotations` changed (controller-runtime's `AnnotationChangedPredicate`). No
 /// annotations and an empty map are the same.
 #[cfg(feature = "kube")]
-pub fn annotations_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::on_metadata("annotations_changed", |old: &K, new: &K| {
-        map_or_empty(&old.meta().annotations) != map_or_empty(&new.meta().annotations)
+pub fn annotations_changed<T: KubeObject>() -> Predicate<T> {
+    Predicate::new("annotations_changed", |old: &T, new: &T| {
+        !old.annotations().eq(new.annotations())
     })
 }
 
 /// `metadata.resourceVersion` changed: anything changed; only resyncs (and relists that
 /// found the object unchanged) are skipped (controller-runtime's
 /// `ResourceVersionChangedPredicate`).
-#[cfg(feature = "kube")]
-pub fn resource_version_changed<K: kube_core::Resource>() -> Predicate<K> {
-    Predicate::on_metadata("resource_version_changed", |old: &K, new: &K| {
-        old.meta().resource_version != new.meta().resource_version
+pub fn resource_version_changed<T: MetaObject>() -> Predicate<T> {
+    Predicate::new("resource_version_changed", |old: &T, new: &T| {
+        old.object_resource_version() != new.object_resource_version()
     })
-}
-
-#[cfg(feature = "kube")]
-fn map_or_empty(
-    m: &Option<std::collections::BTreeMap<String, String>>,
-) -> Option<&std::collections::BTreeMap<String, String>> {
-    m.as_ref().filter(|m| !m.is_empty())
 }
 
 #[cfg(all(test, feature = "kube"))]
@@ -202,6 +178,36 @@ mod tests {
         for (p, want) in table {
             let got = [&gen_moved, &relabelled, &annotated, &resync].map(|n| p.matches(&base, n));
             assert_eq!(got, want, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn cached_objects_pass_as_decoded_ones_do() {
+        use kinformer_compact_store::Cached;
+        let base = cm("1", Some(1), Some("a"), Some("x"));
+        let changed = [
+            cm("2", Some(2), Some("a"), Some("x")),
+            cm("2", Some(1), Some("b"), Some("x")),
+            cm("2", Some(1), Some("a"), Some("y")),
+            Arc::clone(&base),
+        ];
+        let cached = |c: &ConfigMap| Arc::new(Cached::new(c).unwrap());
+        for (p, q) in [
+            (
+                generation_changed::<ConfigMap>(),
+                generation_changed::<Cached<ConfigMap>>(),
+            ),
+            (labels_changed(), labels_changed()),
+            (annotations_changed(), annotations_changed()),
+            (resource_version_changed(), resource_version_changed()),
+        ] {
+            for new in &changed {
+                assert_eq!(
+                    p.matches(&base, new),
+                    q.matches(&cached(&base), &cached(new)),
+                    "{p:?}"
+                );
+            }
         }
     }
 

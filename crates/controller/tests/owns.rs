@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kinformer_compact_store::Cached;
 use kinformer_controller::controller::{Controller, OwnsError};
 use kinformer_controller::owner::controller_ref;
 use kinformer_controller::predicates;
@@ -130,11 +131,32 @@ fn owns_with_filters_the_childs_updates_by_its_predicate() {
     assert_eq!(drain(&controller), ["ns/parent"], "added");
     filtered.on_delete(&DeletedObject::Object(Arc::clone(&v2)));
     assert_eq!(drain(&controller), ["ns/parent"], "deleted");
+}
 
-    // A predicate on metadata keeps the handler metadata-only; the owner check does not
-    // need more than the child's metadata either.
-    assert!(plain.needs().metadata_only);
-    assert!(filtered.needs().metadata_only);
+/// With the default informers, owners and children are `Cached` objects: the children's
+/// owner references and the owners' uids are read in place, and the owners' cache of
+/// either kind (cached or decoded) is searched.
+#[test]
+fn owns_reads_cached_children_and_finds_cached_owners() {
+    let cached = |o: &ConfigMap| Arc::new(Cached::new(o).unwrap());
+    let owners = FakeInformer::<Cached<ConfigMap>>::default();
+    owners
+        .cache
+        .add(cached(&config_map("parent", "u-1")))
+        .expect("cache the owner");
+    let controller = Controller::<ObjectKey, _>::with_queue(fast_queue());
+    controller.watch(&owners).expect("watch the owners");
+    let children = FakeInformer::<Cached<Pod>>::default();
+    controller
+        .owns_with::<ConfigMap, _>(&children, predicates::generation_changed())
+        .expect("owns_with");
+    let handlers = children.handlers.lock().unwrap();
+    let pod = |name, owner, uid, rv| Arc::new(Cached::new(&*child(name, owner, uid, rv)).unwrap());
+
+    handlers[0].on_add(&pod("web", "parent", "u-1", "1"), false);
+    assert_eq!(drain(&controller), ["ns/parent"], "the cached owner");
+    handlers[0].on_add(&pod("stale", "parent", "u-0", "1"), false);
+    assert_eq!(drain(&controller), Vec::<String>::new(), "another uid");
 }
 
 #[test]

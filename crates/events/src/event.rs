@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
+use kinformer_compact_store::KubeObject;
 use kube::Resource;
 
 use crate::{EventType, Reporter};
@@ -60,10 +61,21 @@ pub(crate) fn make_event(reporter: &Reporter, what: &Occurrence<'_>, now: System
 /// The reference client-go's `reference.GetReference` makes for an object: apiVersion,
 /// kind, namespace, name, uid and resourceVersion. (kube's `object_ref` leaves out the
 /// resourceVersion.)
-pub(crate) fn get_reference<K: Resource<DynamicType = ()>>(object: &K) -> ObjectReference {
-    let mut reference = object.object_ref(&());
-    reference.resource_version = object.meta().resource_version.clone();
-    reference
+pub(crate) fn get_reference<K>(object: &K) -> ObjectReference
+where
+    K: KubeObject,
+    K::Kind: Resource<DynamicType = ()>,
+{
+    let owned = |s: Option<&str>| s.map(str::to_owned);
+    ObjectReference {
+        api_version: Some(K::Kind::api_version(&()).into_owned()),
+        kind: Some(K::Kind::kind(&()).into_owned()),
+        namespace: owned(object.object_namespace()),
+        name: owned(object.object_name()),
+        uid: owned(object.object_uid()),
+        resource_version: owned(object.object_resource_version()),
+        field_path: None,
+    }
 }
 
 pub(crate) fn non_empty(s: &str) -> Option<String> {

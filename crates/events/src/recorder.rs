@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
+use kinformer_compact_store::KubeObject;
 use kube::Resource;
 use tokio::sync::mpsc;
 
@@ -107,7 +108,8 @@ impl Recorder {
         note: &str,
     ) -> Result<(), Error>
     where
-        K: Resource<DynamicType = ()>,
+        K: KubeObject,
+        K::Kind: Resource<DynamicType = ()>,
     {
         let regarding = get_reference(object);
         self.publish(&regarding, None, type_, reason, action, note)

@@ -59,9 +59,10 @@
 //!   so a reader cannot write. [`IndexerWriter`] adds the writes — kinformer-core's
 //!   [`Sink`], the same calls the reflector makes into a FIFO — and `add_indexers`; only the
 //!   informer holds it. Objects go in and come out as `Arc<K>`.
-//! - [`ThreadSafeStore`]: this crate's implementation (an informer's decoded cache,
-//!   `CacheKind::Decoded`; informers default to kinformer-compact-store's encoded one), for any `K: MetaObject` (every
-//!   `kube::Resource` — k8s-openapi types, CRDs, `DynamicObject` — or your own type).
+//! - [`ThreadSafeStore`]: this crate's implementation, every informer's cache by default,
+//!   for any `K: MetaObject` (kinformer-compact-store's `Cached<K>`, what a factory's
+//!   informers keep; every `kube::Resource` — k8s-openapi types, CRDs, `DynamicObject` —
+//!   decoded; or your own type).
 //! - [`IndexFunc`] and [`Indexers`]: index functions as closures — one borrowed value
 //!   ([`IndexFunc::single`]), any number ([`IndexFunc::new`]), fallible
 //!   ([`IndexFunc::fallible`]), and the built-in [`IndexFunc::namespace`]. [`KeyFunc`]

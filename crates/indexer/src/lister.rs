@@ -159,13 +159,13 @@ impl<K: MetaObject + 'static> NamespacedLister<'_, K> {
         if self.namespace.is_empty() {
             return self.lister.get(name);
         }
-        let key = format!("{}/{}", self.namespace, name);
-        self.lister
+        let found = self
+            .lister
             .indexer
-            .get_by_key(&key)
-            .ok_or_else(|| Error::NotFound {
-                namespace: Some(self.namespace.to_owned()),
-                name: name.to_owned(),
-            })
+            .get_by_namespaced_name(self.namespace, name);
+        found.ok_or_else(|| Error::NotFound {
+            namespace: Some(self.namespace.to_owned()),
+            name: name.to_owned(),
+        })
     }
 }

@@ -65,6 +65,14 @@ pub trait Indexer<K>: KnownObjects<K> {
         self.len() == 0
     }
 
+    /// The object stored under the key `namespace/name`: what a namespaced lister's `get`
+    /// asks for. The default builds the key and calls
+    /// [`get_by_key`](KnownObjects::get_by_key); a store that can look the two parts up
+    /// without building a `String` (the thread-safe store: on the stack) overrides it.
+    fn get_by_namespaced_name(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.get_by_key(&format!("{namespace}/{name}"))
+    }
+
     /// The stored objects that share at least one value of the index `index_name` with
     /// `obj` (whose values are computed with the index function, not looked up).
     ///
@@ -101,8 +109,8 @@ pub trait Indexer<K>: KnownObjects<K> {
 
     /// The stored objects whose labels `selector` matches, in no particular order: what a
     /// [`Lister`](crate::Lister) lists. The default lists every object and keeps the
-    /// matching ones; a store that can match before it hands objects out (one that keeps
-    /// them encoded, and would otherwise decode every object) overrides it.
+    /// matching ones; a store that can match before it hands objects out (one that would
+    /// otherwise build every object it lists) overrides it.
     fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>>
     where
         K: MetaObject,
@@ -154,8 +162,8 @@ pub(crate) fn selected<K: MetaObject + ?Sized>(selector: &Selector, obj: &K) -> 
 ///
 /// Implement it, with [`Indexer`], [`KnownObjects`] and [`Sink`], to put your own cache
 /// behind an informer (`SharedIndexInformer::builder(..).store(..)`);
-/// [`ThreadSafeStore`](crate::ThreadSafeStore) is this crate's (an informer's decoded cache;
-/// informers keep kinformer-compact-store's encoded one by default).
+/// [`ThreadSafeStore`](crate::ThreadSafeStore) is this crate's, every informer's cache by
+/// default.
 ///
 /// Contract for the writes, as client-go's store: `add` and `update` store the object
 /// under its key, replacing any object there; `delete` removes whatever is stored under the
@@ -184,6 +192,7 @@ macro_rules! forward {
             fn last_sync_resource_version(&self) -> String { (**self).last_sync_resource_version() }
             fn len(&self) -> usize { (**self).len() }
             fn is_empty(&self) -> bool { (**self).is_empty() }
+            fn get_by_namespaced_name(&self, namespace: &str, name: &str) -> Option<Arc<K>> { (**self).get_by_namespaced_name(namespace, name) }
             fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error> where K: MetaObject { (**self).index(index_name, obj) }
             fn list_selected(&self, selector: &Selector) -> Vec<Arc<K>> where K: MetaObject { (**self).list_selected(selector) }
             fn by_index_selected(&self, index_name: &str, value: &str, selector: &Selector) -> Result<Vec<Arc<K>>, Error> where K: MetaObject { (**self).by_index_selected(index_name, value, selector) }

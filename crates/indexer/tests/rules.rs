@@ -409,9 +409,16 @@ fn an_object_without_a_valid_key_is_a_typed_error() {
     });
 }
 
+/// Every store but the adapter over `Cached` objects, which decodes what it hands out (the
+/// store behind it shares its `Cached` allocations as every `ThreadSafeStore` does).
 #[test]
 fn reads_share_the_stored_allocation() {
-    each(|s| {
+    for (name, make) in implementations() {
+        if name.contains("Cached") {
+            continue;
+        }
+        eprintln!("-- {name}");
+        let s = make(test_indexers());
         let a = obj("ns", "a").on("n1").arc();
         s.add(Arc::clone(&a)).unwrap();
         assert!(Arc::ptr_eq(&s.get_by_key("ns/a").unwrap(), &a));
@@ -419,7 +426,7 @@ fn reads_share_the_stored_allocation() {
         assert!(Arc::ptr_eq(&s.by_index("byNode", "n1").unwrap()[0], &a));
         let lister = Lister::from_dyn(Arc::new(ShareCheck(s.list())));
         assert!(Arc::ptr_eq(&lister.list(&everything())[0], &a));
-    });
+    }
 }
 
 /// The smallest possible `Indexer`: a fixed list, no indices.

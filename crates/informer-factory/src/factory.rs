@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use kinformer_compact_store::Cached;
 use kinformer_core::{Clock, ErrorChain, MetaObject, TokioClock};
 use kinformer_indexer::IndexerWriter;
 use kinformer_reflector::{Backoff, KubeListerWatcher, ShardSelector, WireFormat};
@@ -15,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::sync::poll_until;
-use crate::{CacheKind, Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
+use crate::{Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
 
 /// What a factory's informer watches besides its resource: the namespace and the list
 /// options (client-go's `WithNamespace` and `WithTweakListOptions`). Two requests for one
@@ -188,8 +189,8 @@ impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<
 
 type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
 
-/// Makes the cache of one informer of type `K`; kept type-erased by `K`'s `TypeId`.
-type StoreMaker<K> = Arc<dyn Fn() -> Arc<dyn IndexerWriter<K>> + Send + Sync>;
+/// Makes the cache of one informer of objects `T`; kept type-erased by `T`'s `TypeId`.
+type StoreMaker<T> = Arc<dyn Fn() -> Arc<dyn IndexerWriter<T>> + Send + Sync>;
 
 struct Entry {
     id: InformerId,
@@ -212,12 +213,13 @@ struct Config {
     client: kube::Client,
     options: InformerOptions,
     default_resync: Duration,
+    /// By `TypeId` of the resource's type (`Pod`, for the informers of `Cached<Pod>` and
+    /// of `Pod`).
     custom_resync: HashMap<TypeId, Duration>,
-    /// A `StoreMaker<K>` by `TypeId` of `K`.
+    /// A `StoreMaker<T>` by `TypeId` of the informer's objects `T`.
     stores: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     transform: Option<MetaTransform>,
     fifo: FifoKind,
-    cache: CacheKind,
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     wire_format: WireFormat,
@@ -291,41 +293,39 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
-    /// A resync period for the informers of type `K` only (client-go's
-    /// `WithCustomResyncConfig`).
+    /// A resync period for the informers of the resource type `K` only (client-go's
+    /// `WithCustomResyncConfig`): `Pod` for [`informer::<Pod>`](SharedInformerFactory::informer)
+    /// and [`decoded_informer::<Pod>`](SharedInformerFactory::decoded_informer) alike.
     #[must_use]
     pub fn resync_for<K: 'static>(mut self, period: Duration) -> Self {
         self.config.custom_resync.insert(TypeId::of::<K>(), period);
         self
     }
 
-    /// The cache of the informers of type `K` (client-go has no such option: its store is
-    /// fixed): `make` is called once per informer of `K` (one per distinct
-    /// [`InformerOptions`]) and its store replaces the built-in one
-    /// ([`cache`](Self::cache)), as
+    /// The cache of the informers whose objects are `T` (client-go has no such option: its
+    /// store is fixed): `make` is called once per informer of `T` (one per distinct
+    /// [`InformerOptions`]) and its store replaces the default
+    /// [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore), as
     /// [`SharedIndexInformerBuilder::store`](crate::SharedIndexInformerBuilder::store) does
-    /// for one informer. Give the store the namespace index
-    /// ([`namespace_indexers`](kinformer_indexer::namespace_indexers)): listers need it. For
-    /// [`dynamic_informer`](SharedInformerFactory::dynamic_informer)s, `K` is
-    /// [`DynamicObject`], for all of them.
+    /// for one informer. `T` is `Cached<K>` for [`informer::<K>`](SharedInformerFactory::informer),
+    /// `K` for [`decoded_informer::<K>`](SharedInformerFactory::decoded_informer),
+    /// `Cached<DynamicObject>` for every [`dynamic_informer`](SharedInformerFactory::dynamic_informer).
+    /// Give the store the namespace index
+    /// ([`namespace_indexers`](kinformer_indexer::namespace_indexers)): listers need it.
     ///
     /// ```no_run
     /// use k8s_openapi::api::core::v1::Pod;
-    /// use kinformer_indexer::{namespace_indexers, ThreadSafeStore};
+    /// use kinformer_compact_store::Cached;
+    /// use kinformer_indexer::{namespace_indexers, IndexFunc, ThreadSafeStore};
     /// use kinformer_informer_factory::SharedInformerFactory;
     ///
     /// # async fn run(client: kube::Client) {
-    /// // Here the decoded store with an index by node besides the namespace index; a
-    /// // store of another kind (kinformer-compact-store's) goes in the same way.
+    /// // Here the default store with an index by node besides the namespace index; a
+    /// // store of your own goes in the same way.
     /// let factory = SharedInformerFactory::builder(client)
-    ///     .store_for::<Pod, _>(|| {
+    ///     .store_for::<Cached<Pod>, _>(|| {
     ///         let mut indexers = namespace_indexers();
-    ///         indexers.insert(
-    ///             "byNode".into(),
-    ///             kinformer_indexer::IndexFunc::new(|p: &Pod| {
-    ///                 p.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
-    ///             }),
-    ///         );
+    ///         indexers.insert("byNode".into(), IndexFunc::single(|p: &Cached<Pod>| p.spec()?.node_name()));
     ///         ThreadSafeStore::new(indexers)
     ///     })
     ///     .build();
@@ -334,21 +334,23 @@ impl SharedInformerFactoryBuilder {
     /// # }
     /// ```
     #[must_use]
-    pub fn store_for<K, S>(mut self, make: impl Fn() -> S + Send + Sync + 'static) -> Self
+    pub fn store_for<T, S>(mut self, make: impl Fn() -> S + Send + Sync + 'static) -> Self
     where
-        K: MetaObject + Send + Sync + 'static,
-        S: IndexerWriter<K> + 'static,
+        T: MetaObject + Send + Sync + 'static,
+        S: IndexerWriter<T> + 'static,
     {
-        let make: StoreMaker<K> = Arc::new(move || Arc::new(make()) as Arc<dyn IndexerWriter<K>>);
-        self.config.stores.insert(TypeId::of::<K>(), Arc::new(make));
+        let make: StoreMaker<T> = Arc::new(move || Arc::new(make()) as Arc<dyn IndexerWriter<T>>);
+        self.config.stores.insert(TypeId::of::<T>(), Arc::new(make));
         self
     }
 
     /// A transform of every object's metadata before it is cached, for every informer of
-    /// the factory (client-go's `WithTransform`), e.g. dropping `managedFields`, which
-    /// k8s-openapi holds as a JSON tree of several KiB per object. It runs as each object
-    /// is decoded ([`KubeListerWatcher::modify`]), so even the initial list never holds
-    /// every object with those fields at once. Per-type transforms: call
+    /// the factory (client-go's `WithTransform`), e.g. dropping `managedFields`. It runs as
+    /// each object is decoded ([`KubeListerWatcher::modify`]), so even the initial list
+    /// never holds every object with those fields at once. It needs the decoded object:
+    /// the default informers then decode, change and encode each object instead of
+    /// transcoding it from protobuf, which costs more CPU than the bytes it saves in a
+    /// cache that keeps `managedFields` as their JSON text. Per-type transforms: call
     /// [`SharedIndexInformer::set_transform`] on the informer before starting it.
     #[must_use]
     pub fn transform_meta(
@@ -364,25 +366,6 @@ impl SharedInformerFactoryBuilder {
     #[must_use]
     pub fn fifo(mut self, kind: FifoKind) -> Self {
         self.config.fifo = kind;
-        self
-    }
-
-    /// The built-in cache of every informer (default [`CacheKind::Encoded`]: objects kept
-    /// encoded, decoded when read; [`CacheKind::Decoded`]: decoded objects, as client-go
-    /// keeps them). [`store_for`](Self::store_for) overrides it for one type.
-    ///
-    /// ```no_run
-    /// use kinformer_informer_factory::{CacheKind, SharedInformerFactory};
-    ///
-    /// # async fn run(client: kube::Client) {
-    /// // Handlers that list the whole cache on every event: keep it decoded.
-    /// let factory = SharedInformerFactory::builder(client).cache(CacheKind::Decoded).build();
-    /// # let _ = factory;
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn cache(mut self, kind: CacheKind) -> Self {
-        self.config.cache = kind;
         self
     }
 
@@ -433,6 +416,7 @@ impl SharedInformerFactoryBuilder {
 /// ```no_run
 /// use std::time::Duration;
 /// use k8s_openapi::api::core::v1::Pod;
+/// use kinformer_compact_store::Cached;
 /// use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedInformerFactory};
 /// use kinformer_reflector::reflector_client;
 ///
@@ -441,12 +425,12 @@ impl SharedInformerFactoryBuilder {
 /// let factory = SharedInformerFactory::builder(client)
 ///     .namespace("default")
 ///     .resync(Duration::from_secs(30))
-///     .transform_meta(|meta| meta.managed_fields = None)
 ///     .build();
 /// let pods = factory.informer::<Pod>();
 /// assert!(pods.is_same(&factory.informer::<Pod>())); // shared
-/// pods.add_event_handler(ResourceEventHandlerFuncs::new().add_func(|pod: &std::sync::Arc<Pod>, _| {
-///     println!("{:?}", pod.metadata.name);
+/// // Handlers get the cached pod itself, read where it lies.
+/// pods.add_event_handler(ResourceEventHandlerFuncs::new().add_func(|pod: &std::sync::Arc<Cached<Pod>>, _| {
+///     println!("{:?} on {:?}", pod.metadata().name(), pod.spec().and_then(|s| s.node_name()));
 /// }))?;
 /// factory.start()?;
 /// let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
@@ -470,8 +454,10 @@ impl SharedInformerFactoryBuilder {
 ///
 /// # Types
 ///
-/// Any k8s-openapi type, any `#[derive(CustomResource)]` type
-/// ([`informer`](Self::informer)), and [`DynamicObject`] by its [`ApiResource`]
+/// Any k8s-openapi type, any `#[derive(CustomResource)]` type, any projection struct
+/// ([`informer`](Self::informer): kept as [`Cached<K>`], read in place through views, the
+/// metadata of any type through [`Cached::meta`]; [`decoded_informer`](Self::decoded_informer):
+/// decoded `K`s, client-go's cache), and [`DynamicObject`] by its [`ApiResource`]
 /// ([`dynamic_informer`](Self::dynamic_informer)). Cluster-scoped types ignore the
 /// namespace.
 #[derive(Clone)]
@@ -534,7 +520,6 @@ impl SharedInformerFactory {
                 stores: HashMap::new(),
                 transform: None,
                 fifo: FifoKind::default(),
-                cache: CacheKind::default(),
                 backoff: Backoff::default(),
                 clock: Arc::new(TokioClock),
                 wire_format: WireFormat::default(),
@@ -550,8 +535,10 @@ impl SharedInformerFactory {
     }
 
     /// The informer of `K` with the factory's namespace and list options: the same one
-    /// on every call.
-    pub fn informer<K>(&self) -> SharedIndexInformer<K>
+    /// on every call. Its objects are kept encoded and read in place
+    /// ([`Cached<K>`]: `pod.spec()?.node_name()`; `decode()` for the `K`), the default:
+    /// reads at client-go's cost, a cache at a fraction of its memory (see the crate docs).
+    pub fn informer<K>(&self) -> SharedIndexInformer<Cached<K>>
     where
         K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
@@ -562,24 +549,55 @@ impl SharedInformerFactory {
 
     /// The informer of `K` with other `options` than the factory's (another namespace,
     /// other selectors): one per distinct options.
-    pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
+    pub fn informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<Cached<K>>
     where
         K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
         let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<ClusterResourceScope>();
-        self.get_or_create(&K::DynamicType::default(), cluster_scoped, options)
+        self.get_or_create(
+            &K::DynamicType::default(),
+            cluster_scoped,
+            options,
+            KubeListerWatcher::cached,
+        )
     }
 
-    /// The informer of the resource `resource` as [`DynamicObject`]s, with the factory's
-    /// namespace and list options. `scope` (from discovery, or a CRD's `spec.scope`) tells
-    /// whether the namespace applies.
+    /// The informer of `K` that keeps decoded objects, shared as `Arc<K>`: client-go's
+    /// cache, for programs that want the decoded objects themselves (every read returns the
+    /// same allocation, with no view to go through), at several times the memory of
+    /// [`informer`](Self::informer)'s and with every object decoded during the sync.
+    /// Another informer than `informer::<K>()`'s: asking for both lists and watches twice.
+    pub fn decoded_informer<K>(&self) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        self.decoded_informer_with::<K>(self.inner.config.options.clone())
+    }
+
+    /// [`decoded_informer`](Self::decoded_informer) with other `options`.
+    pub fn decoded_informer_with<K>(&self, options: InformerOptions) -> SharedIndexInformer<K>
+    where
+        K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<ClusterResourceScope>();
+        self.get_or_create(&K::DynamicType::default(), cluster_scoped, options, |lw| lw)
+    }
+
+    /// The informer of the resource `resource` as [`DynamicObject`]s (kept encoded, read
+    /// through [`Cached::meta`] and [`Cached::object`]), with the factory's namespace and
+    /// list options. `scope` (from discovery, or a CRD's `spec.scope`) tells whether the
+    /// namespace applies.
     pub fn dynamic_informer(
         &self,
         resource: &ApiResource,
         scope: &Scope,
-    ) -> SharedIndexInformer<DynamicObject> {
+    ) -> SharedIndexInformer<Cached<DynamicObject>> {
         self.dynamic_informer_with(resource, scope, self.inner.config.options.clone())
     }
 
@@ -589,34 +607,43 @@ impl SharedInformerFactory {
         resource: &ApiResource,
         scope: &Scope,
         options: InformerOptions,
-    ) -> SharedIndexInformer<DynamicObject> {
-        self.get_or_create(resource, *scope == Scope::Cluster, options)
+    ) -> SharedIndexInformer<Cached<DynamicObject>> {
+        self.get_or_create(
+            resource,
+            *scope == Scope::Cluster,
+            options,
+            KubeListerWatcher::cached,
+        )
     }
 
-    fn get_or_create<K>(
+    /// The informer of `K`'s resource whose objects `T` the lister-watcher made by `lw`
+    /// yields: one per `T`, resource and options.
+    fn get_or_create<K, T>(
         &self,
         dyntype: &K::DynamicType,
         cluster_scoped: bool,
         mut options: InformerOptions,
-    ) -> SharedIndexInformer<K>
+        lw: fn(KubeListerWatcher<K>) -> KubeListerWatcher<T>,
+    ) -> SharedIndexInformer<T>
     where
         K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+        T: MetaObject + DeserializeOwned + Send + Sync + 'static,
     {
         if cluster_scoped {
             options.namespace = None;
         }
         let resource = resource_name::<K>(dyntype);
-        let id = InformerId::new::<K>(resource, options);
+        let id = InformerId::new::<T>(resource, options);
         let mut state = self.state();
         if let Some(existing) = state
             .informers
             .iter()
             .find(|e| e.id == id)
-            .and_then(|e| e.informer.as_any().downcast_ref::<SharedIndexInformer<K>>())
+            .and_then(|e| e.informer.as_any().downcast_ref::<SharedIndexInformer<T>>())
         {
             return existing.clone();
         }
-        let informer = self.new_informer::<K>(dyntype, &id);
+        let informer = self.new_informer::<K, T>(dyntype, &id, lw);
         state.informers.push(Entry {
             id,
             informer: Box::new(informer.clone()),
@@ -625,9 +652,15 @@ impl SharedInformerFactory {
         informer
     }
 
-    fn new_informer<K>(&self, dyntype: &K::DynamicType, id: &InformerId) -> SharedIndexInformer<K>
+    fn new_informer<K, T>(
+        &self,
+        dyntype: &K::DynamicType,
+        id: &InformerId,
+        make: fn(KubeListerWatcher<K>) -> KubeListerWatcher<T>,
+    ) -> SharedIndexInformer<T>
     where
         K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+        T: MetaObject + DeserializeOwned + Send + Sync + 'static,
     {
         let mut lw = KubeListerWatcher::<K>::scoped(
             self.inner.config.client.clone(),
@@ -653,11 +686,10 @@ impl SharedInformerFactory {
             .get(&TypeId::of::<K>())
             .copied()
             .unwrap_or(config.default_resync);
-        let mut builder = SharedIndexInformer::builder(lw)
+        let mut builder = SharedIndexInformer::builder(make(lw))
             .name(id.to_string())
             .resync_period(resync)
             .fifo(config.fifo)
-            .cache(config.cache)
             .backoff(config.backoff.clone())
             .clock(Arc::clone(&config.clock));
         if let Some(shard) = &id.options.shard {
@@ -665,8 +697,8 @@ impl SharedInformerFactory {
         }
         if let Some(make) = config
             .stores
-            .get(&TypeId::of::<K>())
-            .and_then(|m| m.downcast_ref::<StoreMaker<K>>())
+            .get(&TypeId::of::<T>())
+            .and_then(|m| m.downcast_ref::<StoreMaker<T>>())
         {
             builder = builder.store_arc(make());
         }

@@ -31,50 +31,6 @@ pub trait ResourceEventHandler<K> {
     fn on_delete(&self, obj: &DeletedObject<K>) {
         let _ = obj;
     }
-
-    /// What this handler needs: which of the three callbacks do something, and whether
-    /// they read only the object's metadata. An informer that keeps objects encoded (the
-    /// default cache) decodes an object for a handler only to call a callback that does
-    /// something, and for a handler of metadata only decodes just the metadata: a handler
-    /// of updates alone costs no decoding while the first list arrives, a key enqueuer
-    /// little. Default: all three, the whole object. Say less only where it is true.
-    fn needs(&self) -> Needs {
-        Needs::ALL
-    }
-}
-
-/// What a handler needs from the informer ([`ResourceEventHandler::needs`]).
-///
-/// ```
-/// use kinformer_informer_factory::{Needs, ResourceEventHandler, ResourceEventHandlerFuncs};
-///
-/// let h = ResourceEventHandlerFuncs::<String>::new().update_func(|_old, _new| {});
-/// assert_eq!(h.needs(), Needs { add: false, update: true, delete: false, metadata_only: false });
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Needs {
-    /// `on_add` does something.
-    pub add: bool,
-    /// `on_update` does something.
-    pub update: bool,
-    /// `on_delete` does something.
-    pub delete: bool,
-    /// The callbacks read only the objects' `apiVersion`, `kind` and `metadata` (without
-    /// `managedFields`): keys, labels, annotations, owner references, generation. With
-    /// the default cache they get objects whose other fields are absent (`None`, empty),
-    /// as client-go's metadata informers hand out `PartialObjectMetadata`; a type that
-    /// requires another field is decoded whole.
-    pub metadata_only: bool,
-}
-
-impl Needs {
-    /// All three callbacks, the whole object.
-    pub const ALL: Self = Self {
-        add: true,
-        update: true,
-        delete: true,
-        metadata_only: false,
-    };
 }
 
 impl<K, H: ResourceEventHandler<K> + ?Sized> ResourceEventHandler<K> for Arc<H> {
@@ -87,9 +43,6 @@ impl<K, H: ResourceEventHandler<K> + ?Sized> ResourceEventHandler<K> for Arc<H> 
     fn on_delete(&self, obj: &DeletedObject<K>) {
         (**self).on_delete(obj);
     }
-    fn needs(&self) -> Needs {
-        (**self).needs()
-    }
 }
 
 impl<K, H: ResourceEventHandler<K> + ?Sized> ResourceEventHandler<K> for Box<H> {
@@ -101,9 +54,6 @@ impl<K, H: ResourceEventHandler<K> + ?Sized> ResourceEventHandler<K> for Box<H> 
     }
     fn on_delete(&self, obj: &DeletedObject<K>) {
         (**self).on_delete(obj);
-    }
-    fn needs(&self) -> Needs {
-        (**self).needs()
     }
 }
 
@@ -128,7 +78,6 @@ pub struct ResourceEventHandlerFuncs<K> {
     add: Option<AddFn<K>>,
     update: Option<UpdateFn<K>>,
     delete: Option<DeleteFn<K>>,
-    metadata_only: bool,
 }
 
 impl<K> Default for ResourceEventHandlerFuncs<K> {
@@ -137,7 +86,6 @@ impl<K> Default for ResourceEventHandlerFuncs<K> {
             add: None,
             update: None,
             delete: None,
-            metadata_only: false,
         }
     }
 }
@@ -178,15 +126,6 @@ impl<K> ResourceEventHandlerFuncs<K> {
         self.delete = Some(Box::new(f));
         self
     }
-
-    /// Says that the closures read only the objects' metadata
-    /// ([`Needs::metadata_only`]): with the default cache they get objects with the
-    /// metadata decoded and the rest absent.
-    #[must_use]
-    pub fn metadata_only(mut self) -> Self {
-        self.metadata_only = true;
-        self
-    }
 }
 
 impl<K> ResourceEventHandler<K> for ResourceEventHandlerFuncs<K> {
@@ -203,14 +142,6 @@ impl<K> ResourceEventHandler<K> for ResourceEventHandlerFuncs<K> {
     fn on_delete(&self, obj: &DeletedObject<K>) {
         if let Some(f) = &self.delete {
             f(obj);
-        }
-    }
-    fn needs(&self) -> Needs {
-        Needs {
-            add: self.add.is_some(),
-            update: self.update.is_some(),
-            delete: self.delete.is_some(),
-            metadata_only: self.metadata_only,
         }
     }
 }
@@ -248,8 +179,6 @@ impl<K> ResourceEventHandler<K> for ResourceEventHandlerFuncs<K> {
 pub struct FilteringResourceEventHandler<K, H> {
     filter: Box<dyn Fn(&K) -> bool + Send + Sync>,
     handler: H,
-    /// The filter reads only metadata.
-    on_metadata: bool,
 }
 
 impl<K, H: fmt::Debug> fmt::Debug for FilteringResourceEventHandler<K, H> {
@@ -266,17 +195,7 @@ impl<K, H> FilteringResourceEventHandler<K, H> {
         Self {
             filter: Box::new(filter),
             handler,
-            on_metadata: false,
         }
-    }
-
-    /// Says that the filter reads only the objects' metadata (name, namespace, uid, labels:
-    /// a shard selector, say), so that a handler that needs no more gets metadata-only
-    /// objects where the cache can make them ([`Needs::metadata_only`]).
-    #[must_use]
-    pub fn on_metadata(mut self) -> Self {
-        self.on_metadata = true;
-        self
     }
 
     /// The wrapped handler.
@@ -302,17 +221,6 @@ impl<K, H: ResourceEventHandler<K>> ResourceEventHandler<K>
                 .on_delete(&DeltaObject::Object(Arc::clone(old))),
             (false, true) => self.handler.on_add(new, false),
             (false, false) => {}
-        }
-    }
-
-    /// An update may reach any of the wrapped handler's callbacks; the filter reads the
-    /// whole object unless it was made [`on_metadata`](Self::on_metadata).
-    fn needs(&self) -> Needs {
-        let inner = self.handler.needs();
-        Needs {
-            update: inner.add || inner.update || inner.delete,
-            metadata_only: self.on_metadata && inner.metadata_only,
-            ..inner
         }
     }
 

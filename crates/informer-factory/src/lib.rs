@@ -4,22 +4,25 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use k8s_openapi::api::core::v1::Pod;
+//! use k8s_openapi::api::core::v1::{Pod, PodSpec};
+//! use kinformer_compact_store::Cached;
 //! use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
 //! use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
 //! use kinformer_reflector::{ListPage, WatchEvent};
 //!
-//! fn pod(name: &str, rv: &str) -> Pod {
+//! fn pod(name: &str, rv: &str) -> Cached<Pod> {
 //!     let mut p = Pod::default();
 //!     p.metadata.namespace = Some("default".into());
 //!     p.metadata.name = Some(name.into());
 //!     p.metadata.resource_version = Some(rv.into());
-//!     p
+//!     p.spec = Some(PodSpec { node_name: Some("node-1".into()), ..Default::default() });
+//!     Cached::new(&p).unwrap()
 //! }
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! // An in-memory API server: one pod listed, then a watch fed by hand. In a program this
-//! // is `KubeListerWatcher::new(Api::<Pod>::namespaced(client, "default"))`.
+//! // is `KubeListerWatcher::new(Api::<Pod>::namespaced(client, "default")).cached()`, or
+//! // a factory's `informer::<Pod>()`.
 //! let server = FakeListerWatcher::new();
 //! server.on_list(|_| Ok(ListPage::new(vec![pod("web-0", "1")], "1")));
 //! let (watch, stream) = watch_channel();
@@ -28,8 +31,10 @@
 //! let informer = SharedIndexInformer::new(server, Duration::ZERO);
 //! let (tx, rx) = std::sync::mpsc::channel();
 //! let registration = informer.add_event_handler(
-//!     ResourceEventHandlerFuncs::new()
-//!         .add_func(move |p: &Arc<Pod>, _| tx.send(p.metadata.name.clone()).unwrap()),
+//!     ResourceEventHandlerFuncs::new().add_func(move |p: &Arc<Cached<Pod>>, _| {
+//!         // Read in place: `p.metadata.name` of a `Pod` is `p.metadata().name()`.
+//!         tx.send(p.metadata().name().map(str::to_owned)).unwrap()
+//!     }),
 //! )?;
 //! let handle = informer.start()?;
 //! while !registration.has_synced() {
@@ -41,7 +46,8 @@
 //! let names: Vec<_> = rx.iter().take(2).flatten().collect();
 //! assert_eq!(names, ["web-0", "web-1"]);
 //! // Controllers read the cache through listers, never the API server.
-//! assert!(informer.lister().namespaced("default").get("web-1").is_ok());
+//! let web1 = informer.lister().namespaced("default").get("web-1")?;
+//! assert_eq!(web1.spec().and_then(|s| s.node_name()), Some("node-1"));
 //! handle.stop().await?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
@@ -59,16 +65,13 @@
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = reflector_client(kube::Config::infer().await?)?;
-//! let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, "default"));
+//! // `cached()`: objects kept encoded and read in place, a factory's default; without
+//! // it the informer keeps decoded `Pod`s, client-go's cache.
+//! let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, "default")).cached();
 //! let informer = SharedIndexInformer::builder(pods)
 //!     .name("pods")
 //!     .resync_period(Duration::from_secs(30))
 //!     .build();
-//! informer.set_transform(|pod| {
-//!     let mut pod = (*pod).clone();
-//!     pod.metadata.managed_fields = None; // keep the cache small
-//!     Ok(std::sync::Arc::new(pod))
-//! })?;
 //! informer.add_event_handler(ResourceEventHandlerFuncs::new().delete_func(|obj| {
 //!     // A tombstone when the deletion was missed: the key works either way.
 //!     if let Ok(key) = deletion_handling_key(obj) {
@@ -113,15 +116,18 @@
 //!   failing index function) is logged and skipped. The pop loop is the cache's only
 //!   writer: it holds the write side ([`IndexerWriter`](kinformer_indexer::IndexerWriter)),
 //!   everyone else gets the read side ([`SharedIndexInformer::indexer`], listers).
-//! - The **cache** keeps objects encoded by default ([`CacheKind::Encoded`],
-//!   kinformer-compact-store's `CompactStore`): about an object's size on the wire, with
-//!   `managedFields` as the JSON text the server sent; a read decodes what it returns.
-//!   The objects travel encoded too, from the wire to the cache and the listeners
-//!   (kinformer-compact-store's `Encoded<K>`; protobuf is transcoded without building a
-//!   `K`), and each listener decodes what its handler needs ([`Needs`]).
-//!   [`CacheKind::Decoded`] keeps decoded objects shared as `Arc` (kinformer-indexer's
-//!   `ThreadSafeStore`, what client-go keeps): free reads, several times the memory. Pick
-//!   it when handlers or reconciles list most of the cache on every pass.
+//! - The **objects**, `T` in [`SharedIndexInformer<T>`], are what the lister-watcher
+//!   yields, and the informer carries that same `Arc<T>` into the cache and to every
+//!   handler and reader, as client-go shares one pointer. By default (a factory's
+//!   [`informer`](SharedInformerFactory::informer), `KubeListerWatcher::cached`) they are
+//!   kinformer-compact-store's `Cached<K>`: kept encoded, about their size on the wire
+//!   (`managedFields` as the JSON text the server sent; protobuf transcoded without
+//!   building a `K`), and read in place through typed views, so a lister get is a map
+//!   look-up and a reference count. A lister-watcher of `K` (a factory's
+//!   [`decoded_informer`](SharedInformerFactory::decoded_informer)) gives decoded `K`s,
+//!   client-go's cache: the structs themselves, several times the memory.
+//! - The **cache** is by default kinformer-indexer's `ThreadSafeStore` of `T` with the
+//!   namespace index; index functions take `&T` (a view of a cached object).
 //! - **Fan-out.** Every handler has a listener: an unbounded crossbeam channel and a
 //!   thread of its own, as client-go gives each a goroutine. The pop loop only pushes
 //!   `Arc`s into channels, so a slow handler delays nobody but itself (its buffer grows:
@@ -156,12 +162,9 @@
 //! unbounded channels — and never across an `.await`. No lock is held while a handler
 //! runs: handlers run on their listener threads. The popped item is dropped (marking it
 //! applied for the FIFO's `has_synced`) after every one of these locks is released, as
-//! kinformer-deltafifo requires. With the default cache objects travel as
-//! `Arc<Encoded<K>>` and each listener thread decodes them for its handler, so decoding
-//! runs on the handlers' threads, not on the pop loop, and every handler and reader gets
-//! its own copy (equal, not the same allocation). With the decoded cache or a store, key
-//! function or FIFO of your own they travel as `Arc<K>`: every handler shares the
-//! allocation the reflector decoded, and the decoded cache hands readers that very `Arc`.
+//! kinformer-deltafifo requires. Objects travel as the `Arc<T>` the reflector made: every
+//! handler and every reader shares that allocation, and nothing is decoded or copied on
+//! the way.
 //!
 //! # Stopping
 //!
@@ -182,10 +185,8 @@
 //!   unchanged object's old version in its (resync) update is the listed object itself, and
 //!   over a store that keeps objects encoded those updates come after the others (rule 53).
 //! - The cache keeps objects encoded by default, where client-go's holds decoded objects:
-//!   a lister read returns a decoded copy, not the cached pointer (which client-go's callers
-//!   must not mutate either), handlers get copies decoded for them (of the metadata alone
-//!   for a handler that says it reads only that), and an object that does not decode for a
-//!   handler is logged and counted instead of reaching it.
+//!   readers and handlers get the cached object itself (as client-go's pointer, and as
+//!   immutable), read through views; `decode()` builds the `K` for code that changes it.
 //! - A panicking handler is caught instead of crashing the process.
 //! - The transform ([`set_transform`](SharedIndexInformer::set_transform)) runs in the
 //!   reflector as each object arrives, not in the FIFO: a streaming initial list then
@@ -198,8 +199,10 @@
 //! A program's controllers share informers through a [`SharedInformerFactory`]: one
 //! informer per resource, Rust type, namespace and list options, whoever asks for it
 //! ([`informer`](SharedInformerFactory::informer) for k8s-openapi types and
-//! `#[derive(CustomResource)]` types, [`dynamic_informer`](SharedInformerFactory::dynamic_informer)
-//! for `DynamicObject`s by `ApiResource`). [`start`](SharedInformerFactory::start) starts
+//! `#[derive(CustomResource)]` types, kept cached;
+//! [`decoded_informer`](SharedInformerFactory::decoded_informer) for the same kept decoded;
+//! [`dynamic_informer`](SharedInformerFactory::dynamic_informer) for `DynamicObject`s by
+//! `ApiResource`). [`start`](SharedInformerFactory::start) starts
 //! the ones not started yet, [`wait_for_cache_sync`](SharedInformerFactory::wait_for_cache_sync)
 //! reports per informer, [`shutdown`](SharedInformerFactory::shutdown) stops them all and
 //! waits. The factory-wide transform is a function of an object's metadata
@@ -222,11 +225,12 @@
 //! - [`SharedInformer`]: what consumers of an informer need (handlers, cache, sync state),
 //!   as a trait object, so a controller's wiring can be tested with a fake informer.
 //! - The cache: [`SharedIndexInformerBuilder::store`] takes any
-//!   [`IndexerWriter`](kinformer_indexer::IndexerWriter); [`CacheKind`] picks a built-in
-//!   one.
+//!   [`IndexerWriter`](kinformer_indexer::IndexerWriter) of the informer's objects.
 //! - The FIFO: [`SharedIndexInformerBuilder::custom_fifo`] takes any
 //!   [`FifoQueue`](kinformer_deltafifo::FifoQueue); [`FifoKind`] picks a built-in one.
-//! - The lister-watcher: any [`ListerWatcher`](kinformer_reflector::ListerWatcher).
+//! - The lister-watcher: any [`ListerWatcher`](kinformer_reflector::ListerWatcher); its
+//!   object type is the informer's. Each layer is chosen on its own: a FIFO, store or key
+//!   function of your own leaves the objects (cached or decoded) as they are.
 //!
 //! # Features
 //!
@@ -235,7 +239,6 @@
 //! in no kube client.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
-mod cache;
 mod error;
 #[cfg(feature = "kube")]
 mod factory;
@@ -245,16 +248,13 @@ mod listener;
 mod shared;
 mod sync;
 
-pub use cache::CacheKind;
 pub use error::Error;
 #[cfg(feature = "kube")]
 pub use factory::{
     CacheSyncReport, InformerId, InformerOptions, SharedInformerFactory,
     SharedInformerFactoryBuilder,
 };
-pub use handler::{
-    FilteringResourceEventHandler, Needs, ResourceEventHandler, ResourceEventHandlerFuncs,
-};
+pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
     FifoKind, HandlerOptions, InformerHandle, InformerStats, MINIMUM_RESYNC_PERIOD, Registration,
     SharedIndexInformer, SharedIndexInformerBuilder,

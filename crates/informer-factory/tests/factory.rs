@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kinformer_compact_store::Cached;
 use kinformer_informer_factory::{
     Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
     wait_for_cache_sync_until,
@@ -65,6 +66,9 @@ async fn rule_33_one_informer_per_type_namespace_and_options() {
     let ar = ApiResource::erase::<Pod>(&());
     let dynamic = factory.dynamic_informer(&ar, &Scope::Namespaced);
     assert!(dynamic.is_same(&factory.dynamic_informer(&ar, &Scope::Namespaced)));
+    // So are the cached and the decoded informer of one type.
+    let decoded = factory.decoded_informer::<Pod>();
+    assert!(decoded.is_same(&factory.decoded_informer::<Pod>()));
 
     let ids: Vec<String> = factory
         .informer_ids()
@@ -79,12 +83,20 @@ async fn rule_33_one_informer_per_type_namespace_and_options() {
             format!("pods.v1 ({ns}, a=b)"),
             "nodes.v1".to_string(),
             format!("pods.v1 ({ns})"),
+            format!("pods.v1 ({ns})"),
         ]
     );
+    let type_names: Vec<&str> = factory
+        .informer_ids()
+        .iter()
+        .map(|i| i.type_name())
+        .collect();
+    assert_eq!(type_names[0], std::any::type_name::<Cached<Pod>>());
     assert_eq!(
-        factory.informer_ids()[4].type_name(),
-        std::any::type_name::<DynamicObject>()
+        type_names[4],
+        std::any::type_name::<Cached<DynamicObject>>()
     );
+    assert_eq!(type_names[5], std::any::type_name::<Pod>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,8 +212,8 @@ async fn rule_33_shutdown_stops_all_and_waits() {
     // Waited: both are stopped when shutdown returns.
     assert!(pods.is_stopped() && config_maps.is_stopped());
     assert!(matches!(factory.start(), Err(Error::Stopped)));
-    let late =
-        pods.add_event_handler(ResourceEventHandlerFuncs::new().add_func(|_: &Arc<Pod>, _| {}));
+    let late = pods
+        .add_event_handler(ResourceEventHandlerFuncs::new().add_func(|_: &Arc<Cached<Pod>>, _| {}));
     assert!(matches!(late, Err(Error::Stopped)));
     factory.shutdown().await.unwrap(); // again: nothing to wait for
 }
@@ -233,8 +245,11 @@ async fn factory_list_options_and_transform_apply_to_its_informers() {
     assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
     let cached = pods.lister().list(&kinformer_indexer::everything());
     assert_eq!(cached.len(), 1, "only the labelled pod is listed");
-    assert_eq!(cached[0].metadata.name.as_deref(), Some("web"));
-    assert_eq!(cached[0].metadata.managed_fields, None, "transformed");
+    assert_eq!(cached[0].metadata().name(), Some("web"));
+    assert!(
+        cached[0].metadata().managed_fields().is_none(),
+        "transformed"
+    );
     factory.shutdown().await.unwrap();
 }
 
@@ -269,25 +284,23 @@ async fn the_factory_transform_runs_exactly_once_per_object() {
     let pods = factory.informer::<Pod>();
     factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
-    let marks = |pods: &kinformer_informer_factory::SharedIndexInformer<Pod>| -> Vec<String> {
-        let mut all: Vec<String> = pods
-            .lister()
-            .list(&kinformer_indexer::everything())
-            .iter()
-            .map(|p| {
-                let name = p.metadata.name.clone().unwrap_or_default();
-                let mark = p
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("kinformer.dev/transformed").cloned())
-                    .unwrap_or_default();
-                format!("{name}={mark}")
-            })
-            .collect();
-        all.sort();
-        all
-    };
+    let marks =
+        |pods: &kinformer_informer_factory::SharedIndexInformer<Cached<Pod>>| -> Vec<String> {
+            let mut all: Vec<String> = pods
+                .lister()
+                .list(&kinformer_indexer::everything())
+                .iter()
+                .map(|p| {
+                    let meta = p.metadata();
+                    let name = meta.name().unwrap_or_default();
+                    let annotations = meta.annotations();
+                    let mark = annotations.and_then(|a| a.get("kinformer.dev/transformed"));
+                    format!("{name}={}", mark.unwrap_or_default())
+                })
+                .collect();
+            all.sort();
+            all
+        };
     assert_eq!(marks(&pods), ["t-0=x", "t-1=x", "t-2=x"]);
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
 
@@ -359,10 +372,32 @@ async fn factory_serves_custom_resources_typed_and_dynamic() {
         "widgets.v1.kinformer.dev"
     );
 
+    // A custom resource reads by field name, or decodes into its type.
     let w = typed.lister().namespaced(&ns).get("w1").unwrap();
-    assert_eq!(w.spec.size, 3);
+    let size = |o: kinformer_compact_store::view::Object<'_>| {
+        o.get("spec")
+            .and_then(|s| s.get("size"))
+            .and_then(|v| v.as_i64())
+    };
+    assert_eq!(size(w.object()), Some(3));
+    assert_eq!(w.decode().unwrap().spec.size, 3);
     let d = dynamic.lister().namespaced(&ns).get("w1").unwrap();
-    assert_eq!(d.data["spec"]["size"], 3);
+    assert_eq!(size(d.object()), Some(3));
+    assert_eq!(d.decode().unwrap().data["spec"]["size"], 3);
+    // The decoded informer of the same type is another informer, typed all the way.
+    let decoded = factory.decoded_informer::<Widget>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+    assert_eq!(
+        decoded
+            .lister()
+            .namespaced(&ns)
+            .get("w1")
+            .unwrap()
+            .spec
+            .size,
+        3
+    );
 
     widgets
         .create(

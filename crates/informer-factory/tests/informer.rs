@@ -643,16 +643,16 @@ async fn rule52_the_cache_fills_while_the_first_list_still_arrives() {
 /// A key function of the informer's own reaches every part that keys objects: the cache
 /// holds objects under it, the reflector compares a relist with the cache by it (so an
 /// unchanged object is kept, not lost as a key the cache does not hold), and a handler
-/// that coalesces by key files notifications under it. With every FIFO and both caches.
+/// that coalesces by key files notifications under it. With every FIFO.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_function_of_its_own_keys_the_fifo_the_cache_the_relist_and_coalescing() {
-    use kinformer_informer_factory::{CacheKind, HandlerOptions};
+    use kinformer_informer_factory::HandlerOptions;
     for kind in [
         FifoKind::InOrderAtomic,
         FifoKind::InOrder,
         FifoKind::DeltaFifo,
     ] {
-        for cache in [CacheKind::Encoded, CacheKind::Decoded] {
+        {
             let fake = kinformer_reflector::fake::FakeListerWatcher::new();
             let lists = Arc::new(AtomicUsize::new(0));
             let n = Arc::clone(&lists);
@@ -671,7 +671,6 @@ async fn a_key_function_of_its_own_keys_the_fifo_the_cache_the_relist_and_coales
             fake.push_watch(Ok(stream));
             let informer = SharedIndexInformer::builder(fake)
                 .fifo(kind)
-                .cache(cache)
                 .watch_list(false)
                 .key_func(Arc::new(|o: &Obj| {
                     kinformer_core::ObjectKey::new(None, &format!("{}.ns", o.name))
@@ -687,7 +686,7 @@ async fn a_key_function_of_its_own_keys_the_fifo_the_cache_the_relist_and_coales
                 )
                 .unwrap();
             let handle = informer.start().unwrap();
-            let case = format!("{kind:?}, {cache:?}");
+            let case = format!("{kind:?}");
             eventually(&case, SECS5, || rec.len() == 4).await;
             let mut keys: Vec<String> = informer
                 .indexer()
@@ -718,14 +717,13 @@ async fn a_key_function_of_its_own_keys_the_fifo_the_cache_the_relist_and_coales
     }
 }
 
-/// With the default cache, objects travel encoded and each handler's thread decodes them
-/// as far as the handler says it needs ([`Needs`]): whole for the usual handler, the
-/// metadata alone for a handler of metadata, nothing for a callback it lacks. Readers
-/// decode what they read.
+/// An informer of cached objects hands every handler and every reader the one `Arc` its
+/// cache keeps, as client-go shares one pointer: two handlers, the lister and the indexer
+/// see the same allocation, read in place, and nothing is decoded on the way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handlers_get_objects_decoded_as_far_as_they_need() {
+async fn every_handler_and_reader_gets_the_object_the_cache_keeps() {
     use k8s_openapi::api::core::v1::{Pod, PodSpec};
-    use kinformer_informer_factory::Needs;
+    use kinformer_compact_store::Cached;
     use kinformer_reflector::fake::FakeListerWatcher;
 
     let mut pod = Pod::default();
@@ -738,55 +736,45 @@ async fn handlers_get_objects_decoded_as_far_as_they_need() {
         ..PodSpec::default()
     });
     let fake = FakeListerWatcher::new();
-    let listed = pod.clone();
+    let listed = Cached::new(&pod).unwrap();
     fake.on_list(move |_| Ok(ListPage::new(vec![listed.clone()], "1")));
     let (tx, stream) = watch_channel();
     fake.push_watch(Ok(stream));
     let informer = SharedIndexInformer::builder(fake).build();
 
-    let whole = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let metadata = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (w, m) = (Arc::clone(&whole), Arc::clone(&metadata));
-    let whole_handler = ResourceEventHandlerFuncs::new()
-        .add_func(move |p: &Arc<Pod>, _| w.lock().unwrap().push((**p).clone()));
-    let metadata_handler = ResourceEventHandlerFuncs::new()
-        .add_func(move |p: &Arc<Pod>, _| m.lock().unwrap().push((**p).clone()))
-        .update_func(|_, _| {})
-        .metadata_only();
-    assert_eq!(
-        metadata_handler.needs(),
-        Needs {
-            add: true,
-            update: true,
-            delete: false,
-            metadata_only: true
-        }
-    );
-    let r1 = informer.add_event_handler(whole_handler).unwrap();
-    let r2 = informer.add_event_handler(metadata_handler).unwrap();
+    type Seen = Arc<std::sync::Mutex<Vec<Arc<Cached<Pod>>>>>;
+    let (first, second): (Seen, Seen) = Default::default();
+    let mut registrations = Vec::new();
+    for seen in [&first, &second] {
+        let seen = Arc::clone(seen);
+        let handler = ResourceEventHandlerFuncs::new().add_func(move |p: &Arc<Cached<Pod>>, _| {
+            assert_eq!(p.spec().and_then(|s| s.node_name()), Some("node-1"));
+            seen.lock().unwrap().push(Arc::clone(p));
+        });
+        registrations.push(informer.add_event_handler(handler).unwrap());
+    }
     let handle = informer.start().unwrap();
-    eventually("sync", SECS5, || r1.has_synced() && r2.has_synced()).await;
+    eventually("sync", SECS5, || {
+        registrations.iter().all(|r| r.has_synced())
+    })
+    .await;
 
-    assert_eq!(*whole.lock().unwrap(), [pod.clone()]);
-    let got = metadata.lock().unwrap()[0].clone();
-    assert_eq!(got.metadata, pod.metadata);
-    assert_eq!(got.spec, None);
-    // A read is the whole object.
-    assert_eq!(
-        *informer.lister().namespaced("ns").get("web-0").unwrap(),
-        pod
-    );
-    tx.send(Ok(WatchEvent::Deleted(pod.clone())));
+    let a = first.lock().unwrap()[0].clone();
+    let b = second.lock().unwrap()[0].clone();
+    let read = informer.lister().namespaced("ns").get("web-0").unwrap();
+    let by_namespace = informer.indexer().by_index("namespace", "ns").unwrap();
+    assert!(Arc::ptr_eq(&a, &b) && Arc::ptr_eq(&a, &read) && Arc::ptr_eq(&a, &by_namespace[0]));
+    assert_eq!(read.decode().unwrap(), pod);
+    tx.send(Ok(WatchEvent::Deleted(Cached::new(&pod).unwrap())));
     eventually("the delete", SECS5, || informer.stats().objects == 0).await;
-    assert_eq!(informer.stats().undecodable, 0);
     handle.stop().await.unwrap();
 }
 
-/// With the default cache the transform runs before the objects are encoded: what it
-/// refuses is handled as the reflector's own transform handles it (a list fails and is
-/// retried, a watch event is skipped), and what it returns is what is cached.
+/// The informer's transform runs in its reflector: what it refuses is handled as the
+/// reflector's own transform handles it (a list fails and is retried, a watch event is
+/// skipped), and what it returns is what is cached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transform_before_encoding_fails_a_list_and_skips_a_watch_event_it_refuses() {
+async fn a_transform_fails_a_list_and_skips_a_watch_event_it_refuses() {
     let fake = kinformer_reflector::fake::FakeListerWatcher::new();
     let lists = Arc::new(AtomicUsize::new(0));
     let l = Arc::clone(&lists);

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_core::MetaObject;
 use kinformer_informer_factory::{
     InformerOptions, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
 };
@@ -31,15 +32,15 @@ const SHARDS: u32 = 4;
 /// name → resourceVersion.
 type Snapshot = BTreeMap<String, String>;
 
-fn snapshot(informer: &SharedIndexInformer<Pod>) -> Snapshot {
+fn snapshot<T: MetaObject + Send + Sync + 'static>(informer: &SharedIndexInformer<T>) -> Snapshot {
     informer
         .indexer()
         .list()
         .iter()
         .map(|p| {
             (
-                p.metadata.name.clone().unwrap_or_default(),
-                p.metadata.resource_version.clone().unwrap_or_default(),
+                p.object_name().unwrap_or_default().to_owned(),
+                p.object_resource_version().unwrap_or_default().to_owned(),
             )
         })
         .collect()
@@ -99,10 +100,9 @@ async fn partition_under_churn(cp: &ControlPlane, want: ShardFiltering) -> Vec<u
         .collect();
     // Shard 0 through the informer builder, the others each from a factory of its own.
     let mut informers = vec![
-        SharedIndexInformer::builder(KubeListerWatcher::new(Api::<Pod>::namespaced(
-            through.clone(),
-            &ns,
-        )))
+        SharedIndexInformer::builder(
+            KubeListerWatcher::new(Api::<Pod>::namespaced(through.clone(), &ns)).cached(),
+        )
         .shard(shards[0].clone())
         .build(),
     ];

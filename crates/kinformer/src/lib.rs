@@ -28,7 +28,7 @@
 //! | [`core`] | kinformer-core | object keys (`namespace/name`), tombstones, `Delta` types, the `MetaObject` view of an object |
 //! | [`workqueue`] | kinformer-workqueue | the work queue, the delaying and the rate-limited queue, rate limiters, metrics hooks |
 //! | [`indexer`] | kinformer-indexer | the cache's read side (`Indexer`) and write side (`IndexerWriter`), the thread-safe store, index functions, listers |
-//! | [`compact_store`] | kinformer-compact-store | the informers' default cache: objects kept encoded, decoded on read; less memory per cached object, a decode per read |
+//! | [`compact_store`] | kinformer-compact-store | `Cached<K>`, the default informers' objects: kept encoded, read in place through typed views (`pod.spec()?.node_name()`) |
 //! | [`deltafifo`] | kinformer-deltafifo | the in-order FIFO and the DeltaFIFO between the reflector and the cache |
 //! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
 //! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
@@ -74,13 +74,14 @@
 //!
 //! /// What every reconcile reads: here the pod cache.
 //! struct Ctx {
-//!     pods: Lister<Pod>,
+//!     pods: Lister<Cached<Pod>>,
 //! }
 //!
 //! async fn reconcile(key: ObjectKey, ctx: Context<Ctx>) -> Result<Action, kinformer::indexer::Error> {
 //!     let namespace = key.namespace().unwrap_or_default();
 //!     match ctx.pods.namespaced(namespace).get(key.name()) {
-//!         Ok(pod) => tracing::info!(%key, phase = ?pod.status.as_ref().and_then(|s| s.phase.clone()), "pod"),
+//!         // The cached pod itself, read where it lies: no copy, no decode.
+//!         Ok(pod) => tracing::info!(%key, phase = ?pod.status().and_then(|s| s.phase()), "pod"),
 //!         Err(e) if e.is_not_found() => tracing::info!(%key, "pod deleted"),
 //!         Err(e) => return Err(e),
 //!     }
@@ -148,27 +149,39 @@
 //! # }).unwrap();
 //! ```
 //!
-//! # Memory: the encoded cache and projections
+//! # Reading the cache: views, and decoded objects where you need them
 //!
-//! An informer's cache holds every object it watches; a controller that watches every pod
-//! of a large cluster is sized by it. By default the cache keeps each object encoded
-//! ([`CacheKind::Encoded`](informer::CacheKind), kinformer-compact-store's
-//! [`compact_store::CompactStore`]): about its size on the wire, `managedFields` included
-//! as the JSON text the server sent, decoded when read. Listers, indices and handlers work
-//! as over decoded objects; a read decodes what it returns (equal objects, not one shared
-//! allocation). [`CacheKind::Decoded`](informer::CacheKind) on the factory or the informer
-//! builder keeps decoded objects, as client-go does, for programs that list most of their
-//! cache on every pass. Two more levers, which combine:
+//! A factory's [`informer::<K>()`](informer::SharedInformerFactory::informer) keeps its
+//! objects as [`Cached<K>`](compact_store::Cached): encoded, about their size on the wire
+//! (`managedFields` as the JSON text the server sent), shared by the cache, every handler
+//! and every reader as one `Arc`, and read in place through typed views whose accessors
+//! have k8s-openapi's names. A lister get is a map look-up and a reference count, a list
+//! of 10,000 pods 10,000 reference counts; nothing is built. What each call costs:
+//!
+//! | call | costs |
+//! | --- | --- |
+//! | `lister.namespaced(ns).get(name)`, `lister.list(selector)`, `indexer.by_index(..)` | a map look-up (and a label match) and a reference count per object, as client-go |
+//! | `pod.spec()?.node_name()`, `pod.metadata().labels()`, any accessor | a walk to the field, stepping over the others in one jump each; no allocation |
+//! | `pod.decode()?` | the whole `K` built anew (hundreds of allocations for a realistic pod, ~15 µs): for code that changes the object and writes it back |
+//!
+//! [`decoded_informer::<K>()`](informer::SharedInformerFactory::decoded_informer) keeps
+//! decoded `K`s shared as `Arc<K>`, client-go's cache, for programs that want the structs
+//! themselves, at several times the memory and with every object decoded during the sync.
+//! Index functions, handlers, predicates and `owns` are typed by what the informer keeps
+//! (`IndexFunc::single(|p: &Cached<Pod>| p.spec()?.node_name())`).
+//!
+//! Two more levers:
 //!
 //! - **Strip what nobody reads** before it is cached: `managedFields` with the factory's
 //!   [`transform_meta`](informer::SharedInformerFactoryBuilder::transform_meta) (client-go's
-//!   `WithTransform`): it saves their decoding during the sync too.
+//!   `WithTransform`). It decodes every object to change it, so it costs CPU during the
+//!   sync for a smaller cache.
 //! - **Cache a projection**: any serde struct that matches part of the Kubernetes JSON of a
 //!   resource works as the informer's type; fields it does not name are skipped while
 //!   decoding (JSON or protobuf), so they never reach memory. kube's
 //!   `#[derive(Resource)]` with `#[resource(inherit = Pod)]` makes it a pod for the API
-//!   (kube's `derive` feature), and the informer, its listers and handlers are typed by
-//!   it.
+//!   (kube's `derive` feature). Decoded, it gives typed fields at a fraction of a whole
+//!   pod's memory:
 //!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::Pod;
@@ -205,10 +218,8 @@
 //! }
 //!
 //! # async fn run(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let factory = SharedInformerFactory::builder(client)
-//!     .transform_meta(|meta| meta.managed_fields = None)
-//!     .build();
-//! let pods = factory.informer::<PodView>();
+//! let factory = SharedInformerFactory::builder(client).build();
+//! let pods = factory.decoded_informer::<PodView>();
 //! let lister: Lister<PodView> = pods.lister();
 //! factory.start()?;
 //! factory.wait_for_cache_sync(std::time::Duration::from_secs(60)).await;
@@ -222,8 +233,8 @@
 //!
 //! A projection has to keep `metadata` (keys, labels, resource versions come from it).
 //! Writing it back to the API server is not what it is for: it lacks the fields it skipped.
-//! BENCHMARKS.md in the repository has the bytes per cached pod of each lever against
-//! client-go's.
+//! BENCHMARKS.md in the repository has the bytes per cached pod and the cost of reads
+//! against client-go's.
 //!
 //! # Features
 //!
@@ -252,8 +263,8 @@ pub use kinformer_workqueue as workqueue;
 /// Stores, indexers, index functions and listers: kinformer-indexer.
 pub use kinformer_indexer as indexer;
 
-/// A cache that keeps every object encoded, decoded on read, behind the same `Indexer`
-/// traits: kinformer-compact-store. The informers' default cache. See [Memory](crate#memory-the-encoded-cache-and-projections).
+/// `Cached<K>`, the default informers' objects: kept encoded and read in place through
+/// typed views (kinformer-compact-store). See [Reading the cache](crate#reading-the-cache-views-and-decoded-objects-where-you-need-them).
 pub use kinformer_compact_store as compact_store;
 
 /// The DeltaFIFO and the in-order FIFO: kinformer-deltafifo.
@@ -325,8 +336,8 @@ pub mod prelude {
     pub use kinformer_indexer::{
         IndexFunc, Indexer, Indexers, KnownObjects, Lister, NamespacedLister,
     };
-    // Cached objects read where they lie (`informer.cached_lister()`).
-    pub use kinformer_compact_store::{Cached, HasView};
+    // The default informers' objects, read where they lie (`pod.spec()?.node_name()`).
+    pub use kinformer_compact_store::{Cached, HasView, KubeObject};
 
     // List and watch.
     pub use kinformer_reflector::ListerWatcher;
@@ -335,7 +346,7 @@ pub mod prelude {
 
     // Informers and handlers.
     pub use kinformer_informer_factory::{
-        CacheKind, FifoKind, FilteringResourceEventHandler, InformerHandle, Needs, Registration,
+        FifoKind, FilteringResourceEventHandler, InformerHandle, Registration,
         ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformer,
         wait_for_cache_sync, wait_for_cache_sync_until,
     };

@@ -145,11 +145,14 @@ fn compare_typed<T: serde::Serialize + DeserializeOwned + PartialEq + std::fmt::
     }
 }
 
-/// Every field read through the generated view of the cached object (transcoded from the
-/// protobuf, and encoded from the decoded object) is the field of the decoded object: the
-/// view written out as JSON equals the object written out, but for what k8s-openapi
-/// writes and a view leaves out (nulls, and required fields the object does not have).
-fn compare_view<T>(protobuf: &[u8], _json: &[u8]) -> Result<(), String>
+/// Every field read through the generated view of the cached object is the field of the
+/// decoded object, in both wire formats: transcoded from the protobuf and encoded from the
+/// object decoded from it, and made from the JSON (`Cached`'s `Deserialize`, the path of
+/// JSON responses) against the object decoded from that JSON. The view written out as JSON
+/// equals the object written out, but for what k8s-openapi writes and a view leaves out
+/// (nulls, and required fields the object does not have); the metadata `Cached` found when
+/// it was made is the object's.
+fn compare_view<T>(protobuf: &[u8], json: &[u8]) -> Result<(), String>
 where
     T: kinformer_compact_store::HasView
         + serde::Serialize
@@ -157,20 +160,28 @@ where
         + kinformer_core::MetaObject,
     for<'a> T::View<'a>: serde::Serialize,
 {
-    use kinformer_compact_store::{Cached, Encoded};
+    use kinformer_compact_store::Cached;
     let object = kinformer_protobuf::Object::from_bytes(protobuf).map_err(|e| e.to_string())?;
     let Ok(typed) = object.deserialize::<T>() else {
         return Ok(());
     };
-    // Protobuf carries no embedded apiVersion and kind (see `without_embedded_type_meta`);
-    // k8s-openapi writes its own constants for them whatever it decoded.
-    let want = without_embedded_type_meta(without_nulls(
-        serde_json::to_value(&typed).map_err(|e| e.to_string())?,
-    ));
-    let transcoded = Encoded::<T>::from_protobuf(&object).map_err(|e| e.to_string())?;
-    let encoded = Encoded::new(&typed).map_err(|e| e.to_string())?;
-    for (how, e) in [("transcoded", transcoded), ("encoded", encoded)] {
-        let cached = Cached::from_encoded(&e);
+    let transcoded = Cached::<T>::from_protobuf(&object).map_err(|e| e.to_string())?;
+    let encoded = Cached::new(&typed).map_err(|e| e.to_string())?;
+    let mut cases = vec![
+        ("transcoded", transcoded, &typed),
+        ("encoded", encoded, &typed),
+    ];
+    let from_json = serde_json::from_slice::<T>(json).ok();
+    if let Some(from_json) = &from_json {
+        let cached: Cached<T> = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        cases.push(("JSON", cached, from_json));
+    }
+    for (how, cached, typed) in cases {
+        // Protobuf carries no embedded apiVersion and kind (see `without_embedded_type_meta`);
+        // k8s-openapi writes its own constants for them whatever it decoded.
+        let want = without_embedded_type_meta(without_nulls(
+            serde_json::to_value(typed).map_err(|e| e.to_string())?,
+        ));
         let got = without_embedded_type_meta(without_nulls(
             serde_json::to_value(cached.view()).map_err(|e| e.to_string())?,
         ));
@@ -182,8 +193,31 @@ where
                 "the view of the {how} object differs from the object: {d}"
             ));
         }
+        // What keys, selectors and the relist comparison read, found when it was made.
+        if head(&cached) != head(typed) {
+            return Err(format!(
+                "the metadata of the {how} object differs from the object's: {:?} {:?}",
+                head(&cached),
+                head(typed)
+            ));
+        }
     }
     Ok(())
+}
+
+/// Namespace, name, resource version, uid and labels (none and empty alike), as
+/// `MetaObject` reads them.
+fn head<T: kinformer_core::MetaObject>(
+    o: &T,
+) -> (Vec<Option<String>>, Option<BTreeMap<String, String>>) {
+    let parts = [
+        o.object_namespace(),
+        o.object_name(),
+        o.object_resource_version(),
+        o.object_uid(),
+    ];
+    let labels = o.object_labels().filter(|l| !l.is_empty()).cloned();
+    (parts.iter().map(|p| p.map(str::to_owned)).collect(), labels)
 }
 
 type Compare = fn(&[u8], &[u8]) -> Result<(), String>;
@@ -363,7 +397,7 @@ fn fuzzed_objects_of_every_type_decode_from_protobuf_as_from_json() {
             .or_default();
         // Views are read for every fourth object of a type (25 a type): reading each one
         // costs as much as all the other checks of it.
-        let views = *n % VIEW_EVERY == 0;
+        let views = n.is_multiple_of(VIEW_EVERY);
         let (outcome, was_typed) =
             check(&typed, &r.api_version, &r.kind, &r.protobuf, &r.json, views);
         if *n == 0 && was_typed {

@@ -378,7 +378,12 @@ fn generate(
             "\n#[allow(unused_imports)]\nuse crate::view::values::{field, BytesView, DurationView, IntOrStr, JsonView, Map, MicroTimeView, Object, QuantityView, Seq, TimeView, Value, ViewValue};\nuse crate::view::read::{Fields, Raw};\nuse crate::view::generated::names::*;\n",
         );
         for m in msgs {
-            write_view(&mut text, m, rust, kinds.contains_key(m.name));
+            // A link to k8s-openapi's type only where every version has it: the docs are
+            // built with one version, and a type another version lacks is a broken link.
+            let linked = presence
+                .get(&rust_path(m))
+                .is_some_and(|has| has.len() == versions.len());
+            write_view(&mut text, m, rust, kinds.contains_key(m.name), linked);
         }
         files.insert(file, text);
     }
@@ -491,12 +496,18 @@ fn write_view(
     m: &'static Message,
     rust: &BTreeMap<(String, String), RustFields>,
     is_kind: bool,
+    linked: bool,
 ) {
     let (module, name) = rust_path(m);
     let view = format!("{name}View");
+    let openapi = if linked {
+        format!("[`{name}`](k8s_openapi::{module}::{name})")
+    } else {
+        format!("`{module}::{name}`, in the Kubernetes versions that have it")
+    };
     writeln!(
         text,
-        "\n/// A read view of a `{name}` where it lies in the encoding (k8s-openapi's\n/// [`{name}`](k8s_openapi::{module}::{name})); `{go}` in Go.\n#[derive(Clone, Copy, Default)]\npub struct {view}<'a>(pub(crate) Fields<'a>);\n\nimpl<'a> ViewValue<'a> for {view}<'a> {{\n    fn from_raw(raw: Raw<'a>) -> Option<Self> {{\n        raw.as_struct().map(Self)\n    }}\n}}\n\nimpl std::fmt::Debug for {view}<'_> {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{\n        f.debug_tuple(\"{view}\").field(&self.as_object()).finish()\n    }}\n}}\n\nimpl<'a> {view}<'a> {{\n    /// The same fields, read by name.\n    pub fn as_object(&self) -> Object<'a> {{\n        Object::new(self.0)\n    }}",
+        "\n/// A read view of a `{name}` where it lies in the encoding (k8s-openapi's\n/// {openapi}); `{go}` in Go.\n#[derive(Clone, Copy, Default)]\npub struct {view}<'a>(pub(crate) Fields<'a>);\n\nimpl<'a> ViewValue<'a> for {view}<'a> {{\n    fn from_raw(raw: Raw<'a>) -> Option<Self> {{\n        raw.as_struct().map(Self)\n    }}\n}}\n\nimpl std::fmt::Debug for {view}<'_> {{\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {{\n        f.debug_tuple(\"{view}\").field(&self.as_object()).finish()\n    }}\n}}\n\nimpl<'a> {view}<'a> {{\n    /// The same fields, read by name.\n    pub fn as_object(&self) -> Object<'a> {{\n        Object::new(self.0)\n    }}",
         go = m.name,
     )
     .ok();

@@ -53,7 +53,6 @@ fn color(c: Contender) -> plotters::style::RGBColor {
         Contender::Kinformer => plotters::style::RGBColor(0xd6, 0x27, 0x28),
         Contender::KinformerJson => plotters::style::RGBColor(0xff, 0x7f, 0x0e),
         Contender::KinformerModify => plotters::style::RGBColor(0x94, 0x67, 0xbd),
-        Contender::KinformerEncoded => plotters::style::RGBColor(0x8c, 0x56, 0x4b),
         Contender::KubeRuntime => plotters::style::RGBColor(0x2c, 0xa0, 0x2c),
     }
 }

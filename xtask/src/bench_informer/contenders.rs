@@ -32,10 +32,6 @@ pub(super) enum Contender {
     /// decoding) instead of the informer's transform; the same as `Kinformer` without
     /// stripping.
     KinformerModify,
-    /// kinformer (protobuf) whose objects are `Encoded<Pod>`s, transcoded from protobuf
-    /// without building a `Pod` (`--store encoded-items`): opt-in, not its default; kept
-    /// objects only.
-    KinformerEncoded,
     /// kube-runtime's `reflector` over its `watcher` (JSON).
     KubeRuntime,
 }
@@ -70,17 +66,6 @@ impl Contender {
         Self::KubeRuntime,
     ];
 
-    /// The contenders of the defaults-against-defaults tables without stripping: those of
-    /// [`Self::ALL_BUT_MODIFY`] and kinformer with `Encoded<Pod>` items beside its default.
-    pub(super) const DEFAULTS_KEPT: [Self; 6] = [
-        Self::ClientGo,
-        Self::Kinformer,
-        Self::KinformerEncoded,
-        Self::ClientGoJson,
-        Self::KinformerJson,
-        Self::KubeRuntime,
-    ];
-
     /// The contenders of the event latency and churn runs: each program with its
     /// defaults (its default wire format, `managedFields` kept, kinformer's default cache).
     pub(super) const DEFAULTS: [Self; 3] = [Self::ClientGo, Self::Kinformer, Self::KubeRuntime];
@@ -93,7 +78,6 @@ impl Contender {
             Self::Kinformer => "kinformer (protobuf)",
             Self::KinformerJson => "kinformer (JSON)",
             Self::KinformerModify => "kinformer (protobuf, modify)",
-            Self::KinformerEncoded => "kinformer (protobuf, Encoded<Pod> items)",
             Self::KubeRuntime => "kube-runtime (JSON)",
         }
     }
@@ -104,10 +88,7 @@ impl Contender {
             Self::ClientGo => Some("protobuf"),
             Self::ClientGoJson | Self::KinformerJson => Some("json"),
             // kinformer's default (`WireFormat::Auto`) is what is measured.
-            Self::Kinformer
-            | Self::KinformerModify
-            | Self::KinformerEncoded
-            | Self::KubeRuntime => None,
+            Self::Kinformer | Self::KinformerModify | Self::KubeRuntime => None,
         }
     }
 }
@@ -160,10 +141,9 @@ impl Binaries {
     pub(super) fn path(&self, c: Contender) -> &Path {
         match c {
             Contender::ClientGo | Contender::ClientGoJson => &self.client_go,
-            Contender::Kinformer
-            | Contender::KinformerJson
-            | Contender::KinformerModify
-            | Contender::KinformerEncoded => &self.kinformer,
+            Contender::Kinformer | Contender::KinformerJson | Contender::KinformerModify => {
+                &self.kinformer
+            }
             Contender::KubeRuntime => &self.kube_runtime,
         }
     }
@@ -219,9 +199,6 @@ impl Running {
         }
         if c == Contender::KinformerModify {
             cmd.arg("--modify");
-        }
-        if c == Contender::KinformerEncoded {
-            cmd.args(["--store", "encoded-items"]);
         }
         let latency = match after {
             After::Settle => {

@@ -68,7 +68,8 @@ pub(super) struct MemContender {
     /// kinformer or client-go.
     kinformer: bool,
     /// kinformer's default cache (`--store default`: objects kept encoded from the wire
-    /// to the cache); otherwise its decoded store (`--store decoded`, `CacheKind::Decoded`).
+    /// to the cache); otherwise its decoded store (`--store decoded`, a factory's
+    /// `decoded_informer`).
     default_cache: bool,
     fields: Fields,
     alloc: Alloc,
@@ -396,7 +397,7 @@ impl Memory {
                  process up to that line; \
                  \"2 s later\": `VmRSS` two seconds after the synced line (handlers have had the initial adds). kinformer strips while decoding \
                  (`KubeListerWatcher::modify`); client-go with its transform. Decoded store: \
-                 `CacheKind::Decoded` (decoded pods shared as `Arc`, as client-go keeps them); default cache: \
+                 a factory's `decoded_informer` (decoded pods shared as `Arc`, as client-go keeps them); default cache: \
                  `SharedIndexInformer::builder(lw).build()`, pods kept encoded (transcoded from protobuf \
                  when whole, decoded, stripped and encoded when stripped). Projection: metadata without \
                  managedFields, node name, containers' names and images, phase (kinformer: a `PodView` \

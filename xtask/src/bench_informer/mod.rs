@@ -49,8 +49,19 @@
 //!    `DynamicObject`, kube-runtime over the typed struct; sync, CPU, RSS and bytes per
 //!    cached object against client-go, recorded in their own section.
 //!
+//! 6. Reads from a synced cache ([`reads`]), with `--reads` (and nothing else): for every
+//!    `--pods` count above 0, the pods created once, then `--runs` rounds of client-go's
+//!    peer and kinformer's contender with `--reads` (each program's default pod informer,
+//!    a `byNode` index and a typed add handler; the workload is `bench/informer`'s
+//!    `reads` module), one process per run, the sides alternating: gets by name, a hot
+//!    key, a list by selector, an index sweep, their CPU and the peak RSS after them, the
+//!    sync time and CPU with the handler and the time to its last initial add; medians and
+//!    kinformer ÷ client-go in a table per count, recorded in their own section. Both
+//!    sides' checksums of what they read must agree.
+//!
 //! Medians, ratios to client-go, the exact command and three SVG charts
-//! (`bench/informer/charts/`) go to BENCHMARKS.md.
+//! (`bench/informer/charts/`) go to BENCHMARKS.md. With no mode flag the bench runs steps
+//! 1–4; `--defaults-only`, `--memory-only`, `--crd-only` and `--reads` run one part each.
 //!
 //! This module runs the steps above in order; [`contenders`] builds and runs the
 //! processes, [`measure`] takes the measurements, [`report`] writes the tables and the
@@ -61,6 +72,7 @@ mod contenders;
 mod crd;
 mod measure;
 mod memory;
+mod reads;
 mod report;
 
 use std::collections::BTreeMap;
@@ -124,6 +136,12 @@ struct Opts {
     /// no latency, churn, memory or relist runs (recorded in their own section).
     #[arg(long)]
     defaults_only: bool,
+    /// Only reads from a synced cache: for every `--pods` count above 0, client-go's peer
+    /// and kinformer's contender with `--reads` (gets by name, a hot key, a list by
+    /// selector, an index sweep; sync with a typed add handler), `--runs` processes each,
+    /// alternating (recorded in their own section).
+    #[arg(long, conflicts_with_all = ["memory_only", "defaults_only", "crd_only"])]
+    reads: bool,
     /// Print the results without writing BENCHMARKS.md and the charts.
     #[arg(long)]
     no_record: bool,
@@ -138,6 +156,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     pods.dedup();
     if pods.is_empty() || opts.runs == 0 || opts.latency_rate <= 0.0 {
         bail!("--pods needs at least one count, --runs and --latency-rate positive values");
+    }
+    if opts.reads && pods.iter().all(|&n| n == 0) {
+        bail!("--reads needs a pod count above 0 (there is nothing to read at 0 pods)");
     }
     // Latency runs patch pods: on the smallest count that has some.
     let latency_pods = pods.iter().copied().find(|&n| n > 0);
@@ -199,6 +220,40 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         return Ok(());
     }
 
+    if opts.reads {
+        let counts: Vec<usize> = pods.iter().copied().filter(|&n| n > 0).collect();
+        if counts.len() < pods.len() {
+            eprintln!("--reads: skipping 0 pods (nothing to read)");
+        }
+        let mut runs = reads::ReadRuns::default();
+        for &n in &counts {
+            let ns = rt.block_on(cp.create_namespace(&format!("reads-{n}")))?;
+            let api = Api::<Pod>::namespaced(client.clone(), &ns);
+            create_pods(&rt, &api, n)?;
+            reads::measure(&mut runs, &bins, cp.kubeconfig(), &ns, n, opts.runs)?;
+        }
+        drop(cp);
+        let load_after = load_average();
+        let elapsed = began.elapsed();
+        let run = report::Run {
+            command: &command,
+            load_before: &load_before,
+            load_after: &load_after,
+            elapsed,
+        };
+        let tables = runs.tables(&counts, opts.runs);
+        // What BENCHMARKS.md gets: the command, the load, then the tables.
+        println!("\n{}", report::part_body(&run, "", &tables));
+        eprintln!(
+            "the read runs took {:.1} min (load average {load_before} before, {load_after} after)",
+            elapsed.as_secs_f64() / 60.0
+        );
+        if !opts.no_record {
+            report::record_part(&root, "reads", &run, "", &tables)?;
+        }
+        return Ok(());
+    }
+
     let mut samples: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
     let mut latency: BTreeMap<Contender, Latencies> = BTreeMap::new();
     let mut churn: BTreeMap<Contender, Vec<ChurnStep>> = BTreeMap::new();
@@ -235,10 +290,8 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         }
 
         let for_strip = |strip: bool| {
-            if opts.defaults_only && strip {
+            if opts.defaults_only {
                 &Contender::ALL_BUT_MODIFY[..]
-            } else if opts.defaults_only {
-                &Contender::DEFAULTS_KEPT[..]
             } else {
                 Contender::for_strip(strip)
             }
@@ -450,6 +503,19 @@ mod tests {
         }
         assert!(
             Opts::try_parse_from(["x", "--crd-only", "--no-record"])
+                .unwrap()
+                .no_record
+        );
+        assert!(!d.reads);
+        let r = Opts::parse_from(["x", "--reads", "--pods", "10000,50000", "--runs", "3"]);
+        assert!(r.reads && !r.crd_only && !r.defaults_only && !r.memory_only);
+        assert_eq!((r.pods, r.runs), (vec![10000, 50000], 3));
+        for other in ["--memory-only", "--defaults-only", "--crd-only"] {
+            assert!(Opts::try_parse_from(["x", "--reads", other]).is_err());
+            assert!(Opts::try_parse_from(["x", other, "--reads"]).is_err());
+        }
+        assert!(
+            Opts::try_parse_from(["x", "--reads", "--no-record"])
                 .unwrap()
                 .no_record
         );

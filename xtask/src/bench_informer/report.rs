@@ -85,7 +85,8 @@ pub(super) fn defaults_tables(
         t,
         "Defaults against defaults: each program as a user gets it. client-go: `informer-peer`, a \
          `SharedInformerFactory` with no options (protobuf); kinformer: `SharedIndexInformer::builder(lw).build()` \
-         (no store, no cache kind: its default cache) over `KubeListerWatcher` (`WireFormat::Auto`: protobuf); \
+         (no store option: its default cache, `Cached<Pod>`s read in place) over `KubeListerWatcher::cached` \
+         (`WireFormat::Auto`: protobuf); \
          kube-runtime: `reflector` over `watcher` (JSON, kube-rs has no protobuf path). The JSON tables set \
          client-go's and kinformer's wire format to JSON; the stripped ones strip managedFields with each \
          program's transform (client-go `WithTransform`, kinformer `set_transform`, kube-runtime `modify`). \
@@ -135,7 +136,6 @@ pub(super) fn defaults_tables(
             t.push('\n');
         }
     }
-    t.push_str(&encoded_items_table(&counts, samples));
     t
 }
 
@@ -168,48 +168,6 @@ fn sync_metrics(
             0,
         ),
     ]
-}
-
-/// kinformer with `Encoded<Pod>` items (protobuf, managedFields kept) beside client-go's
-/// and kinformer's defaults, when the run measured it.
-fn encoded_items_table(counts: &[usize], samples: &BTreeMap<Key, Vec<Sample>>) -> String {
-    use Contender::{ClientGo, Kinformer, KinformerEncoded};
-    let mut t = String::new();
-    if !counts
-        .iter()
-        .any(|&n| samples.contains_key(&(n, false, KinformerEncoded)))
-    {
-        return t;
-    }
-    let _ = writeln!(
-        t,
-        "Not a default: kinformer whose informer's objects are `Encoded<Pod>` (kinformer-compact-store), \
-         made from protobuf by `KubeListerWatcher::decode_protobuf_with(Encoded::from_protobuf)`, which \
-         transcodes each pod into the cache's encoding without building a `Pod`, in a \
-         `CacheKind::Decoded` store; its handler reads metadata only. Protobuf, managedFields kept, same \
-         runs as above.\n\n\
-         | pods | measure | {} | {} | {} | Encoded items ÷ client-go | Encoded items ÷ kinformer default |\n\
-         | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
-        ClientGo.name(),
-        Kinformer.name(),
-        KinformerEncoded.name(),
-    );
-    for &n in counts {
-        let metrics = sync_metrics(samples, n, false, [ClientGo, Kinformer, KinformerEncoded]);
-        for (what, [g, k, e], precision) in metrics {
-            let _ = writeln!(
-                t,
-                "| {n} | {what} | {} | {} | {} | {} | {} |",
-                num(g, precision),
-                num(k, precision),
-                num(e, precision),
-                ratio(e, g),
-                ratio(e, k),
-            );
-        }
-    }
-    t.push('\n');
-    t
 }
 
 /// The sync time, peak RSS, RSS per pod and event latency tables, as markdown.
@@ -445,17 +403,10 @@ pub(super) fn wire_table(t: &mut String, wire: &BTreeMap<usize, WireBytes>) {
     }
 }
 
-/// Writes the section `<suite>-<part>` of BENCHMARKS.md (`defaults` for `--defaults-only`,
-/// `crd` for `--crd-only`): the command, the machine's load, the run's length, `note` and the
-/// tables; appended at the end of the file with its markers when they are not there yet.
-pub(super) fn record_part(
-    root: &Path,
-    part: &str,
-    run: &Run<'_>,
-    note: &str,
-    tables: &str,
-) -> anyhow::Result<()> {
-    let body = format!(
+/// The body of a section of its own (see [`record_part`]): the command, the machine's
+/// load, the run's length, `note` and the tables.
+pub(super) fn part_body(run: &Run<'_>, note: &str, tables: &str) -> String {
+    format!(
         "Measured by `{command}` on a {cores}-core machine: load average {before} before the run and \
          {after} after it; the run took {min:.1} min. The commit that changed this section dates it.{note}\n\n{tables}",
         command = run.command,
@@ -463,7 +414,20 @@ pub(super) fn record_part(
         after = run.load_after,
         cores = std::thread::available_parallelism().map_or(0, usize::from),
         min = run.elapsed.as_secs_f64() / 60.0,
-    );
+    )
+}
+
+/// Writes the section `<suite>-<part>` of BENCHMARKS.md (`defaults` for `--defaults-only`,
+/// `crd` for `--crd-only`, `reads` for `--reads`): [`part_body`]; appended at the end of the
+/// file with its markers when they are not there yet.
+pub(super) fn record_part(
+    root: &Path,
+    part: &str,
+    run: &Run<'_>,
+    note: &str,
+    tables: &str,
+) -> anyhow::Result<()> {
+    let body = part_body(run, note, tables);
     let section = format!("{SUITE}-{part}");
     record_section(&root.join("BENCHMARKS.md"), &section, &body)?;
     eprintln!("recorded in BENCHMARKS.md ({section})");

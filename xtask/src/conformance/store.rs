@@ -1,15 +1,16 @@
 //! Store traces: the generator, and the replayer on kinformer-indexer's `ThreadSafeStore`
 //! and `Lister`, over k8s-openapi pods (the peer uses client-go's `NewIndexer` over
-//! `*corev1.Pod`). Every trace is replayed on kinformer-compact-store's `CompactStore` too,
-//! through the same traits; where it observes something else than the default store, the
-//! trace's observations end with an error saying where, so it differs from client-go's.
+//! `*corev1.Pod`). Every trace is replayed twice: on a store of decoded pods, and on the
+//! default informer cache, a store of `Cached` pods whose index functions read each pod
+//! through its view; where the second observes something else than the first, the trace's
+//! observations end with an error saying where, so it differs from client-go's.
 
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use kinformer_compact_store::CompactStore;
-use kinformer_core::meta_namespace_key;
+use kinformer_compact_store::Cached;
+use kinformer_core::{MetaObject, meta_namespace_key};
 use kinformer_indexer::{
     IndexFunc, Indexer, IndexerWriter, Indexers, KnownObjects, Lister, Sink, ThreadSafeStore,
     parse_selector,
@@ -21,32 +22,53 @@ use super::{Observations, Rng};
 /// The fixed menu of index functions a trace installs by name.
 const MENU: [&str; 3] = ["namespace", "by_node", "by_tag"];
 
-fn index_func(name: &str) -> anyhow::Result<IndexFunc<Pod>> {
+/// A pod as a store keeps it: decoded, or cached (read through its view).
+trait Stored: MetaObject + Send + Sync + Sized + 'static {
+    fn of(pod: Pod) -> Arc<Self>;
+    fn node(&self) -> Option<&str>;
+    fn tags(&self) -> Vec<String>;
+}
+
+impl Stored for Pod {
+    fn of(pod: Pod) -> Arc<Self> {
+        Arc::new(pod)
+    }
+    fn node(&self) -> Option<&str> {
+        self.spec.as_ref()?.node_name.as_deref()
+    }
+    fn tags(&self) -> Vec<String> {
+        let containers = self.spec.iter().flat_map(|s| &s.containers);
+        containers.map(|c| c.name.clone()).collect()
+    }
+}
+
+impl Stored for Cached<Pod> {
+    fn of(pod: Pod) -> Arc<Self> {
+        Arc::new(Cached::new(&pod).expect("a pod encodes"))
+    }
+    fn node(&self) -> Option<&str> {
+        self.spec()?.node_name()
+    }
+    fn tags(&self) -> Vec<String> {
+        let spec = self.spec();
+        let containers = spec.iter().flat_map(|s| s.containers());
+        containers.map(|c| c.name().to_owned()).collect()
+    }
+}
+
+fn index_func<T: Stored>(name: &str) -> anyhow::Result<IndexFunc<T>> {
     Ok(match name {
         // client-go's MetaNamespaceIndexFunc.
         "namespace" => IndexFunc::namespace(),
         // The reference article's byNode: one value, "" when the pod is not scheduled.
-        "by_node" => IndexFunc::single(|p: &Pod| {
-            Some(
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .unwrap_or(""),
-            )
-        }),
+        "by_node" => IndexFunc::single(|p: &T| Some(p.node().unwrap_or(""))),
         // Every container name: zero, one or many values.
-        "by_tag" => IndexFunc::new(|p: &Pod| {
-            p.spec
-                .iter()
-                .flat_map(|s| &s.containers)
-                .map(|c| c.name.clone())
-                .collect()
-        }),
+        "by_tag" => IndexFunc::new(|p: &T| p.tags()),
         other => bail!("unknown index function {other:?}"),
     })
 }
 
-fn indexers(names: &Value) -> anyhow::Result<Indexers<Pod>> {
+fn indexers<T: Stored>(names: &Value) -> anyhow::Result<Indexers<T>> {
     let mut out = Indexers::new();
     for name in names.as_array().map(Vec::as_slice).unwrap_or_default() {
         let name = name.as_str().context("an index name is not a string")?;
@@ -86,18 +108,17 @@ fn pod(d: &Value) -> Pod {
 
 /// How an observation shows a stored object: `key@resourceVersion`, the key made as
 /// client-go's `MetaNamespaceKeyFunc` makes it.
-fn item(p: &Pod) -> String {
-    let m = &p.metadata;
-    let name = m.name.as_deref().unwrap_or("");
-    let key = match m.namespace.as_deref() {
+fn item<T: MetaObject>(p: &T) -> String {
+    let name = p.object_name().unwrap_or("");
+    let key = match p.object_namespace() {
         Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
         _ => name.to_owned(),
     };
-    format!("{key}@{}", m.resource_version.as_deref().unwrap_or(""))
+    format!("{key}@{}", p.object_resource_version().unwrap_or(""))
 }
 
-fn items(objs: &[Arc<Pod>]) -> Value {
-    let mut out: Vec<String> = objs.iter().map(|p| item(p)).collect();
+fn items<T: MetaObject>(objs: &[Arc<T>]) -> Value {
+    let mut out: Vec<String> = objs.iter().map(|p| item(&**p)).collect();
     out.sort();
     json!(out)
 }
@@ -107,19 +128,19 @@ fn sorted(mut v: Vec<String>) -> Value {
     json!(v)
 }
 
-/// Replays a store trace on kinformer-indexer's store, and on the compact store.
+/// Replays a store trace on a store of decoded pods, and on one of cached pods.
 pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observations> {
-    let default: Arc<dyn IndexerWriter<Pod>> =
+    let decoded: Arc<dyn IndexerWriter<Pod>> =
         Arc::new(ThreadSafeStore::new(indexers(&header["indexers"])?));
-    let mut out = replay_on(&default, ops)?;
-    let compact: Arc<dyn IndexerWriter<Pod>> =
-        Arc::new(CompactStore::new(indexers(&header["indexers"])?));
-    let other = replay_on(&compact, ops)?;
+    let mut out = replay_on(&decoded, ops)?;
+    let cached: Arc<dyn IndexerWriter<Cached<Pod>>> =
+        Arc::new(ThreadSafeStore::new(indexers(&header["indexers"])?));
+    let other = replay_on(&cached, ops)?;
     if let Some(i) = (0..out.len().max(other.len())).find(|&i| out.get(i) != other.get(i)) {
         out.push(super::observation([(
             "error",
             json!(format!(
-                "CompactStore differs from ThreadSafeStore at observation {}: {}",
+                "the store of Cached pods differs from the store of decoded pods at observation {}: {}",
                 i + 1,
                 other.get(i).map_or("(none)", String::as_str)
             )),
@@ -128,26 +149,29 @@ pub(crate) fn replay(header: &Value, ops: &[Value]) -> anyhow::Result<Observatio
     Ok(out)
 }
 
-fn replay_on(store: &Arc<dyn IndexerWriter<Pod>>, ops: &[Value]) -> anyhow::Result<Observations> {
-    let lister = Lister::from_dyn(Arc::clone(store) as Arc<dyn Indexer<Pod>>);
+fn replay_on<T: Stored>(
+    store: &Arc<dyn IndexerWriter<T>>,
+    ops: &[Value],
+) -> anyhow::Result<Observations> {
+    let lister = Lister::from_dyn(Arc::clone(store) as Arc<dyn Indexer<T>>);
     let mut out = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let name = op["op"].as_str().unwrap_or_default();
         let s = |k: &str| op[k].as_str().unwrap_or_default();
         let mut obs = vec![("n", json!(i + 1)), ("op", json!(name))];
-        let found = |obs: &mut Vec<_>, got: Option<Arc<Pod>>| {
+        let found = |obs: &mut Vec<_>, got: Option<Arc<T>>| {
             obs.push(("found", json!(got.is_some())));
             if let Some(p) = got {
-                obs.push(("item", json!(item(&p))));
+                obs.push(("item", json!(item(&*p))));
             }
         };
         match name {
             "add" | "update" | "delete" => {
-                let p = pod(&op["obj"]);
+                let p = T::of(pod(&op["obj"]));
                 let result = match name {
-                    "add" => store.add(Arc::new(p)),
-                    "update" => store.update(Arc::new(p)),
-                    _ => store.delete(Arc::new(p)),
+                    "add" => store.add(p),
+                    "update" => store.update(p),
+                    _ => store.delete(p),
                 };
                 obs.push(("error", json!(result.is_err())));
                 obs.push(("rv", json!(store.last_sync_resource_version())));
@@ -158,7 +182,7 @@ fn replay_on(store: &Arc<dyn IndexerWriter<Pod>>, ops: &[Value]) -> anyhow::Resu
                     .map(Vec::as_slice)
                     .unwrap_or_default()
                     .iter()
-                    .map(|d| Arc::new(pod(d)))
+                    .map(|d| T::of(pod(d)))
                     .collect();
                 let result = store.replace(kinformer_core::ListPart::whole(list, s("rv")));
                 obs.push(("error", json!(result.is_err())));
@@ -195,7 +219,7 @@ fn replay_on(store: &Arc<dyn IndexerWriter<Pod>>, ops: &[Value]) -> anyhow::Resu
                 }
                 Err(_) => obs.push(("error", json!(true))),
             },
-            "index" => match store.index(s("index"), &pod(&op["obj"])) {
+            "index" => match store.index(s("index"), &T::of(pod(&op["obj"]))) {
                 Ok(objs) => obs.extend([("error", json!(false)), ("items", items(&objs))]),
                 Err(_) => obs.push(("error", json!(true))),
             },

@@ -1,18 +1,21 @@
 //! kinformer's contender: a `SharedIndexInformer` of the namespace's pods, in protobuf
-//! (`WireFormat::Auto`, the default) or with `--wire json` in JSON; with `--strip` it
-//! strips `managedFields` with the informer's transform, or with `--strip --modify` while
-//! decoding (`KubeListerWatcher::modify`); with no `--store` (or `--store default`) it
-//! keeps the informer's default cache (`SharedIndexInformer::builder(lw).build()`),
-//! `--store decoded` caches decoded pods (`CacheKind::Decoded`), `--store compact` in a
-//! `CompactStore` given as the informer's store, `--store encoded-items` makes the
-//! informer's objects `Encoded<Pod>`s transcoded from protobuf (no `Pod` built); `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
+//! (`WireFormat::Auto`, the default) or with `--wire json` in JSON. With no `--store` (or
+//! `--store default`) it builds what the factory builds: the default informer, over
+//! `KubeListerWatcher::cached` (protobuf transcoded into `Cached<Pod>`s, read in place);
+//! `--store decoded` keeps decoded pods (the informer over `KubeListerWatcher::new`,
+//! client-go's cache). With `--strip` it strips `managedFields` with the informer's
+//! transform, or with `--strip --modify` while decoding (`KubeListerWatcher::modify`);
+//! `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
 //! (see the crate docs for the protocol).
 //!
-//! With `--resource` it syncs that custom resource with the informer's defaults,
-//! `SharedIndexInformer::builder(lw).build()` over `KubeListerWatcher` (JSON, the only
-//! format of custom resources; `WireFormat::Auto` picks it), as the typed
-//! [`ScaledObject`] or with `--dynamic` as kube's
-//! `DynamicObject`.
+//! With `--resource` it syncs that custom resource with the factory's defaults (cached,
+//! JSON: the only format of custom resources, which `WireFormat::Auto` picks), as the
+//! typed [`ScaledObject`] or with `--dynamic` as kube's `DynamicObject`.
+//!
+//! With `--reads` it builds the default pod informer (no store option, no transform) with
+//! one more index, `byNode`, and one add handler that reads each pod's `spec.nodeName`
+//! through its view, and after the sync runs the read workload of
+//! [`kinformer_bench_informer::reads`] over the informer's lister and indexer.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -20,16 +23,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_bench_informer::reads::{self, BY_NODE, PodReads};
 use kinformer_bench_informer::{
     Args, CustomResource, Latency, PodView, ScaledObject, Store, Wire, check_count,
     has_relist_label, kube_config, measure_relist, print_synced, wait_for,
 };
-use kinformer_compact_store::{CompactStore, Encoded};
+use kinformer_compact_store::Cached;
 use kinformer_core::KnownObjects as _;
-use kinformer_indexer::namespace_indexers;
-use kinformer_informer_factory::{CacheKind, ResourceEventHandlerFuncs, SharedIndexInformer};
+use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, parse_selector};
+use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
 use kube::api::DynamicObject;
+use kube::core::Selector;
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -45,10 +50,10 @@ pub(crate) fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        if let Some(resource) = args.resource.clone() {
+        if args.reads {
+            run_reads(start, args).await
+        } else if let Some(resource) = args.resource.clone() {
             run_custom_resource(start, args, &resource).await
-        } else if args.store == Store::EncodedItems {
-            run_encoded(start, args).await
         } else if args.project {
             run::<PodView>(start, args).await
         } else {
@@ -77,26 +82,35 @@ where
         // Stripped as each pod is decoded, before the rest of its list.
         pods = pods.modify(|obj: &mut K| obj.meta_mut().managed_fields = None);
     }
-    let mut builder = SharedIndexInformer::builder(pods).name("pods");
+    let transform = args.strip && !args.modify && !args.project;
     match args.store {
-        Store::Default => {}
-        Store::Decoded => builder = builder.cache(CacheKind::Decoded),
-        Store::Compact => builder = builder.store(CompactStore::<K>::new(namespace_indexers())),
-        Store::EncodedItems => unreachable!("run_encoded"),
-    }
-    let informer = builder.build();
-    if args.strip && !args.modify && !args.project {
-        // The Arc should be the transform's alone here, so that make_mut strips in
-        // place; the result line counts the pods it had to clone instead.
-        informer.set_transform(|mut obj: Arc<K>| {
-            if Arc::get_mut(&mut obj).is_none() {
-                CLONED.fetch_add(1, Ordering::Relaxed);
+        Store::Default => {
+            let informer = SharedIndexInformer::builder(pods.cached())
+                .name("pods")
+                .build();
+            if transform {
+                informer.set_transform(|obj: Arc<Cached<K>>| {
+                    Ok(Arc::new(obj.map(|k| k.meta_mut().managed_fields = None)?))
+                })?;
             }
-            Arc::make_mut(&mut obj).meta_mut().managed_fields = None;
-            Ok(obj)
-        })?;
+            finish(informer, start, args).await
+        }
+        Store::Decoded => {
+            let informer = SharedIndexInformer::builder(pods).name("pods").build();
+            if transform {
+                // The Arc should be the transform's alone here, so that make_mut strips
+                // in place; the result line counts the pods it had to clone instead.
+                informer.set_transform(|mut obj: Arc<K>| {
+                    if Arc::get_mut(&mut obj).is_none() {
+                        CLONED.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Arc::make_mut(&mut obj).meta_mut().managed_fields = None;
+                    Ok(obj)
+                })?;
+            }
+            finish(informer, start, args).await
+        }
     }
-    finish(informer, start, args).await
 }
 
 /// The wire format `--wire` asks for; the default `WireFormat::Auto` without it.
@@ -108,7 +122,7 @@ fn wire_format(args: &Args) -> WireFormat {
     }
 }
 
-/// `--resource`: the custom resource with the informer's defaults, as the typed
+/// `--resource`: the custom resource with the factory's defaults, as the typed
 /// `ScaledObject` or (`--dynamic`) as `DynamicObject`.
 async fn run_custom_resource(
     start: Instant,
@@ -119,36 +133,19 @@ async fn run_custom_resource(
     if args.dynamic {
         let ar = resource.api_resource();
         let api = Api::<DynamicObject>::namespaced_with(client, &args.namespace, &ar);
-        let lw = KubeListerWatcher::new_with(api, &ar);
+        let lw = KubeListerWatcher::new_with(api, &ar).cached();
         let informer = SharedIndexInformer::builder(lw)
             .name(resource.plural.clone())
             .build();
         finish(informer, start, args).await
     } else {
         resource.check_typed()?;
-        let lw = KubeListerWatcher::new(Api::<ScaledObject>::namespaced(client, &args.namespace));
-        let informer = SharedIndexInformer::builder(lw)
+        let api = Api::<ScaledObject>::namespaced(client, &args.namespace);
+        let informer = SharedIndexInformer::builder(KubeListerWatcher::new(api).cached())
             .name(resource.plural.clone())
             .build();
         finish(informer, start, args).await
     }
-}
-
-/// `--store encoded-items`: the informer's objects are `Encoded<Pod>`s, transcoded from
-/// protobuf without building a `Pod`.
-async fn run_encoded(start: Instant, args: Args) -> anyhow::Result<()> {
-    if args.strip || args.project {
-        anyhow::bail!("--store encoded-items takes neither --strip nor --project");
-    }
-    let client = reflector_client(kube_config(&args).await?)?;
-    let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace))
-        .wire_format(wire_format(&args))
-        .decode_protobuf_with(Encoded::<Pod>::from_protobuf);
-    let informer = SharedIndexInformer::builder(pods)
-        .name("pods")
-        .cache(CacheKind::Decoded)
-        .build();
-    finish(informer, start, args).await
 }
 
 /// Registers the handler, starts the informer, prints the result line and what follows.
@@ -158,7 +155,7 @@ async fn finish<K>(
     args: Args,
 ) -> anyhow::Result<()>
 where
-    K: kinformer_core::MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
+    K: kinformer_core::MetaObject + Send + Sync + 'static,
 {
     let latency = Latency::new(args.latency);
     let seen = Arc::clone(&latency);
@@ -191,4 +188,91 @@ where
     }
     // Exit without tearing the informer down: the driver only waits for the process.
     std::process::exit(0)
+}
+
+/// `--reads`: the default pod informer with the `byNode` index and an add handler that
+/// reads each pod's node through its view; after the sync line, once the handler has
+/// handled every initial add, the read workload.
+async fn run_reads(start: Instant, args: Args) -> anyhow::Result<()> {
+    let client = reflector_client(kube_config(&args).await?)?;
+    let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace))
+        .wire_format(wire_format(&args))
+        .cached();
+    let mut by_node = Indexers::new();
+    by_node.insert(
+        BY_NODE.to_owned(),
+        IndexFunc::single(|pod: &Cached<Pod>| pod.spec()?.node_name()),
+    );
+    let informer = SharedIndexInformer::builder(pods)
+        .name("pods")
+        .indexers(by_node)
+        .build();
+    let registration = informer.add_event_handler(ResourceEventHandlerFuncs::new().add_func(
+        |pod: &Arc<Cached<Pod>>, _initial| {
+            std::hint::black_box(node_name_len(pod));
+        },
+    ))?;
+    let _handle = informer.start()?;
+    wait_for(|| informer.has_synced()).await;
+    let objects = informer.indexer().list_keys().len();
+    print_synced("kinformer", &args, start, objects, &[]);
+    check_count(&args, objects)?;
+    wait_for(|| registration.has_synced()).await;
+    let handled_ms = start.elapsed().as_secs_f64() * 1e3;
+    let cache = InformerReads {
+        lister: informer.lister(),
+        indexer: informer.indexer(),
+        selector: parse_selector(reads::SELECTOR)?,
+    };
+    let namespace = args.namespace.clone();
+    let result = tokio::task::block_in_place(|| reads::run(&cache, &namespace))?;
+    reads::print(&result, handled_ms);
+    std::process::exit(0)
+}
+
+/// The length of a pod's `spec.nodeName`, read through its view: the one field every read
+/// reads.
+fn node_name_len(pod: &Cached<Pod>) -> usize {
+    pod.spec().and_then(|s| s.node_name()).map_or(0, str::len)
+}
+
+/// The reads over the informer's cache as a controller makes them: the cached pods from its
+/// lister and indexer, read in place.
+struct InformerReads {
+    lister: Lister<Cached<Pod>>,
+    indexer: Arc<dyn Indexer<Cached<Pod>>>,
+    selector: Selector,
+}
+
+impl PodReads for InformerReads {
+    fn names(&self, namespace: &str) -> Vec<String> {
+        self.indexer
+            .list_keys()
+            .iter()
+            .filter(|k| k.namespace() == Some(namespace))
+            .map(|k| k.name().to_owned())
+            .collect()
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> usize {
+        self.lister
+            .namespaced(namespace)
+            .get(name)
+            .map_or(0, |pod| node_name_len(&pod))
+    }
+
+    fn list_all(&self, namespace: &str) -> usize {
+        self.lister
+            .namespaced(namespace)
+            .list(&self.selector)
+            .iter()
+            .map(|pod| node_name_len(pod))
+            .sum()
+    }
+
+    fn by_node(&self, node: &str) -> usize {
+        self.indexer
+            .by_index(BY_NODE, node)
+            .map_or(0, |pods| pods.iter().map(|pod| node_name_len(pod)).sum())
+    }
 }

@@ -24,6 +24,9 @@ fn main() -> anyhow::Result<()> {
     if args.wire == Some(Wire::Protobuf) {
         anyhow::bail!("kube-runtime speaks JSON only (kube-rs has no protobuf path)");
     }
+    if args.reads {
+        anyhow::bail!("--reads is for kinformer's contender and the Go peer");
+    }
     if args.dynamic {
         anyhow::bail!("kube-runtime's contender syncs the typed custom resource only");
     }

@@ -1,4 +1,4 @@
-//! Decoding the encoding: a serde `Deserializer` over the bytes, whole or the metadata alone.
+//! Decoding the encoding: a serde `Deserializer` over the bytes.
 
 use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
 
@@ -10,36 +10,12 @@ use super::*;
 /// [`CodecError::Rejected`] when `T` refuses the value, [`CodecError::Corrupt`] when the
 /// bytes are not this format.
 pub(crate) fn decode<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
-    decode_with(bytes, false)
-}
-
-/// Decodes a `T` from the fields of `bytes` that an object's metadata is: `apiVersion`,
-/// `kind` and `metadata` without its `managedFields`; every other field is skipped as if
-/// it were absent.
-///
-/// # Errors
-/// As [`decode`]; [`CodecError::Rejected`] too when `T` requires a field left out.
-pub(crate) fn decode_metadata<'de, T: serde::Deserialize<'de>>(
-    bytes: &'de [u8],
-) -> Result<T, CodecError> {
-    decode_with(bytes, true)
-}
-
-/// The top-level fields [`decode_metadata`] keeps, and the field of `metadata` it skips.
-const METADATA_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
-const MANAGED_FIELDS: &str = "managedFields";
-
-fn decode_with<'de, T: serde::Deserialize<'de>>(
-    bytes: &'de [u8],
-    metadata_only: bool,
-) -> Result<T, CodecError> {
     let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
     let names = guard.as_ref().map_or(&[][..], |n| &n.names[..]);
     let mut d = Decoder {
         input: bytes,
         names,
         depth: 0,
-        metadata_only,
     };
     let value = T::deserialize(&mut d)?;
     if !d.input.is_empty() {
@@ -52,8 +28,6 @@ struct Decoder<'de, 'n> {
     input: &'de [u8],
     names: &'n [&'static str],
     depth: usize,
-    /// Whether only an object's metadata is decoded ([`decode_metadata`]).
-    metadata_only: bool,
 }
 
 impl<'de, 'n> Decoder<'de, 'n> {
@@ -117,32 +91,6 @@ impl<'de, 'n> Decoder<'de, 'n> {
         self.take(len)
     }
 
-    /// Whether the field `name` of a struct at the current depth is skipped.
-    fn skips(&self, name: &str) -> bool {
-        self.metadata_only
-            && match self.depth {
-                1 => !METADATA_FIELDS.contains(&name),
-                2 => name == MANAGED_FIELDS,
-                _ => false,
-            }
-    }
-
-    /// Reads past one value: every value says its length, so a compound is one jump.
-    fn skip(&mut self) -> Result<(), CodecError> {
-        match self.byte()? {
-            NULL | FALSE | TRUE => Ok(()),
-            UINT | NEG => self.varint().map(drop),
-            F64 => self.take(8).map(drop),
-            t @ SHORT_STR..=0x7f => self.take(u64::from(t - SHORT_STR)).map(drop),
-            STR | BYTES | RAW_JSON | SEQ | MAP | STRUCT => {
-                let len = self.varint()?;
-                self.take(len).map(drop)
-            }
-            t if t >= SMALL_UINT => Ok(()),
-            _ => Err(CodecError::Corrupt("unknown tag")),
-        }
-    }
-
     /// A decoder of the content of the compound whose tag was just read, one level down;
     /// `self` is left after it.
     fn compound(&mut self) -> Result<Decoder<'de, 'n>, CodecError> {
@@ -156,7 +104,6 @@ impl<'de, 'n> Decoder<'de, 'n> {
             input: content,
             names: self.names,
             depth,
-            metadata_only: self.metadata_only,
         })
     }
 }
@@ -333,24 +280,10 @@ impl<'de> de::MapAccess<'de> for Map<'_, 'de, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, CodecError> {
-        loop {
-            if self.d.input.is_empty() {
-                return Ok(None);
-            }
-            if self.d.metadata_only {
-                // A map in an object's place (a type that flattens, `serde_json::Value`):
-                // its string keys are the fields.
-                let before = self.d.input;
-                if let Ok(key) = self.d.string()
-                    && self.d.skips(key)
-                {
-                    self.d.skip()?;
-                    continue;
-                }
-                self.d.input = before;
-            }
-            return seed.deserialize(&mut *self.d).map(Some);
+        if self.d.input.is_empty() {
+            return Ok(None);
         }
+        seed.deserialize(&mut *self.d).map(Some)
     }
     fn next_value_seed<V: DeserializeSeed<'de>>(
         &mut self,
@@ -372,34 +305,27 @@ impl<'de> de::MapAccess<'de> for Struct<'_, 'de, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, CodecError> {
-        loop {
-            if self.d.input.is_empty() {
-                return Ok(None);
-            }
-            let id = self.d.varint()?;
-            let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
-            let key: &'de str = match id {
-                INLINE_NAME => self.d.string()?,
-                id => {
-                    let i = id
-                        .checked_sub(FIRST_ID)
-                        .and_then(|i| usize::try_from(i).ok())
-                        .ok_or(CodecError::Corrupt("field id"))?;
-                    self.d
-                        .names
-                        .get(i)
-                        .copied()
-                        .ok_or(CodecError::Corrupt("unknown field id"))?
-                }
-            };
-            if self.d.skips(key) {
-                self.d.skip()?;
-                continue;
-            }
-            return seed
-                .deserialize(de::value::BorrowedStrDeserializer::new(key))
-                .map(Some);
+        if self.d.input.is_empty() {
+            return Ok(None);
         }
+        let id = self.d.varint()?;
+        let id = u32::try_from(id).map_err(|_| CodecError::Corrupt("field id"))?;
+        let key: &'de str = match id {
+            INLINE_NAME => self.d.string()?,
+            id => {
+                let i = id
+                    .checked_sub(FIRST_ID)
+                    .and_then(|i| usize::try_from(i).ok())
+                    .ok_or(CodecError::Corrupt("field id"))?;
+                self.d
+                    .names
+                    .get(i)
+                    .copied()
+                    .ok_or(CodecError::Corrupt("unknown field id"))?
+            }
+        };
+        seed.deserialize(de::value::BorrowedStrDeserializer::new(key))
+            .map(Some)
     }
     fn next_value_seed<V: DeserializeSeed<'de>>(
         &mut self,

@@ -149,61 +149,6 @@ fn managed_fields_are_kept_as_json_text() {
     assert_eq!(any, serde_json::to_value(&pod).unwrap());
 }
 
-/// The metadata decode keeps `apiVersion`, `kind` and `metadata` without
-/// `managedFields`, and reads past everything else, whatever its shape; a type that
-/// requires a skipped field refuses it.
-#[test]
-fn a_metadata_decode_keeps_the_metadata_and_skips_the_rest() {
-    use k8s_openapi::api::core::v1::Pod;
-    let json = include_str!("../../../protobuf/tests/data/pod.json");
-    for mut pod in [
-        serde_json::from_str::<Pod>(json).unwrap(),
-        pod_with_managed_fields(),
-    ] {
-        let mut buf = Vec::new();
-        encode(&pod, &mut buf).unwrap();
-        let meta: Pod = decode_metadata(&buf).unwrap();
-        pod.metadata.managed_fields = None;
-        assert_eq!(meta.metadata, pod.metadata);
-        assert_eq!((meta.spec, meta.status), (None, None));
-        // As a JSON value: every shape of value was skipped, and nothing else kept.
-        let any: Value = decode_metadata(&buf).unwrap();
-        let keys: Vec<&String> = any.as_object().unwrap().keys().collect();
-        assert!(
-            keys.iter()
-                .all(|k| ["apiVersion", "kind", "metadata"].contains(&k.as_str()))
-        );
-    }
-    let every = json!({"metadata": {"name": "x", "managedFields": [{"fieldsV1": {"f:a": {}}}]},
-        "spec": [null, true, false, 1, -2, 1.5, "s", "a longer string than sixty-three bytes, which is written with a length",
-                 {"k": [1, {"n": {}}]}, 300, u64::MAX]});
-    let mut buf = Vec::new();
-    encode(&every, &mut buf).unwrap();
-    assert_eq!(
-        decode_metadata::<Value>(&buf).unwrap(),
-        json!({"metadata": {"name": "x"}})
-    );
-
-    #[derive(Debug, Deserialize, Serialize)]
-    struct Required {
-        metadata: BTreeMap<String, String>,
-        spec: String,
-    }
-    let mut buf = Vec::new();
-    encode(
-        &Required {
-            metadata: BTreeMap::new(),
-            spec: "s".into(),
-        },
-        &mut buf,
-    )
-    .unwrap();
-    assert!(matches!(
-        decode_metadata::<Required>(&buf),
-        Err(CodecError::Rejected(_))
-    ));
-}
-
 /// Every newtype in [`RAW_JSON_TYPES`] is kept as JSON, whatever it wraps; JSON text that
 /// is corrupt or that the type refuses is a typed error.
 #[test]
@@ -320,22 +265,6 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         let _ = decode::<Value>(&bytes);
-        let _ = decode_metadata::<Value>(&bytes);
-    }
-
-    /// What the metadata decode keeps is what the whole decode has under those keys.
-    #[test]
-    fn a_metadata_decode_is_the_whole_decode_cut(v in arb_json()) {
-        let object = json!({"kind": "K", "metadata": v.clone(), "spec": v});
-        let mut buf = Vec::new();
-        encode(&object, &mut buf).unwrap();
-        let mut whole: Value = decode(&buf).unwrap();
-        let cut: Value = decode_metadata(&buf).unwrap();
-        whole.as_object_mut().unwrap().remove("spec");
-        if let Some(m) = whole["metadata"].as_object_mut() {
-            m.remove("managedFields");
-        }
-        prop_assert_eq!(cut, whole);
     }
 }
 

@@ -1,19 +1,19 @@
 //! Read views: a cached object's fields read where they lie, without decoding it.
 //!
-//! A read of the compact store that builds the object (a `K` decoded from its entry) costs
-//! every allocation of that object — hundreds for a realistic pod, about 15 µs — where
-//! client-go's read is a map look-up and a pointer. A view costs neither: the store's
-//! cached side hands out the entry itself ([`Cached<K>`], behind the `Arc` the store
-//! holds), and its typed view reads each field from the encoding as it is asked for.
+//! A read that builds the object (a `K` decoded from its encoding) costs every allocation
+//! of that object — hundreds for a realistic pod, about 15 µs — where client-go's read is
+//! a map look-up and a pointer. A view costs neither: the cache hands out the object as it
+//! keeps it ([`Cached<K>`], behind the `Arc` the cache holds), and its typed view reads
+//! each field from the encoding as it is asked for.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-//! use kinformer_compact_store::CompactStore;
-//! use kinformer_core::Sink;
-//! use kinformer_indexer::{Lister, everything, namespace_indexers};
+//! use kinformer_compact_store::Cached;
+//! use kinformer_indexer::{Lister, ThreadSafeStore, everything, namespace_indexers};
 //!
-//! let store = Arc::new(CompactStore::<Pod>::new(namespace_indexers()));
+//! // An informer's default cache: a store of `Cached` objects (filled by the informer).
+//! let store = Arc::new(ThreadSafeStore::new(namespace_indexers()));
 //! let mut pod = Pod::default();
 //! pod.metadata.name = Some("web-0".into());
 //! pod.metadata.namespace = Some("default".into());
@@ -23,9 +23,9 @@
 //!     containers: vec![Container { name: "app".into(), ..Default::default() }],
 //!     ..Default::default()
 //! });
-//! store.add(Arc::new(pod))?;
+//! store.add(Arc::new(Cached::new(&pod)?))?;
 //!
-//! let pods = Lister::from_dyn(store.cached_side());
+//! let pods = Lister::new(store);
 //! for pod in pods.list(&everything()) {
 //!     // k8s-openapi's names: `pod.spec.as_ref()?.node_name` is `pod.spec()?.node_name()`.
 //!     assert_eq!(pod.spec().and_then(|s| s.node_name()), Some("node-1"));
@@ -54,7 +54,8 @@
 //!
 //! Each Kubernetes kind `K` implements [`HasView`], so [`Cached::view`] gives its view, and
 //! the handle has the kind's top-level accessors itself (`pod.metadata()`, `pod.spec()`).
-//! A type without generated views (a custom resource) is read by field name through
+//! Every object's metadata reads through [`Cached::meta`] whatever its type; a type without
+//! generated views (a custom resource) reads the rest by field name through
 //! [`Cached::object`], or decoded ([`Cached::decode`]).
 //!
 //! # What a read costs
@@ -67,20 +68,31 @@
 //! allocated.
 //!
 //! A view never fails half-way: a field that is absent, `null`, or of another shape than
-//! the schema's reads as absent. The bytes are the store's own, written by its encoder from
+//! the schema's reads as absent. The bytes are this crate's, written by its encoder from
 //! a typed object or from protobuf through the same schema table, so the shapes match;
-//! [`Cached::decode`] is the typed error for an entry that does not decode as a `K`.
+//! [`Cached::decode`] is the typed error for an object that does not decode as a `K`.
 
-mod cached;
 #[rustfmt::skip]
 #[allow(missing_docs, clippy::all)]
 mod generated;
 pub(crate) mod read;
 mod values;
 
-pub use cached::{Cached, HasView};
+use read::Fields;
+
+pub use crate::Cached;
 pub use generated::*;
 pub use values::{
     BytesView, DurationView, IntOrStr, JsonView, Map, MapIter, MicroTimeView, Object, QuantityView,
     Seq, SeqIter, TimeView, Value, ViewValue,
 };
+
+/// A type with a generated read view: every Kubernetes kind kinformer-protobuf's schema
+/// table knows (generated from the Go types by `cargo xtask gen-proto`).
+pub trait HasView {
+    /// The view of an object of this type.
+    type View<'a>: Copy;
+    /// The view over an object's top-level fields.
+    #[doc(hidden)]
+    fn view(fields: Fields<'_>) -> Self::View<'_>;
+}

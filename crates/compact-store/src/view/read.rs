@@ -19,17 +19,56 @@ pub struct Raw<'a> {
     pub(crate) body: &'a [u8],
 }
 
+/// A LEB128 varint. Field ids and compound lengths are one or two bytes: those are read
+/// without a loop.
+#[inline(always)]
 pub(crate) fn varint(input: &mut &[u8]) -> Option<u64> {
+    match **input {
+        [b, ref rest @ ..] if b < 0x80 => {
+            *input = rest;
+            Some(u64::from(b))
+        }
+        [b0, b1, ref rest @ ..] if b1 < 0x80 => {
+            *input = rest;
+            Some(u64::from(b0 & 0x7f) | (u64::from(b1) << 7))
+        }
+        _ => varint_long(input),
+    }
+}
+
+#[cold]
+fn varint_long(input: &mut &[u8]) -> Option<u64> {
     let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
+    let mut shift = 0;
+    while shift < 64 {
         let (&b, rest) = input.split_first()?;
         *input = rest;
         v |= u64::from(b & 0x7f) << shift;
         if b & 0x80 == 0 {
             return Some(v);
         }
+        shift += 7;
     }
     None
+}
+
+/// Steps over the next value of `input` without looking into it: what a look-up does for
+/// every field before the one it wants.
+#[inline(always)]
+fn skip(input: &mut &[u8]) -> Option<()> {
+    let (&tag, rest) = input.split_first()?;
+    *input = rest;
+    let len = match tag {
+        t if t >= SMALL_UINT => 0,
+        t @ SHORT_STR..=0x7f => usize::from(t - SHORT_STR),
+        NULL | FALSE | TRUE => 0,
+        F64 => 8,
+        UINT | NEG => return varint(input).map(drop),
+        STR | BYTES | RAW_JSON | SEQ | MAP | STRUCT => usize::try_from(varint(input)?).ok()?,
+        _ => return None,
+    };
+    *input = input.get(len..)?;
+    Some(())
 }
 
 fn take<'a>(input: &mut &'a [u8], len: u64) -> Option<&'a [u8]> {
@@ -43,6 +82,7 @@ fn take<'a>(input: &mut &'a [u8], len: u64) -> Option<&'a [u8]> {
 }
 
 /// The next value of `input`, which is left after it.
+#[inline]
 pub(crate) fn next<'a>(input: &mut &'a [u8]) -> Option<Raw<'a>> {
     let (&tag, rest) = input.split_first()?;
     *input = rest;
@@ -139,10 +179,12 @@ impl<'a> Raw<'a> {
             STRUCT => Some(Fields {
                 content: self.body,
                 keyed: false,
+                index: None,
             }),
             MAP => Some(Fields {
                 content: self.body,
                 keyed: true,
+                index: None,
             }),
             _ => None,
         }
@@ -166,37 +208,147 @@ pub struct Fields<'a> {
     pub(crate) content: &'a [u8],
     /// Whether the fields are a map's entries (string keys) rather than numbered.
     keyed: bool,
+    /// Where the fields lie, found once: an object's top-level fields
+    /// ([`Cached`](crate::Cached) keeps their index).
+    index: Option<&'a TopIndex>,
 }
 
 /// An empty struct, for a view of a field the object does not have.
 pub(crate) const NO_FIELDS: Fields<'static> = Fields {
     content: &[],
     keyed: false,
+    index: None,
 };
 
+/// How many top-level fields an object's index holds: a Kubernetes object has
+/// `apiVersion`, `kind`, `metadata`, `spec` and `status` (protobuf leaves out the first
+/// two); a kind with more top-level fields has its first five indexed.
+const TOP: usize = 5;
+
+/// Where an object's top-level fields lie in its struct's content, found when the object
+/// is made, so that a read of `spec` goes straight to it without reading the bytes before
+/// it (which lie in other cache lines than the field it wants). Kept beside the encoding
+/// in the object's handle, in the cache line its reference count is in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TopIndex {
+    /// Each field's value's offset in the content.
+    offsets: [u32; TOP],
+    /// Each field's id.
+    ids: [u16; TOP],
+    /// How many fields are indexed.
+    len: u8,
+    /// Whether they are all the struct's fields (a name missing is then absent).
+    complete: bool,
+    /// Whether the struct is a map in a struct's place (its keys are names).
+    keyed: bool,
+}
+
+/// What the index says of a field.
+enum Indexed {
+    At(usize),
+    Absent,
+    Unknown,
+}
+
+impl TopIndex {
+    /// The index of the struct `content`; empty for one it cannot index (the fields of a
+    /// map, named inline, or past the index's offsets).
+    pub(crate) fn of(fields: Fields<'_>) -> Self {
+        let mut index = Self::default();
+        if fields.keyed {
+            index.keyed = true;
+            return index;
+        }
+        let content = fields.content;
+        let mut input = content;
+        while !input.is_empty() {
+            let Some(at) = varint(&mut input) else {
+                return Self::default();
+            };
+            let offset = content.len() - input.len();
+            let (Ok(id), Ok(offset)) = (u16::try_from(at), u32::try_from(offset)) else {
+                return Self::default();
+            };
+            let len = usize::from(index.len);
+            if id == 0 || u32::from(id) == codec::INLINE_NAME || len == TOP {
+                // More fields than the index holds, or one named inline: look the rest up.
+                return index;
+            }
+            index.offsets[len] = offset;
+            index.ids[len] = id;
+            index.len += 1;
+            if skip(&mut input).is_none() {
+                return Self::default();
+            }
+        }
+        index.complete = true;
+        index
+    }
+
+    #[inline]
+    fn find(&self, id: u64) -> Indexed {
+        let len = usize::from(self.len);
+        for (i, &have) in self.ids.iter().enumerate().take(len) {
+            if u64::from(have) == id {
+                return Indexed::At(self.offsets[i] as usize);
+            }
+        }
+        if self.complete {
+            Indexed::Absent
+        } else {
+            Indexed::Unknown
+        }
+    }
+}
+
 impl<'a> Fields<'a> {
-    /// The value of the field `name`, stepping over the fields before it.
+    /// The fields of an object's top-level struct `content`, with its `index`.
+    pub(crate) fn indexed(content: Fields<'a>, index: &'a TopIndex) -> Self {
+        Self {
+            index: Some(index),
+            ..content
+        }
+    }
+
+    /// The fields of an object's top-level struct whose content (after its header) is
+    /// `content`, as `index` found them.
+    #[inline]
+    pub(crate) fn top(content: &'a [u8], index: &'a TopIndex) -> Self {
+        Self {
+            content,
+            keyed: index.keyed,
+            index: Some(index),
+        }
+    }
+
+    /// The value of the field `name`: where the index says, or found by stepping over the
+    /// fields before it.
     #[inline]
     pub(crate) fn get(&self, name: &FieldName) -> Option<Raw<'a>> {
         if self.keyed {
             return self.get_keyed(name.name);
         }
-        let id = name.id()?;
+        let id = u64::from(name.id()?);
+        if let Some(index) = self.index {
+            match index.find(id) {
+                Indexed::At(offset) => return next(&mut self.content.get(offset..)?),
+                Indexed::Absent => return None,
+                Indexed::Unknown => {}
+            }
+        }
         let mut input = self.content;
         while !input.is_empty() {
             let at = varint(&mut input)?;
+            if at == id {
+                return next(&mut input);
+            }
             if at == u64::from(codec::INLINE_NAME) {
                 let key = next(&mut input)?;
-                let value = next(&mut input)?;
                 if key.as_str() == Some(name.name) {
-                    return Some(value);
+                    return next(&mut input);
                 }
-                continue;
             }
-            let value = next(&mut input)?;
-            if at == u64::from(id) {
-                return Some(value);
-            }
+            skip(&mut input)?;
         }
         None
     }
@@ -329,14 +481,73 @@ mod tests {
         assert_eq!(names, ["metadata", "spec"]);
     }
 
+    /// The index of an object's top-level fields finds what a walk finds, and knows
+    /// what is absent when it holds every field.
+    #[test]
+    fn the_top_level_index_finds_what_a_walk_finds() {
+        static NAMES: [FieldName; 7] = [
+            FieldName::new("a"),
+            FieldName::new("b"),
+            FieldName::new("c"),
+            FieldName::new("d"),
+            FieldName::new("e"),
+            FieldName::new("f"),
+            FieldName::new("not there"),
+        ];
+        #[derive(serde::Serialize)]
+        struct Few {
+            a: u8,
+            b: String,
+        }
+        #[derive(serde::Serialize)]
+        struct Many {
+            a: u8,
+            b: String,
+            c: Vec<u8>,
+            d: bool,
+            e: Option<u8>,
+            f: String,
+        }
+        let few = crate::encode_to_vec(&Few {
+            a: 1,
+            b: "x".repeat(40),
+        })
+        .unwrap();
+        let many = crate::encode_to_vec(&Many {
+            a: 1,
+            b: "x".repeat(40),
+            c: vec![7; 30],
+            d: true,
+            e: None,
+            f: "last".into(),
+        })
+        .unwrap();
+        for (bytes, complete) in [(few, true), (many, false)] {
+            let walked = Raw::whole(&bytes).and_then(|r| r.as_struct()).unwrap();
+            let index = TopIndex::of(walked);
+            assert_eq!(index.complete, complete);
+            let indexed = Fields::indexed(walked, &index);
+            for name in &NAMES {
+                let (a, b) = (walked.get(name), indexed.get(name));
+                assert_eq!(
+                    a.map(|r| (r.tag, r.body)),
+                    b.map(|r| (r.tag, r.body)),
+                    "{name:?}"
+                );
+            }
+        }
+    }
+
     proptest! {
         /// Bytes that are not the encoding read as absent, never a panic.
         #[test]
         fn arbitrary_bytes_read_as_absent_never_a_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-            let fields = Fields { content: &bytes, keyed: false };
+            let fields = Fields { content: &bytes, keyed: false, index: None };
             let _ = fields.get(&SPEC);
             let _ = fields.iter().count();
-            let keyed = Fields { content: &bytes, keyed: true };
+            let index = TopIndex::of(fields);
+            let _ = Fields::indexed(fields, &index).get(&SPEC);
+            let keyed = Fields { content: &bytes, keyed: true, index: None };
             let _ = keyed.get(&SPEC);
             let _ = keyed.iter().count();
             if let Some(raw) = Raw::whole(&bytes) {

@@ -2,7 +2,7 @@
 //! the controller methods that register them.
 
 #[cfg(feature = "kube")]
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 #[cfg(feature = "kube")]
 use std::collections::HashMap;
 use std::fmt;
@@ -11,16 +11,16 @@ use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 #[cfg(feature = "kube")]
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-#[cfg(feature = "kube")]
-use kinformer_core::KnownObjects;
+use kinformer_compact_store::{Cached, KubeObject, OwnerRef};
 
 use kinformer_core::{
     DeletedObject, ErrorChain, MetaObject, ObjectKey, deletion_handling_key, meta_namespace_key,
 };
+#[cfg(feature = "kube")]
+use kinformer_indexer::Indexer;
 use kinformer_informer_factory::{
-    FilteringResourceEventHandler, HandlerOptions, HandlerRegistration, Needs,
-    ResourceEventHandler, SharedInformer,
+    FilteringResourceEventHandler, HandlerOptions, HandlerRegistration, ResourceEventHandler,
+    SharedInformer,
 };
 use kinformer_workqueue::{LOW_PRIORITY, Queue, RateLimitingQueue};
 
@@ -112,13 +112,6 @@ where
     fn on_delete(&self, obj: &DeletedObject<K>) {
         enqueue(&*self.queue, deletion_handling_key(obj), 0);
     }
-    /// Keys are metadata.
-    fn needs(&self) -> Needs {
-        Needs {
-            metadata_only: true,
-            ..Needs::ALL
-        }
-    }
 }
 
 /// The keys an object of a related resource stands for: see [`Controller::watches`].
@@ -131,7 +124,6 @@ type MapFn<K> = Arc<dyn Fn(&K) -> Vec<ObjectKey> + Send + Sync>;
 pub struct EnqueueMapped<K, Q> {
     queue: Arc<Q>,
     map: MapFn<K>,
-    metadata_only: bool,
 }
 
 impl<K, Q> fmt::Debug for EnqueueMapped<K, Q> {
@@ -146,17 +138,7 @@ impl<K, Q: Queue<ObjectKey>> EnqueueMapped<K, Q> {
         Self {
             queue,
             map: Arc::new(map),
-            metadata_only: false,
         }
-    }
-
-    /// Says that `map` reads only the objects' metadata (owner references, labels,
-    /// annotations): with the default cache, the informer then decodes just that for
-    /// this handler.
-    #[must_use]
-    pub fn metadata_only(mut self) -> Self {
-        self.metadata_only = true;
-        self
     }
 
     fn enqueue(&self, obj: &K, priority: i32) {
@@ -177,12 +159,6 @@ impl<K: MetaObject, Q: Queue<ObjectKey>> ResourceEventHandler<K> for EnqueueMapp
     }
     fn on_delete(&self, obj: &DeletedObject<K>) {
         self.enqueue(obj.object(), 0);
-    }
-    fn needs(&self) -> Needs {
-        Needs {
-            metadata_only: self.metadata_only,
-            ..Needs::ALL
-        }
     }
 }
 
@@ -220,14 +196,6 @@ impl<K, H: ResourceEventHandler<K>> ResourceEventHandler<K> for WithPredicate<K,
     }
     fn on_delete(&self, obj: &DeletedObject<K>) {
         self.inner.on_delete(obj);
-    }
-    /// The inner handler's, and metadata only when the predicate reads only metadata too.
-    fn needs(&self) -> Needs {
-        let inner = self.inner.needs();
-        Needs {
-            metadata_only: inner.metadata_only && self.predicate.reads_only_metadata(),
-            ..inner
-        }
     }
 }
 
@@ -279,8 +247,8 @@ where
         Ok(registered)
     }
 
-    /// As [`watch`](Self::watch), for the objects `filter` keeps only, reading only their
-    /// metadata (a shard's selector, a label): client-go's `FilteringResourceEventHandler`,
+    /// As [`watch`](Self::watch), for the objects `filter` keeps only (a shard's selector, a
+    /// label): client-go's `FilteringResourceEventHandler`,
     /// so an update that takes an object out of the set enqueues it as a delete would, and
     /// one that brings it in as an add. The way to run one shard's controller on an
     /// informer over all the shards a replica holds (kinformer-sharding's
@@ -295,8 +263,7 @@ where
         informer: &dyn SharedInformer<K>,
         filter: impl Fn(&K) -> bool + Send + Sync + 'static,
     ) -> Registered {
-        let handler =
-            FilteringResourceEventHandler::new(filter, self.enqueue_handler()).on_metadata();
+        let handler = FilteringResourceEventHandler::new(filter, self.enqueue_handler());
         let registered = informer.add_event_handler_with_options(Box::new(handler), enqueuing())?;
         self.register_primary(informer);
         Ok(registered)
@@ -304,7 +271,7 @@ where
 
     /// Remembers `informer`'s cache as one holding this controller's primary objects, for
     /// [`owns`](Self::owns) to look owners up in (feature `kube`; nothing without it).
-    fn register_primary<K: 'static>(&self, informer: &dyn SharedInformer<K>) {
+    fn register_primary<K: MetaObject + 'static>(&self, informer: &dyn SharedInformer<K>) {
         #[cfg(feature = "kube")]
         self.primaries.register::<K>(informer.indexer());
         #[cfg(not(feature = "kube"))]
@@ -371,8 +338,8 @@ where
     /// selector) enqueues nothing: its owner's own events reconcile it if it comes. The uid
     /// check goes beyond client-go, which compares names only: an owner deleted and created
     /// again under the same name is another object, and the first one's children (waiting
-    /// for the garbage collector) do not reconcile it. Each child event reads the owner from
-    /// the cache (with the default encoded cache, a decode of the owner).
+    /// for the garbage collector) do not reconcile it. Each child event reads the owner's uid
+    /// from the cache, and the child's owner references in place: nothing is decoded.
     ///
     /// ```no_run
     /// use kinformer_controller::controller::Controller;
@@ -383,7 +350,7 @@ where
     /// # fn wire(factory: &SharedInformerFactory) -> Result<(), Box<dyn std::error::Error>> {
     /// let controller = Controller::<ObjectKey>::new("deployments");
     /// controller.watch(&factory.informer::<Deployment>())?; // the owners' cache
-    /// controller.owns::<Deployment, ReplicaSet>(&factory.informer::<ReplicaSet>())?;
+    /// controller.owns::<Deployment, _>(&factory.informer::<ReplicaSet>())?;
     /// # Ok(()) }
     /// ```
     ///
@@ -394,7 +361,7 @@ where
     where
         P: kube_core::Resource<DynamicType = ()> + 'static,
         P::Scope: 'static,
-        C: kube_core::Resource + 'static,
+        C: KubeObject + 'static,
     {
         let handler = self.owner_handler::<P, C>()?;
         Ok(informer.add_event_handler_with_options(Box::new(handler), enqueuing())?)
@@ -432,7 +399,7 @@ where
     where
         P: kube_core::Resource<DynamicType = ()> + 'static,
         P::Scope: 'static,
-        C: kube_core::Resource + 'static,
+        C: KubeObject + 'static,
     {
         let handler = WithPredicate::new(self.owner_handler::<P, C>()?, predicate);
         Ok(informer.add_event_handler_with_options(Box::new(handler), enqueuing())?)
@@ -443,7 +410,7 @@ where
     where
         P: kube_core::Resource<DynamicType = ()> + 'static,
         P::Scope: 'static,
-        C: kube_core::Resource + 'static,
+        C: KubeObject + 'static,
     {
         let owners = self.primaries.of::<P>();
         if owners.is_empty() {
@@ -451,13 +418,10 @@ where
                 kind: P::kind(&()).into_owned(),
             });
         }
-        // Owner references are metadata: the informer decodes only that of each child.
-        Ok(
-            EnqueueMapped::new(Arc::clone(&self.queue), move |child: &C| {
-                cached_owner_keys::<P, C>(child, &owners)
-            })
-            .metadata_only(),
-        )
+        Ok(EnqueueMapped::new(
+            Arc::clone(&self.queue),
+            move |child: &C| cached_owner_keys::<P, C>(child, &owners),
+        ))
     }
 }
 
@@ -485,35 +449,45 @@ pub enum OwnsError {
     Informer(#[from] kinformer_informer_factory::Error),
 }
 
-/// The caches of a controller's primary resource, by type: every informer given to
-/// `watch` or `watch_with`, for `owns` to look owners up in. The values are
-/// `Arc<dyn KnownObjects<K>>` (the informers' indexers, seen through the lookup by key
-/// they extend) for the `K` of their key.
+/// Whether a cache holds an object under a key (`namespace/name`) with a uid.
+#[cfg(feature = "kube")]
+type HoldsOwner = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
+
+/// The caches of a controller's primary resource, by the type of their objects: every
+/// informer given to `watch` or `watch_with`, for `owns` to look owners up in, each as a
+/// look-up of an owner's key and uid.
 #[cfg(feature = "kube")]
 #[derive(Default)]
-pub(crate) struct Primaries(Mutex<HashMap<TypeId, Vec<Arc<dyn Any + Send + Sync>>>>);
+pub(crate) struct Primaries(Mutex<HashMap<TypeId, Vec<HoldsOwner>>>);
 
 #[cfg(feature = "kube")]
 impl Primaries {
-    /// Adds a cache of `K` objects.
-    pub(crate) fn register<K: 'static>(&self, cache: Arc<dyn KnownObjects<K>>) {
+    /// Adds a cache of `T` objects.
+    pub(crate) fn register<T: MetaObject + 'static>(&self, cache: Arc<dyn Indexer<T>>) {
+        let holds: HoldsOwner = Arc::new(move |key, uid| {
+            cache
+                .get_by_key(key)
+                .is_some_and(|owner| owner.object_uid() == Some(uid))
+        });
         self.lock()
-            .entry(TypeId::of::<K>())
+            .entry(TypeId::of::<T>())
             .or_default()
-            .push(Arc::new(cache));
+            .push(holds);
     }
 
-    /// Every cache of `K` objects registered so far.
-    pub(crate) fn of<K: 'static>(&self) -> Vec<Arc<dyn KnownObjects<K>>> {
-        self.lock()
-            .get(&TypeId::of::<K>())
-            .into_iter()
+    /// Every cache of objects of the resource `P` registered so far, kept as `Cached<P>`
+    /// (the default) or decoded.
+    pub(crate) fn of<P: 'static>(&self) -> Vec<HoldsOwner> {
+        let map = self.lock();
+        [TypeId::of::<Cached<P>>(), TypeId::of::<P>()]
+            .iter()
+            .filter_map(|t| map.get(t))
             .flatten()
-            .filter_map(|cache| cache.downcast_ref::<Arc<dyn KnownObjects<K>>>().cloned())
+            .cloned()
             .collect()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<TypeId, Vec<Arc<dyn Any + Send + Sync>>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<TypeId, Vec<HoldsOwner>>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -527,19 +501,17 @@ fn enqueuing() -> HandlerOptions {
 /// The keys of `child`'s controller owners of kind `P` that one of `owners` holds, with
 /// the uid the reference names.
 #[cfg(feature = "kube")]
-fn cached_owner_keys<P, C>(child: &C, owners: &[Arc<dyn KnownObjects<P>>]) -> Vec<ObjectKey>
+fn cached_owner_keys<P, C>(child: &C, owners: &[HoldsOwner]) -> Vec<ObjectKey>
 where
     P: kube_core::Resource<DynamicType = ()> + 'static,
     P::Scope: 'static,
-    C: kube_core::Resource,
+    C: KubeObject,
 {
     owner_refs::<P, C>(child)
         .filter(|(key, reference)| {
-            owners.iter().any(|cache| {
-                cache
-                    .get_by_key(key.as_str())
-                    .is_some_and(|owner| owner.meta().uid.as_deref() == Some(&*reference.uid))
-            })
+            owners
+                .iter()
+                .any(|holds| holds(key.as_str(), reference.uid))
         })
         .map(|(key, _)| key)
         .collect()
@@ -548,26 +520,21 @@ where
 /// `child`'s controller owner references of kind `P`, each with the key its owner has in
 /// a cache of `P`.
 #[cfg(feature = "kube")]
-fn owner_refs<P, C>(child: &C) -> impl Iterator<Item = (ObjectKey, &OwnerReference)>
+fn owner_refs<P, C>(child: &C) -> impl Iterator<Item = (ObjectKey, OwnerRef<'_>)>
 where
     P: kube_core::Resource<DynamicType = ()> + 'static,
     P::Scope: 'static,
-    C: kube_core::Resource,
+    C: KubeObject,
 {
     let group = P::group(&());
     let kind = P::kind(&());
     let namespaced = TypeId::of::<P::Scope>() == TypeId::of::<kube_core::NamespaceResourceScope>();
-    let namespace = namespaced
-        .then(|| child.meta().namespace.as_deref())
-        .flatten();
+    let namespace = namespaced.then(|| child.object_namespace()).flatten();
     child
-        .meta()
-        .owner_references
-        .iter()
-        .flatten()
+        .owner_references()
         .filter(move |r| r.controller == Some(true) && r.kind == kind)
-        .filter(move |r| api_group(&r.api_version) == group)
-        .filter_map(move |r| Some((ObjectKey::new(namespace, &r.name).ok()?, r)))
+        .filter(move |r| api_group(r.api_version) == group)
+        .filter_map(move |r| Some((ObjectKey::new(namespace, r.name).ok()?, r)))
 }
 
 /// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group `""`).

@@ -172,7 +172,6 @@ fn informer_entry(s: &InformerStats) -> Value {
         "watches": s.reflector.watches,
         "watch_events": counts(&s.reflector.events),
         "undecodable": s.reflector.undecodable,
-        "undecodable_for_handlers": s.undecodable,
         "last_error": s.last_error.as_ref().map(|e| json!({
             "message": e.message,
             "time": rfc3339(e.at),

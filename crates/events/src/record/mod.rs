@@ -163,6 +163,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
+use kinformer_compact_store::KubeObject;
 use kube::Resource;
 use tokio::sync::mpsc;
 
@@ -469,7 +470,8 @@ impl Recorder {
         message: &str,
     ) -> Result<(), Error>
     where
-        K: Resource<DynamicType = ()>,
+        K: KubeObject,
+        K::Kind: Resource<DynamicType = ()>,
     {
         self.event(&get_reference(object), type_, reason, message)
     }

@@ -1,5 +1,5 @@
-//! The thread-safe store (the decoded cache, `CacheKind::Decoded` in an informer; the compact
-//! store keeps its entries in one): one `RwLock` over the items and every index.
+//! The thread-safe store (every informer's cache by default, of `Cached` objects or decoded
+//! ones): one `RwLock` over the items and every index.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -212,8 +212,8 @@ impl<K: MetaObject + Send + Sync + 'static> ThreadSafeStore<K> {
     /// Replaces everything, as [`replace`](Self::replace), with `list` and the objects
     /// stored under the keys in `keep`, which stay as they are (the same allocations, filed
     /// where they were), in place: no second copy of the store's maps is built beside the
-    /// first, which is what a relist that changes little needs (a relist over
-    /// kinformer-compact-store hands its unchanged objects over as keys). An object in
+    /// first, which is what a relist that changes little needs (the informer's atomic FIFO
+    /// hands unchanged objects over as keys). An object in
     /// `list` wins over a kept one with its key; a key in `keep` that is not stored is left
     /// out. It is one write: readers see the store before or after it, and wait meanwhile
     /// (client-go's `Replace` holds its lock the same way).

@@ -88,6 +88,21 @@ impl<K: MetaObject + Send + Sync + 'static> Indexer<K> for ThreadSafeStore<K> {
         self.read().keys.len()
     }
 
+    /// The key's bytes on the stack: a namespaced get allocates nothing.
+    fn get_by_namespaced_name(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        let mut buf = [0u8; 128];
+        let len = namespace.len() + 1 + name.len();
+        let Some(key) = buf.get_mut(..len) else {
+            return self.get_by_key(&format!("{namespace}/{name}"));
+        };
+        let (ns, rest) = key.split_at_mut(namespace.len());
+        ns.copy_from_slice(namespace.as_bytes());
+        let (slash, rest) = rest.split_at_mut(1);
+        slash[0] = b'/';
+        rest.copy_from_slice(name.as_bytes());
+        self.read().keys.get(&*key).map(|e| Arc::clone(&e.obj))
+    }
+
     fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, Error>
     where
         K: MetaObject,

@@ -4,15 +4,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use kinformer_compact_store::Cached;
 use kinformer_core::{
     KnownObjects, ListPart, Listed, MetaObject, ObjectKey, Sink, Unchanged, WholeList,
     meta_namespace_key,
 };
 use kinformer_indexer::{Error, IndexFunc, Indexer, IndexerWriter, Indexers, ThreadSafeStore};
 
-/// Not a Kubernetes type: the store works for anything with a name. Serde, for the compact
-/// store, which keeps it encoded.
+/// Not a Kubernetes type: the store works for anything with a name. Serde, shaped as a
+/// Kubernetes object (its name and labels under `metadata`), so that the default informer
+/// cache's `Cached` objects can hold it.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "Shape", from = "Shape")]
 pub struct TestObj {
     pub namespace: Option<String>,
     pub name: Option<String>,
@@ -22,6 +25,51 @@ pub struct TestObj {
     pub node: String,
     /// What the multi-value `byUser` index files the object under.
     pub users: Vec<String>,
+}
+
+/// [`TestObj`] as a Kubernetes object.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Shape {
+    metadata: ShapeMeta,
+    node: String,
+    users: Vec<String>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ShapeMeta {
+    namespace: Option<String>,
+    name: Option<String>,
+    resource_version: Option<String>,
+    labels: BTreeMap<String, String>,
+}
+
+impl From<TestObj> for Shape {
+    fn from(o: TestObj) -> Self {
+        Shape {
+            metadata: ShapeMeta {
+                namespace: o.namespace,
+                name: o.name,
+                resource_version: o.rv,
+                labels: o.labels,
+            },
+            node: o.node,
+            users: o.users,
+        }
+    }
+}
+
+impl From<Shape> for TestObj {
+    fn from(s: Shape) -> Self {
+        TestObj {
+            namespace: s.metadata.namespace,
+            name: s.metadata.name,
+            rv: s.metadata.resource_version,
+            labels: s.metadata.labels,
+            node: s.node,
+            users: s.users,
+        }
+    }
 }
 
 impl MetaObject for TestObj {
@@ -86,24 +134,176 @@ pub fn test_indexers() -> Indexers<TestObj> {
     ix
 }
 
-/// Each implementation under test, by name: the default store, the naive one and the
-/// compact store (kinformer-compact-store: objects kept encoded, decoded on read).
+/// Each implementation under test, by name: the store of decoded objects, the naive one,
+/// the default informer cache (a store of `Cached` objects, seen through [`OnCached`]),
+/// and the built-in ones behind a decorator that forwards only the required methods.
 pub type MakeIndexer = fn(Indexers<TestObj>) -> Arc<dyn IndexerWriter<TestObj>>;
 
 pub fn implementations() -> Vec<(&'static str, MakeIndexer)> {
     vec![
         ("ThreadSafeStore", |ix| Arc::new(ThreadSafeStore::new(ix))),
         ("NaiveIndexer", |ix| Arc::new(NaiveIndexer::new(ix))),
-        ("CompactStore", |ix| {
-            Arc::new(kinformer_compact_store::CompactStore::new(ix))
-        }),
+        ("ThreadSafeStore<Cached>", |ix| Arc::new(OnCached::new(ix))),
         ("Forward<ThreadSafeStore>", |ix| {
             Arc::new(Forward(ThreadSafeStore::new(ix)))
         }),
-        ("Forward<CompactStore>", |ix| {
-            Arc::new(Forward(kinformer_compact_store::CompactStore::new(ix)))
+        ("Forward<ThreadSafeStore<Cached>>", |ix| {
+            Arc::new(Forward(OnCached::new(ix)))
         }),
     ]
+}
+
+/// The default informer cache — a `ThreadSafeStore` of kinformer-compact-store's `Cached`
+/// objects, keyed, indexed and label-matched from what `Cached` found in the encoding —
+/// seen as a store of `TestObj`: objects are encoded on the way in and decoded on the way
+/// out, index functions read each cached object decoded. Every rule then runs on the
+/// store an informer keeps by default.
+pub struct OnCached {
+    inner: Arc<ThreadSafeStore<Cached<TestObj>>>,
+    /// The index functions as given, for `get_indexers`.
+    indexers: Mutex<Indexers<TestObj>>,
+}
+
+impl OnCached {
+    pub fn new(indexers: Indexers<TestObj>) -> Self {
+        Self {
+            inner: Arc::new(ThreadSafeStore::new(cached_indexers(&indexers))),
+            indexers: Mutex::new(indexers),
+        }
+    }
+}
+
+fn cached_indexers(indexers: &Indexers<TestObj>) -> Indexers<Cached<TestObj>> {
+    indexers
+        .iter()
+        .map(|(name, f)| {
+            let f = f.clone();
+            let on_cached = if f.is_namespace() {
+                IndexFunc::namespace()
+            } else {
+                IndexFunc::fallible(move |c: &Cached<TestObj>| {
+                    let obj = c.decode().map_err(|e| e.to_string())?;
+                    f.values(&obj).map_err(|e| e.to_string())
+                })
+            };
+            (name.clone(), on_cached)
+        })
+        .collect()
+}
+
+fn encoded(o: Arc<TestObj>) -> Arc<Cached<TestObj>> {
+    Arc::new(Cached::new(&*o).expect("a TestObj encodes"))
+}
+
+fn decoded(c: Arc<Cached<TestObj>>) -> Arc<TestObj> {
+    Arc::new(c.decode().expect("a cached TestObj decodes"))
+}
+
+impl Sink<TestObj> for OnCached {
+    fn add(&self, obj: Arc<TestObj>) -> Result<(), kinformer_core::Error> {
+        self.inner.add(encoded(obj))
+    }
+    fn update(&self, obj: Arc<TestObj>) -> Result<(), kinformer_core::Error> {
+        self.inner.update(encoded(obj))
+    }
+    fn delete(&self, obj: Arc<TestObj>) -> Result<(), kinformer_core::Error> {
+        self.inner.delete(encoded(obj))
+    }
+    fn replace(&self, part: ListPart<TestObj>) -> Result<(), kinformer_core::Error> {
+        let cache: Arc<dyn KnownObjects<Cached<TestObj>>> = Arc::clone(&self.inner) as _;
+        let items = part
+            .items
+            .into_iter()
+            .map(|item| match item {
+                Listed::Object(o) => Listed::Object(encoded(o)),
+                Listed::Unchanged(u) => {
+                    Listed::Unchanged(Unchanged::new(u.key().clone(), Arc::clone(&cache)))
+                }
+            })
+            .collect();
+        self.inner
+            .replace(ListPart::new(items, part.starts, part.end))
+    }
+    fn resync(&self) -> Result<(), kinformer_core::Error> {
+        self.inner.resync()
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
+        self.inner.bookmark(resource_version)
+    }
+}
+
+impl KnownObjects<TestObj> for OnCached {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        self.inner.list_keys()
+    }
+    fn get_by_key(&self, key: &str) -> Option<Arc<TestObj>> {
+        self.inner.get_by_key(key).map(decoded)
+    }
+    /// Decoded objects are never the cache's own.
+    fn get_shared(&self, _key: &str) -> Option<Arc<TestObj>> {
+        None
+    }
+    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
+        self.inner.contains_version(key, resource_version)
+    }
+}
+
+impl Indexer<TestObj> for OnCached {
+    fn list(&self) -> Vec<Arc<TestObj>> {
+        self.inner.list().into_iter().map(decoded).collect()
+    }
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<TestObj>>, Error> {
+        Ok(self
+            .inner
+            .by_index(index_name, value)?
+            .into_iter()
+            .map(decoded)
+            .collect())
+    }
+    fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, Error> {
+        self.inner.index_keys(index_name, value)
+    }
+    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        self.inner.list_index_func_values(index_name)
+    }
+    fn get_indexers(&self) -> Indexers<TestObj> {
+        self.indexers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+    fn last_sync_resource_version(&self) -> String {
+        self.inner.last_sync_resource_version()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    /// The cache's own label match, on what `Cached` found in the encoding.
+    fn list_selected(&self, selector: &kube_core::Selector) -> Vec<Arc<TestObj>> {
+        self.inner
+            .list_selected(selector)
+            .into_iter()
+            .map(decoded)
+            .collect()
+    }
+    fn by_index_selected(
+        &self,
+        index_name: &str,
+        value: &str,
+        selector: &kube_core::Selector,
+    ) -> Result<Vec<Arc<TestObj>>, Error> {
+        let found = self.inner.by_index_selected(index_name, value, selector)?;
+        Ok(found.into_iter().map(decoded).collect())
+    }
+}
+
+impl IndexerWriter<TestObj> for OnCached {
+    fn add_indexers(&self, indexers: Indexers<TestObj>) -> Result<(), Error> {
+        let mut given = self.indexers.lock().unwrap_or_else(PoisonError::into_inner);
+        self.inner.add_indexers(cached_indexers(&indexers))?;
+        given.extend(indexers);
+        Ok(())
+    }
 }
 
 /// A relist at `rv` of `objects`, with the objects under `unchanged` (keys) as the store

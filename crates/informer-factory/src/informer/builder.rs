@@ -1,25 +1,17 @@
-//! Building a [`SharedIndexInformer`]: its options, its FIFO and its cache.
+//! Building a [`SharedIndexInformer`]: its options and its layers, each chosen on its own.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinformer_compact_store::{CompactStore, Encoded};
 use kinformer_core::{Clock, KeyFunc, KnownObjects, MetaObject, TokioClock, meta_namespace_key};
 use kinformer_deltafifo::FifoQueue;
-use kinformer_indexer::{IndexerWriter, Indexers, namespace_indexers};
+use kinformer_indexer::{IndexerWriter, Indexers, ThreadSafeStore, namespace_indexers};
 use kinformer_reflector::{
-    Backoff, ListerWatcher, ShardFilteringHandle, ShardSelection, ShardSelector,
-    ShardedListerWatcher,
+    Backoff, ListerWatcher, ShardSelection, ShardSelector, ShardedListerWatcher,
 };
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use crate::CacheKind;
-
-use super::carried::{Encoding, default_key};
-use super::core::{Core, Inner, Pipeline, TransformedLw};
+use super::core::{Inner, Pipeline};
 use super::{FifoKind, SharedIndexInformer, normalize_resync};
 
 /// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
@@ -45,9 +37,6 @@ impl<K> fmt::Debug for FifoChoice<K> {
 /// Builds a [`SharedIndexInformer`]; see [`SharedIndexInformer::builder`].
 pub struct SharedIndexInformerBuilder<K> {
     lw: Arc<dyn ListerWatcher<K>>,
-    /// The same lister-watcher as it was given, for a look at its type: a Kubernetes one
-    /// can transcode from the wire.
-    given: Arc<dyn Any + Send + Sync>,
     name: String,
     resync: Duration,
     fifo: FifoChoice<K>,
@@ -55,7 +44,6 @@ pub struct SharedIndexInformerBuilder<K> {
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     indexers: Indexers<K>,
-    cache: CacheKind,
     store: Option<Arc<dyn IndexerWriter<K>>>,
     key_func: Option<KeyFunc<K>>,
     shard: Option<ShardSelection>,
@@ -67,18 +55,16 @@ impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
             .field("name", &self.name)
             .field("resync", &self.resync)
             .field("fifo", &self.fifo)
-            .field("cache", &self.cache)
             .field("indexers", &self.indexers.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
 
 impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
-    /// A builder of the defaults over `lw`, given as `given` too.
-    pub(super) fn new(lw: Arc<dyn ListerWatcher<K>>, given: Arc<dyn Any + Send + Sync>) -> Self {
+    /// A builder of the defaults over `lw`.
+    pub(super) fn new(lw: Arc<dyn ListerWatcher<K>>) -> Self {
         Self {
             lw,
-            given,
             name: String::from("informer"),
             resync: Duration::ZERO,
             fifo: FifoChoice::Kind(FifoKind::default()),
@@ -86,7 +72,6 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
             backoff: Backoff::default(),
             clock: Arc::new(TokioClock),
             indexers: namespace_indexers(),
-            cache: CacheKind::default(),
             store: None,
             key_func: None,
             shard: None,
@@ -205,15 +190,6 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
-    /// Which built-in cache the informer keeps (default [`CacheKind::Encoded`]: objects
-    /// kept encoded, decoded when read; [`CacheKind::Decoded`] for client-go's cache of
-    /// decoded objects). Ignored when a [`store`](Self::store) of your own is given.
-    #[must_use]
-    pub fn cache(mut self, kind: CacheKind) -> Self {
-        self.cache = kind;
-        self
-    }
-
     /// How the informer keys objects, when not `namespace/name` (client-go's `KeyFunc`):
     /// its FIFO, its built-in cache, its reflector (which compares listed objects with the
     /// cache by key) and handlers that coalesce by key all use it. A cache of your own
@@ -243,10 +219,12 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         self
     }
 
-    /// A cache of your own instead of the built-in one ([`cache`](Self::cache)): any
-    /// [`IndexerWriter`]. The informer keeps the write side to itself and hands out only
-    /// the read side ([`SharedIndexInformer::indexer`], listers). Listers need the
-    /// namespace index ([`namespace_indexers`](kinformer_indexer::namespace_indexers)). The index functions given to
+    /// A cache of your own instead of the default [`ThreadSafeStore`]: any
+    /// [`IndexerWriter`] of the informer's objects (kept as they come: `Cached<K>` from a
+    /// cached lister-watcher, `K` from a decoding one). The informer keeps the write side to
+    /// itself and hands out only the read side ([`SharedIndexInformer::indexer`],
+    /// listers). Listers need the namespace index
+    /// ([`namespace_indexers`](kinformer_indexer::namespace_indexers)). The index functions given to
     /// [`indexers`](Self::indexers) are ignored then: give them to your store.
     #[must_use]
     pub fn store(self, store: impl IndexerWriter<K> + 'static) -> Self {
@@ -316,138 +294,45 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     }
 }
 
-impl<K> SharedIndexInformerBuilder<K>
-where
-    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
-{
-    /// The informer, not started.
-    ///
-    /// `K` must be serde's both ways (every Kubernetes object type is): the default cache
-    /// keeps objects encoded. With it (no store, key function or FIFO of your own), the
-    /// informer's objects travel encoded from the reflector to the handlers' threads:
-    /// a Kubernetes lister-watcher ([`KubeListerWatcher`](kinformer_reflector::KubeListerWatcher)
-    /// without `modify`) transcodes protobuf from the wire without building a `K`; any
-    /// other lister-watcher's objects are encoded as they arrive.
+impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
+    /// The informer, not started: each layer as chosen (the lister-watcher, with one
+    /// shard's objects when [`shard`](Self::shard) or [`shards`](Self::shards) was given;
+    /// the FIFO; the store, by default a [`ThreadSafeStore`] of the informer's objects with
+    /// the [`indexers`](Self::indexers); the key function), none changing another.
     pub fn build(self) -> SharedIndexInformer<K> {
-        let default_resync = normalize_resync(self.resync);
-        let encoded_pipeline = self.store.is_none()
-            && self.cache == CacheKind::Encoded
-            && self.key_func.is_none()
-            && matches!(self.fifo, FifoChoice::Kind(_));
-        let mut cached = None;
-        let core: Arc<dyn Core<K>> = match self.fifo {
-            FifoChoice::Kind(kind) if encoded_pipeline => {
-                let store = Arc::new(CompactStore::<K>::new(self.indexers));
-                cached = Some(store.cached_side());
-                let transcoded = transcoding::<K>(&self.given);
-                // One shard's objects however they are decoded, one view of the server's
-                // filtering.
-                let (lw_k, transcoded, shard) = match self.shard {
-                    None => (self.lw, transcoded, None),
-                    Some(selection) => {
-                        let sharded = ShardedListerWatcher::selected(self.lw, selection);
-                        let transcoded = transcoded.map(|t| {
-                            Arc::new(sharded.sharing(t)) as Arc<dyn ListerWatcher<Encoded<K>>>
-                        });
-                        let handle = sharded.filtering_handle();
-                        (
-                            Arc::new(sharded) as Arc<dyn ListerWatcher<K>>,
-                            transcoded,
-                            Some(handle),
-                        )
-                    }
-                };
-                let lw = transcoded.unwrap_or_else(|| Arc::new(Encoding::new(Arc::clone(&lw_k))));
-                let transformed_lw: TransformedLw<K, Encoded<K>> =
-                    Box::new(move |t| Arc::new(Encoding::with_transform(Arc::clone(&lw_k), t)));
-                let pipeline = Pipeline::<K, Encoded<K>> {
-                    key_func: Arc::new(|obj: &Encoded<K>| default_key(obj)),
-                    lw,
-                    transformed_lw: Some(transformed_lw),
-                    store: store.encoded_side(),
-                    cache: store,
-                    fifo: FifoChoice::Kind(kind),
-                    shard,
-                };
-                Arc::new(Inner::new(
-                    self.name,
-                    self.watch_list,
-                    self.backoff,
-                    self.clock,
-                    default_resync,
-                    pipeline,
-                ))
-            }
-            fifo => {
-                let store = match self.store {
-                    Some(store) => store,
-                    None => {
-                        let (store, side) = self.cache.store(self.indexers, self.key_func.clone());
-                        cached = side;
-                        store
-                    }
-                };
-                let key_func = self
-                    .key_func
-                    .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
-                let (lw, shard) = sharded(self.lw, self.shard);
-                let pipeline = Pipeline::<K, K> {
-                    key_func,
-                    lw,
-                    transformed_lw: None,
-                    store: Arc::clone(&store),
-                    cache: store,
-                    fifo,
-                    shard,
-                };
-                Arc::new(Inner::new(
-                    self.name,
-                    self.watch_list,
-                    self.backoff,
-                    self.clock,
-                    default_resync,
-                    pipeline,
-                ))
+        let store = self.store.unwrap_or_else(|| match &self.key_func {
+            // The default key is made on the stack for look-ups.
+            None => Arc::new(ThreadSafeStore::new(self.indexers)),
+            Some(f) => Arc::new(ThreadSafeStore::with_key_func(Arc::clone(f), self.indexers)),
+        });
+        let key_func = self
+            .key_func
+            .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
+        let (lw, shard) = match self.shard {
+            None => (self.lw, None),
+            Some(selection) => {
+                let sharded = ShardedListerWatcher::selected(self.lw, selection);
+                let handle = sharded.filtering_handle();
+                (Arc::new(sharded) as Arc<dyn ListerWatcher<K>>, Some(handle))
             }
         };
-        SharedIndexInformer { core, cached }
-    }
-}
-
-/// `lw` wrapped for one shard, with the handle that says how the server filters.
-fn sharded<R: MetaObject + Send + Sync + 'static>(
-    lw: Arc<dyn ListerWatcher<R>>,
-    shard: Option<ShardSelection>,
-) -> (Arc<dyn ListerWatcher<R>>, Option<ShardFilteringHandle>) {
-    match shard {
-        None => (lw, None),
-        Some(selection) => {
-            let sharded = ShardedListerWatcher::selected(lw, selection);
-            let handle = sharded.filtering_handle();
-            (Arc::new(sharded), Some(handle))
+        let pipeline = Pipeline {
+            key_func,
+            lw,
+            store,
+            fifo: self.fifo,
+            shard,
+        };
+        let core = Inner::new(
+            self.name,
+            self.watch_list,
+            self.backoff,
+            self.clock,
+            normalize_resync(self.resync),
+            pipeline,
+        );
+        SharedIndexInformer {
+            core: Arc::new(core),
         }
     }
-}
-
-/// The lister-watcher of [`Encoded<K>`] that reads the same responses as `given`, when it
-/// is a Kubernetes one that decodes objects as they are: protobuf is transcoded into the
-/// encoding without building a `K` (JSON still goes through `K`).
-#[cfg(feature = "kube")]
-fn transcoding<K>(given: &Arc<dyn Any + Send + Sync>) -> Option<Arc<dyn ListerWatcher<Encoded<K>>>>
-where
-    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
-{
-    let kube = given.downcast_ref::<kinformer_reflector::KubeListerWatcher<K>>()?;
-    if !kube.decodes_as_is() {
-        return None;
-    }
-    let lw = kube
-        .clone()
-        .decode_protobuf_with(Encoded::<K>::from_protobuf);
-    Some(Arc::new(lw))
-}
-
-#[cfg(not(feature = "kube"))]
-fn transcoding<K>(_: &Arc<dyn Any + Send + Sync>) -> Option<Arc<dyn ListerWatcher<Encoded<K>>>> {
-    None
 }

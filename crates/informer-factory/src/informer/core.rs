@@ -1,82 +1,42 @@
-//! The informer's state, [`Inner`], generic over what its pipeline carries (`K`, or
-//! `Encoded<K>` for the default cache), and [`Core`], the same informer seen as one of `K`
-//! whatever it carries: what [`SharedIndexInformer`](super::SharedIndexInformer) holds.
+//! The informer's state, [`Inner`], generic over what its pipeline carries and hands out
+//! (`Cached<K>` for the default cache, `K` for a decoded one): what a
+//! [`SharedIndexInformer`](super::SharedIndexInformer) holds.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use futures::FutureExt as _;
-use futures::future::BoxFuture;
 use kinformer_core::{Clock, KeyFunc, KnownObjects, MetaObject, ObjectKey, TransformFn};
 use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo};
-use kinformer_indexer::{Indexer, IndexerWriter, Indexers};
+use kinformer_indexer::{IndexerWriter, Indexers};
 use kinformer_reflector::{
     Backoff, ListerWatcher, Reflector, ReflectorStatus, ShardFiltering, ShardFilteringHandle,
     WatchErrorHandler,
 };
-use tokio_util::sync::CancellationToken;
 
 use crate::listener::{Buffering, ListenerState, Processor};
 use crate::{Error, ResourceEventHandler};
 
 use super::builder::FifoChoice;
-use super::carried::{Carried, Decoding, carried_transform};
-use super::process::{Prepared, notification_key, run_prepared};
+use super::process::{Prepared, notification_key};
 use super::{FifoKind, HandlerOptions, normalize_resync};
 
-/// Makes the lister-watcher that runs a transform before carrying objects.
-pub(super) type TransformedLw<K, R> =
-    Box<dyn Fn(TransformFn<K>) -> Arc<dyn ListerWatcher<R>> + Send + Sync>;
-
 /// A handler as the informer is given it.
-pub(super) type BoxHandler<K> = Box<dyn ResourceEventHandler<K> + Send>;
+pub(super) type BoxHandler<T> = Box<dyn ResourceEventHandler<T> + Send>;
 
-/// An informer of `K`, whatever its pipeline carries.
-pub(super) trait Core<K>: Send + Sync {
-    fn name(&self) -> &str;
-    /// Registers a handler: its listener id and state, and its effective resync period.
-    fn add_handler(
-        &self,
-        handler: BoxHandler<K>,
-        options: &HandlerOptions,
-    ) -> Result<(u64, Arc<ListenerState>, Option<Duration>), Error>;
-    fn remove_handler(&self, id: u64);
-    fn set_transform(&self, transform: TransformFn<K>) -> Result<(), Error>;
-    fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), Error>;
-    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error>;
-    fn indexer(&self) -> Arc<dyn Indexer<K>>;
-    fn has_synced(&self) -> bool;
-    fn status(&self) -> Option<&ReflectorStatus>;
-    fn objects(&self) -> usize;
-    /// Objects that did not decode for a handler.
-    fn undecodable(&self) -> u64;
-    fn shard_filtering(&self) -> Option<ShardFiltering>;
-    fn is_started(&self) -> bool;
-    fn is_stopped(&self) -> bool;
-    fn handler_count(&self) -> usize;
-    /// Marks the informer started and builds its FIFO and reflector; the future runs them
-    /// until `cancel`.
-    fn run(
-        self: Arc<Self>,
-        cancel: CancellationToken,
-    ) -> Result<BoxFuture<'static, Result<(), Error>>, Error>;
-}
-
-pub(super) struct Config<K, R> {
+pub(super) struct Config<T> {
     pub(super) started: bool,
     pub(super) stopped: bool,
-    transform: Option<TransformFn<K>>,
+    transform: Option<TransformFn<T>>,
     on_error: Option<WatchErrorHandler>,
     /// How often the reflector asks whether a handler's resync is due (client-go's
     /// `resyncCheckPeriod`).
     resync_check: Option<Duration>,
     /// Taken when the informer starts.
-    fifo: Option<FifoChoice<R>>,
+    fifo: Option<FifoChoice<T>>,
 }
 
-impl<K, R> Config<K, R> {
-    fn new(default_resync: Option<Duration>, fifo: FifoChoice<R>) -> Self {
+impl<T> Config<T> {
+    fn new(default_resync: Option<Duration>, fifo: FifoChoice<T>) -> Self {
         Self {
             started: false,
             stopped: false,
@@ -88,29 +48,22 @@ impl<K, R> Config<K, R> {
     }
 }
 
-/// The informer. `R` is what its pipeline (lister-watcher, reflector, FIFO, the cache's
-/// write side, listeners) carries: `K`, or `Encoded<K>`, which the handlers' threads
-/// decode.
-pub(super) struct Inner<K, R> {
+/// The informer. `T` is what its pipeline (lister-watcher, reflector, FIFO, cache,
+/// listeners) carries and its readers get.
+pub(super) struct Inner<T> {
     pub(super) name: String,
     /// How the FIFO, the cache, the reflector and coalescing handlers key objects.
-    pub(super) key_func: KeyFunc<R>,
-    pub(super) lw: Arc<dyn ListerWatcher<R>>,
-    /// With a transform, where `lw` would have to decode what it carries for it: the
-    /// lister-watcher whose objects are transformed, then carried.
-    pub(super) transformed_lw: Option<TransformedLw<K, R>>,
-    /// The write side of the cache, as the pipeline writes it: only the informer holds it.
-    pub(super) store: Arc<dyn IndexerWriter<R>>,
-    /// The same cache as readers see it ([`Core::indexer`]) and index functions are added
-    /// to.
-    pub(super) cache: Arc<dyn IndexerWriter<K>>,
-    pub(super) processor: Arc<Processor<R>>,
+    pub(super) key_func: KeyFunc<T>,
+    pub(super) lw: Arc<dyn ListerWatcher<T>>,
+    /// The cache: only the informer holds its write side; readers get its read side.
+    pub(super) store: Arc<dyn IndexerWriter<T>>,
+    pub(super) processor: Arc<Processor<T>>,
     pub(super) watch_list: bool,
     pub(super) backoff: Backoff,
     /// What the reflector and the handlers' resyncs read and sleep on.
     pub(super) clock: Arc<dyn Clock>,
     pub(super) default_resync: Option<Duration>,
-    pub(super) config: Mutex<Config<K, R>>,
+    pub(super) config: Mutex<Config<T>>,
     /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
     /// a late handler takes its snapshot of the cache, so that it misses nothing and gets
     /// nothing twice. Never held across a handler call or an `.await`.
@@ -118,26 +71,22 @@ pub(super) struct Inner<K, R> {
     /// Told after every popped item is applied: a reflector paced by the FIFO's backlog
     /// waits on it ([`Inner::caught_up`]).
     pub(super) drained: tokio::sync::Notify,
-    pub(super) fifo: OnceLock<Arc<dyn FifoQueue<R>>>,
+    pub(super) fifo: OnceLock<Arc<dyn FifoQueue<T>>>,
     pub(super) status: OnceLock<ReflectorStatus>,
     /// For a sharded informer: whether the server filters by shard.
     pub(super) shard: Option<ShardFilteringHandle>,
-    /// Objects that did not decode for a handler.
-    pub(super) undecodable: Arc<AtomicU64>,
 }
 
-/// The parts of an [`Inner`] that differ with what its pipeline carries.
-pub(super) struct Pipeline<K, R> {
-    pub(super) key_func: KeyFunc<R>,
-    pub(super) lw: Arc<dyn ListerWatcher<R>>,
-    pub(super) transformed_lw: Option<TransformedLw<K, R>>,
-    pub(super) store: Arc<dyn IndexerWriter<R>>,
-    pub(super) cache: Arc<dyn IndexerWriter<K>>,
-    pub(super) fifo: FifoChoice<R>,
+/// The parts of an [`Inner`] its builder chooses.
+pub(super) struct Pipeline<T> {
+    pub(super) key_func: KeyFunc<T>,
+    pub(super) lw: Arc<dyn ListerWatcher<T>>,
+    pub(super) store: Arc<dyn IndexerWriter<T>>,
+    pub(super) fifo: FifoChoice<T>,
     pub(super) shard: Option<ShardFilteringHandle>,
 }
 
-impl<K, R> Inner<K, R> {
+impl<T> Inner<T> {
     /// An informer, not started, of `pipeline`.
     pub(super) fn new(
         name: String,
@@ -145,14 +94,12 @@ impl<K, R> Inner<K, R> {
         backoff: Backoff,
         clock: Arc<dyn Clock>,
         default_resync: Option<Duration>,
-        pipeline: Pipeline<K, R>,
+        pipeline: Pipeline<T>,
     ) -> Self {
         let Pipeline {
             key_func,
             lw,
-            transformed_lw,
             store,
-            cache,
             fifo,
             shard,
         } = pipeline;
@@ -160,9 +107,7 @@ impl<K, R> Inner<K, R> {
             name,
             key_func,
             lw,
-            transformed_lw,
             store,
-            cache,
             processor: Arc::new(Processor::default()),
             watch_list,
             backoff,
@@ -174,27 +119,19 @@ impl<K, R> Inner<K, R> {
             fifo: OnceLock::new(),
             status: OnceLock::new(),
             shard,
-            undecodable: Arc::default(),
         }
     }
 
-    pub(super) fn config(&self) -> MutexGuard<'_, Config<K, R>> {
+    pub(super) fn config(&self) -> MutexGuard<'_, Config<T>> {
         self.config.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<K, R> Core<K> for Inner<K, R>
-where
-    K: MetaObject + Send + Sync + 'static,
-    R: Carried<K>,
-{
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn add_handler(
+impl<T: MetaObject + Send + Sync + 'static> Inner<T> {
+    /// Registers a handler: its listener id and state, and its effective resync period.
+    pub(super) fn add_handler(
         &self,
-        handler: BoxHandler<K>,
+        handler: BoxHandler<T>,
         options: &HandlerOptions,
     ) -> Result<(u64, Arc<ListenerState>, Option<Duration>), Error> {
         let period = options
@@ -207,7 +144,6 @@ where
         } else {
             Buffering::Unbounded
         };
-        let handler = Decoding::new(handler, Arc::clone(&self.undecodable));
         // Held throughout, so that a concurrent stop cannot miss the new listener.
         let mut cfg = self.config();
         if cfg.stopped {
@@ -247,11 +183,11 @@ where
         Ok((id, state, resync))
     }
 
-    fn remove_handler(&self, id: u64) {
+    pub(super) fn remove_handler(&self, id: u64) {
         self.processor.remove(id);
     }
 
-    fn set_transform(&self, transform: TransformFn<K>) -> Result<(), Error> {
+    pub(super) fn set_transform(&self, transform: TransformFn<T>) -> Result<(), Error> {
         let mut cfg = self.config();
         if cfg.started {
             return Err(Error::AlreadyStarted);
@@ -260,7 +196,7 @@ where
         Ok(())
     }
 
-    fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), Error> {
+    pub(super) fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), Error> {
         let mut cfg = self.config();
         if cfg.started {
             return Err(Error::AlreadyStarted);
@@ -269,66 +205,32 @@ where
         Ok(())
     }
 
-    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
+    pub(super) fn add_indexers(&self, indexers: Indexers<T>) -> Result<(), Error> {
         if self.config().stopped {
             return Err(Error::Stopped);
         }
-        self.cache.add_indexers(indexers)?;
+        self.store.add_indexers(indexers)?;
         Ok(())
     }
 
-    fn indexer(&self) -> Arc<dyn Indexer<K>> {
-        Arc::clone(&self.cache) as Arc<dyn Indexer<K>>
-    }
-
-    fn has_synced(&self) -> bool {
-        Inner::has_synced(self)
-    }
-
-    fn status(&self) -> Option<&ReflectorStatus> {
-        self.status.get()
-    }
-
-    fn objects(&self) -> usize {
-        self.cache.len()
-    }
-
-    fn undecodable(&self) -> u64 {
-        self.undecodable.load(Ordering::Relaxed)
-    }
-
-    fn shard_filtering(&self) -> Option<ShardFiltering> {
+    pub(super) fn shard_filtering(&self) -> Option<ShardFiltering> {
         self.shard.as_ref().map(ShardFilteringHandle::get)
     }
 
-    fn is_started(&self) -> bool {
+    pub(super) fn is_started(&self) -> bool {
         self.config().started
     }
 
-    fn is_stopped(&self) -> bool {
+    pub(super) fn is_stopped(&self) -> bool {
         self.config().stopped
     }
 
-    fn handler_count(&self) -> usize {
+    pub(super) fn handler_count(&self) -> usize {
         self.processor.len()
     }
 
-    fn run(
-        self: Arc<Self>,
-        cancel: CancellationToken,
-    ) -> Result<BoxFuture<'static, Result<(), Error>>, Error> {
-        let prepared = self.prepare()?;
-        Ok(run_prepared(self, prepared, cancel).boxed())
-    }
-}
-
-impl<K, R> Inner<K, R>
-where
-    K: MetaObject + Send + Sync + 'static,
-    R: Carried<K>,
-{
     /// Marks the informer started and builds its FIFO and reflector.
-    fn prepare(self: &Arc<Self>) -> Result<Prepared<R>, Error> {
+    pub(super) fn prepare(self: &Arc<Self>) -> Result<Prepared<T>, Error> {
         let mut cfg = self.config();
         if cfg.stopped {
             return Err(Error::Stopped);
@@ -336,8 +238,8 @@ where
         if cfg.started {
             return Err(Error::AlreadyStarted);
         }
-        let known = Arc::clone(&self.store) as Arc<dyn KnownObjects<R>>;
-        let fifo: Arc<dyn FifoQueue<R>> = match cfg.fifo.take() {
+        let known = Arc::clone(&self.store) as Arc<dyn KnownObjects<T>>;
+        let fifo: Arc<dyn FifoQueue<T>> = match cfg.fifo.take() {
             Some(FifoChoice::Custom(make)) => make(known),
             Some(FifoChoice::Kind(FifoKind::DeltaFifo)) => Arc::new(
                 DeltaFifo::builder()
@@ -359,20 +261,14 @@ where
                     .build()?,
             ),
         };
-        // A transform runs on `K`: before the objects are encoded where the pipeline
-        // carries them encoded (no transcoding to decode again), else in the reflector.
-        let (lw, transform) = match (cfg.transform.clone(), &self.transformed_lw) {
-            (Some(t), Some(make)) => (make(t), None),
-            (t, _) => (Arc::clone(&self.lw), t.map(carried_transform::<K, R>)),
-        };
-        let mut reflector = Reflector::new(lw, Arc::clone(&fifo))
+        let mut reflector = Reflector::new(Arc::clone(&self.lw), Arc::clone(&fifo))
             .name(self.name.clone())
             .watch_list(self.watch_list)
             .backoff(self.backoff.clone())
             .clock(Arc::clone(&self.clock))
             .key_func(Arc::clone(&self.key_func))
             // Objects that do not decode keep their cached version (and can be deleted).
-            .known_objects(Arc::clone(&self.store) as Arc<dyn KnownObjects<R>>);
+            .known_objects(Arc::clone(&self.store) as Arc<dyn KnownObjects<T>>);
         if let Some(check) = cfg.resync_check {
             let processor = Arc::clone(&self.processor);
             let clock = Arc::clone(&self.clock);
@@ -385,7 +281,7 @@ where
         }
         // In the reflector, not the FIFO: a streaming list then never holds every object
         // untransformed at once (see `Reflector::transform`).
-        if let Some(t) = transform {
+        if let Some(t) = cfg.transform.clone() {
             reflector = reflector.transform(t);
         }
         // A first list in parts goes no faster than the cache takes it: the objects
@@ -404,12 +300,12 @@ where
 }
 
 /// `key_func` as a FIFO builder takes it.
-fn key_fn<R>(
-    key_func: &KeyFunc<R>,
-) -> impl Fn(&R) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static
+fn key_fn<T>(
+    key_func: &KeyFunc<T>,
+) -> impl Fn(&T) -> Result<ObjectKey, kinformer_core::Error> + Send + Sync + 'static
 where
-    R: 'static,
+    T: 'static,
 {
     let f = Arc::clone(key_func);
-    move |obj: &R| f(obj)
+    move |obj: &T| f(obj)
 }

@@ -1,18 +1,15 @@
 //! The SharedIndexInformer: reflector → FIFO → indexer → listeners. Here the informer and
 //! its public methods; its builder (`builder.rs`), its state and how it starts (`core.rs`),
-//! what its pipeline carries, `K` or `Encoded<K>` (`carried.rs`), its task and how popped
-//! items reach the cache and the handlers (`process.rs`), what it reports (`stats.rs`).
+//! its task and how popped items reach the cache and the handlers (`process.rs`), what it
+//! reports (`stats.rs`).
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinformer_compact_store::Cached;
 use kinformer_core::{BoxError, MetaObject};
 use kinformer_indexer::{Indexer, Indexers, Lister};
 use kinformer_reflector::{ListerWatcher, ReflectorStatus, ShardFiltering, TaskHandle};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Error, ResourceEventHandler};
@@ -106,51 +103,60 @@ impl HandlerOptions {
 /// Keeps a local, indexed cache of one resource in step with the API server and tells
 /// every registered handler about each change (client-go's `SharedIndexInformer`).
 ///
+/// `T` is what it keeps and hands out — its cache's objects, its handlers' arguments, its
+/// listers' results — and what its lister-watcher yields, so the lister-watcher chooses it:
+///
+/// - **[`Cached<K>`](kinformer_compact_store::Cached), the default** (a factory's
+///   [`informer`](crate::SharedInformerFactory::informer); `KubeListerWatcher::cached`):
+///   objects kept encoded, about their size on the wire, transcoded from protobuf without
+///   building a `K`, and read in place through typed views (`pod.spec()?.node_name()`).
+///   Every handler and reader gets the cached `Arc` itself; a read builds nothing.
+///   `decode()` gives the `K` for code that changes it.
+/// - **`K`, decoded** (a factory's [`decoded_informer`](crate::SharedInformerFactory::decoded_informer);
+///   `KubeListerWatcher::new`, or any lister-watcher of `K`): client-go's cache of
+///   decoded objects, shared as `Arc<K>`; several times the memory, and the sync decodes
+///   every object.
+///
+/// Its other layers are chosen on the [builder](SharedIndexInformerBuilder), each on its
+/// own: the FIFO, the store, the key function, the index functions.
+///
 /// Cloning is cheap and shares the informer. See the [crate docs](crate) for the pipeline,
 /// its threads and its locks.
-pub struct SharedIndexInformer<K> {
-    core: Arc<dyn Core<K>>,
-    /// The default cache's reads in place, when the informer keeps it.
-    cached: Option<Arc<dyn Indexer<Cached<K>>>>,
+pub struct SharedIndexInformer<T> {
+    core: Arc<Inner<T>>,
 }
 
-impl<K> Clone for SharedIndexInformer<K> {
+impl<T> Clone for SharedIndexInformer<T> {
     fn clone(&self) -> Self {
         Self {
             core: Arc::clone(&self.core),
-            cached: self.cached.clone(),
         }
     }
 }
 
-impl<K> fmt::Debug for SharedIndexInformer<K> {
+impl<T> fmt::Debug for SharedIndexInformer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedIndexInformer")
-            .field("name", &self.core.name())
+            .field("name", &self.core.name)
             .finish_non_exhaustive()
     }
 }
 
-impl<K> SharedIndexInformer<K>
-where
-    K: MetaObject + Serialize + DeserializeOwned + Send + Sync + 'static,
-{
+impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
     /// An informer over `lister_watcher` with the default FIFO
-    /// ([`FifoKind::InOrderAtomic`]), the default cache ([`CacheKind::Encoded`](crate::CacheKind::Encoded)), the
-    /// namespace index and `resync` as the default handler resync period (zero: none).
-    pub fn new(lister_watcher: impl ListerWatcher<K> + 'static, resync: Duration) -> Self {
+    /// ([`FifoKind::InOrderAtomic`]), a [`ThreadSafeStore`](kinformer_indexer::ThreadSafeStore)
+    /// of `T` with the namespace index, and `resync` as the default handler resync period
+    /// (zero: none).
+    pub fn new(lister_watcher: impl ListerWatcher<T> + 'static, resync: Duration) -> Self {
         Self::builder(lister_watcher).resync_period(resync).build()
     }
-}
 
-impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
-    /// A builder: the in-order FIFO in atomic mode, streaming initial list, the encoded
-    /// cache with the namespace index, no resync, named `"informer"`.
-    pub fn builder<L: ListerWatcher<K> + 'static>(
+    /// A builder: the in-order FIFO in atomic mode, streaming initial list, a
+    /// `ThreadSafeStore` of `T` with the namespace index, no resync, named `"informer"`.
+    pub fn builder<L: ListerWatcher<T> + 'static>(
         lister_watcher: L,
-    ) -> SharedIndexInformerBuilder<K> {
-        let lw = Arc::new(lister_watcher);
-        SharedIndexInformerBuilder::new(Arc::clone(&lw) as Arc<dyn ListerWatcher<K>>, lw)
+    ) -> SharedIndexInformerBuilder<T> {
+        SharedIndexInformerBuilder::new(Arc::new(lister_watcher))
     }
 
     /// Whether `self` and `other` are the same informer (clones of one another).
@@ -163,9 +169,9 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     ///
     /// # Errors
     /// As `add_event_handler_with_options`.
-    pub fn add_event_handler<H>(&self, handler: H) -> Result<Registration<K>, Error>
+    pub fn add_event_handler<H>(&self, handler: H) -> Result<Registration<T>, Error>
     where
-        H: ResourceEventHandler<K> + Send + 'static,
+        H: ResourceEventHandler<T> + Send + 'static,
     {
         self.add_event_handler_with_options(handler, HandlerOptions::new())
     }
@@ -180,9 +186,9 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         &self,
         handler: H,
         resync: Duration,
-    ) -> Result<Registration<K>, Error>
+    ) -> Result<Registration<T>, Error>
     where
-        H: ResourceEventHandler<K> + Send + 'static,
+        H: ResourceEventHandler<T> + Send + 'static,
     {
         self.add_event_handler_with_options(handler, HandlerOptions::new().resync(resync))
     }
@@ -199,10 +205,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     ///
     /// Added after start, the handler first gets an `on_add(obj, true)` for every cached
     /// object, taken while no item is being applied: it misses no later event and sees none
-    /// twice.
-    ///
-    /// With the default cache, objects travel encoded: the handler's thread decodes each
-    /// one it is given, as far as the handler needs ([`ResourceEventHandler::needs`]).
+    /// twice. Every handler gets the same `Arc` of an object, the one the cache keeps.
     ///
     /// # Errors
     /// [`Error::Stopped`] once the informer has stopped; [`Error::SpawnThread`] when the
@@ -211,16 +214,16 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         &self,
         handler: H,
         options: HandlerOptions,
-    ) -> Result<Registration<K>, Error>
+    ) -> Result<Registration<T>, Error>
     where
-        H: ResourceEventHandler<K> + Send + 'static,
+        H: ResourceEventHandler<T> + Send + 'static,
     {
         let (id, state, resync) = self.core.add_handler(Box::new(handler), &options)?;
         Ok(Registration {
             id,
             state,
             resync,
-            core: Arc::clone(&self.core),
+            inner: Arc::clone(&self.core),
         })
     }
 
@@ -232,15 +235,14 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// first; `KubeListerWatcher::modify` (which the factory's `transform_meta` uses)
     /// changes objects while they are decoded. Objects already cached (resyncs,
     /// tombstones) are not transformed again. An error skips a watch event and fails a
-    /// list, which is retried. With the default cache, the transform runs on each object
-    /// decoded from the wire, before it is encoded (a Kubernetes lister-watcher then
-    /// decodes protobuf into `K` instead of transcoding it).
+    /// list, which is retried. A transform of cached objects changes the decoded object
+    /// and encodes it again (`Cached::map`): it costs a decode of every object.
     ///
     /// # Errors
     /// [`Error::AlreadyStarted`] once the informer has started.
     pub fn set_transform(
         &self,
-        transform: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
+        transform: impl Fn(Arc<T>) -> Result<Arc<T>, BoxError> + Send + Sync + 'static,
     ) -> Result<(), Error> {
         self.core.set_transform(Arc::new(transform))
     }
@@ -262,48 +264,35 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// # Errors
     /// [`Error::Stopped`] once the informer has stopped, [`Error::Indexer`] for a duplicate
     /// name or an index function that fails on a cached object (nothing is added then).
-    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
+    pub fn add_indexers(&self, indexers: Indexers<T>) -> Result<(), Error> {
         self.core.add_indexers(indexers)
     }
 
     /// The informer's cache, for reads by key and by index: its read side only, so no
     /// reader can change what the informer keeps in step with the API server (client-go's
-    /// `GetIndexer`, minus the writes).
-    pub fn indexer(&self) -> Arc<dyn Indexer<K>> {
-        self.core.indexer()
+    /// `GetIndexer`, minus the writes). Reads hand out the cached objects themselves.
+    pub fn indexer(&self) -> Arc<dyn Indexer<T>> {
+        Arc::clone(&self.core.store) as Arc<dyn Indexer<T>>
     }
 
-    /// A lister over the informer's cache. With the default cache each object it returns
-    /// is decoded (a few microseconds a pod); [`cached_lister`](Self::cached_lister) reads
-    /// them where they lie.
-    pub fn lister(&self) -> Lister<K> {
-        Lister::from_dyn(self.indexer())
-    }
-
-    /// The informer's cache read without decoding, when it keeps the default cache
-    /// ([`CacheKind::Encoded`](crate::CacheKind::Encoded); `None` with decoded objects or a
-    /// store of your own): the same reads as [`indexer`](Self::indexer), handing out the
-    /// cached entries themselves ([`Cached<K>`], read through their typed views), as
-    /// client-go hands out its cached pointers. Index functions are answered from the
-    /// values computed when each object was cached.
-    pub fn cached(&self) -> Option<Arc<dyn Indexer<Cached<K>>>> {
-        self.cached.clone()
-    }
-
-    /// A lister over [`cached`](Self::cached): gets and selector lists that build no object.
+    /// A lister over the informer's cache: gets by name, lists by label selector,
+    /// namespaced or not. With the default cache each result is the cached
+    /// `Arc<Cached<K>>`, read through its view: a get is a map look-up and a reference
+    /// count, a list builds no object.
     ///
     /// ```
     /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_compact_store::Cached;
     /// use kinformer_informer_factory::SharedIndexInformer;
     /// use kinformer_reflector::fake::FakeListerWatcher;
     ///
-    /// let informer = SharedIndexInformer::<Pod>::builder(FakeListerWatcher::new()).build();
-    /// let pods = informer.cached_lister().expect("the default cache");
+    /// let informer = SharedIndexInformer::builder(FakeListerWatcher::<Cached<Pod>>::new()).build();
+    /// let pods = informer.lister();
     /// // After the sync: `pods.namespaced("default").get("web-0")?.spec()?.node_name()`.
     /// assert!(pods.namespaced("default").get("web-0").unwrap_err().is_not_found());
     /// ```
-    pub fn cached_lister(&self) -> Option<Lister<Cached<K>>> {
-        self.cached.clone().map(Lister::from_dyn)
+    pub fn lister(&self) -> Lister<T> {
+        Lister::from_dyn(self.indexer())
     }
 
     /// Whether the informer has started and the whole first list has been applied to the
@@ -316,7 +305,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// empty before start.
     pub fn last_sync_resource_version(&self) -> String {
         self.core
-            .status()
+            .status
+            .get()
             .map(|s| s.last_sync_resource_version())
             .unwrap_or_default()
     }
@@ -324,23 +314,22 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// The reflector's live progress (last resourceVersion, counters of lists, watches and
     /// events); `None` before start.
     pub fn reflector_status(&self) -> Option<ReflectorStatus> {
-        self.core.status().cloned()
+        self.core.status.get().cloned()
     }
 
     /// A snapshot of the informer's state for metrics and health checks: cheap (a few
     /// atomic loads and the cache's size), safe to take at any time.
     pub fn stats(&self) -> InformerStats {
-        let status = self.core.status();
+        let status = self.core.status.get();
         InformerStats {
-            name: self.core.name().to_owned(),
+            name: self.core.name.clone(),
             started: self.is_started(),
             synced: self.has_synced(),
-            objects: self.core.objects(),
+            objects: self.core.store.len(),
             last_sync_resource_version: status
                 .map(ReflectorStatus::last_sync_resource_version)
                 .unwrap_or_default(),
             reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
-            undecodable: self.core.undecodable(),
             last_error: status.and_then(ReflectorStatus::last_error),
         }
     }
@@ -378,7 +367,8 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
     /// [`Error::AlreadyStarted`] when called twice, [`Error::Stopped`] after a stop,
     /// [`Error::Reflector`] outside a Tokio runtime.
     pub async fn run(&self, cancel: CancellationToken) -> Result<(), Error> {
-        Arc::clone(&self.core).run(cancel)?.await
+        let prepared = self.core.prepare()?;
+        run_prepared(Arc::clone(&self.core), prepared, cancel).await
     }
 
     /// Starts the informer on a Tokio task; the handle stops it.
@@ -389,18 +379,23 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformer<K> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::Reflector(kinformer_reflector::Error::NoRuntime))?;
         let cancel = CancellationToken::new();
-        let task = rt.spawn(Arc::clone(&self.core).run(cancel.clone())?);
+        let prepared = self.core.prepare()?;
+        let task = rt.spawn(run_prepared(
+            Arc::clone(&self.core),
+            prepared,
+            cancel.clone(),
+        ));
         Ok(TaskHandle::new(cancel, task))
     }
 }
 
 mod builder;
-mod carried;
 mod core;
 mod process;
 mod stats;
 
-use core::Core;
+use core::Inner;
+use process::run_prepared;
 
 pub use builder::SharedIndexInformerBuilder;
 pub use stats::{InformerHandle, InformerStats, Registration};

@@ -45,12 +45,12 @@ pub(super) struct Prepared<K> {
 
 /// Closes the FIFO, ends every listener and marks the informer stopped, however `run`
 /// ends (returned, or its future dropped).
-pub(super) struct StopGuard<U, K: MetaObject + Send + Sync + 'static> {
-    inner: Arc<Inner<U, K>>,
+pub(super) struct StopGuard<K: MetaObject + Send + Sync + 'static> {
+    inner: Arc<Inner<K>>,
     fifo: Arc<dyn FifoQueue<K>>,
 }
 
-impl<U, K: MetaObject + Send + Sync + 'static> Drop for StopGuard<U, K> {
+impl<K: MetaObject + Send + Sync + 'static> Drop for StopGuard<K> {
     fn drop(&mut self) {
         self.inner.config().stopped = true;
         self.fifo.close();
@@ -59,8 +59,8 @@ impl<U, K: MetaObject + Send + Sync + 'static> Drop for StopGuard<U, K> {
     }
 }
 
-pub(super) async fn run_prepared<U, K: MetaObject + Send + Sync + 'static>(
-    inner: Arc<Inner<U, K>>,
+pub(super) async fn run_prepared<K: MetaObject + Send + Sync + 'static>(
+    inner: Arc<Inner<K>>,
     prepared: Prepared<K>,
     cancel: CancellationToken,
 ) -> Result<(), Error> {
@@ -81,8 +81,8 @@ pub(super) async fn run_prepared<U, K: MetaObject + Send + Sync + 'static>(
 }
 
 /// client-go's `processLoop`: pop, apply, tell the listeners, until cancelled.
-pub(super) async fn pop_loop<U, K: MetaObject + Send + Sync + 'static>(
-    inner: &Inner<U, K>,
+pub(super) async fn pop_loop<K: MetaObject + Send + Sync + 'static>(
+    inner: &Inner<K>,
     fifo: &dyn FifoQueue<K>,
     cancel: &CancellationToken,
 ) {
@@ -112,9 +112,7 @@ pub(super) const PACED_BACKLOG: usize = kinformer_reflector::STREAMED_PART;
 /// entries it hands out only once the list ends must slow the list, not stall it.
 pub(super) const PACE_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Here `K` is what the pipeline carries (the informer's `R`): `U` is the user's type,
-/// which nothing here needs.
-impl<U, K: MetaObject + Send + Sync + 'static> Inner<U, K> {
+impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
     pub(super) fn lock_deliver(&self) -> MutexGuard<'_, ()> {
         self.deliver.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -217,9 +215,9 @@ impl<U, K: MetaObject + Send + Sync + 'static> Inner<U, K> {
     /// What the store holds under `key`, the old version of `obj`: the stored object when
     /// the store can hand it out as it is ([`KnownObjects::get_shared`]); else `obj` itself
     /// when the store holds the same version (same non-empty resource version), which a
-    /// store that keeps objects encoded answers without decoding, so that a relist or a
-    /// resync does not decode a second copy of everything unchanged; else the stored object
-    /// decoded.
+    /// store that builds what it hands out answers without building it, so that a relist
+    /// or a resync does not build a second copy of everything unchanged; else the stored
+    /// object as the store hands it out.
     pub(super) fn stored_version(&self, key: &ObjectKey, obj: &Arc<K>) -> Option<Arc<K>> {
         let key = key.as_str();
         if let Some(stored) = self.store.get_shared(key) {

@@ -10,7 +10,9 @@ use kinformer_reflector::{LastError, ReflectorCounters, TaskHandle};
 use crate::Error;
 use crate::listener::ListenerState;
 
-use super::core::Core;
+use kinformer_core::MetaObject;
+
+use super::core::Inner;
 
 /// What an informer reports about itself: see [`SharedIndexInformer::stats`](crate::SharedIndexInformer::stats).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,10 +31,6 @@ pub struct InformerStats {
     pub last_sync_resource_version: String,
     /// What its reflector did: lists by reason, watches, events by type.
     pub reflector: ReflectorCounters,
-    /// Objects that did not decode for a handler (with the default cache, objects travel
-    /// encoded and each handler's thread decodes them): logged with their key, not handed
-    /// on. Anything but 0 is a type whose encoding and decoding disagree.
-    pub undecodable: u64,
     /// The failure that ended its reflector's last failed list-and-watch, when, and the
     /// backoff after it; `None` while none failed (it stays after a recovery).
     pub last_error: Option<LastError>,
@@ -45,7 +43,7 @@ pub struct Registration<K> {
     pub(super) id: u64,
     pub(super) state: Arc<ListenerState>,
     pub(super) resync: Option<Duration>,
-    pub(super) core: Arc<dyn Core<K>>,
+    pub(super) inner: Arc<Inner<K>>,
 }
 
 impl<K> fmt::Debug for Registration<K> {
@@ -58,12 +56,12 @@ impl<K> fmt::Debug for Registration<K> {
     }
 }
 
-impl<K> Registration<K> {
+impl<K: MetaObject + Send + Sync + 'static> Registration<K> {
     /// Whether the informer has synced *and* this handler has handled every initial add
     /// it was given (the first list, or the cache replay of a late handler).
     pub fn has_synced(&self) -> bool {
         // The informer first: once it has synced, every initial add has been counted.
-        self.core.has_synced() && self.state.initial_pending.load(Ordering::Acquire) == 0
+        self.inner.has_synced() && self.state.initial_pending.load(Ordering::Acquire) == 0
     }
 
     /// How many notifications wait in this handler's buffer or are being handled.
@@ -79,7 +77,7 @@ impl<K> Registration<K> {
     /// Removes the handler: it gets no more notifications, and its thread ends after the
     /// call in progress, if any. Removing twice is harmless.
     pub fn remove(&self) {
-        self.core.remove_handler(self.id);
+        self.inner.remove_handler(self.id);
     }
 }
 

@@ -35,8 +35,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
+use kinformer_compact_store::Cached;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use client::{ReflectorConnection, reflector_client, reflector_connection};
@@ -170,6 +172,40 @@ impl<K: Resource> KubeListerWatcher<K> {
         lw.requests.url_path = K::url_path(dyntype, namespace);
         lw
     }
+}
+
+impl<K: Resource> KubeListerWatcher<PartialObjectMeta<K>> {
+    /// Metadata-only lists and watches of `api`'s resource: the server sends
+    /// `PartialObjectMetadata` (name, namespace, labels, annotations, owners, ...) instead
+    /// of whole objects.
+    pub fn metadata_only(api: kube::Api<K>) -> Self
+    where
+        K::DynamicType: Default,
+    {
+        Self::at(api, Expected::partial_metadata(), true)
+    }
+}
+
+impl<K> KubeListerWatcher<K> {
+    /// The lister-watcher of `api`'s resource path, for objects of the `expected` type.
+    fn at<A: Resource>(api: kube::Api<A>, expected: Expected, metadata_only: bool) -> Self {
+        Self {
+            requests: Requests {
+                url_path: api.resource_url().to_owned(),
+                metadata_only,
+                label_selector: None,
+                field_selector: None,
+                wire_format: WireFormat::Auto,
+                protobuf_by_default: false,
+            },
+            client: api.into_client(),
+            expected,
+            modify: None,
+            protobuf: None,
+            received: Arc::default(),
+            _k: PhantomData,
+        }
+    }
 
     /// Only objects whose labels match `selector` (`app=web,tier!=db`).
     #[must_use]
@@ -217,40 +253,6 @@ impl<K: Resource> KubeListerWatcher<K> {
         self.modify = Some(Arc::new(f));
         self
     }
-}
-
-impl<K: Resource> KubeListerWatcher<PartialObjectMeta<K>> {
-    /// Metadata-only lists and watches of `api`'s resource: the server sends
-    /// `PartialObjectMetadata` (name, namespace, labels, annotations, owners, ...) instead
-    /// of whole objects.
-    pub fn metadata_only(api: kube::Api<K>) -> Self
-    where
-        K::DynamicType: Default,
-    {
-        Self::at(api, Expected::partial_metadata(), true)
-    }
-}
-
-impl<K> KubeListerWatcher<K> {
-    /// The lister-watcher of `api`'s resource path, for objects of the `expected` type.
-    fn at<A: Resource>(api: kube::Api<A>, expected: Expected, metadata_only: bool) -> Self {
-        Self {
-            requests: Requests {
-                url_path: api.resource_url().to_owned(),
-                metadata_only,
-                label_selector: None,
-                field_selector: None,
-                wire_format: WireFormat::Auto,
-                protobuf_by_default: false,
-            },
-            client: api.into_client(),
-            expected,
-            modify: None,
-            protobuf: None,
-            received: Arc::default(),
-            _k: PhantomData,
-        }
-    }
 
     /// The bytes of response bodies this lister-watcher and its clones received so far:
     /// every list page and every watch stream, as they came off the connection (after
@@ -271,23 +273,13 @@ impl<K> KubeListerWatcher<K> {
         self.received.load(Ordering::Relaxed)
     }
 
-    /// Whether objects are decoded by `K`'s own `Deserialize`, with nothing changed while
-    /// they are ([`modify`](Self::modify)) and no decode function of your own
-    /// ([`decode_protobuf_with`](Self::decode_protobuf_with)): then another decode of the
-    /// same responses ([`decode_protobuf_with`](Self::decode_protobuf_with) on a clone)
-    /// gives the same objects in another form. An informer of the default cache checks it
-    /// before it transcodes from the wire.
-    pub fn decodes_as_is(&self) -> bool {
-        self.modify.is_none() && self.protobuf.is_none()
-    }
-
     /// The same requests, for objects of another type `T`, which `decode` makes of each
     /// protobuf list item and watch event's object (JSON still goes through `T`'s
-    /// `Deserialize`): a type that is not built by decoding, such as kinformer-compact-store's
-    /// `Encoded<K>`, which transcodes the bytes into its encoding
-    /// (`kinformer_protobuf::Object::transcoder`). A [`modify`](Self::modify) given
-    /// before does not carry over (it changes a `K`). An object `decode` refuses is
-    /// reported and skipped as one `K` refuses is (`ListPage::undecodable`).
+    /// `Deserialize`): a type that is not built by decoding (see [`cached`](Self::cached),
+    /// which transcodes the bytes into kinformer-compact-store's encoding). A
+    /// [`modify`](Self::modify) given before does not carry over (it changes a `K`). An
+    /// object `decode` refuses is reported and skipped as one `K` refuses is
+    /// (`ListPage::undecodable`).
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::Pod;
@@ -316,6 +308,58 @@ impl<K> KubeListerWatcher<K> {
             protobuf: Some(Arc::new(decode)),
             received: self.received,
             _k: PhantomData,
+        }
+    }
+}
+
+impl<K> KubeListerWatcher<K>
+where
+    K: Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// The same requests, for objects kept in kinformer's default cache: each list item and
+    /// watch event becomes a [`Cached<K>`] (kinformer-compact-store), read in place through
+    /// its typed view. Protobuf is transcoded into the cache's encoding without building a
+    /// `K` (`managedFields` stay the JSON text the server sent); JSON (custom resources)
+    /// is decoded as `K` and encoded. A [`modify`](Self::modify) given before carries over:
+    /// each object is then decoded, changed and encoded (a protobuf object no longer
+    /// transcoded), and so is one of a decoder of your own
+    /// ([`decode_protobuf_with`](Self::decode_protobuf_with)).
+    ///
+    /// This is what a factory's informer lists and watches with; an informer built from it
+    /// is a `SharedIndexInformer<Cached<K>>`, one built from `self` keeps decoded `K`s.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # fn f(client: kube::Client) {
+    /// let pods = KubeListerWatcher::new(kube::Api::<Pod>::all(client)).labels("app=web").cached();
+    /// # let _ = pods;
+    /// # }
+    /// ```
+    pub fn cached(self) -> KubeListerWatcher<Cached<K>> {
+        let modify = self.modify.clone();
+        let lw = match self.protobuf.clone() {
+            None if modify.is_none() => self.decode_protobuf_with(Cached::from_protobuf),
+            custom => self.decode_protobuf_with(move |object| {
+                let obj = match &custom {
+                    Some(decode) => decode(object)?,
+                    None => object.deserialize::<K>()?,
+                };
+                Cached::new(&obj).map_err(|e| kinformer_protobuf::Error::Rejected {
+                    path: kinformer_protobuf::Path::default(),
+                    reason: e.to_string(),
+                })
+            }),
+        };
+        match modify {
+            None => lw,
+            Some(f) => lw.modify(move |c: &mut Cached<K>| {
+                // An object that does not decode stays as it came: its readers get the
+                // typed error.
+                if let Ok(changed) = c.map(|obj| f(obj)) {
+                    *c = changed;
+                }
+            }),
         }
     }
 }

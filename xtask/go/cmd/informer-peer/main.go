@@ -3,6 +3,7 @@
 //
 //	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M] [--project] [--relist] [--settle]
 //	informer-peer --kubeconfig PATH --namespace NS --expect N --resource GROUP/VERSION/PLURAL [--latency M] [--relist] [--settle]
+//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] --reads
 //
 // --resource syncs that custom resource instead of pods, with client-go's default for a
 // resource without generated clients: a dynamic informer
@@ -33,6 +34,10 @@
 // for an update carrying the label kinformer-bench/relist and a second more, and prints
 // {"relist_hwm_kib", "after_rss_kib"}. --settle prints {"settled_rss_kib"} (VmRSS) two
 // seconds after the sync.
+//
+// --reads (reads.go) syncs the default pod informer with one more index, byNode
+// (spec.nodeName), and one add handler that reads each typed pod's spec.nodeName, then
+// runs the read workload kinformer's contender runs and prints its {"reads": {...}} line.
 package main
 
 import (
@@ -81,7 +86,23 @@ func main() {
 	relist := flag.Bool("relist", false, "measure the peak RSS of a relist after the sync")
 	settle := flag.Bool("settle", false, "print the RSS two seconds after the sync")
 	resource := flag.String("resource", "", "sync this custom resource (group/version/plural) with a dynamic informer instead of pods")
+	reads := flag.Bool("reads", false, "after the sync, run the read workload (pods, the default informer with a byNode index)")
 	flag.Parse()
+	if *reads {
+		if *strip || *project || *relist || *settle || *latency != 0 || *resource != "" {
+			fmt.Fprintln(os.Stderr, "informer-peer: --reads reads the default pod informer's cache: no --strip, --project, --resource, --latency, --relist or --settle")
+			os.Exit(2)
+		}
+		config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		if err == nil {
+			err = runReads(start, config, *namespace, *expect, *wire)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "informer-peer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	wireSet := false
 	flag.Visit(func(f *flag.Flag) { wireSet = wireSet || f.Name == "wire" })
 	if *resource != "" {

@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `ApplyConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`ApplyConfiguration`](k8s_openapi::api::admissionregistration::v1::ApplyConfiguration)); `k8s.io.api.admissionregistration.v1.ApplyConfiguration` in Go.
+/// `api::admissionregistration::v1::ApplyConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.ApplyConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ApplyConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -140,7 +140,7 @@ impl serde::Serialize for ExpressionWarningView<'_> {
 }
 
 /// A read view of a `JSONPatch` where it lies in the encoding (k8s-openapi's
-/// [`JSONPatch`](k8s_openapi::api::admissionregistration::v1::JSONPatch)); `k8s.io.api.admissionregistration.v1.JSONPatch` in Go.
+/// `api::admissionregistration::v1::JSONPatch`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.JSONPatch` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct JSONPatchView<'a>(pub(crate) Fields<'a>);
 
@@ -304,7 +304,7 @@ impl serde::Serialize for MatchResourcesView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicy` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicy`](k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy)); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicy` in Go.
+/// `api::admissionregistration::v1::MutatingAdmissionPolicy`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -370,7 +370,7 @@ impl serde::Serialize for MutatingAdmissionPolicyView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicyBinding` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicyBinding`](k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding)); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBinding` in Go.
+/// `api::admissionregistration::v1::MutatingAdmissionPolicyBinding`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBinding` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicyBindingView<'a>(pub(crate) Fields<'a>);
 
@@ -436,7 +436,7 @@ impl serde::Serialize for MutatingAdmissionPolicyBindingView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicyBindingSpec` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicyBindingSpec`](k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBindingSpec)); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec` in Go.
+/// `api::admissionregistration::v1::MutatingAdmissionPolicyBindingSpec`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicyBindingSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicyBindingSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -495,7 +495,7 @@ impl serde::Serialize for MutatingAdmissionPolicyBindingSpecView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicySpec` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicySpec`](k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicySpec)); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicySpec` in Go.
+/// `api::admissionregistration::v1::MutatingAdmissionPolicySpec`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.MutatingAdmissionPolicySpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicySpecView<'a>(pub(crate) Fields<'a>);
 
@@ -788,7 +788,7 @@ impl serde::Serialize for MutatingWebhookConfigurationView<'_> {
 }
 
 /// A read view of a `Mutation` where it lies in the encoding (k8s-openapi's
-/// [`Mutation`](k8s_openapi::api::admissionregistration::v1::Mutation)); `k8s.io.api.admissionregistration.v1.Mutation` in Go.
+/// `api::admissionregistration::v1::Mutation`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.Mutation` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutationView<'a>(pub(crate) Fields<'a>);
 
@@ -1049,7 +1049,7 @@ impl serde::Serialize for ParamRefView<'_> {
 }
 
 /// A read view of a `Rule` where it lies in the encoding (k8s-openapi's
-/// [`Rule`](k8s_openapi::api::admissionregistration::v1::Rule)); `k8s.io.api.admissionregistration.v1.Rule` in Go.
+/// `api::admissionregistration::v1::Rule`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1.Rule` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct RuleView<'a>(pub(crate) Fields<'a>);
 

@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `ApplyConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`ApplyConfiguration`](k8s_openapi::api::admissionregistration::v1beta1::ApplyConfiguration)); `k8s.io.api.admissionregistration.v1beta1.ApplyConfiguration` in Go.
+/// `api::admissionregistration::v1beta1::ApplyConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.ApplyConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ApplyConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -48,7 +48,7 @@ impl serde::Serialize for ApplyConfigurationView<'_> {
 }
 
 /// A read view of a `AuditAnnotation` where it lies in the encoding (k8s-openapi's
-/// [`AuditAnnotation`](k8s_openapi::api::admissionregistration::v1beta1::AuditAnnotation)); `k8s.io.api.admissionregistration.v1beta1.AuditAnnotation` in Go.
+/// `api::admissionregistration::v1beta1::AuditAnnotation`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.AuditAnnotation` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct AuditAnnotationView<'a>(pub(crate) Fields<'a>);
 
@@ -94,7 +94,7 @@ impl serde::Serialize for AuditAnnotationView<'_> {
 }
 
 /// A read view of a `ExpressionWarning` where it lies in the encoding (k8s-openapi's
-/// [`ExpressionWarning`](k8s_openapi::api::admissionregistration::v1beta1::ExpressionWarning)); `k8s.io.api.admissionregistration.v1beta1.ExpressionWarning` in Go.
+/// `api::admissionregistration::v1beta1::ExpressionWarning`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.ExpressionWarning` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ExpressionWarningView<'a>(pub(crate) Fields<'a>);
 
@@ -140,7 +140,7 @@ impl serde::Serialize for ExpressionWarningView<'_> {
 }
 
 /// A read view of a `JSONPatch` where it lies in the encoding (k8s-openapi's
-/// [`JSONPatch`](k8s_openapi::api::admissionregistration::v1beta1::JSONPatch)); `k8s.io.api.admissionregistration.v1beta1.JSONPatch` in Go.
+/// `api::admissionregistration::v1beta1::JSONPatch`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.JSONPatch` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct JSONPatchView<'a>(pub(crate) Fields<'a>);
 
@@ -304,7 +304,7 @@ impl serde::Serialize for MatchResourcesView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicy` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicy`](k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmissionPolicy)); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicy` in Go.
+/// `api::admissionregistration::v1beta1::MutatingAdmissionPolicy`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -370,7 +370,7 @@ impl serde::Serialize for MutatingAdmissionPolicyView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicyBinding` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicyBinding`](k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmissionPolicyBinding)); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding` in Go.
+/// `api::admissionregistration::v1beta1::MutatingAdmissionPolicyBinding`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBinding` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicyBindingView<'a>(pub(crate) Fields<'a>);
 
@@ -436,7 +436,7 @@ impl serde::Serialize for MutatingAdmissionPolicyBindingView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicyBindingSpec` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicyBindingSpec`](k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmissionPolicyBindingSpec)); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBindingSpec` in Go.
+/// `api::admissionregistration::v1beta1::MutatingAdmissionPolicyBindingSpec`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicyBindingSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicyBindingSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -495,7 +495,7 @@ impl serde::Serialize for MutatingAdmissionPolicyBindingSpecView<'_> {
 }
 
 /// A read view of a `MutatingAdmissionPolicySpec` where it lies in the encoding (k8s-openapi's
-/// [`MutatingAdmissionPolicySpec`](k8s_openapi::api::admissionregistration::v1beta1::MutatingAdmissionPolicySpec)); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec` in Go.
+/// `api::admissionregistration::v1beta1::MutatingAdmissionPolicySpec`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.MutatingAdmissionPolicySpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutatingAdmissionPolicySpecView<'a>(pub(crate) Fields<'a>);
 
@@ -590,7 +590,7 @@ impl serde::Serialize for MutatingAdmissionPolicySpecView<'_> {
 }
 
 /// A read view of a `Mutation` where it lies in the encoding (k8s-openapi's
-/// [`Mutation`](k8s_openapi::api::admissionregistration::v1beta1::Mutation)); `k8s.io.api.admissionregistration.v1beta1.Mutation` in Go.
+/// `api::admissionregistration::v1beta1::Mutation`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.Mutation` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct MutationView<'a>(pub(crate) Fields<'a>);
 
@@ -851,7 +851,7 @@ impl serde::Serialize for ParamRefView<'_> {
 }
 
 /// A read view of a `TypeChecking` where it lies in the encoding (k8s-openapi's
-/// [`TypeChecking`](k8s_openapi::api::admissionregistration::v1beta1::TypeChecking)); `k8s.io.api.admissionregistration.v1beta1.TypeChecking` in Go.
+/// `api::admissionregistration::v1beta1::TypeChecking`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.TypeChecking` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct TypeCheckingView<'a>(pub(crate) Fields<'a>);
 
@@ -892,7 +892,7 @@ impl serde::Serialize for TypeCheckingView<'_> {
 }
 
 /// A read view of a `ValidatingAdmissionPolicy` where it lies in the encoding (k8s-openapi's
-/// [`ValidatingAdmissionPolicy`](k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicy)); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicy` in Go.
+/// `api::admissionregistration::v1beta1::ValidatingAdmissionPolicy`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ValidatingAdmissionPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -967,7 +967,7 @@ impl serde::Serialize for ValidatingAdmissionPolicyView<'_> {
 }
 
 /// A read view of a `ValidatingAdmissionPolicyBinding` where it lies in the encoding (k8s-openapi's
-/// [`ValidatingAdmissionPolicyBinding`](k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding)); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicyBinding` in Go.
+/// `api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBinding`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicyBinding` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ValidatingAdmissionPolicyBindingView<'a>(pub(crate) Fields<'a>);
 
@@ -1033,7 +1033,7 @@ impl serde::Serialize for ValidatingAdmissionPolicyBindingView<'_> {
 }
 
 /// A read view of a `ValidatingAdmissionPolicyBindingSpec` where it lies in the encoding (k8s-openapi's
-/// [`ValidatingAdmissionPolicyBindingSpec`](k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBindingSpec)); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicyBindingSpec` in Go.
+/// `api::admissionregistration::v1beta1::ValidatingAdmissionPolicyBindingSpec`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicyBindingSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ValidatingAdmissionPolicyBindingSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -1101,7 +1101,7 @@ impl serde::Serialize for ValidatingAdmissionPolicyBindingSpecView<'_> {
 }
 
 /// A read view of a `ValidatingAdmissionPolicySpec` where it lies in the encoding (k8s-openapi's
-/// [`ValidatingAdmissionPolicySpec`](k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicySpec)); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicySpec` in Go.
+/// `api::admissionregistration::v1beta1::ValidatingAdmissionPolicySpec`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicySpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ValidatingAdmissionPolicySpecView<'a>(pub(crate) Fields<'a>);
 
@@ -1196,7 +1196,7 @@ impl serde::Serialize for ValidatingAdmissionPolicySpecView<'_> {
 }
 
 /// A read view of a `ValidatingAdmissionPolicyStatus` where it lies in the encoding (k8s-openapi's
-/// [`ValidatingAdmissionPolicyStatus`](k8s_openapi::api::admissionregistration::v1beta1::ValidatingAdmissionPolicyStatus)); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicyStatus` in Go.
+/// `api::admissionregistration::v1beta1::ValidatingAdmissionPolicyStatus`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.ValidatingAdmissionPolicyStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ValidatingAdmissionPolicyStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -1255,7 +1255,7 @@ impl serde::Serialize for ValidatingAdmissionPolicyStatusView<'_> {
 }
 
 /// A read view of a `Validation` where it lies in the encoding (k8s-openapi's
-/// [`Validation`](k8s_openapi::api::admissionregistration::v1beta1::Validation)); `k8s.io.api.admissionregistration.v1beta1.Validation` in Go.
+/// `api::admissionregistration::v1beta1::Validation`, in the Kubernetes versions that have it); `k8s.io.api.admissionregistration.v1beta1.Validation` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ValidationView<'a>(pub(crate) Fields<'a>);
 

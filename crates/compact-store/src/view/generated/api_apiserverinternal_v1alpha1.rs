@@ -222,7 +222,7 @@ impl serde::Serialize for StorageVersionConditionView<'_> {
 }
 
 /// A read view of a `StorageVersionSpec` where it lies in the encoding (k8s-openapi's
-/// [`StorageVersionSpec`](k8s_openapi::api::apiserverinternal::v1alpha1::StorageVersionSpec)); `k8s.io.api.apiserverinternal.v1alpha1.StorageVersionSpec` in Go.
+/// `api::apiserverinternal::v1alpha1::StorageVersionSpec`, in the Kubernetes versions that have it); `k8s.io.api.apiserverinternal.v1alpha1.StorageVersionSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct StorageVersionSpecView<'a>(pub(crate) Fields<'a>);
 

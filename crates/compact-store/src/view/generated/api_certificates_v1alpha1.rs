@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `ClusterTrustBundle` where it lies in the encoding (k8s-openapi's
-/// [`ClusterTrustBundle`](k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundle)); `k8s.io.api.certificates.v1alpha1.ClusterTrustBundle` in Go.
+/// `api::certificates::v1alpha1::ClusterTrustBundle`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1alpha1.ClusterTrustBundle` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ClusterTrustBundleView<'a>(pub(crate) Fields<'a>);
 
@@ -71,7 +71,7 @@ impl serde::Serialize for ClusterTrustBundleView<'_> {
 }
 
 /// A read view of a `ClusterTrustBundleSpec` where it lies in the encoding (k8s-openapi's
-/// [`ClusterTrustBundleSpec`](k8s_openapi::api::certificates::v1alpha1::ClusterTrustBundleSpec)); `k8s.io.api.certificates.v1alpha1.ClusterTrustBundleSpec` in Go.
+/// `api::certificates::v1alpha1::ClusterTrustBundleSpec`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1alpha1.ClusterTrustBundleSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ClusterTrustBundleSpecView<'a>(pub(crate) Fields<'a>);
 

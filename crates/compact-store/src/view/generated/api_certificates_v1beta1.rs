@@ -119,7 +119,7 @@ impl serde::Serialize for ClusterTrustBundleSpecView<'_> {
 }
 
 /// A read view of a `PodCertificateRequest` where it lies in the encoding (k8s-openapi's
-/// [`PodCertificateRequest`](k8s_openapi::api::certificates::v1beta1::PodCertificateRequest)); `k8s.io.api.certificates.v1beta1.PodCertificateRequest` in Go.
+/// `api::certificates::v1beta1::PodCertificateRequest`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1beta1.PodCertificateRequest` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodCertificateRequestView<'a>(pub(crate) Fields<'a>);
 
@@ -192,7 +192,7 @@ impl serde::Serialize for PodCertificateRequestView<'_> {
 }
 
 /// A read view of a `PodCertificateRequestSpec` where it lies in the encoding (k8s-openapi's
-/// [`PodCertificateRequestSpec`](k8s_openapi::api::certificates::v1beta1::PodCertificateRequestSpec)); `k8s.io.api.certificates.v1beta1.PodCertificateRequestSpec` in Go.
+/// `api::certificates::v1beta1::PodCertificateRequestSpec`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1beta1.PodCertificateRequestSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodCertificateRequestSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -316,7 +316,7 @@ impl serde::Serialize for PodCertificateRequestSpecView<'_> {
 }
 
 /// A read view of a `PodCertificateRequestStatus` where it lies in the encoding (k8s-openapi's
-/// [`PodCertificateRequestStatus`](k8s_openapi::api::certificates::v1beta1::PodCertificateRequestStatus)); `k8s.io.api.certificates.v1beta1.PodCertificateRequestStatus` in Go.
+/// `api::certificates::v1beta1::PodCertificateRequestStatus`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1beta1.PodCertificateRequestStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodCertificateRequestStatusView<'a>(pub(crate) Fields<'a>);
 

@@ -1916,7 +1916,7 @@ impl serde::Serialize for ContainerView<'_> {
 }
 
 /// A read view of a `ContainerExtendedResourceRequest` where it lies in the encoding (k8s-openapi's
-/// [`ContainerExtendedResourceRequest`](k8s_openapi::api::core::v1::ContainerExtendedResourceRequest)); `k8s.io.api.core.v1.ContainerExtendedResourceRequest` in Go.
+/// `api::core::v1::ContainerExtendedResourceRequest`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.ContainerExtendedResourceRequest` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ContainerExtendedResourceRequestView<'a>(pub(crate) Fields<'a>);
 
@@ -2140,7 +2140,7 @@ impl serde::Serialize for ContainerResizePolicyView<'_> {
 }
 
 /// A read view of a `ContainerRestartRule` where it lies in the encoding (k8s-openapi's
-/// [`ContainerRestartRule`](k8s_openapi::api::core::v1::ContainerRestartRule)); `k8s.io.api.core.v1.ContainerRestartRule` in Go.
+/// `api::core::v1::ContainerRestartRule`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.ContainerRestartRule` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ContainerRestartRuleView<'a>(pub(crate) Fields<'a>);
 
@@ -2188,7 +2188,7 @@ impl serde::Serialize for ContainerRestartRuleView<'_> {
 }
 
 /// A read view of a `ContainerRestartRuleOnExitCodes` where it lies in the encoding (k8s-openapi's
-/// [`ContainerRestartRuleOnExitCodes`](k8s_openapi::api::core::v1::ContainerRestartRuleOnExitCodes)); `k8s.io.api.core.v1.ContainerRestartRuleOnExitCodes` in Go.
+/// `api::core::v1::ContainerRestartRuleOnExitCodes`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.ContainerRestartRuleOnExitCodes` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ContainerRestartRuleOnExitCodesView<'a>(pub(crate) Fields<'a>);
 
@@ -3637,7 +3637,7 @@ impl serde::Serialize for EphemeralContainerView<'_> {
 }
 
 /// A read view of a `EphemeralContainerCommon` where it lies in the encoding (k8s-openapi's
-/// [`EphemeralContainerCommon`](k8s_openapi::api::core::v1::EphemeralContainerCommon)); `k8s.io.api.core.v1.EphemeralContainerCommon` in Go.
+/// `api::core::v1::EphemeralContainerCommon`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.EphemeralContainerCommon` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct EphemeralContainerCommonView<'a>(pub(crate) Fields<'a>);
 
@@ -4334,7 +4334,7 @@ impl serde::Serialize for FCVolumeSourceView<'_> {
 }
 
 /// A read view of a `FileKeySelector` where it lies in the encoding (k8s-openapi's
-/// [`FileKeySelector`](k8s_openapi::api::core::v1::FileKeySelector)); `k8s.io.api.core.v1.FileKeySelector` in Go.
+/// `api::core::v1::FileKeySelector`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.FileKeySelector` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct FileKeySelectorView<'a>(pub(crate) Fields<'a>);
 
@@ -5442,7 +5442,7 @@ impl serde::Serialize for ImageVolumeSourceView<'_> {
 }
 
 /// A read view of a `ImageVolumeStatus` where it lies in the encoding (k8s-openapi's
-/// [`ImageVolumeStatus`](k8s_openapi::api::core::v1::ImageVolumeStatus)); `k8s.io.api.core.v1.ImageVolumeStatus` in Go.
+/// `api::core::v1::ImageVolumeStatus`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.ImageVolumeStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ImageVolumeStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -6616,7 +6616,7 @@ impl serde::Serialize for NodeAffinityView<'_> {
 }
 
 /// A read view of a `NodeAllocatableResourceClaimStatus` where it lies in the encoding (k8s-openapi's
-/// [`NodeAllocatableResourceClaimStatus`](k8s_openapi::api::core::v1::NodeAllocatableResourceClaimStatus)); `k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus` in Go.
+/// `api::core::v1::NodeAllocatableResourceClaimStatus`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct NodeAllocatableResourceClaimStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -8281,7 +8281,7 @@ impl serde::Serialize for PersistentVolumeClaimVolumeSourceView<'_> {
 }
 
 /// A read view of a `PersistentVolumeSource` where it lies in the encoding (k8s-openapi's
-/// [`PersistentVolumeSource`](k8s_openapi::api::core::v1::PersistentVolumeSource)); `k8s.io.api.core.v1.PersistentVolumeSource` in Go.
+/// `api::core::v1::PersistentVolumeSource`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.PersistentVolumeSource` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PersistentVolumeSourceView<'a>(pub(crate) Fields<'a>);
 
@@ -9197,7 +9197,7 @@ impl serde::Serialize for PodAntiAffinityView<'_> {
 }
 
 /// A read view of a `PodCertificateProjection` where it lies in the encoding (k8s-openapi's
-/// [`PodCertificateProjection`](k8s_openapi::api::core::v1::PodCertificateProjection)); `k8s.io.api.core.v1.PodCertificateProjection` in Go.
+/// `api::core::v1::PodCertificateProjection`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.PodCertificateProjection` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodCertificateProjectionView<'a>(pub(crate) Fields<'a>);
 
@@ -9488,7 +9488,7 @@ impl serde::Serialize for PodDNSConfigOptionView<'_> {
 }
 
 /// A read view of a `PodExtendedResourceClaimStatus` where it lies in the encoding (k8s-openapi's
-/// [`PodExtendedResourceClaimStatus`](k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus)); `k8s.io.api.core.v1.PodExtendedResourceClaimStatus` in Go.
+/// `api::core::v1::PodExtendedResourceClaimStatus`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.PodExtendedResourceClaimStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodExtendedResourceClaimStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -9795,7 +9795,7 @@ impl serde::Serialize for PodSchedulingGateView<'_> {
 }
 
 /// A read view of a `PodSchedulingGroup` where it lies in the encoding (k8s-openapi's
-/// [`PodSchedulingGroup`](k8s_openapi::api::core::v1::PodSchedulingGroup)); `k8s.io.api.core.v1.PodSchedulingGroup` in Go.
+/// `api::core::v1::PodSchedulingGroup`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.PodSchedulingGroup` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodSchedulingGroupView<'a>(pub(crate) Fields<'a>);
 
@@ -11010,7 +11010,7 @@ impl serde::Serialize for ProbeView<'_> {
 }
 
 /// A read view of a `ProbeHandler` where it lies in the encoding (k8s-openapi's
-/// [`ProbeHandler`](k8s_openapi::api::core::v1::ProbeHandler)); `k8s.io.api.core.v1.ProbeHandler` in Go.
+/// `api::core::v1::ProbeHandler`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.ProbeHandler` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ProbeHandlerView<'a>(pub(crate) Fields<'a>);
 
@@ -15149,7 +15149,7 @@ impl serde::Serialize for VolumeResourceRequirementsView<'_> {
 }
 
 /// A read view of a `VolumeSource` where it lies in the encoding (k8s-openapi's
-/// [`VolumeSource`](k8s_openapi::api::core::v1::VolumeSource)); `k8s.io.api.core.v1.VolumeSource` in Go.
+/// `api::core::v1::VolumeSource`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.VolumeSource` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct VolumeSourceView<'a>(pub(crate) Fields<'a>);
 
@@ -15451,7 +15451,7 @@ impl serde::Serialize for VolumeSourceView<'_> {
 }
 
 /// A read view of a `VolumeStatus` where it lies in the encoding (k8s-openapi's
-/// [`VolumeStatus`](k8s_openapi::api::core::v1::VolumeStatus)); `k8s.io.api.core.v1.VolumeStatus` in Go.
+/// `api::core::v1::VolumeStatus`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.VolumeStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct VolumeStatusView<'a>(pub(crate) Fields<'a>);
 

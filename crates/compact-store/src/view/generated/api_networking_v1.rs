@@ -771,7 +771,7 @@ impl serde::Serialize for IngressRuleView<'_> {
 }
 
 /// A read view of a `IngressRuleValue` where it lies in the encoding (k8s-openapi's
-/// [`IngressRuleValue`](k8s_openapi::api::networking::v1::IngressRuleValue)); `k8s.io.api.networking.v1.IngressRuleValue` in Go.
+/// `api::networking::v1::IngressRuleValue`, in the Kubernetes versions that have it); `k8s.io.api.networking.v1.IngressRuleValue` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct IngressRuleValueView<'a>(pub(crate) Fields<'a>);
 

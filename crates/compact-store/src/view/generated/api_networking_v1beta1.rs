@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `IPAddress` where it lies in the encoding (k8s-openapi's
-/// [`IPAddress`](k8s_openapi::api::networking::v1beta1::IPAddress)); `k8s.io.api.networking.v1beta1.IPAddress` in Go.
+/// `api::networking::v1beta1::IPAddress`, in the Kubernetes versions that have it); `k8s.io.api.networking.v1beta1.IPAddress` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct IPAddressView<'a>(pub(crate) Fields<'a>);
 
@@ -71,7 +71,7 @@ impl serde::Serialize for IPAddressView<'_> {
 }
 
 /// A read view of a `IPAddressSpec` where it lies in the encoding (k8s-openapi's
-/// [`IPAddressSpec`](k8s_openapi::api::networking::v1beta1::IPAddressSpec)); `k8s.io.api.networking.v1beta1.IPAddressSpec` in Go.
+/// `api::networking::v1beta1::IPAddressSpec`, in the Kubernetes versions that have it); `k8s.io.api.networking.v1beta1.IPAddressSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct IPAddressSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -110,7 +110,7 @@ impl serde::Serialize for IPAddressSpecView<'_> {
 }
 
 /// A read view of a `ParentReference` where it lies in the encoding (k8s-openapi's
-/// [`ParentReference`](k8s_openapi::api::networking::v1beta1::ParentReference)); `k8s.io.api.networking.v1beta1.ParentReference` in Go.
+/// `api::networking::v1beta1::ParentReference`, in the Kubernetes versions that have it); `k8s.io.api.networking.v1beta1.ParentReference` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ParentReferenceView<'a>(pub(crate) Fields<'a>);
 
@@ -174,7 +174,7 @@ impl serde::Serialize for ParentReferenceView<'_> {
 }
 
 /// A read view of a `ServiceCIDR` where it lies in the encoding (k8s-openapi's
-/// [`ServiceCIDR`](k8s_openapi::api::networking::v1beta1::ServiceCIDR)); `k8s.io.api.networking.v1beta1.ServiceCIDR` in Go.
+/// `api::networking::v1beta1::ServiceCIDR`, in the Kubernetes versions that have it); `k8s.io.api.networking.v1beta1.ServiceCIDR` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ServiceCIDRView<'a>(pub(crate) Fields<'a>);
 
@@ -249,7 +249,7 @@ impl serde::Serialize for ServiceCIDRView<'_> {
 }
 
 /// A read view of a `ServiceCIDRSpec` where it lies in the encoding (k8s-openapi's
-/// [`ServiceCIDRSpec`](k8s_openapi::api::networking::v1beta1::ServiceCIDRSpec)); `k8s.io.api.networking.v1beta1.ServiceCIDRSpec` in Go.
+/// `api::networking::v1beta1::ServiceCIDRSpec`, in the Kubernetes versions that have it); `k8s.io.api.networking.v1beta1.ServiceCIDRSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ServiceCIDRSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -290,7 +290,7 @@ impl serde::Serialize for ServiceCIDRSpecView<'_> {
 }
 
 /// A read view of a `ServiceCIDRStatus` where it lies in the encoding (k8s-openapi's
-/// [`ServiceCIDRStatus`](k8s_openapi::api::networking::v1beta1::ServiceCIDRStatus)); `k8s.io.api.networking.v1beta1.ServiceCIDRStatus` in Go.
+/// `api::networking::v1beta1::ServiceCIDRStatus`, in the Kubernetes versions that have it); `k8s.io.api.networking.v1beta1.ServiceCIDRStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ServiceCIDRStatusView<'a>(pub(crate) Fields<'a>);
 

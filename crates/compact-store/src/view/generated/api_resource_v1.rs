@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `AllocatedDeviceStatus` where it lies in the encoding (k8s-openapi's
-/// [`AllocatedDeviceStatus`](k8s_openapi::api::resource::v1::AllocatedDeviceStatus)); `k8s.io.api.resource.v1.AllocatedDeviceStatus` in Go.
+/// `api::resource::v1::AllocatedDeviceStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.AllocatedDeviceStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct AllocatedDeviceStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -96,7 +96,7 @@ impl serde::Serialize for AllocatedDeviceStatusView<'_> {
 }
 
 /// A read view of a `AllocationResult` where it lies in the encoding (k8s-openapi's
-/// [`AllocationResult`](k8s_openapi::api::resource::v1::AllocationResult)); `k8s.io.api.resource.v1.AllocationResult` in Go.
+/// `api::resource::v1::AllocationResult`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.AllocationResult` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct AllocationResultView<'a>(pub(crate) Fields<'a>);
 
@@ -155,7 +155,7 @@ impl serde::Serialize for AllocationResultView<'_> {
 }
 
 /// A read view of a `CELDeviceSelector` where it lies in the encoding (k8s-openapi's
-/// [`CELDeviceSelector`](k8s_openapi::api::resource::v1::CELDeviceSelector)); `k8s.io.api.resource.v1.CELDeviceSelector` in Go.
+/// `api::resource::v1::CELDeviceSelector`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.CELDeviceSelector` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CELDeviceSelectorView<'a>(pub(crate) Fields<'a>);
 
@@ -194,7 +194,7 @@ impl serde::Serialize for CELDeviceSelectorView<'_> {
 }
 
 /// A read view of a `CapacityRequestPolicy` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequestPolicy`](k8s_openapi::api::resource::v1::CapacityRequestPolicy)); `k8s.io.api.resource.v1.CapacityRequestPolicy` in Go.
+/// `api::resource::v1::CapacityRequestPolicy`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.CapacityRequestPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequestPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -253,7 +253,7 @@ impl serde::Serialize for CapacityRequestPolicyView<'_> {
 }
 
 /// A read view of a `CapacityRequestPolicyRange` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequestPolicyRange`](k8s_openapi::api::resource::v1::CapacityRequestPolicyRange)); `k8s.io.api.resource.v1.CapacityRequestPolicyRange` in Go.
+/// `api::resource::v1::CapacityRequestPolicyRange`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.CapacityRequestPolicyRange` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequestPolicyRangeView<'a>(pub(crate) Fields<'a>);
 
@@ -310,7 +310,7 @@ impl serde::Serialize for CapacityRequestPolicyRangeView<'_> {
 }
 
 /// A read view of a `CapacityRequirements` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequirements`](k8s_openapi::api::resource::v1::CapacityRequirements)); `k8s.io.api.resource.v1.CapacityRequirements` in Go.
+/// `api::resource::v1::CapacityRequirements`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.CapacityRequirements` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequirementsView<'a>(pub(crate) Fields<'a>);
 
@@ -351,7 +351,7 @@ impl serde::Serialize for CapacityRequirementsView<'_> {
 }
 
 /// A read view of a `Counter` where it lies in the encoding (k8s-openapi's
-/// [`Counter`](k8s_openapi::api::resource::v1::Counter)); `k8s.io.api.resource.v1.Counter` in Go.
+/// `api::resource::v1::Counter`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.Counter` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CounterView<'a>(pub(crate) Fields<'a>);
 
@@ -390,7 +390,7 @@ impl serde::Serialize for CounterView<'_> {
 }
 
 /// A read view of a `CounterSet` where it lies in the encoding (k8s-openapi's
-/// [`CounterSet`](k8s_openapi::api::resource::v1::CounterSet)); `k8s.io.api.resource.v1.CounterSet` in Go.
+/// `api::resource::v1::CounterSet`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.CounterSet` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CounterSetView<'a>(pub(crate) Fields<'a>);
 
@@ -436,7 +436,7 @@ impl serde::Serialize for CounterSetView<'_> {
 }
 
 /// A read view of a `Device` where it lies in the encoding (k8s-openapi's
-/// [`Device`](k8s_openapi::api::resource::v1::Device)); `k8s.io.api.resource.v1.Device` in Go.
+/// `api::resource::v1::Device`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.Device` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceView<'a>(pub(crate) Fields<'a>);
 
@@ -583,7 +583,7 @@ impl serde::Serialize for DeviceView<'_> {
 }
 
 /// A read view of a `DeviceAllocationConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`DeviceAllocationConfiguration`](k8s_openapi::api::resource::v1::DeviceAllocationConfiguration)); `k8s.io.api.resource.v1.DeviceAllocationConfiguration` in Go.
+/// `api::resource::v1::DeviceAllocationConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceAllocationConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceAllocationConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -640,7 +640,7 @@ impl serde::Serialize for DeviceAllocationConfigurationView<'_> {
 }
 
 /// A read view of a `DeviceAllocationResult` where it lies in the encoding (k8s-openapi's
-/// [`DeviceAllocationResult`](k8s_openapi::api::resource::v1::DeviceAllocationResult)); `k8s.io.api.resource.v1.DeviceAllocationResult` in Go.
+/// `api::resource::v1::DeviceAllocationResult`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceAllocationResult` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceAllocationResultView<'a>(pub(crate) Fields<'a>);
 
@@ -690,7 +690,7 @@ impl serde::Serialize for DeviceAllocationResultView<'_> {
 }
 
 /// A read view of a `DeviceAttribute` where it lies in the encoding (k8s-openapi's
-/// [`DeviceAttribute`](k8s_openapi::api::resource::v1::DeviceAttribute)); `k8s.io.api.resource.v1.DeviceAttribute` in Go.
+/// `api::resource::v1::DeviceAttribute`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceAttribute` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceAttributeView<'a>(pub(crate) Fields<'a>);
 
@@ -794,7 +794,7 @@ impl serde::Serialize for DeviceAttributeView<'_> {
 }
 
 /// A read view of a `DeviceCapacity` where it lies in the encoding (k8s-openapi's
-/// [`DeviceCapacity`](k8s_openapi::api::resource::v1::DeviceCapacity)); `k8s.io.api.resource.v1.DeviceCapacity` in Go.
+/// `api::resource::v1::DeviceCapacity`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceCapacity` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceCapacityView<'a>(pub(crate) Fields<'a>);
 
@@ -842,7 +842,7 @@ impl serde::Serialize for DeviceCapacityView<'_> {
 }
 
 /// A read view of a `DeviceClaim` where it lies in the encoding (k8s-openapi's
-/// [`DeviceClaim`](k8s_openapi::api::resource::v1::DeviceClaim)); `k8s.io.api.resource.v1.DeviceClaim` in Go.
+/// `api::resource::v1::DeviceClaim`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceClaim` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceClaimView<'a>(pub(crate) Fields<'a>);
 
@@ -901,7 +901,7 @@ impl serde::Serialize for DeviceClaimView<'_> {
 }
 
 /// A read view of a `DeviceClaimConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`DeviceClaimConfiguration`](k8s_openapi::api::resource::v1::DeviceClaimConfiguration)); `k8s.io.api.resource.v1.DeviceClaimConfiguration` in Go.
+/// `api::resource::v1::DeviceClaimConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceClaimConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceClaimConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -951,7 +951,7 @@ impl serde::Serialize for DeviceClaimConfigurationView<'_> {
 }
 
 /// A read view of a `DeviceClass` where it lies in the encoding (k8s-openapi's
-/// [`DeviceClass`](k8s_openapi::api::resource::v1::DeviceClass)); `k8s.io.api.resource.v1.DeviceClass` in Go.
+/// `api::resource::v1::DeviceClass`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceClass` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceClassView<'a>(pub(crate) Fields<'a>);
 
@@ -1015,7 +1015,7 @@ impl serde::Serialize for DeviceClassView<'_> {
 }
 
 /// A read view of a `DeviceClassConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`DeviceClassConfiguration`](k8s_openapi::api::resource::v1::DeviceClassConfiguration)); `k8s.io.api.resource.v1.DeviceClassConfiguration` in Go.
+/// `api::resource::v1::DeviceClassConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceClassConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceClassConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -1056,7 +1056,7 @@ impl serde::Serialize for DeviceClassConfigurationView<'_> {
 }
 
 /// A read view of a `DeviceClassSpec` where it lies in the encoding (k8s-openapi's
-/// [`DeviceClassSpec`](k8s_openapi::api::resource::v1::DeviceClassSpec)); `k8s.io.api.resource.v1.DeviceClassSpec` in Go.
+/// `api::resource::v1::DeviceClassSpec`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceClassSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceClassSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -1115,7 +1115,7 @@ impl serde::Serialize for DeviceClassSpecView<'_> {
 }
 
 /// A read view of a `DeviceConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`DeviceConfiguration`](k8s_openapi::api::resource::v1::DeviceConfiguration)); `k8s.io.api.resource.v1.DeviceConfiguration` in Go.
+/// `api::resource::v1::DeviceConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -1156,7 +1156,7 @@ impl serde::Serialize for DeviceConfigurationView<'_> {
 }
 
 /// A read view of a `DeviceConstraint` where it lies in the encoding (k8s-openapi's
-/// [`DeviceConstraint`](k8s_openapi::api::resource::v1::DeviceConstraint)); `k8s.io.api.resource.v1.DeviceConstraint` in Go.
+/// `api::resource::v1::DeviceConstraint`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceConstraint` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceConstraintView<'a>(pub(crate) Fields<'a>);
 
@@ -1215,7 +1215,7 @@ impl serde::Serialize for DeviceConstraintView<'_> {
 }
 
 /// A read view of a `DeviceCounterConsumption` where it lies in the encoding (k8s-openapi's
-/// [`DeviceCounterConsumption`](k8s_openapi::api::resource::v1::DeviceCounterConsumption)); `k8s.io.api.resource.v1.DeviceCounterConsumption` in Go.
+/// `api::resource::v1::DeviceCounterConsumption`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceCounterConsumption` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceCounterConsumptionView<'a>(pub(crate) Fields<'a>);
 
@@ -1261,7 +1261,7 @@ impl serde::Serialize for DeviceCounterConsumptionView<'_> {
 }
 
 /// A read view of a `DeviceRequest` where it lies in the encoding (k8s-openapi's
-/// [`DeviceRequest`](k8s_openapi::api::resource::v1::DeviceRequest)); `k8s.io.api.resource.v1.DeviceRequest` in Go.
+/// `api::resource::v1::DeviceRequest`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceRequest` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceRequestView<'a>(pub(crate) Fields<'a>);
 
@@ -1318,7 +1318,7 @@ impl serde::Serialize for DeviceRequestView<'_> {
 }
 
 /// A read view of a `DeviceRequestAllocationResult` where it lies in the encoding (k8s-openapi's
-/// [`DeviceRequestAllocationResult`](k8s_openapi::api::resource::v1::DeviceRequestAllocationResult)); `k8s.io.api.resource.v1.DeviceRequestAllocationResult` in Go.
+/// `api::resource::v1::DeviceRequestAllocationResult`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceRequestAllocationResult` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceRequestAllocationResultView<'a>(pub(crate) Fields<'a>);
 
@@ -1432,7 +1432,7 @@ impl serde::Serialize for DeviceRequestAllocationResultView<'_> {
 }
 
 /// A read view of a `DeviceSelector` where it lies in the encoding (k8s-openapi's
-/// [`DeviceSelector`](k8s_openapi::api::resource::v1::DeviceSelector)); `k8s.io.api.resource.v1.DeviceSelector` in Go.
+/// `api::resource::v1::DeviceSelector`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceSelector` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceSelectorView<'a>(pub(crate) Fields<'a>);
 
@@ -1473,7 +1473,7 @@ impl serde::Serialize for DeviceSelectorView<'_> {
 }
 
 /// A read view of a `DeviceSubRequest` where it lies in the encoding (k8s-openapi's
-/// [`DeviceSubRequest`](k8s_openapi::api::resource::v1::DeviceSubRequest)); `k8s.io.api.resource.v1.DeviceSubRequest` in Go.
+/// `api::resource::v1::DeviceSubRequest`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceSubRequest` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceSubRequestView<'a>(pub(crate) Fields<'a>);
 
@@ -1564,7 +1564,7 @@ impl serde::Serialize for DeviceSubRequestView<'_> {
 }
 
 /// A read view of a `DeviceTaint` where it lies in the encoding (k8s-openapi's
-/// [`DeviceTaint`](k8s_openapi::api::resource::v1::DeviceTaint)); `k8s.io.api.resource.v1.DeviceTaint` in Go.
+/// `api::resource::v1::DeviceTaint`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceTaint` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTaintView<'a>(pub(crate) Fields<'a>);
 
@@ -1628,7 +1628,7 @@ impl serde::Serialize for DeviceTaintView<'_> {
 }
 
 /// A read view of a `DeviceToleration` where it lies in the encoding (k8s-openapi's
-/// [`DeviceToleration`](k8s_openapi::api::resource::v1::DeviceToleration)); `k8s.io.api.resource.v1.DeviceToleration` in Go.
+/// `api::resource::v1::DeviceToleration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.DeviceToleration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTolerationView<'a>(pub(crate) Fields<'a>);
 
@@ -1705,7 +1705,7 @@ impl serde::Serialize for DeviceTolerationView<'_> {
 }
 
 /// A read view of a `ExactDeviceRequest` where it lies in the encoding (k8s-openapi's
-/// [`ExactDeviceRequest`](k8s_openapi::api::resource::v1::ExactDeviceRequest)); `k8s.io.api.resource.v1.ExactDeviceRequest` in Go.
+/// `api::resource::v1::ExactDeviceRequest`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ExactDeviceRequest` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ExactDeviceRequestView<'a>(pub(crate) Fields<'a>);
 
@@ -1798,7 +1798,7 @@ impl serde::Serialize for ExactDeviceRequestView<'_> {
 }
 
 /// A read view of a `NetworkDeviceData` where it lies in the encoding (k8s-openapi's
-/// [`NetworkDeviceData`](k8s_openapi::api::resource::v1::NetworkDeviceData)); `k8s.io.api.resource.v1.NetworkDeviceData` in Go.
+/// `api::resource::v1::NetworkDeviceData`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.NetworkDeviceData` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct NetworkDeviceDataView<'a>(pub(crate) Fields<'a>);
 
@@ -1857,7 +1857,7 @@ impl serde::Serialize for NetworkDeviceDataView<'_> {
 }
 
 /// A read view of a `NodeAllocatableResourceMapping` where it lies in the encoding (k8s-openapi's
-/// [`NodeAllocatableResourceMapping`](k8s_openapi::api::resource::v1::NodeAllocatableResourceMapping)); `k8s.io.api.resource.v1.NodeAllocatableResourceMapping` in Go.
+/// `api::resource::v1::NodeAllocatableResourceMapping`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.NodeAllocatableResourceMapping` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct NodeAllocatableResourceMappingView<'a>(pub(crate) Fields<'a>);
 
@@ -1907,7 +1907,7 @@ impl serde::Serialize for NodeAllocatableResourceMappingView<'_> {
 }
 
 /// A read view of a `OpaqueDeviceConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`OpaqueDeviceConfiguration`](k8s_openapi::api::resource::v1::OpaqueDeviceConfiguration)); `k8s.io.api.resource.v1.OpaqueDeviceConfiguration` in Go.
+/// `api::resource::v1::OpaqueDeviceConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.OpaqueDeviceConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct OpaqueDeviceConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -1953,7 +1953,7 @@ impl serde::Serialize for OpaqueDeviceConfigurationView<'_> {
 }
 
 /// A read view of a `ResourceClaim` where it lies in the encoding (k8s-openapi's
-/// [`ResourceClaim`](k8s_openapi::api::resource::v1::ResourceClaim)); `k8s.io.api.resource.v1.ResourceClaim` in Go.
+/// `api::resource::v1::ResourceClaim`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceClaim` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceClaimView<'a>(pub(crate) Fields<'a>);
 
@@ -2026,7 +2026,7 @@ impl serde::Serialize for ResourceClaimView<'_> {
 }
 
 /// A read view of a `ResourceClaimConsumerReference` where it lies in the encoding (k8s-openapi's
-/// [`ResourceClaimConsumerReference`](k8s_openapi::api::resource::v1::ResourceClaimConsumerReference)); `k8s.io.api.resource.v1.ResourceClaimConsumerReference` in Go.
+/// `api::resource::v1::ResourceClaimConsumerReference`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceClaimConsumerReference` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceClaimConsumerReferenceView<'a>(pub(crate) Fields<'a>);
 
@@ -2088,7 +2088,7 @@ impl serde::Serialize for ResourceClaimConsumerReferenceView<'_> {
 }
 
 /// A read view of a `ResourceClaimSpec` where it lies in the encoding (k8s-openapi's
-/// [`ResourceClaimSpec`](k8s_openapi::api::resource::v1::ResourceClaimSpec)); `k8s.io.api.resource.v1.ResourceClaimSpec` in Go.
+/// `api::resource::v1::ResourceClaimSpec`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceClaimSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceClaimSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -2129,7 +2129,7 @@ impl serde::Serialize for ResourceClaimSpecView<'_> {
 }
 
 /// A read view of a `ResourceClaimStatus` where it lies in the encoding (k8s-openapi's
-/// [`ResourceClaimStatus`](k8s_openapi::api::resource::v1::ResourceClaimStatus)); `k8s.io.api.resource.v1.ResourceClaimStatus` in Go.
+/// `api::resource::v1::ResourceClaimStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceClaimStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceClaimStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -2188,7 +2188,7 @@ impl serde::Serialize for ResourceClaimStatusView<'_> {
 }
 
 /// A read view of a `ResourceClaimTemplate` where it lies in the encoding (k8s-openapi's
-/// [`ResourceClaimTemplate`](k8s_openapi::api::resource::v1::ResourceClaimTemplate)); `k8s.io.api.resource.v1.ResourceClaimTemplate` in Go.
+/// `api::resource::v1::ResourceClaimTemplate`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceClaimTemplate` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceClaimTemplateView<'a>(pub(crate) Fields<'a>);
 
@@ -2252,7 +2252,7 @@ impl serde::Serialize for ResourceClaimTemplateView<'_> {
 }
 
 /// A read view of a `ResourceClaimTemplateSpec` where it lies in the encoding (k8s-openapi's
-/// [`ResourceClaimTemplateSpec`](k8s_openapi::api::resource::v1::ResourceClaimTemplateSpec)); `k8s.io.api.resource.v1.ResourceClaimTemplateSpec` in Go.
+/// `api::resource::v1::ResourceClaimTemplateSpec`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceClaimTemplateSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceClaimTemplateSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -2300,7 +2300,7 @@ impl serde::Serialize for ResourceClaimTemplateSpecView<'_> {
 }
 
 /// A read view of a `ResourcePool` where it lies in the encoding (k8s-openapi's
-/// [`ResourcePool`](k8s_openapi::api::resource::v1::ResourcePool)); `k8s.io.api.resource.v1.ResourcePool` in Go.
+/// `api::resource::v1::ResourcePool`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourcePool` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourcePoolView<'a>(pub(crate) Fields<'a>);
 
@@ -2353,7 +2353,7 @@ impl serde::Serialize for ResourcePoolView<'_> {
 }
 
 /// A read view of a `ResourceSlice` where it lies in the encoding (k8s-openapi's
-/// [`ResourceSlice`](k8s_openapi::api::resource::v1::ResourceSlice)); `k8s.io.api.resource.v1.ResourceSlice` in Go.
+/// `api::resource::v1::ResourceSlice`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceSlice` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceSliceView<'a>(pub(crate) Fields<'a>);
 
@@ -2417,7 +2417,7 @@ impl serde::Serialize for ResourceSliceView<'_> {
 }
 
 /// A read view of a `ResourceSliceSpec` where it lies in the encoding (k8s-openapi's
-/// [`ResourceSliceSpec`](k8s_openapi::api::resource::v1::ResourceSliceSpec)); `k8s.io.api.resource.v1.ResourceSliceSpec` in Go.
+/// `api::resource::v1::ResourceSliceSpec`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1.ResourceSliceSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourceSliceSpecView<'a>(pub(crate) Fields<'a>);
 

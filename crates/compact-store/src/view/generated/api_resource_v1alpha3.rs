@@ -192,7 +192,7 @@ impl serde::Serialize for DeviceTaintRuleSpecView<'_> {
 }
 
 /// A read view of a `DeviceTaintRuleStatus` where it lies in the encoding (k8s-openapi's
-/// [`DeviceTaintRuleStatus`](k8s_openapi::api::resource::v1alpha3::DeviceTaintRuleStatus)); `k8s.io.api.resource.v1alpha3.DeviceTaintRuleStatus` in Go.
+/// `api::resource::v1alpha3::DeviceTaintRuleStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.DeviceTaintRuleStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTaintRuleStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -292,7 +292,7 @@ impl serde::Serialize for DeviceTaintSelectorView<'_> {
 }
 
 /// A read view of a `PoolStatus` where it lies in the encoding (k8s-openapi's
-/// [`PoolStatus`](k8s_openapi::api::resource::v1alpha3::PoolStatus)); `k8s.io.api.resource.v1alpha3.PoolStatus` in Go.
+/// `api::resource::v1alpha3::PoolStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.PoolStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PoolStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -408,7 +408,7 @@ impl serde::Serialize for PoolStatusView<'_> {
 }
 
 /// A read view of a `ResourcePoolStatusRequest` where it lies in the encoding (k8s-openapi's
-/// [`ResourcePoolStatusRequest`](k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequest)); `k8s.io.api.resource.v1alpha3.ResourcePoolStatusRequest` in Go.
+/// `api::resource::v1alpha3::ResourcePoolStatusRequest`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.ResourcePoolStatusRequest` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourcePoolStatusRequestView<'a>(pub(crate) Fields<'a>);
 
@@ -481,7 +481,7 @@ impl serde::Serialize for ResourcePoolStatusRequestView<'_> {
 }
 
 /// A read view of a `ResourcePoolStatusRequestSpec` where it lies in the encoding (k8s-openapi's
-/// [`ResourcePoolStatusRequestSpec`](k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequestSpec)); `k8s.io.api.resource.v1alpha3.ResourcePoolStatusRequestSpec` in Go.
+/// `api::resource::v1alpha3::ResourcePoolStatusRequestSpec`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.ResourcePoolStatusRequestSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourcePoolStatusRequestSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -538,7 +538,7 @@ impl serde::Serialize for ResourcePoolStatusRequestSpecView<'_> {
 }
 
 /// A read view of a `ResourcePoolStatusRequestStatus` where it lies in the encoding (k8s-openapi's
-/// [`ResourcePoolStatusRequestStatus`](k8s_openapi::api::resource::v1alpha3::ResourcePoolStatusRequestStatus)); `k8s.io.api.resource.v1alpha3.ResourcePoolStatusRequestStatus` in Go.
+/// `api::resource::v1alpha3::ResourcePoolStatusRequestStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.ResourcePoolStatusRequestStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct ResourcePoolStatusRequestStatusView<'a>(pub(crate) Fields<'a>);
 

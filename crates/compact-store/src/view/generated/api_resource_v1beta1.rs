@@ -334,7 +334,7 @@ impl serde::Serialize for CELDeviceSelectorView<'_> {
 }
 
 /// A read view of a `CapacityRequestPolicy` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequestPolicy`](k8s_openapi::api::resource::v1beta1::CapacityRequestPolicy)); `k8s.io.api.resource.v1beta1.CapacityRequestPolicy` in Go.
+/// `api::resource::v1beta1::CapacityRequestPolicy`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta1.CapacityRequestPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequestPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -393,7 +393,7 @@ impl serde::Serialize for CapacityRequestPolicyView<'_> {
 }
 
 /// A read view of a `CapacityRequestPolicyRange` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequestPolicyRange`](k8s_openapi::api::resource::v1beta1::CapacityRequestPolicyRange)); `k8s.io.api.resource.v1beta1.CapacityRequestPolicyRange` in Go.
+/// `api::resource::v1beta1::CapacityRequestPolicyRange`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta1.CapacityRequestPolicyRange` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequestPolicyRangeView<'a>(pub(crate) Fields<'a>);
 
@@ -450,7 +450,7 @@ impl serde::Serialize for CapacityRequestPolicyRangeView<'_> {
 }
 
 /// A read view of a `CapacityRequirements` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequirements`](k8s_openapi::api::resource::v1beta1::CapacityRequirements)); `k8s.io.api.resource.v1beta1.CapacityRequirements` in Go.
+/// `api::resource::v1beta1::CapacityRequirements`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta1.CapacityRequirements` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequirementsView<'a>(pub(crate) Fields<'a>);
 
@@ -1156,7 +1156,7 @@ impl serde::Serialize for DeviceClassSpecView<'_> {
 }
 
 /// A read view of a `DeviceConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`DeviceConfiguration`](k8s_openapi::api::resource::v1beta1::DeviceConfiguration)); `k8s.io.api.resource.v1beta1.DeviceConfiguration` in Go.
+/// `api::resource::v1beta1::DeviceConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta1.DeviceConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -1859,7 +1859,7 @@ impl serde::Serialize for NetworkDeviceDataView<'_> {
 }
 
 /// A read view of a `NodeAllocatableResourceMapping` where it lies in the encoding (k8s-openapi's
-/// [`NodeAllocatableResourceMapping`](k8s_openapi::api::resource::v1beta1::NodeAllocatableResourceMapping)); `k8s.io.api.resource.v1beta1.NodeAllocatableResourceMapping` in Go.
+/// `api::resource::v1beta1::NodeAllocatableResourceMapping`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta1.NodeAllocatableResourceMapping` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct NodeAllocatableResourceMappingView<'a>(pub(crate) Fields<'a>);
 

@@ -194,7 +194,7 @@ impl serde::Serialize for CELDeviceSelectorView<'_> {
 }
 
 /// A read view of a `CapacityRequestPolicy` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequestPolicy`](k8s_openapi::api::resource::v1beta2::CapacityRequestPolicy)); `k8s.io.api.resource.v1beta2.CapacityRequestPolicy` in Go.
+/// `api::resource::v1beta2::CapacityRequestPolicy`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.CapacityRequestPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequestPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -253,7 +253,7 @@ impl serde::Serialize for CapacityRequestPolicyView<'_> {
 }
 
 /// A read view of a `CapacityRequestPolicyRange` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequestPolicyRange`](k8s_openapi::api::resource::v1beta2::CapacityRequestPolicyRange)); `k8s.io.api.resource.v1beta2.CapacityRequestPolicyRange` in Go.
+/// `api::resource::v1beta2::CapacityRequestPolicyRange`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.CapacityRequestPolicyRange` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequestPolicyRangeView<'a>(pub(crate) Fields<'a>);
 
@@ -310,7 +310,7 @@ impl serde::Serialize for CapacityRequestPolicyRangeView<'_> {
 }
 
 /// A read view of a `CapacityRequirements` where it lies in the encoding (k8s-openapi's
-/// [`CapacityRequirements`](k8s_openapi::api::resource::v1beta2::CapacityRequirements)); `k8s.io.api.resource.v1beta2.CapacityRequirements` in Go.
+/// `api::resource::v1beta2::CapacityRequirements`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.CapacityRequirements` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct CapacityRequirementsView<'a>(pub(crate) Fields<'a>);
 
@@ -1115,7 +1115,7 @@ impl serde::Serialize for DeviceClassSpecView<'_> {
 }
 
 /// A read view of a `DeviceConfiguration` where it lies in the encoding (k8s-openapi's
-/// [`DeviceConfiguration`](k8s_openapi::api::resource::v1beta2::DeviceConfiguration)); `k8s.io.api.resource.v1beta2.DeviceConfiguration` in Go.
+/// `api::resource::v1beta2::DeviceConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.DeviceConfiguration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceConfigurationView<'a>(pub(crate) Fields<'a>);
 
@@ -1628,7 +1628,7 @@ impl serde::Serialize for DeviceTaintView<'_> {
 }
 
 /// A read view of a `DeviceTaintRule` where it lies in the encoding (k8s-openapi's
-/// [`DeviceTaintRule`](k8s_openapi::api::resource::v1beta2::DeviceTaintRule)); `k8s.io.api.resource.v1beta2.DeviceTaintRule` in Go.
+/// `api::resource::v1beta2::DeviceTaintRule`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.DeviceTaintRule` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTaintRuleView<'a>(pub(crate) Fields<'a>);
 
@@ -1701,7 +1701,7 @@ impl serde::Serialize for DeviceTaintRuleView<'_> {
 }
 
 /// A read view of a `DeviceTaintRuleSpec` where it lies in the encoding (k8s-openapi's
-/// [`DeviceTaintRuleSpec`](k8s_openapi::api::resource::v1beta2::DeviceTaintRuleSpec)); `k8s.io.api.resource.v1beta2.DeviceTaintRuleSpec` in Go.
+/// `api::resource::v1beta2::DeviceTaintRuleSpec`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.DeviceTaintRuleSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTaintRuleSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -1749,7 +1749,7 @@ impl serde::Serialize for DeviceTaintRuleSpecView<'_> {
 }
 
 /// A read view of a `DeviceTaintRuleStatus` where it lies in the encoding (k8s-openapi's
-/// [`DeviceTaintRuleStatus`](k8s_openapi::api::resource::v1beta2::DeviceTaintRuleStatus)); `k8s.io.api.resource.v1beta2.DeviceTaintRuleStatus` in Go.
+/// `api::resource::v1beta2::DeviceTaintRuleStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.DeviceTaintRuleStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTaintRuleStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -1790,7 +1790,7 @@ impl serde::Serialize for DeviceTaintRuleStatusView<'_> {
 }
 
 /// A read view of a `DeviceTaintSelector` where it lies in the encoding (k8s-openapi's
-/// [`DeviceTaintSelector`](k8s_openapi::api::resource::v1beta2::DeviceTaintSelector)); `k8s.io.api.resource.v1beta2.DeviceTaintSelector` in Go.
+/// `api::resource::v1beta2::DeviceTaintSelector`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.DeviceTaintSelector` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct DeviceTaintSelectorView<'a>(pub(crate) Fields<'a>);
 
@@ -2078,7 +2078,7 @@ impl serde::Serialize for NetworkDeviceDataView<'_> {
 }
 
 /// A read view of a `NodeAllocatableResourceMapping` where it lies in the encoding (k8s-openapi's
-/// [`NodeAllocatableResourceMapping`](k8s_openapi::api::resource::v1beta2::NodeAllocatableResourceMapping)); `k8s.io.api.resource.v1beta2.NodeAllocatableResourceMapping` in Go.
+/// `api::resource::v1beta2::NodeAllocatableResourceMapping`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.NodeAllocatableResourceMapping` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct NodeAllocatableResourceMappingView<'a>(pub(crate) Fields<'a>);
 

@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `BasicSchedulingPolicy` where it lies in the encoding (k8s-openapi's
-/// [`BasicSchedulingPolicy`](k8s_openapi::api::scheduling::v1alpha2::BasicSchedulingPolicy)); `k8s.io.api.scheduling.v1alpha2.BasicSchedulingPolicy` in Go.
+/// `api::scheduling::v1alpha2::BasicSchedulingPolicy`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.BasicSchedulingPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct BasicSchedulingPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -39,7 +39,7 @@ impl serde::Serialize for BasicSchedulingPolicyView<'_> {
 }
 
 /// A read view of a `GangSchedulingPolicy` where it lies in the encoding (k8s-openapi's
-/// [`GangSchedulingPolicy`](k8s_openapi::api::scheduling::v1alpha2::GangSchedulingPolicy)); `k8s.io.api.scheduling.v1alpha2.GangSchedulingPolicy` in Go.
+/// `api::scheduling::v1alpha2::GangSchedulingPolicy`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.GangSchedulingPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct GangSchedulingPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -78,7 +78,7 @@ impl serde::Serialize for GangSchedulingPolicyView<'_> {
 }
 
 /// A read view of a `PodGroup` where it lies in the encoding (k8s-openapi's
-/// [`PodGroup`](k8s_openapi::api::scheduling::v1alpha2::PodGroup)); `k8s.io.api.scheduling.v1alpha2.PodGroup` in Go.
+/// `api::scheduling::v1alpha2::PodGroup`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroup` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupView<'a>(pub(crate) Fields<'a>);
 
@@ -151,7 +151,7 @@ impl serde::Serialize for PodGroupView<'_> {
 }
 
 /// A read view of a `PodGroupResourceClaim` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupResourceClaim`](k8s_openapi::api::scheduling::v1alpha2::PodGroupResourceClaim)); `k8s.io.api.scheduling.v1alpha2.PodGroupResourceClaim` in Go.
+/// `api::scheduling::v1alpha2::PodGroupResourceClaim`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupResourceClaim` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupResourceClaimView<'a>(pub(crate) Fields<'a>);
 
@@ -208,7 +208,7 @@ impl serde::Serialize for PodGroupResourceClaimView<'_> {
 }
 
 /// A read view of a `PodGroupResourceClaimStatus` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupResourceClaimStatus`](k8s_openapi::api::scheduling::v1alpha2::PodGroupResourceClaimStatus)); `k8s.io.api.scheduling.v1alpha2.PodGroupResourceClaimStatus` in Go.
+/// `api::scheduling::v1alpha2::PodGroupResourceClaimStatus`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupResourceClaimStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupResourceClaimStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -256,7 +256,7 @@ impl serde::Serialize for PodGroupResourceClaimStatusView<'_> {
 }
 
 /// A read view of a `PodGroupSchedulingConstraints` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupSchedulingConstraints`](k8s_openapi::api::scheduling::v1alpha2::PodGroupSchedulingConstraints)); `k8s.io.api.scheduling.v1alpha2.PodGroupSchedulingConstraints` in Go.
+/// `api::scheduling::v1alpha2::PodGroupSchedulingConstraints`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupSchedulingConstraints` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupSchedulingConstraintsView<'a>(pub(crate) Fields<'a>);
 
@@ -297,7 +297,7 @@ impl serde::Serialize for PodGroupSchedulingConstraintsView<'_> {
 }
 
 /// A read view of a `PodGroupSchedulingPolicy` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupSchedulingPolicy`](k8s_openapi::api::scheduling::v1alpha2::PodGroupSchedulingPolicy)); `k8s.io.api.scheduling.v1alpha2.PodGroupSchedulingPolicy` in Go.
+/// `api::scheduling::v1alpha2::PodGroupSchedulingPolicy`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupSchedulingPolicy` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupSchedulingPolicyView<'a>(pub(crate) Fields<'a>);
 
@@ -347,7 +347,7 @@ impl serde::Serialize for PodGroupSchedulingPolicyView<'_> {
 }
 
 /// A read view of a `PodGroupSpec` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupSpec`](k8s_openapi::api::scheduling::v1alpha2::PodGroupSpec)); `k8s.io.api.scheduling.v1alpha2.PodGroupSpec` in Go.
+/// `api::scheduling::v1alpha2::PodGroupSpec`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -440,7 +440,7 @@ impl serde::Serialize for PodGroupSpecView<'_> {
 }
 
 /// A read view of a `PodGroupStatus` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupStatus`](k8s_openapi::api::scheduling::v1alpha2::PodGroupStatus)); `k8s.io.api.scheduling.v1alpha2.PodGroupStatus` in Go.
+/// `api::scheduling::v1alpha2::PodGroupStatus`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupStatusView<'a>(pub(crate) Fields<'a>);
 
@@ -490,7 +490,7 @@ impl serde::Serialize for PodGroupStatusView<'_> {
 }
 
 /// A read view of a `PodGroupTemplate` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupTemplate`](k8s_openapi::api::scheduling::v1alpha2::PodGroupTemplate)); `k8s.io.api.scheduling.v1alpha2.PodGroupTemplate` in Go.
+/// `api::scheduling::v1alpha2::PodGroupTemplate`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupTemplate` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupTemplateView<'a>(pub(crate) Fields<'a>);
 
@@ -581,7 +581,7 @@ impl serde::Serialize for PodGroupTemplateView<'_> {
 }
 
 /// A read view of a `PodGroupTemplateReference` where it lies in the encoding (k8s-openapi's
-/// [`PodGroupTemplateReference`](k8s_openapi::api::scheduling::v1alpha2::PodGroupTemplateReference)); `k8s.io.api.scheduling.v1alpha2.PodGroupTemplateReference` in Go.
+/// `api::scheduling::v1alpha2::PodGroupTemplateReference`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.PodGroupTemplateReference` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct PodGroupTemplateReferenceView<'a>(pub(crate) Fields<'a>);
 
@@ -622,7 +622,7 @@ impl serde::Serialize for PodGroupTemplateReferenceView<'_> {
 }
 
 /// A read view of a `TopologyConstraint` where it lies in the encoding (k8s-openapi's
-/// [`TopologyConstraint`](k8s_openapi::api::scheduling::v1alpha2::TopologyConstraint)); `k8s.io.api.scheduling.v1alpha2.TopologyConstraint` in Go.
+/// `api::scheduling::v1alpha2::TopologyConstraint`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.TopologyConstraint` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct TopologyConstraintView<'a>(pub(crate) Fields<'a>);
 
@@ -661,7 +661,7 @@ impl serde::Serialize for TopologyConstraintView<'_> {
 }
 
 /// A read view of a `TypedLocalObjectReference` where it lies in the encoding (k8s-openapi's
-/// [`TypedLocalObjectReference`](k8s_openapi::api::scheduling::v1alpha2::TypedLocalObjectReference)); `k8s.io.api.scheduling.v1alpha2.TypedLocalObjectReference` in Go.
+/// `api::scheduling::v1alpha2::TypedLocalObjectReference`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.TypedLocalObjectReference` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct TypedLocalObjectReferenceView<'a>(pub(crate) Fields<'a>);
 
@@ -716,7 +716,7 @@ impl serde::Serialize for TypedLocalObjectReferenceView<'_> {
 }
 
 /// A read view of a `Workload` where it lies in the encoding (k8s-openapi's
-/// [`Workload`](k8s_openapi::api::scheduling::v1alpha2::Workload)); `k8s.io.api.scheduling.v1alpha2.Workload` in Go.
+/// `api::scheduling::v1alpha2::Workload`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.Workload` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct WorkloadView<'a>(pub(crate) Fields<'a>);
 
@@ -780,7 +780,7 @@ impl serde::Serialize for WorkloadView<'_> {
 }
 
 /// A read view of a `WorkloadPodGroupTemplateReference` where it lies in the encoding (k8s-openapi's
-/// [`WorkloadPodGroupTemplateReference`](k8s_openapi::api::scheduling::v1alpha2::WorkloadPodGroupTemplateReference)); `k8s.io.api.scheduling.v1alpha2.WorkloadPodGroupTemplateReference` in Go.
+/// `api::scheduling::v1alpha2::WorkloadPodGroupTemplateReference`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.WorkloadPodGroupTemplateReference` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct WorkloadPodGroupTemplateReferenceView<'a>(pub(crate) Fields<'a>);
 
@@ -826,7 +826,7 @@ impl serde::Serialize for WorkloadPodGroupTemplateReferenceView<'_> {
 }
 
 /// A read view of a `WorkloadSpec` where it lies in the encoding (k8s-openapi's
-/// [`WorkloadSpec`](k8s_openapi::api::scheduling::v1alpha2::WorkloadSpec)); `k8s.io.api.scheduling.v1alpha2.WorkloadSpec` in Go.
+/// `api::scheduling::v1alpha2::WorkloadSpec`, in the Kubernetes versions that have it); `k8s.io.api.scheduling.v1alpha2.WorkloadSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct WorkloadSpecView<'a>(pub(crate) Fields<'a>);
 

@@ -868,7 +868,7 @@ impl serde::Serialize for VolumeAttachmentStatusView<'_> {
 }
 
 /// A read view of a `VolumeAttributesClass` where it lies in the encoding (k8s-openapi's
-/// [`VolumeAttributesClass`](k8s_openapi::api::storage::v1::VolumeAttributesClass)); `k8s.io.api.storage.v1.VolumeAttributesClass` in Go.
+/// `api::storage::v1::VolumeAttributesClass`, in the Kubernetes versions that have it); `k8s.io.api.storage.v1.VolumeAttributesClass` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct VolumeAttributesClassView<'a>(pub(crate) Fields<'a>);
 

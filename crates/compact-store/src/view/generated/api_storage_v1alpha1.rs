@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `VolumeAttributesClass` where it lies in the encoding (k8s-openapi's
-/// [`VolumeAttributesClass`](k8s_openapi::api::storage::v1alpha1::VolumeAttributesClass)); `k8s.io.api.storage.v1alpha1.VolumeAttributesClass` in Go.
+/// `api::storage::v1alpha1::VolumeAttributesClass`, in the Kubernetes versions that have it); `k8s.io.api.storage.v1alpha1.VolumeAttributesClass` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct VolumeAttributesClassView<'a>(pub(crate) Fields<'a>);
 

@@ -7,7 +7,7 @@ use crate::view::read::{Fields, Raw};
 use crate::view::generated::names::*;
 
 /// A read view of a `StorageVersionMigration` where it lies in the encoding (k8s-openapi's
-/// [`StorageVersionMigration`](k8s_openapi::api::storagemigration::v1beta1::StorageVersionMigration)); `k8s.io.api.storagemigration.v1beta1.StorageVersionMigration` in Go.
+/// `api::storagemigration::v1beta1::StorageVersionMigration`, in the Kubernetes versions that have it); `k8s.io.api.storagemigration.v1beta1.StorageVersionMigration` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct StorageVersionMigrationView<'a>(pub(crate) Fields<'a>);
 
@@ -82,7 +82,7 @@ impl serde::Serialize for StorageVersionMigrationView<'_> {
 }
 
 /// A read view of a `StorageVersionMigrationSpec` where it lies in the encoding (k8s-openapi's
-/// [`StorageVersionMigrationSpec`](k8s_openapi::api::storagemigration::v1beta1::StorageVersionMigrationSpec)); `k8s.io.api.storagemigration.v1beta1.StorageVersionMigrationSpec` in Go.
+/// `api::storagemigration::v1beta1::StorageVersionMigrationSpec`, in the Kubernetes versions that have it); `k8s.io.api.storagemigration.v1beta1.StorageVersionMigrationSpec` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct StorageVersionMigrationSpecView<'a>(pub(crate) Fields<'a>);
 
@@ -121,7 +121,7 @@ impl serde::Serialize for StorageVersionMigrationSpecView<'_> {
 }
 
 /// A read view of a `StorageVersionMigrationStatus` where it lies in the encoding (k8s-openapi's
-/// [`StorageVersionMigrationStatus`](k8s_openapi::api::storagemigration::v1beta1::StorageVersionMigrationStatus)); `k8s.io.api.storagemigration.v1beta1.StorageVersionMigrationStatus` in Go.
+/// `api::storagemigration::v1beta1::StorageVersionMigrationStatus`, in the Kubernetes versions that have it); `k8s.io.api.storagemigration.v1beta1.StorageVersionMigrationStatus` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct StorageVersionMigrationStatusView<'a>(pub(crate) Fields<'a>);
 

@@ -224,7 +224,7 @@ impl serde::Serialize for FieldSelectorRequirementView<'_> {
 }
 
 /// A read view of a `GroupResource` where it lies in the encoding (k8s-openapi's
-/// [`GroupResource`](k8s_openapi::apimachinery::pkg::apis::meta::v1::GroupResource)); `k8s.io.apimachinery.pkg.apis.meta.v1.GroupResource` in Go.
+/// `apimachinery::pkg::apis::meta::v1::GroupResource`, in the Kubernetes versions that have it); `k8s.io.apimachinery.pkg.apis.meta.v1.GroupResource` in Go.
 #[derive(Clone, Copy, Default)]
 pub struct GroupResourceView<'a>(pub(crate) Fields<'a>);
 

@@ -30,8 +30,8 @@ impl KnownObjects<Obj> for Held {
     }
 }
 
-/// A cache that keeps objects encoded, as the compact store does: every read is a new
-/// copy, and it cannot hand out what it holds without making one.
+/// A cache that builds what it hands out (objects kept encoded, decoded on read): every
+/// read is a new copy, and it cannot hand out what it holds without making one.
 struct Encoded(Held);
 
 impl KnownObjects<Obj> for Encoded {
