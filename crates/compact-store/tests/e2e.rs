@@ -257,21 +257,24 @@ async fn a_projection_is_the_informers_type_cached_or_decoded_in_either_wire_for
 }
 
 /// Pods that count how often one is decoded (by serde: protobuf into a `Pod`, JSON, or the
-/// store's encoding).
+/// store's encoding), in counter `C` (one per test: tests run at the same time).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(transparent)]
-struct CountedPod(Pod);
+struct CountedPod<const C: usize = 0>(Pod);
 
-static DECODED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static DECODED: [std::sync::atomic::AtomicUsize; 2] = [
+    std::sync::atomic::AtomicUsize::new(0),
+    std::sync::atomic::AtomicUsize::new(0),
+];
 
-impl<'de> serde::Deserialize<'de> for CountedPod {
+impl<'de, const C: usize> serde::Deserialize<'de> for CountedPod<C> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        DECODED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        DECODED[C].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Pod::deserialize(d).map(CountedPod)
     }
 }
 
-impl k8s_openapi::Resource for CountedPod {
+impl<const C: usize> k8s_openapi::Resource for CountedPod<C> {
     const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
     const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
     const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
@@ -280,7 +283,7 @@ impl k8s_openapi::Resource for CountedPod {
     type Scope = k8s_openapi::NamespaceResourceScope;
 }
 
-impl k8s_openapi::Metadata for CountedPod {
+impl<const C: usize> k8s_openapi::Metadata for CountedPod<C> {
     type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     fn metadata(&self) -> &Self::Ty {
         &self.0.metadata
@@ -291,7 +294,47 @@ impl k8s_openapi::Metadata for CountedPod {
 }
 
 fn decoded() -> usize {
-    DECODED.load(std::sync::atomic::Ordering::SeqCst)
+    DECODED[0].load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// `modify` given before `cached()`: every cached pod changed, and in protobuf decoded once
+/// (not transcoded, then decoded again to be changed); a JSON pod is decoded into the
+/// cache, then decoded, changed and encoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn modify_before_cached_changes_every_object_and_decodes_a_protobuf_one_once() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("modify-cached").await.unwrap();
+    let client = reflector_client(cp.admin_config()).unwrap();
+    create_pods(&Api::<Pod>::namespaced(client.clone(), &ns), "m", 6)
+        .await
+        .unwrap();
+    let counted = || DECODED[1].load(std::sync::atomic::Ordering::SeqCst);
+    for (wire, decodes_per_pod) in [
+        (kinformer_reflector::WireFormat::Auto, 1),
+        (kinformer_reflector::WireFormat::Json, 2),
+    ] {
+        let api: Api<CountedPod<1>> = Api::namespaced(client.clone(), &ns);
+        let lw = KubeListerWatcher::new(api)
+            .wire_format(wire)
+            .modify(|p: &mut CountedPod<1>| p.0.metadata.managed_fields = None)
+            .cached();
+        let before = counted();
+        let informer = SharedIndexInformer::builder(lw).build();
+        let handle = informer.start().unwrap();
+        eventually("the informer synced", TIMEOUT, || informer.has_synced()).await;
+        assert_eq!(counted() - before, 6 * decodes_per_pod, "{wire:?}");
+        let all = informer.lister().list(&parse_selector("").unwrap());
+        assert_eq!(all.len(), 6, "{wire:?}");
+        for p in all {
+            assert!(
+                p.meta().managed_fields().is_none(),
+                "{wire:?}: {:?}",
+                p.meta().name()
+            );
+        }
+        handle.stop().await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

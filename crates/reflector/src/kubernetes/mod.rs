@@ -95,6 +95,9 @@ pub struct KubeListerWatcher<K> {
     requests: Requests,
     expected: Expected,
     modify: Option<Modify<K>>,
+    /// A change that JSON objects alone get, before `modify`: [`cached`](Self::cached)'s
+    /// carried-over `modify`, which a protobuf object got while it was decoded.
+    json_first: Option<Modify<K>>,
     protobuf: Option<ProtobufDecode<K>>,
     /// Bytes of response bodies received, shared by clones.
     received: Arc<AtomicU64>,
@@ -114,6 +117,7 @@ impl<K> Clone for KubeListerWatcher<K> {
             requests: self.requests.clone(),
             expected: self.expected.clone(),
             modify: self.modify.clone(),
+            json_first: self.json_first.clone(),
             protobuf: self.protobuf.clone(),
             received: Arc::clone(&self.received),
             _k: PhantomData,
@@ -201,6 +205,7 @@ impl<K> KubeListerWatcher<K> {
             client: api.into_client(),
             expected,
             modify: None,
+            json_first: None,
             protobuf: None,
             received: Arc::default(),
             _k: PhantomData,
@@ -305,6 +310,7 @@ impl<K> KubeListerWatcher<K> {
             requests: self.requests,
             expected: self.expected,
             modify: None,
+            json_first: None,
             protobuf: Some(Arc::new(decode)),
             received: self.received,
             _k: PhantomData,
@@ -321,9 +327,10 @@ where
     /// its typed view. Protobuf is transcoded into the cache's encoding without building a
     /// `K` (`managedFields` stay the JSON text the server sent); JSON (custom resources)
     /// is decoded as `K` and encoded. A [`modify`](Self::modify) given before carries over:
-    /// each object is then decoded, changed and encoded (a protobuf object no longer
-    /// transcoded), and so is one of a decoder of your own
-    /// ([`decode_protobuf_with`](Self::decode_protobuf_with)).
+    /// each protobuf object is then decoded as `K` (no longer transcoded), changed and
+    /// encoded once, and so is one of a decoder of your own
+    /// ([`decode_protobuf_with`](Self::decode_protobuf_with)); a JSON object is changed
+    /// after it is decoded. A `modify` of the `Cached<K>` lister-watcher runs after it.
     ///
     /// This is what a factory's informer lists and watches with; an informer built from it
     /// is a `SharedIndexInformer<Cached<K>>`, one built from `self` keeps decoded `K`s.
@@ -340,26 +347,34 @@ where
         let modify = self.modify.clone();
         let lw = match self.protobuf.clone() {
             None if modify.is_none() => self.decode_protobuf_with(Cached::from_protobuf),
-            custom => self.decode_protobuf_with(move |object| {
-                let obj = match &custom {
-                    Some(decode) => decode(object)?,
-                    None => object.deserialize::<K>()?,
-                };
-                Cached::new(&obj).map_err(|e| kinformer_protobuf::Error::Rejected {
-                    path: kinformer_protobuf::Path::default(),
-                    reason: e.to_string(),
+            custom => {
+                let modify = modify.clone();
+                self.decode_protobuf_with(move |object| {
+                    let mut obj = match &custom {
+                        Some(decode) => decode(object)?,
+                        None => object.deserialize::<K>()?,
+                    };
+                    if let Some(f) = &modify {
+                        f(&mut obj);
+                    }
+                    Cached::new(&obj).map_err(|e| kinformer_protobuf::Error::Rejected {
+                        path: kinformer_protobuf::Path::default(),
+                        reason: e.to_string(),
+                    })
+                })
+            }
+        };
+        KubeListerWatcher {
+            json_first: modify.map(|f| -> Modify<Cached<K>> {
+                Arc::new(move |c: &mut Cached<K>| {
+                    // An object that does not decode stays as it came: its readers get
+                    // the typed error.
+                    if let Ok(changed) = c.map(|obj| f(obj)) {
+                        *c = changed;
+                    }
                 })
             }),
-        };
-        match modify {
-            None => lw,
-            Some(f) => lw.modify(move |c: &mut Cached<K>| {
-                // An object that does not decode stays as it came: its readers get the
-                // typed error.
-                if let Ok(changed) = c.map(|obj| f(obj)) {
-                    *c = changed;
-                }
-            }),
+            ..lw
         }
     }
 }
@@ -370,6 +385,20 @@ where
 {
     fn count(&self, bytes: usize) {
         self.received.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// What a JSON object gets: `json_first`, then `modify`.
+    fn json_modify(&self) -> Option<Modify<K>> {
+        match (&self.json_first, &self.modify) {
+            (Some(first), Some(then)) => {
+                let (first, then) = (Arc::clone(first), Arc::clone(then));
+                Some(Arc::new(move |obj: &mut K| {
+                    first(obj);
+                    then(obj);
+                }))
+            }
+            (first, then) => first.clone().or_else(|| then.clone()),
+        }
     }
 
     async fn list_page(&self, o: &ListOptions) -> Result<ListPage<K>, Error> {
@@ -386,7 +415,7 @@ where
             Format::Json => {
                 let text = std::str::from_utf8(body.as_ref())
                     .map_err(|_| Error::decode("list", "not UTF-8"))?;
-                json::decode_list(text, expected, modify)
+                json::decode_list(text, expected, self.json_modify().as_ref())
             }
         }
     }
@@ -407,15 +436,20 @@ where
                 received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             })
             .map_err(std::io::Error::other);
-        let (expected, modify) = (self.expected.clone(), self.modify.clone());
-        let custom = self.protobuf.clone();
+        let expected = self.expected.clone();
         Ok(match format {
-            Format::Protobuf => framing::watch_frames(chunks, move |frame| {
-                protobuf::decode_frame(frame, &expected, modify.as_ref(), custom.as_ref())
-            }),
-            Format::Json => framing::watch_lines(chunks.into_async_read(), move |line| {
-                json::decode_line(line, &expected, modify.as_ref())
-            }),
+            Format::Protobuf => {
+                let (modify, custom) = (self.modify.clone(), self.protobuf.clone());
+                framing::watch_frames(chunks, move |frame| {
+                    protobuf::decode_frame(frame, &expected, modify.as_ref(), custom.as_ref())
+                })
+            }
+            Format::Json => {
+                let modify = self.json_modify();
+                framing::watch_lines(chunks.into_async_read(), move |line| {
+                    json::decode_line(line, &expected, modify.as_ref())
+                })
+            }
         })
     }
 }
