@@ -54,8 +54,9 @@
 //! `malloc_trim(0)` first.
 //!
 //! `--reads` (kinformer's contender and the Go peer, pods only, each side's defaults
-//! otherwise: no `--strip`, `--modify`, `--project`, `--store`, `--resource`, `--latency`,
-//! `--relist` or `--settle`): the informer gets one more index, `byNode`
+//! otherwise: no `--strip`, `--modify`, `--project`, `--resource`, `--latency`, `--relist`
+//! or `--settle`; kinformer's `--store decoded` reads its decoded informer instead of the
+//! default cache): the informer gets one more index, `byNode`
 //! (`spec.nodeName`), and one add handler that reads a typed pod's `spec.nodeName`; after
 //! the result line, once that handler has handled every initial add, the contender runs
 //! the read workload of [`reads`] on one thread and prints its `{"reads": {...}}` line.
@@ -315,7 +316,6 @@ impl Args {
             && (strip
                 || modify
                 || project
-                || store != Store::Default
                 || resource.is_some()
                 || latency > 0
                 || relist
@@ -323,7 +323,7 @@ impl Args {
                 || trim)
         {
             bail!(
-                "--reads reads the default pod informer's cache: no --strip, --modify, --project, --store, --resource, --latency, --relist, --settle or --trim"
+                "--reads reads a pod informer's cache with its defaults: no --strip, --modify, --project, --resource, --latency, --relist, --settle or --trim"
             );
         }
         Ok(Self {
@@ -695,16 +695,19 @@ mod tests {
     }
 
     #[test]
-    fn reads_take_the_default_pod_informer_only() {
+    fn reads_take_a_pod_informer_with_its_defaults_and_either_store() {
         let a = parse("--reads").unwrap();
         assert!(a.reads && a.store == Store::Default && !a.strip);
+        assert_eq!(
+            parse("--reads --store decoded").unwrap().store,
+            Store::Decoded
+        );
         assert!(parse("--reads --wire protobuf").unwrap().reads);
         assert!(!parse("").unwrap().reads);
         for wrong in [
             "--reads --strip",
             "--reads --strip --modify",
             "--reads --project",
-            "--reads --store decoded",
             "--reads --latency 5",
             "--reads --relist",
             "--reads --settle",

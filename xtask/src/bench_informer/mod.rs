@@ -53,11 +53,12 @@
 //!    `--pods` count above 0, the pods created once, then `--runs` rounds of client-go's
 //!    peer and kinformer's contender with `--reads` (each program's default pod informer,
 //!    a `byNode` index and a typed add handler; the workload is `bench/informer`'s
-//!    `reads` module), one process per run, the sides alternating: gets by name, a hot
-//!    key, a list by selector, an index sweep, their CPU and the peak RSS after them, the
-//!    sync time and CPU with the handler and the time to its last initial add; medians and
-//!    kinformer ÷ client-go in a table per count, recorded in their own section. Both
-//!    sides' checksums of what they read must agree.
+//!    `reads` module), and kinformer's decoded informer beside them, one process per run,
+//!    the sides rotating: gets by name, a hot key, a list by selector, an index sweep,
+//!    their CPU and the peak RSS after them, the sync time and CPU with the handler and
+//!    the time to its last initial add; medians and each kinformer side ÷ client-go in a
+//!    table per count, recorded in their own section. Every side's checksums of what it
+//!    read must agree.
 //!
 //! Medians, ratios to client-go, the exact command and three SVG charts
 //! (`bench/informer/charts/`) go to BENCHMARKS.md. With no mode flag the bench runs steps
@@ -137,9 +138,9 @@ struct Opts {
     #[arg(long)]
     defaults_only: bool,
     /// Only reads from a synced cache: for every `--pods` count above 0, client-go's peer
-    /// and kinformer's contender with `--reads` (gets by name, a hot key, a list by
-    /// selector, an index sweep; sync with a typed add handler), `--runs` processes each,
-    /// alternating (recorded in their own section).
+    /// and kinformer's contender with `--reads`, its default cache and its decoded informer
+    /// (gets by name, a hot key, a list by selector, an index sweep; sync with a typed add
+    /// handler), `--runs` processes each, rotating (recorded in their own section).
     #[arg(long, conflicts_with_all = ["memory_only", "defaults_only", "crd_only"])]
     reads: bool,
     /// Print the results without writing BENCHMARKS.md and the charts.

@@ -2,18 +2,19 @@
 //!
 //! For every `--pods` count above 0 the pods are created once
 //! ([`kinformer_testenv::apply_realistic_pods`], in a namespace of their own); then `--runs`
-//! rounds of one process per side, the sides alternating (client-go first in even rounds,
-//! kinformer first in odd ones): `informer-peer --reads` and `kinformer-contender --reads`,
-//! each with its defaults (protobuf, `managedFields` kept, no transform, kinformer's default
-//! cache of `Cached<Pod>`s), one more index `byNode` and one add handler that reads each
+//! rounds of one process per side, the sides rotating (each goes first in turn):
+//! `informer-peer --reads`, `kinformer-contender --reads` and `kinformer-contender --reads
+//! --store decoded`, each with its defaults (protobuf, `managedFields` kept, no transform;
+//! kinformer's default cache of `Cached<Pod>`s, or its decoded informer of `Pod`s, client-go's
+//! cache), one more index `byNode` and one add handler that reads each
 //! pod's `spec.nodeName` (the protocol and the workload are in the docs of
 //! `bench/informer/src/reads.rs`). Each process prints its sync line, then, once its handler
 //! has handled every initial add, runs the read workload on one thread and prints
 //! `{"reads": {...}}`.
 //!
-//! The table of each count: every measure's median on each side and kinformer ÷ client-go.
-//! Both sides read the same pods, so every run at a count must report the same `checksum`;
-//! a mismatch fails the bench.
+//! The table of each count: every measure's median on each side and each kinformer side ÷
+//! client-go. Every side reads the same pods, so every run at a count must report the same
+//! `checksum`; a mismatch fails the bench.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -29,13 +30,41 @@ use super::step_failed;
 use crate::bench::median;
 use crate::progress::Step;
 
-/// The two sides, client-go first (the order of the table's columns and of even rounds).
-pub(super) const SIDES: [Contender; 2] = [Contender::ClientGo, Contender::Kinformer];
+/// A side of the read runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Side {
+    /// client-go's peer, its defaults.
+    ClientGo,
+    /// kinformer's contender, its defaults: the default cache (`Cached<Pod>`, views).
+    Kinformer,
+    /// kinformer's contender with `--store decoded`: the decoded informer (`Pod`s).
+    KinformerDecoded,
+}
 
-/// The process of side `c` reading the `n` pods of `ns`: each program's defaults (no
-/// `--wire`: protobuf on both sides) and `--reads`.
-fn command(bins: &Binaries, c: Contender, kubeconfig: &Path, ns: &str, n: usize) -> Command {
-    let mut cmd = Command::new(bins.path(c));
+/// The sides in the order of the table's columns (and of the first round).
+pub(super) const SIDES: [Side; 3] = [Side::ClientGo, Side::Kinformer, Side::KinformerDecoded];
+
+impl Side {
+    fn contender(self) -> Contender {
+        match self {
+            Side::ClientGo => Contender::ClientGo,
+            Side::Kinformer | Side::KinformerDecoded => Contender::Kinformer,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Side::ClientGo => "client-go",
+            Side::Kinformer => "kinformer (default cache)",
+            Side::KinformerDecoded => "kinformer (decoded_informer)",
+        }
+    }
+}
+
+/// The process of side `s` reading the `n` pods of `ns`: each program's defaults (no
+/// `--wire`: protobuf on every side) and `--reads`.
+fn command(bins: &Binaries, s: Side, kubeconfig: &Path, ns: &str, n: usize) -> Command {
+    let mut cmd = Command::new(bins.path(s.contender()));
     cmd.arg("--kubeconfig").arg(kubeconfig).args([
         "--namespace",
         ns,
@@ -43,6 +72,9 @@ fn command(bins: &Binaries, c: Contender, kubeconfig: &Path, ns: &str, n: usize)
         &n.to_string(),
         "--reads",
     ]);
+    if s == Side::KinformerDecoded {
+        cmd.args(["--store", "decoded"]);
+    }
     cmd
 }
 
@@ -173,10 +205,10 @@ const ROWS: [Row; 10] = [
 /// What the read runs measured: samples by pod count and side.
 #[derive(Default)]
 pub(super) struct ReadRuns {
-    samples: BTreeMap<(usize, Contender), Vec<ReadSample>>,
+    samples: BTreeMap<(usize, Side), Vec<ReadSample>>,
 }
 
-/// `runs` rounds of both sides reading the `n` pods of `ns`; fails when a run fails or the
+/// `runs` rounds of every side reading the `n` pods of `ns`; fails when a run fails or the
 /// checksums at `n` disagree.
 pub(super) fn measure(
     out: &mut ReadRuns,
@@ -188,43 +220,45 @@ pub(super) fn measure(
 ) -> anyhow::Result<()> {
     let total = runs * SIDES.len();
     let mut step = Step::start(format!(
-        "reads, {n} pods: {total} runs ({runs} x client-go and kinformer, alternating)"
+        "reads, {n} pods: {total} runs ({runs} x client-go, kinformer and kinformer decoded, rotating)"
     ));
     let mut done = 0;
     for round in 0..runs {
         for k in 0..SIDES.len() {
-            let c = SIDES[(round + k) % SIDES.len()];
-            step.detail(&format!("{done}/{total}: {}", c.name()));
-            let sample = run_once(bins, c, kubeconfig, ns, n)
-                .inspect_err(|_| step_failed(&format!("{} reading {n} pods", c.name())))?;
-            out.samples.entry((n, c)).or_default().push(sample);
+            let s = SIDES[(round + k) % SIDES.len()];
+            step.detail(&format!("{done}/{total}: {}", s.name()));
+            let sample = run_once(bins, s, kubeconfig, ns, n)
+                .inspect_err(|_| step_failed(&format!("{} reading {n} pods", s.name())))?;
+            out.samples.entry((n, s)).or_default().push(sample);
             done += 1;
         }
     }
     let checksum = out
         .checksum(n)
         .inspect_err(|_| step_failed(&format!("the checksums at {n} pods")))?;
-    step.finish(&format!("checksum {checksum} on both sides"));
+    step.finish(&format!("checksum {checksum} on every side"));
     Ok(())
 }
 
-/// One process of side `c`: its sync line, its reads line, its exit.
+/// One process of side `s`: its sync line, its reads line, its exit.
 fn run_once(
     bins: &Binaries,
-    c: Contender,
+    s: Side,
     kubeconfig: &Path,
     ns: &str,
     n: usize,
 ) -> anyhow::Result<ReadSample> {
-    let mut run = Running::start(c.name(), command(bins, c, kubeconfig, ns, n), false)?;
+    let mut run = Running::start(s.name(), command(bins, s, kubeconfig, ns, n), false)?;
     let sync = run.next_json(RUN_TIMEOUT)?;
     let reads = run
         .next_json(RUN_TIMEOUT)
-        .with_context(|| format!("{}: the reads line", c.name()))?;
+        .with_context(|| format!("{}: the reads line", s.name()))?;
     run.finish()?;
+    // Each run's figures, for a look at their spread (the tables show medians).
+    eprintln!("    {} {n} pods: {reads}", s.name());
     // Give the API server a moment between runs (it answered a big list).
     std::thread::sleep(Duration::from_millis(300));
-    ReadSample::parse(&sync, &reads, c.name())
+    ReadSample::parse(&sync, &reads, s.name())
 }
 
 /// `v` with `precision` decimals, or "–".
@@ -247,23 +281,23 @@ fn ratio(a: f64, b: f64) -> String {
 }
 
 impl ReadRuns {
-    /// The median of `f` over the runs of `c` at `n` pods; NaN without runs.
-    fn med(&self, n: usize, c: Contender, f: fn(&ReadSample) -> f64) -> f64 {
+    /// The median of `f` over the runs of `s` at `n` pods; NaN without runs.
+    fn med(&self, n: usize, s: Side, f: fn(&ReadSample) -> f64) -> f64 {
         self.samples
-            .get(&(n, c))
+            .get(&(n, s))
             .map_or(f64::NAN, |v| median(v.iter().map(f).collect()))
     }
 
-    /// The one checksum every run at `n` pods reported, on both sides.
+    /// The one checksum every run at `n` pods reported, on every side.
     ///
     /// # Errors
     /// When there is no run at `n`, or two runs disagree.
     fn checksum(&self, n: usize) -> anyhow::Result<u64> {
-        let by_side: Vec<(Contender, Vec<u64>)> = SIDES
+        let by_side: Vec<(Side, Vec<u64>)> = SIDES
             .iter()
-            .filter_map(|&c| {
-                let runs = self.samples.get(&(n, c))?;
-                Some((c, runs.iter().map(|s| s.checksum).collect()))
+            .filter_map(|&side| {
+                let runs = self.samples.get(&(n, side))?;
+                Some((side, runs.iter().map(|s| s.checksum).collect()))
             })
             .collect();
         let mut all = by_side.iter().flat_map(|(_, sums)| sums.iter().copied());
@@ -276,7 +310,7 @@ impl ReadRuns {
                 .map(|(c, sums)| format!("{}: {sums:?}", c.name()))
                 .collect();
             bail!(
-                "the checksums at {n} pods disagree (both sides read the same pods): {}",
+                "the checksums at {n} pods disagree (every side reads the same pods): {}",
                 each.join("; ")
             );
         }
@@ -285,11 +319,11 @@ impl ReadRuns {
 
     /// The prose that says what was measured, then a table per count above 0 with runs.
     pub(super) fn tables(&self, counts: &[usize], runs: usize) -> String {
-        let [go, kin] = SIDES;
+        let [go, kin, dec] = SIDES;
         let counts: Vec<usize> = counts
             .iter()
             .copied()
-            .filter(|&n| n > 0 && SIDES.iter().any(|&c| self.samples.contains_key(&(n, c))))
+            .filter(|&n| n > 0 && SIDES.iter().any(|&s| self.samples.contains_key(&(n, s))))
             .collect();
         let mut t = String::new();
         if counts.is_empty() {
@@ -303,7 +337,9 @@ impl ReadRuns {
              handler and reads through the typed `*v1.Pod`; kinformer: `kinformer-contender --reads`, \
              `SharedIndexInformer::builder(KubeListerWatcher::new(api).cached())` (the default cache: \
              `Cached<Pod>`s kept encoded), its handler and reads through the generated view \
-             (`pod.spec()?.node_name()`). Pods as `kinformer_testenv::apply_realistic_pods` makes them, on \
+             (`pod.spec()?.node_name()`); kinformer's decoded informer: the same with `--store decoded`, \
+             `SharedIndexInformer::builder(KubeListerWatcher::new(api))` (decoded `Pod`s shared as `Arc`, \
+             client-go's cache, what a factory's `decoded_informer` builds), reading `pod.spec.node_name`. Pods as `kinformer_testenv::apply_realistic_pods` makes them, on \
              `node-0` to `node-63`. Once the add handler has handled every initial add, one thread (goroutine) \
              reads, each read taking `spec.nodeName` of every pod it gets: every pod by name through the \
              namespaced lister, three passes in one fixed shuffled order (the same on both sides); one hot key \
@@ -312,8 +348,8 @@ impl ReadRuns {
              (`getrusage`) of those reads; peak RSS: `VmHWM` once they are done. Sync: start of `main` to the \
              synced line; CPU to sync: the process's user + system time up to that line, the add handler's \
              work included; last add handled: start of `main` to the handler's last initial add (the reads \
-             start then). Medians of {runs} runs, one process per run, the sides alternating. Both sides \
-             summed the node names' lengths they read into a checksum, the same on both.\n"
+             start then). Medians of {runs} runs, one process per run, the sides rotating. Every side \
+             summed the node names' lengths it read into a checksum, the same on all.\n"
         );
         for n in counts {
             let checksum = self
@@ -322,10 +358,11 @@ impl ReadRuns {
             let _ = writeln!(
                 t,
                 "{n} pods (checksum {checksum}):\n\n\
-                 | measure | {} | {} | kinformer ÷ client-go |\n\
-                 | --- | ---: | ---: | ---: |",
+                 | measure | {} | {} | ÷ client-go | {} | ÷ client-go |\n\
+                 | --- | ---: | ---: | ---: | ---: | ---: |",
                 go.name(),
                 kin.name(),
+                dec.name(),
             );
             for Row {
                 what,
@@ -333,13 +370,15 @@ impl ReadRuns {
                 precision,
             } in ROWS
             {
-                let (g, k) = (self.med(n, go, measure), self.med(n, kin, measure));
+                let [g, k, d] = [go, kin, dec].map(|s| self.med(n, s, measure));
                 let _ = writeln!(
                     t,
-                    "| {what} | {} | {} | {} |",
+                    "| {what} | {} | {} | {} | {} | {} |",
                     num(g, precision),
                     num(k, precision),
                     ratio(k, g),
+                    num(d, precision),
+                    ratio(d, g),
                 );
             }
             t.push('\n');
@@ -373,8 +412,8 @@ mod tests {
     #[test]
     fn each_side_runs_its_program_with_reads_and_its_defaults() {
         let bins = Binaries::for_tests();
-        let args = |c: Contender| {
-            let cmd = command(&bins, c, Path::new("/k"), "ns", 7);
+        let args = |s: Side| {
+            let cmd = command(&bins, s, Path::new("/k"), "ns", 7);
             (
                 cmd.get_program().to_string_lossy().into_owned(),
                 cmd.get_args()
@@ -384,13 +423,11 @@ mod tests {
             )
         };
         let want = "--kubeconfig /k --namespace ns --expect 7 --reads";
+        assert_eq!(args(Side::ClientGo), ("go".to_owned(), want.to_owned()));
+        assert_eq!(args(Side::Kinformer), ("kin".to_owned(), want.to_owned()));
         assert_eq!(
-            args(Contender::ClientGo),
-            ("go".to_owned(), want.to_owned())
-        );
-        assert_eq!(
-            args(Contender::Kinformer),
-            ("kin".to_owned(), want.to_owned())
+            args(Side::KinformerDecoded),
+            ("kin".to_owned(), format!("{want} --store decoded"))
         );
     }
 
@@ -453,7 +490,7 @@ mod tests {
         }
         assert_eq!(runs.checksum(10).unwrap(), 77);
         runs.samples
-            .get_mut(&(10, Contender::Kinformer))
+            .get_mut(&(10, Side::Kinformer))
             .unwrap()
             .push(sample(1.0, 78));
         let e = runs.checksum(10).unwrap_err().to_string();
@@ -467,7 +504,7 @@ mod tests {
         for (n, checksum) in [(1000, 5_000), (10_000, 50_000)] {
             // Medians: client-go's the samples at scale 1, kinformer's at scale 0.5.
             runs.samples.insert(
-                (n, Contender::ClientGo),
+                (n, Side::ClientGo),
                 vec![
                     sample(1.0, checksum),
                     sample(3.0, checksum),
@@ -475,12 +512,17 @@ mod tests {
                 ],
             );
             runs.samples.insert(
-                (n, Contender::Kinformer),
+                (n, Side::Kinformer),
                 vec![
                     sample(0.5, checksum),
                     sample(0.4, checksum),
                     sample(2.0, checksum),
                 ],
+            );
+            // The decoded side's medians: scale 2.
+            runs.samples.insert(
+                (n, Side::KinformerDecoded),
+                vec![sample(2.0, checksum), sample(2.0, checksum)],
             );
         }
         let t = runs.tables(&[0, 1000, 10_000], 3);
@@ -489,17 +531,17 @@ mod tests {
         assert!(t.contains("10000 pods (checksum 50000):"), "{t}");
         assert!(!t.contains("\n0 pods"), "{t}");
         for row in [
-            "| measure | client-go (protobuf) | kinformer (protobuf) | kinformer ÷ client-go |",
-            "| get every pod by name, pass 1 (ns/get) | 300 | 150 | 0.50x |",
-            "| get every pod by name, pass 3 (ns/get) | 200 | 100 | 0.50x |",
-            "| get one hot key 100,000 times (ns/get) | 50 | 25 | 0.50x |",
-            "| list by selector `app=web`, every pod (ms) | 1.500 | 0.750 | 0.50x |",
-            "| `byNode` index, sweep of 64 nodes (ms) | 0.250 | 0.125 | 0.50x |",
-            "| CPU of the read workload (ms) | 40.0 | 20.0 | 0.50x |",
-            "| peak RSS once the reads are done (MiB) | 100.0 | 50.0 | 0.50x |",
-            "| sync (ms) | 1000 | 500 | 0.50x |",
-            "| CPU to sync, with the typed add handler (ms) | 800 | 400 | 0.50x |",
-            "| last initial add handled (ms) | 1010 | 505 | 0.50x |",
+            "| measure | client-go | kinformer (default cache) | ÷ client-go | kinformer (decoded_informer) | ÷ client-go |",
+            "| get every pod by name, pass 1 (ns/get) | 300 | 150 | 0.50x | 600 | 2.00x |",
+            "| get every pod by name, pass 3 (ns/get) | 200 | 100 | 0.50x | 400 | 2.00x |",
+            "| get one hot key 100,000 times (ns/get) | 50 | 25 | 0.50x | 100 | 2.00x |",
+            "| list by selector `app=web`, every pod (ms) | 1.500 | 0.750 | 0.50x | 3.000 | 2.00x |",
+            "| `byNode` index, sweep of 64 nodes (ms) | 0.250 | 0.125 | 0.50x | 0.500 | 2.00x |",
+            "| CPU of the read workload (ms) | 40.0 | 20.0 | 0.50x | 80.0 | 2.00x |",
+            "| peak RSS once the reads are done (MiB) | 100.0 | 50.0 | 0.50x | 200.0 | 2.00x |",
+            "| sync (ms) | 1000 | 500 | 0.50x | 2000 | 2.00x |",
+            "| CPU to sync, with the typed add handler (ms) | 800 | 400 | 0.50x | 1600 | 2.00x |",
+            "| last initial add handled (ms) | 1010 | 505 | 0.50x | 2020 | 2.00x |",
         ] {
             assert_eq!(
                 t.lines().filter(|line| *line == row).count(),
@@ -524,11 +566,11 @@ mod tests {
         let mut runs = ReadRuns::default();
         assert!(runs.tables(&[10], 1).is_empty());
         runs.samples
-            .insert((10, Contender::ClientGo), vec![sample(1.0, 9)]);
+            .insert((10, Side::ClientGo), vec![sample(1.0, 9)]);
         let t = runs.tables(&[10], 1);
         assert!(
             t.lines()
-                .any(|l| l == "| get every pod by name, pass 1 (ns/get) | 300 | – | – |"),
+                .any(|l| l == "| get every pod by name, pass 1 (ns/get) | 300 | – | – | – | – |"),
             "{t}"
         );
     }

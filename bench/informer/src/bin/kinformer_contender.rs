@@ -12,9 +12,9 @@
 //! JSON: the only format of custom resources, which `WireFormat::Auto` picks), as the
 //! typed [`ScaledObject`] or with `--dynamic` as kube's `DynamicObject`.
 //!
-//! With `--reads` it builds the default pod informer (no store option, no transform) with
-//! one more index, `byNode`, and one add handler that reads each pod's `spec.nodeName`
-//! through its view, and after the sync runs the read workload of
+//! With `--reads` it builds the default pod informer (no transform; `--store decoded` for
+//! the decoded one) with one more index, `byNode`, and one add handler that reads each
+//! pod's `spec.nodeName` (through its view in the default cache), and after the sync runs the read workload of
 //! [`kinformer_bench_informer::reads`] over the informer's lister and indexer.
 
 use std::fmt::Debug;
@@ -190,26 +190,34 @@ where
     std::process::exit(0)
 }
 
-/// `--reads`: the default pod informer with the `byNode` index and an add handler that
-/// reads each pod's node through its view; after the sync line, once the handler has
-/// handled every initial add, the read workload.
+/// `--reads`: the default pod informer (or with `--store decoded` the decoded one) with the
+/// `byNode` index and an add handler that reads each pod's node; after the sync line, once
+/// the handler has handled every initial add, the read workload.
 async fn run_reads(start: Instant, args: Args) -> anyhow::Result<()> {
     let client = reflector_client(kube_config(&args).await?)?;
     let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &args.namespace))
-        .wire_format(wire_format(&args))
-        .cached();
+        .wire_format(wire_format(&args));
+    match args.store {
+        Store::Default => read_cache(start, args, pods.cached()).await,
+        Store::Decoded => read_cache(start, args, pods).await,
+    }
+}
+
+/// The read workload over an informer of `T`s (`Cached<Pod>` or `Pod`).
+async fn read_cache<T: NodeName + DeserializeOwned>(
+    start: Instant,
+    args: Args,
+    pods: KubeListerWatcher<T>,
+) -> anyhow::Result<()> {
     let mut by_node = Indexers::new();
-    by_node.insert(
-        BY_NODE.to_owned(),
-        IndexFunc::single(|pod: &Cached<Pod>| pod.spec()?.node_name()),
-    );
+    by_node.insert(BY_NODE.to_owned(), IndexFunc::single(T::node_name));
     let informer = SharedIndexInformer::builder(pods)
         .name("pods")
         .indexers(by_node)
         .build();
     let registration = informer.add_event_handler(ResourceEventHandlerFuncs::new().add_func(
-        |pod: &Arc<Cached<Pod>>, _initial| {
-            std::hint::black_box(node_name_len(pod));
+        |pod: &Arc<T>, _initial| {
+            std::hint::black_box(node_name_len(&**pod));
         },
     ))?;
     let _handle = informer.start()?;
@@ -230,21 +238,38 @@ async fn run_reads(start: Instant, args: Args) -> anyhow::Result<()> {
     std::process::exit(0)
 }
 
-/// The length of a pod's `spec.nodeName`, read through its view: the one field every read
-/// reads.
-fn node_name_len(pod: &Cached<Pod>) -> usize {
-    pod.spec().and_then(|s| s.node_name()).map_or(0, str::len)
+/// A cached pod's `spec.nodeName`, the one field every read reads: through the view of a
+/// `Cached<Pod>`, the field of a decoded `Pod`.
+trait NodeName: kinformer_core::MetaObject + Send + Sync + 'static {
+    fn node_name(&self) -> Option<&str>;
+}
+
+impl NodeName for Cached<Pod> {
+    fn node_name(&self) -> Option<&str> {
+        self.spec()?.node_name()
+    }
+}
+
+impl NodeName for Pod {
+    fn node_name(&self) -> Option<&str> {
+        self.spec.as_ref()?.node_name.as_deref()
+    }
+}
+
+/// The length of a pod's `spec.nodeName`.
+fn node_name_len(pod: &impl NodeName) -> usize {
+    pod.node_name().map_or(0, str::len)
 }
 
 /// The reads over the informer's cache as a controller makes them: the cached pods from its
-/// lister and indexer, read in place.
-struct InformerReads {
-    lister: Lister<Cached<Pod>>,
-    indexer: Arc<dyn Indexer<Cached<Pod>>>,
+/// lister and indexer, read where they lie.
+struct InformerReads<T> {
+    lister: Lister<T>,
+    indexer: Arc<dyn Indexer<T>>,
     selector: Selector,
 }
 
-impl PodReads for InformerReads {
+impl<T: NodeName> PodReads for InformerReads<T> {
     fn names(&self, namespace: &str) -> Vec<String> {
         self.indexer
             .list_keys()
@@ -258,7 +283,7 @@ impl PodReads for InformerReads {
         self.lister
             .namespaced(namespace)
             .get(name)
-            .map_or(0, |pod| node_name_len(&pod))
+            .map_or(0, |pod| node_name_len(&*pod))
     }
 
     fn list_all(&self, namespace: &str) -> usize {
@@ -266,13 +291,13 @@ impl PodReads for InformerReads {
             .namespaced(namespace)
             .list(&self.selector)
             .iter()
-            .map(|pod| node_name_len(pod))
+            .map(|pod| node_name_len(&**pod))
             .sum()
     }
 
     fn by_node(&self, node: &str) -> usize {
         self.indexer
             .by_index(BY_NODE, node)
-            .map_or(0, |pods| pods.iter().map(|pod| node_name_len(pod)).sum())
+            .map_or(0, |pods| pods.iter().map(|pod| node_name_len(&**pod)).sum())
     }
 }
