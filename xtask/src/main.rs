@@ -177,9 +177,17 @@ fn demo() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The workspace root (the parent of `xtask/`).
+/// The workspace root (the parent of `xtask/`): from the `CARGO_MANIFEST_DIR` that `cargo
+/// run` sets, not the one compiled in. Cargo reuses a build made from another clone of the
+/// repository sharing the target dir (it fingerprints workspace members by relative path),
+/// and the compiled-in dir would then be that clone's: CI's clone would run against this
+/// one's files, or fail once that clone is gone.
 fn workspace_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(
+            || env!("CARGO_MANIFEST_DIR").into(),
+            std::path::PathBuf::from,
+        )
         .parent()
         .map(ToOwned::to_owned)
         .unwrap_or_default()

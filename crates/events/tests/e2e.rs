@@ -41,7 +41,10 @@ struct Step {
 }
 
 pub(crate) fn sequence_path(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // At run time: a binary built from another clone sharing the target dir has that
+    // clone's dir compiled in.
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from)
         .join("tests")
         .join("sequences")
         .join(name)

@@ -13,7 +13,6 @@
 //! `regressions` test decodes every file there, so a fixed difference stays fixed.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use crate::support::{first_difference, without_embedded_type_meta, without_nulls};
 use serde::de::DeserializeOwned;
@@ -359,7 +358,7 @@ fn typed() -> BTreeMap<(String, String), Vec<Compare>> {
 }
 
 fn regressions_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions")
+    crate::support::manifest_dir().join("tests/regressions")
 }
 
 fn check(

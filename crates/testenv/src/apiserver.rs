@@ -43,7 +43,8 @@ fn wrote_serving_cert(dir: &Path) -> bool {
 }
 
 /// Starts the API server on a free port and waits until it has written its serving
-/// certificate (it does so before it serves). Returns the process, its address and the
+/// certificate and serves on the port (its log says so); on a port another process took
+/// first, it starts again on another. Returns the process, its address and the
 /// flags it was started with (to start it again on the same port).
 pub(crate) async fn start(
     bin: &Path,
@@ -57,16 +58,22 @@ pub(crate) async fn start(
         let args = args(dir, etcd_url, addr, options);
         let mut apiserver = spawn(bin, &args, dir)?;
         let start = Instant::now();
-        while !wrote_serving_cert(dir) {
-            if apiserver.exited().is_some() || start.elapsed() > READY_TIMEOUT {
+        // It writes its certificate, then binds its port: wait for both, so that a port
+        // another process took in between is retried here rather than failing readiness.
+        let serving = format!("Serving securely on {addr}");
+        let mut listening = false;
+        while apiserver.exited().is_none() && start.elapsed() <= READY_TIMEOUT {
+            listening = wrote_serving_cert(dir)
+                && std::fs::read_to_string(&apiserver.log).is_ok_and(|log| log.contains(&serving));
+            if listening {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if wrote_serving_cert(dir) {
+        if listening {
             return Ok((apiserver, addr, args));
         }
-        let err = apiserver.not_ready("it wrote no serving certificate");
+        let err = apiserver.not_ready("it did not start serving on its port");
         if !port_taken(&apiserver) {
             return Err(err);
         }

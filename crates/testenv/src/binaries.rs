@@ -72,16 +72,25 @@ impl Env {
     }
 }
 
-/// kinformer's repository root when this crate is compiled from it: the dir two levels up
-/// from this crate's manifest, holding `xtask/`. A copy from crates.io (in cargo's registry
-/// dir) has none, and looks only in the user's cache dir.
+/// kinformer's repository root when this crate is compiled from it: the dir holding
+/// `xtask/` above the manifest of the package being run (`cargo test` and `cargo run` set
+/// `CARGO_MANIFEST_DIR` at run time), else above this crate's own manifest, two levels up.
+/// The run-time dir comes first because cargo reuses a build made from another clone that
+/// shares the target dir, whose compiled-in dir is that clone's. A copy from crates.io (in
+/// cargo's registry dir) has none, and looks only in the user's cache dir.
 fn repo_root() -> Option<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest.ancestors().nth(2)?;
-    root.join("xtask")
-        .join("Cargo.toml")
-        .is_file()
-        .then(|| root.to_owned())
+    let is_root = |dir: &Path| dir.join("xtask").join("Cargo.toml").is_file();
+    let running = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    let from_run = running.as_deref().and_then(|m| {
+        m.ancestors()
+            .take(3)
+            .find(|dir| is_root(dir))
+            .map(Path::to_owned)
+    });
+    from_run.or_else(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2)?;
+        is_root(root).then(|| root.to_owned())
+    })
 }
 
 /// `<target dir>/controlplane/bin` of the repository at `root`.

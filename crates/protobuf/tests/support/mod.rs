@@ -18,7 +18,15 @@ pub struct Record {
 }
 
 fn go_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../xtask/go")
+    manifest_dir().join("../../xtask/go")
+}
+
+/// This crate's dir: `cargo test` sets it when it runs the test, which is right even when
+/// the binary was built from another clone sharing the target dir (the compiled-in one,
+/// the fallback, would be that clone's).
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from)
 }
 
 /// 64-bit FNV-1a, stable across Rust releases.
