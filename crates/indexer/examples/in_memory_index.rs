@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kinformer_indexer::{
-    Error, IndexFunc, Indexer, IndexerWriter, Indexers, Lister, ThreadSafeStore, everything,
-    namespace_indexers, parse_selector,
+    Error, IndexFunc, Indexer, IndexerWriter, Indexers, Lister, Selector, ThreadSafeStore,
+    everything, namespace_indexers, parse_selector,
 };
-use kube_core::{ObjectMeta, Selector};
+use kube_core::ObjectMeta;
 
 fn pod(name: &str, app: &str, node: &str) -> Arc<Pod> {
     Arc::new(Pod {

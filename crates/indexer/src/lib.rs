@@ -69,9 +69,11 @@
 //!   replaces the `namespace/name` key.
 //! - [`Lister`] / [`NamespacedLister`]: typed reads by name and label selector, namespaced
 //!   ones through the [`NAMESPACE_INDEX`]; a missing object is [`Error::NotFound`].
-//! - [`parse_selector`]: client-go's selector string grammar (`a=b,c in (x,y),!d`), parsed
-//!   into kube-core's [`Selector`](kube_core::Selector), which does the matching;
-//!   [`everything`] matches all without looking at labels.
+//! - [`Selector`]: a label selector of this crate's own ([`Requirement`]s, client-go's
+//!   `labels.Selector`), so the cache builds without kube; [`parse_selector`] reads
+//!   client-go's string grammar (`a=b,c in (x,y),!d`), [`everything`] matches all without
+//!   looking at labels, and kube-core's `Selector` (what a `LabelSelector` converts into)
+//!   converts both ways under the `kube` feature.
 //!
 //! # Design decisions
 //!
@@ -170,7 +172,8 @@
 //! sorted; `delete` takes the object's final state and records its resource version
 //! (client-go's `DeleteWithObject`), and `last_sync_resource_version` always reports (in
 //! client-go it needs the `AtomicFIFO` gate). The selector parser refuses `>` and `<`
-//! ([`Error::UnsupportedSelectorOperator`]), which kube-core's `Expression` cannot hold. A
+//! ([`Error::UnsupportedSelectorOperator`]), which kube-core's `Expression` cannot hold (and
+//! so neither does [`Requirement`], which converts into it). A
 //! selector printed back sorts its requirements by key stably; client-go's sort is not
 //! stable past 12 requirements, so requirements on one key can print in another order then
 //! (the selector they mean is the same; see [`parse_selector`]).
@@ -189,6 +192,6 @@ pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, namespace_indexers};
 /// Re-exported from kinformer-core, so that a cache can be written with this crate alone.
 pub use kinformer_core::{BoxError, KeyFunc, KnownObjects, Sink};
 pub use lister::{Lister, NamespacedLister};
-pub use selector::{everything, parse_selector};
+pub use selector::{Requirement, Selector, everything, parse_selector};
 pub use store::ThreadSafeStore;
 pub use traits::{Indexer, IndexerWriter};

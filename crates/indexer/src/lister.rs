@@ -4,8 +4,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::Selector;
 use kinformer_core::{ErrorChain, MetaObject};
-use kube_core::Selector;
 
 use crate::traits::selected;
 use crate::{Error, Indexer, NAMESPACE_INDEX};

@@ -1,11 +1,12 @@
-//! client-go's label selector string grammar, parsed into kube-core's `Selector`.
+//! Label selectors: this crate's [`Selector`] (client-go's `labels.Selector`: requirements
+//! that must all hold), and client-go's string grammar parsed into it.
 //!
-//! kube-core matches selectors and converts them from `LabelSelector`, but cannot read
-//! the string form (`app=web,tier in (a,b),!canary`). This is a port of apimachinery's
-//! `labels.Parse` (lexer, parser and key/value validation), producing kube-core
-//! [`Expression`]s:
+//! The cache speaks its own selector type so that it builds without kube; kube-core's
+//! `Selector` (what `LabelSelector` converts into) converts both ways under the `kube`
+//! feature. The parser is a port of apimachinery's `labels.Parse` (lexer, parser and
+//! key/value validation), producing [`Requirement`]s:
 //!
-//! | string            | expression                  |
+//! | string            | requirement                 |
 //! | ----------------- | --------------------------- |
 //! | `a=b`, `a==b`     | `Equal(a, b)`               |
 //! | `a!=b`            | `NotEqual(a, b)`            |
@@ -25,7 +26,7 @@
 //! Two differences:
 //!
 //! - client-go also accepts `a>1` and `a<1`, which kube-core's `Expression` cannot
-//!   represent. A selector client-go accepts that has such a requirement is refused with
+//!   represent (so neither does [`Requirement`], which converts into it). A selector client-go accepts that has such a requirement is refused with
 //!   [`Error::UnsupportedSelectorOperator`](crate::Error::UnsupportedSelectorOperator); one
 //!   client-go refuses too (`a>x`, `a>1,b=-`) is an
 //!   [`Error::InvalidSelector`](crate::Error::InvalidSelector), as for any other operator.
@@ -40,11 +41,221 @@
 //!   Matching client-go's order would mean porting Go's unstable sort step for step, for
 //!   selectors no one writes.
 
-use std::collections::BTreeSet;
-
-use kube_core::{Expression, Selector};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use crate::Error;
+
+/// A label selector: requirements on an object's labels that must all hold (client-go's
+/// `labels.Selector`). Made by [`parse_selector`] from client-go's string form, collected
+/// from [`Requirement`]s, or (feature `kube`) converted from kube-core's `Selector`, which a
+/// `LabelSelector` converts into. The empty selector ([`everything`]) matches every object.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use kinformer_indexer::{Requirement, Selector};
+///
+/// let sel: Selector = [
+///     Requirement::Equal("app".into(), "web".into()),
+///     Requirement::DoesNotExist("canary".into()),
+/// ]
+/// .into_iter()
+/// .collect();
+/// assert_eq!(sel.to_string(), "app=web,!canary");
+/// let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+/// assert!(sel.matches(&labels));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Selector {
+    requirements: Vec<Requirement>,
+}
+
+/// One requirement of a [`Selector`] on one label key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Requirement {
+    /// The label is set to the value.
+    Equal(String, String),
+    /// The label is not set, or set to another value.
+    NotEqual(String, String),
+    /// The label is set to one of the values.
+    In(String, BTreeSet<String>),
+    /// The label is not set, or set to none of the values.
+    NotIn(String, BTreeSet<String>),
+    /// The label is set.
+    Exists(String),
+    /// The label is not set.
+    DoesNotExist(String),
+}
+
+impl Requirement {
+    /// The label key the requirement is on.
+    pub fn key(&self) -> &str {
+        match self {
+            Self::In(k, _)
+            | Self::NotIn(k, _)
+            | Self::Equal(k, _)
+            | Self::NotEqual(k, _)
+            | Self::Exists(k)
+            | Self::DoesNotExist(k) => k,
+        }
+    }
+
+    /// Whether `labels` meet the requirement.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Self::In(key, values) => labels.get(key).is_some_and(|v| values.contains(v)),
+            Self::NotIn(key, values) => labels.get(key).is_none_or(|v| !values.contains(v)),
+            Self::Exists(key) => labels.contains_key(key),
+            Self::DoesNotExist(key) => !labels.contains_key(key),
+            Self::Equal(key, value) => labels.get(key) == Some(value),
+            Self::NotEqual(key, value) => labels.get(key) != Some(value),
+        }
+    }
+}
+
+/// client-go's `String()` of one requirement (`==` prints as `=`).
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let set = |values: &BTreeSet<String>| {
+            values
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match self {
+            Self::In(key, values) => write!(f, "{key} in ({})", set(values)),
+            Self::NotIn(key, values) => write!(f, "{key} notin ({})", set(values)),
+            Self::Equal(key, value) => write!(f, "{key}={value}"),
+            Self::NotEqual(key, value) => write!(f, "{key}!={value}"),
+            Self::Exists(key) => f.write_str(key),
+            Self::DoesNotExist(key) => write!(f, "!{key}"),
+        }
+    }
+}
+
+impl Selector {
+    /// Whether it matches every object: no requirements. Listers then skip label
+    /// matching.
+    pub fn selects_all(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// Whether `labels` meet every requirement.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.requirements.iter().all(|r| r.matches(labels))
+    }
+
+    /// The requirements, in the order they were given (sorted by key when parsed).
+    pub fn requirements(&self) -> &[Requirement] {
+        &self.requirements
+    }
+}
+
+/// client-go's `String()`: the requirements joined by `,`; the empty selector is `""`.
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.requirements.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromIterator<Requirement> for Selector {
+    fn from_iter<I: IntoIterator<Item = Requirement>>(iter: I) -> Self {
+        Self {
+            requirements: iter.into_iter().collect(),
+        }
+    }
+}
+
+/// client-go's `labels.SelectorFromSet`: one `Equal` per label, sorted by key.
+///
+/// ```
+/// use kinformer_indexer::Selector;
+///
+/// let sel: Selector = [("tier", "web"), ("app", "nginx")].into_iter().collect();
+/// assert_eq!(sel.to_string(), "app=nginx,tier=web");
+/// ```
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Selector {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut requirements: Vec<Requirement> = iter
+            .into_iter()
+            .map(|(k, v)| Requirement::Equal(k.into(), v.into()))
+            .collect();
+        requirements.sort_by(|a, b| a.key().cmp(b.key()));
+        Self { requirements }
+    }
+}
+
+impl From<Requirement> for Selector {
+    fn from(requirement: Requirement) -> Self {
+        Self {
+            requirements: vec![requirement],
+        }
+    }
+}
+
+impl IntoIterator for Selector {
+    type Item = Requirement;
+    type IntoIter = std::vec::IntoIter<Requirement>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.requirements.into_iter()
+    }
+}
+
+#[cfg(feature = "kube")]
+mod kube_conversions {
+    use kube_core::Expression;
+
+    use super::{Requirement, Selector};
+
+    /// kube-core's selector (what a `LabelSelector` converts into), requirement for
+    /// requirement.
+    impl From<kube_core::Selector> for Selector {
+        fn from(selector: kube_core::Selector) -> Self {
+            selector.into_iter().map(Requirement::from).collect()
+        }
+    }
+
+    impl From<Expression> for Requirement {
+        fn from(expression: Expression) -> Self {
+            match expression {
+                Expression::In(k, v) => Self::In(k, v),
+                Expression::NotIn(k, v) => Self::NotIn(k, v),
+                Expression::Equal(k, v) => Self::Equal(k, v),
+                Expression::NotEqual(k, v) => Self::NotEqual(k, v),
+                Expression::Exists(k) => Self::Exists(k),
+                Expression::DoesNotExist(k) => Self::DoesNotExist(k),
+            }
+        }
+    }
+
+    /// This selector as kube-core's, for kube's `ListParams::labels_from`.
+    impl From<Selector> for kube_core::Selector {
+        fn from(selector: Selector) -> Self {
+            selector.into_iter().map(Expression::from).collect()
+        }
+    }
+
+    impl From<Requirement> for Expression {
+        fn from(requirement: Requirement) -> Self {
+            match requirement {
+                Requirement::In(k, v) => Self::In(k, v),
+                Requirement::NotIn(k, v) => Self::NotIn(k, v),
+                Requirement::Equal(k, v) => Self::Equal(k, v),
+                Requirement::NotEqual(k, v) => Self::NotEqual(k, v),
+                Requirement::Exists(k) => Self::Exists(k),
+                Requirement::DoesNotExist(k) => Self::DoesNotExist(k),
+            }
+        }
+    }
+}
 
 /// The selector that matches everything (client-go's `labels.Everything()`). Listers skip
 /// label matching entirely for it.
@@ -63,7 +274,6 @@ pub fn everything() -> Selector {
 ///
 /// ```
 /// use kinformer_indexer::parse_selector;
-/// use kube_core::{Expression, Selector, SelectorExt};
 /// use std::collections::BTreeMap;
 ///
 /// let sel = parse_selector("tier in (web, db), app=nginx, !canary")?;
@@ -99,19 +309,8 @@ pub fn parse_selector(selector: &str) -> Result<Selector, Error> {
         });
     }
     // Sort to make parsing deterministic, as client-go does.
-    exprs.sort_by(|a, b| expr_key(a).cmp(expr_key(b)));
+    exprs.sort_by(|a, b| a.key().cmp(b.key()));
     Ok(exprs.into_iter().collect())
-}
-
-fn expr_key(e: &Expression) -> &str {
-    match e {
-        Expression::In(k, _)
-        | Expression::NotIn(k, _)
-        | Expression::Equal(k, _)
-        | Expression::NotEqual(k, _)
-        | Expression::Exists(k)
-        | Expression::DoesNotExist(k) => k,
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,7 +506,7 @@ impl<'a> Parser<'_, 'a> {
         t
     }
 
-    fn parse(&mut self) -> Result<Vec<Expression>, Error> {
+    fn parse(&mut self) -> Result<Vec<Requirement>, Error> {
         let mut exprs = Vec::new();
         loop {
             let (tok, lit) = self.lookahead(Context::Values);
@@ -346,7 +545,7 @@ impl<'a> Parser<'_, 'a> {
 
     /// The error is a grammar or validation problem (to be prefixed). `None` is a valid
     /// `>` or `<` requirement, recorded in `unsupported`.
-    fn parse_requirement(&mut self) -> Result<Option<Expression>, String> {
+    fn parse_requirement(&mut self) -> Result<Option<Requirement>, String> {
         let (key, op) = self.parse_key_and_infer_operator()?;
         let op = match op {
             Some(op) => op,
@@ -370,26 +569,26 @@ impl<'a> Parser<'_, 'a> {
         };
         let key = key.to_owned();
         Ok(Some(match op {
-            Op::Exists => Expression::Exists(key),
-            Op::DoesNotExist => Expression::DoesNotExist(key),
+            Op::Exists => Requirement::Exists(key),
+            Op::DoesNotExist => Requirement::DoesNotExist(key),
             Op::In | Op::NotIn => {
                 let values = self.parse_values()?;
                 for v in &values {
                     validate_label_value(&key, v)?;
                 }
                 if op == Op::In {
-                    Expression::In(key, values)
+                    Requirement::In(key, values)
                 } else {
-                    Expression::NotIn(key, values)
+                    Requirement::NotIn(key, values)
                 }
             }
             Op::Equals | Op::NotEquals => {
                 let value = self.parse_exact_value()?;
                 validate_label_value(&key, &value)?;
                 if op == Op::Equals {
-                    Expression::Equal(key, value)
+                    Requirement::Equal(key, value)
                 } else {
-                    Expression::NotEqual(key, value)
+                    Requirement::NotEqual(key, value)
                 }
             }
         }))

@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::Selector;
 use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink};
-use kube_core::{Selector, SelectorExt as _};
 
 use crate::{Error, Indexers};
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kinformer_indexer::{Error, parse_selector};
-use kube_core::{Expression, Selector, SelectorExt};
+use kinformer_indexer::{Requirement as Expression, Selector};
 use proptest::prelude::*;
 
 fn set(vs: &[&str]) -> BTreeSet<String> {
@@ -366,20 +366,9 @@ fn expression() -> impl Strategy<Value = Expression> {
 /// Selectors as `parse_selector` produces them: sorted by key.
 fn selector() -> impl Strategy<Value = Selector> {
     proptest::collection::vec(expression(), 0..5).prop_map(|mut exprs| {
-        exprs.sort_by(|a, b| key_of(a).cmp(key_of(b)));
+        exprs.sort_by(|a, b| a.key().cmp(b.key()));
         exprs.into_iter().collect()
     })
-}
-
-fn key_of(e: &Expression) -> &str {
-    match e {
-        Expression::In(k, _)
-        | Expression::NotIn(k, _)
-        | Expression::Equal(k, _)
-        | Expression::NotEqual(k, _)
-        | Expression::Exists(k)
-        | Expression::DoesNotExist(k) => k,
-    }
 }
 
 /// Strings close to the grammar, where the bugs would hide.
@@ -441,5 +430,28 @@ proptest! {
     fn parsed_selectors_match_like_their_expressions(sel in selector(), l in proptest::collection::btree_map(key(), value(), 0..4)) {
         let parsed = parse_selector(&sel.to_string()).expect("valid");
         prop_assert_eq!(parsed.matches(&l), sel.matches(&l));
+    }
+}
+
+/// kube-core's selector and this crate's convert into each other requirement for
+/// requirement: the same string, the same matches (feature `kube`).
+#[cfg(feature = "kube")]
+mod kube_conversions {
+    use kube_core::SelectorExt as _;
+    use proptest::prelude::*;
+
+    use super::{Selector, key, selector, value};
+
+    proptest! {
+        #[test]
+        fn kube_core_selectors_convert_both_ways_and_match_the_same(
+            sel in selector(),
+            l in proptest::collection::btree_map(key(), value(), 0..4),
+        ) {
+            let kube: kube_core::Selector = sel.clone().into();
+            prop_assert_eq!(kube.to_string(), sel.to_string());
+            prop_assert_eq!(kube.matches(&l), sel.matches(&l));
+            prop_assert_eq!(Selector::from(kube), sel);
+        }
     }
 }

@@ -1,11 +1,10 @@
 //! Selector traces: the generator, and the replayer on kinformer-indexer's
-//! `parse_selector` with kube-core's matching (the peer uses apimachinery's `labels.Parse`).
+//! `parse_selector` and its `Selector`'s matching (the peer uses apimachinery's `labels.Parse`).
 
 use std::collections::BTreeMap;
 
 use anyhow::bail;
 use kinformer_indexer::{Error, parse_selector};
-use kube_core::SelectorExt;
 use serde_json::{Value, json};
 
 use super::{Observations, Rng};

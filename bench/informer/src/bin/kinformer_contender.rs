@@ -30,11 +30,10 @@ use kinformer_bench_informer::{
 };
 use kinformer_compact_store::Cached;
 use kinformer_core::KnownObjects as _;
-use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, parse_selector};
+use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, Selector, parse_selector};
 use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
 use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
 use kube::api::DynamicObject;
-use kube::core::Selector;
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;

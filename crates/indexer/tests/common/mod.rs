@@ -279,7 +279,7 @@ impl Indexer<TestObj> for OnCached {
         self.inner.len()
     }
     /// The cache's own label match, on what `Cached` found in the encoding.
-    fn list_selected(&self, selector: &kube_core::Selector) -> Vec<Arc<TestObj>> {
+    fn list_selected(&self, selector: &kinformer_indexer::Selector) -> Vec<Arc<TestObj>> {
         self.inner
             .list_selected(selector)
             .into_iter()
@@ -290,7 +290,7 @@ impl Indexer<TestObj> for OnCached {
         &self,
         index_name: &str,
         value: &str,
-        selector: &kube_core::Selector,
+        selector: &kinformer_indexer::Selector,
     ) -> Result<Vec<Arc<TestObj>>, Error> {
         let found = self.inner.by_index_selected(index_name, value, selector)?;
         Ok(found.into_iter().map(decoded).collect())
