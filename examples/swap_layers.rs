@@ -255,6 +255,9 @@ pub struct Report {
     pub reconciled: usize,
     /// Retries the custom rate limiter was asked to delay.
     pub limiter_retries: usize,
+    /// The name of the controller's queue (the `name` label of its metrics): the default
+    /// priority queue's, kept when only the limiter is swapped.
+    pub queue_name: String,
     /// Writes the informer made to the custom store.
     pub store_writes: usize,
     /// Writes the reflector made to the custom FIFO.
@@ -265,8 +268,12 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "reconciled {} pods; the custom rate limiter delayed {} retries; the informer wrote {} times to the custom store; the reflector wrote {} times to the custom FIFO",
-            self.reconciled, self.limiter_retries, self.store_writes, self.fifo_writes
+            "reconciled {} pods; the custom rate limiter delayed {} retries of queue {:?}; the informer wrote {} times to the custom store; the reflector wrote {} times to the custom FIFO",
+            self.reconciled,
+            self.limiter_retries,
+            self.queue_name,
+            self.store_writes,
+            self.fifo_writes
         )
     }
 }
@@ -306,12 +313,15 @@ pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<
         })
         .build();
 
-    // Layer 1: the controller's queue over the custom limiter.
+    // Layer 1: the rate limiter, and only it: the controller keeps its default queue (the
+    // priority queue, named after the controller for its metrics) over the custom limiter.
+    // `Controller::with_queue(RateLimitingWorkQueue::new(limiter))` would swap the whole
+    // queue instead, for client-go's plain FIFO without priorities or metrics.
     let limiter = FixedDelay {
         delay: Duration::from_millis(50),
         ..FixedDelay::default()
     };
-    let controller = Controller::with_queue(RateLimitingWorkQueue::new(limiter)).workers(2);
+    let controller = Controller::with_rate_limiter("swap-layers", limiter).workers(2);
     let queue = Arc::clone(controller.queue());
     informer.add_event_handler(controller.enqueue_handler())?;
     let handle = informer.start()?;
@@ -349,6 +359,7 @@ pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<
     Ok(Report {
         reconciled,
         limiter_retries: queue.limiter().asked.load(Ordering::Relaxed),
+        queue_name: queue.stats().name,
         store_writes: store.writes.load(Ordering::Relaxed),
         fifo_writes: fifo.queued.load(Ordering::Relaxed),
     })

@@ -97,6 +97,10 @@ async fn the_swap_layers_example_goes_through_the_custom_limiter_store_and_fifo(
         report.limiter_retries, 3,
         "one failed first attempt per pod: {report}"
     );
+    assert_eq!(
+        report.queue_name, "swap-layers",
+        "swapping the limiter keeps the named priority queue: {report}"
+    );
     assert!(report.store_writes >= 1, "{report}");
     assert!(report.fifo_writes >= 1, "{report}");
 }

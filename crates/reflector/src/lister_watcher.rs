@@ -243,6 +243,7 @@ pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
 ///     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<String>, Error>> {
 ///         Box::pin(async { Ok(Box::pin(futures::stream::empty()) as WatchStream<String>) })
 ///     }
+///     fn supports_watch_list(&self) -> bool { false } // its watch ignores `send_initial_events`
 /// }
 /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
 /// # rt.block_on(async {
@@ -271,10 +272,11 @@ pub trait ListerWatcher<K>: Send + Sync {
     /// the current objects as `Added` events, then a bookmark annotated
     /// `k8s.io/initial-events-end`). Informers stream their initial list only from a
     /// lister-watcher that says so, as client-go's reflector checks its lister-watcher
-    /// before using `WatchListClient`. Default: no.
-    fn supports_watch_list(&self) -> bool {
-        false
-    }
+    /// before using `WatchListClient`.
+    ///
+    /// Required: a default "no" would quietly turn streaming lists off behind a decorator
+    /// that did not forward it. A decorator returns its inner lister-watcher's answer.
+    fn supports_watch_list(&self) -> bool;
 }
 
 impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Arc<T> {

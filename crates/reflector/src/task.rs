@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 /// # impl ListerWatcher<Pod> for Quiet {
 /// #     fn list<'a>(&'a self, _: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<Pod>, Error>> { Box::pin(std::future::pending()) }
 /// #     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// #     fn supports_watch_list(&self) -> bool { false }
 /// # }
 /// # use std::sync::Arc;
 /// # struct Nothing;
@@ -52,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 /// # impl ListerWatcher<Pod> for Quiet {
 /// #     fn list<'a>(&'a self, _: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<Pod>, Error>> { Box::pin(std::future::pending()) }
 /// #     fn watch<'a>(&'a self, _: &'a WatchOptions) -> BoxFuture<'a, Result<WatchStream<Pod>, Error>> { Box::pin(std::future::pending()) }
+/// #     fn supports_watch_list(&self) -> bool { false }
 /// # }
 /// # use std::sync::Arc;
 /// # struct Nothing;

@@ -31,12 +31,10 @@ pub trait DelayingQueue<T>: Queue<T> {
 
     /// [`add_after`](DelayingQueue::add_after) with a priority for when the item is ready
     /// (controller-runtime's `AddWithOpts{After, Priority}`): see
-    /// [`PriorityWorkQueue`](crate::PriorityWorkQueue). The default implementation is
-    /// `add_after`: a queue without priorities ignores it, as [`DelayingWorkQueue`] does.
-    fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32) {
-        let _ = priority;
-        self.add_after(item, delay);
-    }
+    /// [`PriorityWorkQueue`](crate::PriorityWorkQueue); [`DelayingWorkQueue`] keeps it with
+    /// the waiting item and adds the item at it when it is ready. Required (see
+    /// [`Queue::add_with_priority`]); a queue without priorities calls `add_after`.
+    fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32);
 }
 
 macro_rules! forward_delaying {
@@ -166,6 +164,9 @@ struct HeapEntry {
 struct Slot<T> {
     /// `None` once popped (the slot is then on the free list).
     item: Option<T>,
+    /// The priority the item is added at when it is ready: the highest it was added with
+    /// while it waited (controller-runtime's priority queue keeps the highest too).
+    priority: i32,
     /// Where the slot's entry is in `heap`.
     pos: usize,
 }
@@ -182,11 +183,14 @@ impl<T: Item> Waiting<T> {
 
     /// client-go's `insert`: a new item is pushed; a waiting one moves earlier if
     /// `deadline` is before its ready time (and is fixed in place), else nothing changes.
+    /// The waiting item keeps the higher of its priority and `priority`.
     /// Returns whether the item is now at the top of the heap (the earliest to fire).
-    fn insert(&mut self, item: T, deadline: Deadline) -> bool {
+    fn insert(&mut self, item: T, deadline: Deadline, priority: i32) -> bool {
         let pos = match self.index.entry(item) {
             Entry::Occupied(waiting) => {
-                let pos = self.slots[*waiting.get()].pos;
+                let slot = &mut self.slots[*waiting.get()];
+                slot.priority = slot.priority.max(priority);
+                let pos = slot.pos;
                 if self.heap[pos].deadline <= deadline {
                     return false;
                 }
@@ -198,10 +202,15 @@ impl<T: Item> Waiting<T> {
                 let slot = match self.free.pop() {
                     Some(slot) => {
                         self.slots[slot].item = item;
+                        self.slots[slot].priority = priority;
                         slot
                     }
                     None => {
-                        self.slots.push(Slot { item, pos: 0 });
+                        self.slots.push(Slot {
+                            item,
+                            priority,
+                            pos: 0,
+                        });
                         self.slots.len() - 1
                     }
                 };
@@ -215,7 +224,7 @@ impl<T: Item> Waiting<T> {
 
     /// Pops every item due at `now` (ready time not after it), in heap order: client-go's
     /// waiting loop, `heap.Pop` while the top's ready time is not after now.
-    fn pop_due(&mut self, now: Instant, due: &mut Vec<T>) {
+    fn pop_due(&mut self, now: Instant, due: &mut Vec<(T, i32)>) {
         while self
             .heap
             .first()
@@ -227,9 +236,10 @@ impl<T: Item> Waiting<T> {
             if !self.heap.is_empty() {
                 self.down(0);
             }
-            if let Some(item) = self.slots[top.slot].item.take() {
+            let slot = &mut self.slots[top.slot];
+            if let Some(item) = slot.item.take() {
                 self.index.remove(&item);
-                due.push(item);
+                due.push((item, slot.priority));
             }
             self.free.push(top.slot);
         }
@@ -438,8 +448,8 @@ impl<T: Item, Q: Queue<T>> DelayShared<T, Q> {
             waiting.next_deadline()
         };
         let fired = due.len();
-        for item in due {
-            self.queue.add(item);
+        for (item, priority) in due {
+            self.queue.add_with_priority(item, priority);
         }
         (fired, next)
     }
@@ -523,13 +533,17 @@ impl<T: Item, Q: Queue<T> + 'static> Queue<T> for DelayingWorkQueue<T, Q> {
 
 impl<T: Item, Q: Queue<T> + 'static> DelayingQueue<T> for DelayingWorkQueue<T, Q> {
     fn add_after(&self, item: T, delay: Duration) {
+        self.add_after_with_priority(item, delay, 0);
+    }
+
+    fn add_after_with_priority(&self, item: T, delay: Duration, priority: i32) {
         let shared = &*self.shared;
         if shared.queue.shutting_down() || shared.stopped.load(AtomicOrdering::Acquire) {
             return;
         }
         shared.retries.inc();
         if delay.is_zero() {
-            shared.queue.add(item);
+            shared.queue.add_with_priority(item, priority);
             return;
         }
         let deadline = shared
@@ -537,7 +551,7 @@ impl<T: Item, Q: Queue<T> + 'static> DelayingQueue<T> for DelayingWorkQueue<T, Q
             .now()
             .checked_add(delay)
             .map_or(Deadline::Never, Deadline::At);
-        let earliest = shared.waiting().insert(item, deadline);
+        let earliest = shared.waiting().insert(item, deadline, priority);
         if earliest {
             shared.ring();
         }

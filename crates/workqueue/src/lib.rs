@@ -89,7 +89,22 @@
 //! [`DelayingQueue::add_after_with_priority`],
 //! [`RateLimitingQueue::add_rate_limited_with_priority`]), so code written against
 //! `RateLimitingQueue` uses priorities when its queue has them, and loses nothing when it
-//! does not: the other queues take the calls and ignore the priority (reporting 0).
+//! does not. The layers carry them: [`WorkQueue`] reports the highest priority an item was
+//! added at (ordering by it over [`PriorityStorage`], by arrival over the FIFO storage),
+//! [`DelayingWorkQueue`] keeps it with a waiting item and adds the item at it when it is
+//! ready, and [`RateLimitingWorkQueue`] passes it to the delaying layer, so the three layers
+//! over [`PriorityStorage`] keep priorities through delays and retries as
+//! [`PriorityWorkQueue`] does.
+//!
+//! # One rule for provided methods
+//!
+//! A trait method of this crate has a default only where the default is exactly what every
+//! implementation would do ([`Queue::is_empty`] is `len() == 0`). Every call that carries a
+//! priority, and [`Queue::stats`], is required: a default that dropped the priority or the
+//! bookkeeping would be silently taken by a decorator that forgot to forward it, and a
+//! decorator over the priority queue would reorder a controller's keys without a word. A
+//! queue without priorities writes the one-line forms (`add`, priority 0,
+//! [`GetFuture::with_priority_zero`], [`QueueStats::basic`]).
 //!
 //! Use it for a controller's queue, where an initial list or a resync queues many keys at
 //! once and real changes should not wait behind them; keep [`RateLimitingWorkQueue`] where

@@ -40,13 +40,16 @@ pub trait Queue<T>: Send + Sync {
     /// [`add`](Queue::add) with a priority (controller-runtime's `AddWithOpts{Priority}`):
     /// a [`PriorityWorkQueue`](crate::PriorityWorkQueue), or a [`WorkQueue`] over a
     /// [`PriorityStorage`](crate::PriorityStorage), hands higher priorities out first and
-    /// raises an already queued item; FIFO ignores it. A controller adds the keys of an
-    /// initial list and of resyncs at [`LOW_PRIORITY`](crate::LOW_PRIORITY). The default
-    /// implementation is `add`.
-    fn add_with_priority(&self, item: T, priority: i32) {
-        let _ = priority;
-        self.add(item);
-    }
+    /// raises an already queued item; a FIFO hands items out in arrival order, with the
+    /// priority each came with ([`get_with_priority`](Queue::get_with_priority)). A
+    /// controller adds the keys of an
+    /// initial list and of resyncs at [`LOW_PRIORITY`](crate::LOW_PRIORITY).
+    ///
+    /// Required, like every method here that carries a priority or a statistic: a default
+    /// that dropped it would silently take the priority away when a decorator over a
+    /// priority queue did not forward this method (the crate docs' rule for provided
+    /// methods). A queue without priorities calls `add`.
+    fn add_with_priority(&self, item: T, priority: i32);
 
     /// How many items are queued (not counting held or delayed ones). Informational: do not
     /// gate `add` or `get` on it.
@@ -69,22 +72,17 @@ pub trait Queue<T>: Send + Sync {
 
     /// [`get`](Queue::get), with the priority the item was queued at (controller-runtime's
     /// `GetWithPriority`): a worker re-queues a failed item at the priority it came with.
-    /// The default implementation is `get` with priority 0, what a queue without priorities
-    /// gives every item.
-    fn get_with_priority(&self) -> Option<(T, i32)> {
-        self.get().map(|item| (item, 0))
-    }
+    /// A queue without priorities gives every item 0. Required (see
+    /// [`add_with_priority`](Queue::add_with_priority)).
+    fn get_with_priority(&self) -> Option<(T, i32)>;
 
-    /// The async form of [`get_with_priority`](Queue::get_with_priority). The default
-    /// implementation wraps [`get_async`](Queue::get_async) (one allocation per call);
-    /// [`PriorityWorkQueue`](crate::PriorityWorkQueue)'s allocates nothing.
+    /// The async form of [`get_with_priority`](Queue::get_with_priority); this crate's
+    /// queues allocate nothing. A queue without priorities can return
+    /// [`GetFuture::with_priority_zero`]`(self.get_async())`. Required (see
+    /// [`add_with_priority`](Queue::add_with_priority)).
     fn get_async_with_priority(&self) -> GetFuture<'_, (T, i32)>
     where
-        T: Send,
-    {
-        let get = self.get_async();
-        GetFuture::from_future(async move { get.await.map(|item| (item, 0)) })
-    }
+        T: Send;
 
     /// Marks `item` as finished. If it was added again while held, it is queued again now.
     /// Does nothing for an item that is not held.
@@ -107,15 +105,10 @@ pub trait Queue<T>: Send + Sync {
     /// A snapshot for status pages and diagnostics: the depth, the items held and waiting,
     /// the retries, and how long the held items have been processed, from the bookkeeping the
     /// metrics read (see [`QueueStats`]). Takes the queue's lock once, like
-    /// [`len`](Queue::len). The default implementation knows only `len` and
-    /// [`shutting_down`](Queue::shutting_down); every queue of this crate fills in the rest.
-    fn stats(&self) -> QueueStats {
-        QueueStats {
-            depth: self.len(),
-            shutting_down: self.shutting_down(),
-            ..QueueStats::default()
-        }
-    }
+    /// [`len`](Queue::len). Required (see [`add_with_priority`](Queue::add_with_priority)):
+    /// a decorator reports what it wraps; a queue that keeps no bookkeeping can return
+    /// [`QueueStats::basic`]`(self.len(), self.shutting_down())`.
+    fn stats(&self) -> QueueStats;
 }
 
 macro_rules! forward_queue {
@@ -195,6 +188,16 @@ impl<'a, T> GetFuture<'a, T> {
         Self {
             inner: GetInner::Boxed(Box::pin(future)),
         }
+    }
+
+    /// This future's item with priority 0 (boxing it): the
+    /// [`get_async_with_priority`](Queue::get_async_with_priority) of a queue without
+    /// priorities.
+    pub fn with_priority_zero(self) -> GetFuture<'a, (T, i32)>
+    where
+        T: Send + 'a,
+    {
+        GetFuture::from_future(async move { self.await.map(|item| (item, 0)) })
     }
 
     pub(crate) fn native(queue: &'a dyn AsyncGet<T>) -> Self {
@@ -316,8 +319,9 @@ struct Shared<T, S> {
 enum Slot {
     /// Not in use (on the free list).
     Free,
-    /// Dirty and in the ordering storage.
-    Queued,
+    /// Dirty and in the ordering storage, at this priority (the highest it was added at
+    /// since it was last handed out): what `get_with_priority` reports.
+    Queued(i32),
     /// Held by a worker, not dirty.
     Processing,
     /// Held by a worker and added again meanwhile: `done` queues it with this priority.
@@ -427,7 +431,10 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
             hash_map::Entry::Vacant(vacant) => vacant,
             hash_map::Entry::Occupied(occupied) => {
                 match &mut self.slots[*occupied.get()] {
-                    Slot::Queued => self.storage.touch(occupied.key(), priority),
+                    Slot::Queued(queued_priority) => {
+                        *queued_priority = (*queued_priority).max(priority);
+                        self.storage.touch(occupied.key(), priority);
+                    }
                     Slot::ProcessingDirty(queued_priority) => {
                         *queued_priority = (*queued_priority).max(priority);
                     }
@@ -445,11 +452,11 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
         };
         let slot = match self.free_slots.pop() {
             Some(slot) => {
-                self.slots[slot] = Slot::Queued;
+                self.slots[slot] = Slot::Queued(priority);
                 slot
             }
             None => {
-                self.slots.push(Slot::Queued);
+                self.slots.push(Slot::Queued(priority));
                 self.slots.len() - 1
             }
         };
@@ -465,7 +472,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
 
     /// Hands out the next queued item, if any, with the wake-up of the next sleeper when
     /// more items are queued.
-    fn take(&mut self) -> (Option<T>, Wake) {
+    fn take(&mut self) -> (Option<(T, i32)>, Wake) {
         while let Some(queued) = self.storage.pop() {
             let (item, slot, queue) = queued.into_parts();
             // An item from this queue's `Queued` is queued exactly while its slot says so:
@@ -473,17 +480,20 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
             // popped here. No hashing needed.
             let slot = self.slots.get_mut(slot).filter(|_| queue == self.id);
             match slot {
-                Some(slot @ Slot::Queued) => {
-                    *slot = Slot::Processing;
+                Some(slot) if matches!(slot, Slot::Queued(_)) => {
+                    let priority = match std::mem::replace(slot, Slot::Processing) {
+                        Slot::Queued(priority) => priority,
+                        _ => 0,
+                    };
                     self.processing += 1;
                     if let Some(metrics) = &mut self.metrics {
-                        metrics.get(&item, 0);
+                        metrics.get(&item, priority);
                     }
                     let wake = Wake {
                         thread: !self.storage.is_empty() && self.wake_thread(),
                         waker: None,
                     };
-                    return (Some(item), wake);
+                    return (Some((item, priority)), wake);
                 }
                 // A custom storage returned another queue's item: handing it out could give
                 // one item to two workers, so it is dropped.
@@ -505,7 +515,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
                 Wake::NONE
             }
             Slot::ProcessingDirty(priority) => {
-                self.slots[index] = Slot::Queued;
+                self.slots[index] = Slot::Queued(priority);
                 let queued = Queued::new(key.clone(), index, self.id);
                 self.entries.insert(key, index);
                 self.storage.push(queued, priority);
@@ -513,7 +523,7 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
             }
             // Not held: client-go would queue a queued item a second time here; doing
             // nothing keeps "one holder per item" true whatever the caller does.
-            Slot::Queued | Slot::Free => {
+            Slot::Queued(_) | Slot::Free => {
                 self.entries.insert(key, index);
                 return Wake::NONE;
             }
@@ -671,6 +681,28 @@ impl<T: Item, S: QueueStorage<T>> TimeListener for Shared<T, S> {
 
 impl<T: Item, S: QueueStorage<T>> AsyncGet<T> for Shared<T, S> {
     fn poll_get(&self, cx: &mut Context<'_>, waiter: &mut Option<u64>) -> Poll<Option<T>> {
+        self.poll_take(cx, waiter)
+            .map(|taken| taken.map(|(item, _)| item))
+    }
+
+    fn cancel_get(&self, waiter: u64) {
+        self.cancel_take(waiter);
+    }
+}
+
+impl<T: Item, S: QueueStorage<T>> AsyncGet<(T, i32)> for Shared<T, S> {
+    fn poll_get(&self, cx: &mut Context<'_>, waiter: &mut Option<u64>) -> Poll<Option<(T, i32)>> {
+        self.poll_take(cx, waiter)
+    }
+
+    fn cancel_get(&self, waiter: u64) {
+        self.cancel_take(waiter);
+    }
+}
+
+impl<T: Item, S: QueueStorage<T>> Shared<T, S> {
+    /// Takes an item and its priority, or parks `cx`'s waker under the id in `waiter`.
+    fn poll_take(&self, cx: &mut Context<'_>, waiter: &mut Option<u64>) -> Poll<Option<(T, i32)>> {
         let mut guard = lock(&self.state);
         let state = &mut *guard;
         let (taken, wake) = state.take();
@@ -702,7 +734,7 @@ impl<T: Item, S: QueueStorage<T>> AsyncGet<T> for Shared<T, S> {
         Poll::Pending
     }
 
-    fn cancel_get(&self, waiter: u64) {
+    fn cancel_take(&self, waiter: u64) {
         let mut state = lock(&self.state);
         if let Some(position) = state.async_waiters.iter().position(|(id, _)| *id == waiter) {
             state.async_waiters.remove(position);
@@ -755,6 +787,14 @@ impl<T: Item, S: QueueStorage<T> + 'static> Queue<T> for WorkQueue<T, S> {
     }
 
     fn get(&self) -> Option<T> {
+        self.get_with_priority().map(|(item, _)| item)
+    }
+
+    /// [`get`](Queue::get), with the highest priority the item was added at since it was
+    /// last handed out (0 for [`add`](Queue::add)). A FIFO storage hands items out in the
+    /// order they came whatever their priority; the priority still travels with them, so
+    /// a worker re-queues a failed item at the one it came with.
+    fn get_with_priority(&self) -> Option<(T, i32)> {
         let shared = &*self.shared;
         let mut state = lock(&shared.state);
         let mut may_spin = SPIN_ITERATIONS > 0;
@@ -790,7 +830,14 @@ impl<T: Item, S: QueueStorage<T> + 'static> Queue<T> for WorkQueue<T, S> {
     }
 
     fn get_async(&self) -> GetFuture<'_, T> {
-        GetFuture::native(&*self.shared)
+        GetFuture::native(&*self.shared as &dyn AsyncGet<T>)
+    }
+
+    fn get_async_with_priority(&self) -> GetFuture<'_, (T, i32)>
+    where
+        T: Send,
+    {
+        GetFuture::native(&*self.shared as &dyn AsyncGet<(T, i32)>)
     }
 
     fn done(&self, item: &T) {

@@ -20,12 +20,9 @@ pub trait RateLimitingQueue<T>: DelayingQueue<T> {
     fn add_rate_limited(&self, item: T);
     /// [`add_rate_limited`](RateLimitingQueue::add_rate_limited) with a priority for when the
     /// item is ready (controller-runtime's `AddWithOpts{RateLimited, Priority}`): a worker
-    /// retries a failed item at the priority it was handed out with. The default
-    /// implementation is `add_rate_limited`: a queue without priorities ignores it.
-    fn add_rate_limited_with_priority(&self, item: T, priority: i32) {
-        let _ = priority;
-        self.add_rate_limited(item);
-    }
+    /// retries a failed item at the priority it was handed out with. Required (see
+    /// [`Queue::add_with_priority`]); a queue without priorities calls `add_rate_limited`.
+    fn add_rate_limited_with_priority(&self, item: T, priority: i32);
     /// Clears the rate limiter's memory of `item`; the item must still be marked
     /// [`done`](Queue::done) on the queue.
     fn forget(&self, item: &T);

@@ -36,3 +36,20 @@ pub struct QueueStats {
     /// Whether a shutdown has begun.
     pub shutting_down: bool,
 }
+
+impl QueueStats {
+    /// The stats of a queue that keeps no bookkeeping beyond its depth: what a
+    /// [`Queue`](crate::Queue) of your own without metrics reports.
+    ///
+    /// ```
+    /// let stats = kinformer_workqueue::QueueStats::basic(3, false);
+    /// assert_eq!((stats.depth, stats.processing, stats.unfinished_work), (3, 0, None));
+    /// ```
+    pub fn basic(depth: usize, shutting_down: bool) -> Self {
+        Self {
+            depth,
+            shutting_down,
+            ..Self::default()
+        }
+    }
+}

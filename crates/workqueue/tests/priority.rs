@@ -401,20 +401,26 @@ fn the_priority_survives_the_trait_objects_and_wrappers_a_controller_holds() {
     assert_eq!(drain(&wrapped), [("y", 3), ("x", LOW_PRIORITY)]);
 }
 
+/// client-go's FIFO queue takes the priority calls in arrival order (it does not reorder)
+/// and hands each item out with the priority it came with, through the delaying and the
+/// rate-limited layers, so a worker retries it at that priority.
 #[test]
-fn queues_without_priorities_take_the_priority_calls_and_report_zero() {
+fn the_fifo_queue_keeps_arrival_order_and_reports_each_items_priority() {
     let clock = FakeClock::new();
     let queue = RateLimitingWorkQueue::with_config(
         ItemExponentialFailureRateLimiter::new(MS, MS),
         QueueConfig::new().clock(clock.clone()),
     );
     queue.add_with_priority("a", LOW_PRIORITY);
+    queue.add("z");
     queue.add_after_with_priority("b", MS, 5);
-    queue.add_rate_limited_with_priority("c", 5);
     clock.step(MS);
-    let got = drain(&queue);
-    assert_eq!(got.len(), 3);
-    assert!(got.iter().all(|(_, priority)| *priority == 0), "{got:?}");
+    queue.add_rate_limited_with_priority("c", 7);
+    clock.step(MS);
+    assert_eq!(
+        drain(&queue),
+        [("a", LOW_PRIORITY), ("z", 0), ("b", 5), ("c", 7)]
+    );
     let mut future = queue.get_async_with_priority();
     queue.add("d");
     assert_eq!(poll_once(&mut future), Poll::Ready(Some(("d", 0))));
@@ -645,4 +651,51 @@ fn a_change_after_an_initial_list_of_10000_is_the_first_get_not_the_10001st() {
         PriorityWorkQueue::new(default_controller_rate_limiter_with_clock(FakeClock::new()));
     assert_eq!(gets_until_changed(&fifo, 10_000), 10_001);
     assert_eq!(gets_until_changed(&priority, 10_000), 1);
+}
+
+/// The three layers composed over priority storage carry the priority through the delaying
+/// heap and the rate limiter: an item added later at a higher priority, or retried at the
+/// priority it was handed out with, comes out in priority order with that priority.
+#[test]
+fn the_layers_over_priority_storage_keep_priorities_through_delays_and_retries() {
+    let clock = FakeClock::new();
+    let config = QueueConfig::new().clock(clock.clone());
+    let work = kinformer_workqueue::WorkQueue::with_storage(
+        kinformer_workqueue::PriorityStorage::new(),
+        config.clone(),
+    );
+    let delaying = kinformer_workqueue::DelayingWorkQueue::wrap(work, config);
+    let queue = RateLimitingWorkQueue::wrap(
+        delaying,
+        ItemExponentialFailureRateLimiter::new(5 * MS, Duration::from_secs(1)),
+    );
+
+    // Delayed items fire at the priority they were added with (the highest while waiting).
+    queue.add_after_with_priority("low", 10 * MS, LOW_PRIORITY);
+    queue.add_after_with_priority("raised", 10 * MS, LOW_PRIORITY);
+    queue.add_after_with_priority("raised", 20 * MS, 5);
+    queue.add_after("plain", 10 * MS);
+    clock.step(10 * MS);
+    assert_eq!(
+        drain(&queue),
+        [("raised", 5), ("plain", 0), ("low", LOW_PRIORITY)]
+    );
+
+    // A failed item is retried at the priority it was handed out with.
+    queue.add_with_priority("a", LOW_PRIORITY);
+    queue.add_with_priority("b", 3);
+    let (first, priority) = take(&queue).expect("b is ready");
+    assert_eq!((first, priority), ("b", 3));
+    queue.add_rate_limited_with_priority(first, priority);
+    queue.done(&first);
+    let (second, priority) = take(&queue).expect("a is ready");
+    assert_eq!((second, priority), ("a", LOW_PRIORITY));
+    queue.add_rate_limited_with_priority(second, priority);
+    queue.done(&second);
+    clock.step(5 * MS);
+    assert_eq!(drain(&queue), [("b", 3), ("a", LOW_PRIORITY)]);
+
+    // A blocking get reports the priority too.
+    queue.add_with_priority("c", 7);
+    assert_eq!(queue.get_with_priority(), Some(("c", 7)));
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use kinformer_workqueue::{
     BucketRateLimiter, Clock, DelayingQueue, DelayingWorkQueue, Error, FakeClock, GetFuture,
     ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter, MaxOfRateLimiter,
-    NoopMetricsProvider, PriorityStorage, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
-    RateLimitingWorkQueue, TimeListener, WithMaxWaitRateLimiter, WorkQueue,
+    NoopMetricsProvider, PriorityStorage, Queue, QueueConfig, QueueStats, RateLimiter,
+    RateLimitingQueue, RateLimitingWorkQueue, TimeListener, WithMaxWaitRateLimiter, WorkQueue,
     default_controller_rate_limiter, set_metrics_provider,
 };
 
@@ -291,6 +291,18 @@ impl Queue<u32> for PlainQueue {
         let item = self.get();
         GetFuture::from_future(async move { item })
     }
+    fn add_with_priority(&self, item: u32, _: i32) {
+        self.add(item);
+    }
+    fn get_with_priority(&self) -> Option<(u32, i32)> {
+        self.get().map(|item| (item, 0))
+    }
+    fn get_async_with_priority(&self) -> GetFuture<'_, (u32, i32)> {
+        self.get_async().with_priority_zero()
+    }
+    fn stats(&self) -> QueueStats {
+        QueueStats::basic(self.len(), self.shutting_down())
+    }
     fn done(&self, _: &u32) {}
     fn shut_down(&self) {
         *self.down.lock().unwrap() = true;
@@ -343,6 +355,18 @@ impl Queue<u32> for RecordingDelays {
     fn get_async(&self) -> GetFuture<'_, u32> {
         self.queue.get_async()
     }
+    fn add_with_priority(&self, item: u32, priority: i32) {
+        self.queue.add_with_priority(item, priority);
+    }
+    fn get_with_priority(&self) -> Option<(u32, i32)> {
+        self.queue.get_with_priority()
+    }
+    fn get_async_with_priority(&self) -> GetFuture<'_, (u32, i32)> {
+        self.queue.get_async_with_priority()
+    }
+    fn stats(&self) -> QueueStats {
+        self.queue.stats()
+    }
     fn done(&self, item: &u32) {
         self.queue.done(item);
     }
@@ -359,8 +383,11 @@ impl Queue<u32> for RecordingDelays {
 
 impl DelayingQueue<u32> for RecordingDelays {
     fn add_after(&self, item: u32, delay: Duration) {
+        self.add_after_with_priority(item, delay, 0);
+    }
+    fn add_after_with_priority(&self, item: u32, delay: Duration, priority: i32) {
         self.delays.lock().unwrap().push(delay);
-        self.queue.add(item);
+        self.queue.add_with_priority(item, priority);
     }
 }
 
@@ -504,6 +531,18 @@ impl Queue<String> for ScriptedQueue {
         let item = self.get();
         GetFuture::from_future(std::future::ready(item))
     }
+    fn add_with_priority(&self, item: String, _: i32) {
+        self.add(item);
+    }
+    fn get_with_priority(&self) -> Option<(String, i32)> {
+        self.get().map(|item| (item, 0))
+    }
+    fn get_async_with_priority(&self) -> GetFuture<'_, (String, i32)> {
+        self.get_async().with_priority_zero()
+    }
+    fn stats(&self) -> QueueStats {
+        QueueStats::basic(self.len(), self.shutting_down())
+    }
     fn done(&self, item: &String) {
         self.record(format!("done {item}"));
     }
@@ -518,11 +557,17 @@ impl DelayingQueue<String> for ScriptedQueue {
     fn add_after(&self, item: String, delay: Duration) {
         self.record(format!("add_after {item} {delay:?}"));
     }
+    fn add_after_with_priority(&self, item: String, delay: Duration, _: i32) {
+        self.add_after(item, delay);
+    }
 }
 
 impl RateLimitingQueue<String> for ScriptedQueue {
     fn add_rate_limited(&self, item: String) {
         self.record(format!("add_rate_limited {item}"));
+    }
+    fn add_rate_limited_with_priority(&self, item: String, _: i32) {
+        self.add_rate_limited(item);
     }
     fn forget(&self, item: &String) {
         self.record(format!("forget {item}"));

@@ -131,10 +131,13 @@ fn a_plain_queue_reports_what_it_has_and_a_custom_queue_the_defaults() {
     );
     assert_eq!(stats.unfinished_work, Some(Duration::ZERO));
 
-    /// A queue of its own that only counts: `stats` is the trait's default.
+    /// A queue of its own that only counts: its `stats` is `QueueStats::basic`.
     struct Counting;
     impl Queue<u8> for Counting {
         fn add(&self, _: u8) {}
+        fn add_with_priority(&self, item: u8, _: i32) {
+            self.add(item);
+        }
         fn len(&self) -> usize {
             7
         }
@@ -143,6 +146,15 @@ fn a_plain_queue_reports_what_it_has_and_a_custom_queue_the_defaults() {
         }
         fn get_async(&self) -> kinformer_workqueue::GetFuture<'_, u8> {
             kinformer_workqueue::GetFuture::from_future(async { None })
+        }
+        fn get_with_priority(&self) -> Option<(u8, i32)> {
+            None
+        }
+        fn get_async_with_priority(&self) -> kinformer_workqueue::GetFuture<'_, (u8, i32)> {
+            self.get_async().with_priority_zero()
+        }
+        fn stats(&self) -> QueueStats {
+            QueueStats::basic(self.len(), self.shutting_down())
         }
         fn done(&self, _: &u8) {}
         fn shut_down(&self) {}

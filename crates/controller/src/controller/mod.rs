@@ -85,7 +85,8 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use kinformer_core::{BoxError, ErrorChain};
 use kinformer_workqueue::{
-    Item, PriorityWorkQueue, Queue, QueueConfig, RateLimitingQueue, default_controller_rate_limiter,
+    Item, PriorityWorkQueue, Queue, QueueConfig, RateLimiter, RateLimitingQueue,
+    default_controller_rate_limiter,
 };
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -122,9 +123,12 @@ pub const DEFAULT_CONTROLLER_NAME: &str = "controller";
 /// [`RateLimitingQueue`], by default a [`PriorityWorkQueue`] (controller-runtime v0.23's
 /// default: the initial list and resyncs queue at
 /// [`LOW_PRIORITY`](kinformer_workqueue::LOW_PRIORITY), so a change is reconciled before
-/// them) with client-go's [`default_controller_rate_limiter`]; a
-/// [`RateLimitingWorkQueue`](kinformer_workqueue::RateLimitingWorkQueue) through
-/// [`with_queue`](Controller::with_queue) is client-go's plain FIFO. Configure with the builder methods, hand
+/// them) with client-go's [`default_controller_rate_limiter`].
+/// [`with_rate_limiter`](Controller::with_rate_limiter) swaps only the rate limiter (the
+/// queue, its order and its metrics stay); [`with_queue`](Controller::with_queue) swaps the
+/// whole queue: a [`RateLimitingWorkQueue`](kinformer_workqueue::RateLimitingWorkQueue) there
+/// is client-go's plain FIFO, without priorities, and without metrics unless it is named
+/// (`QueueConfig::name`). Configure with the builder methods, hand
 /// [`queue`](Controller::queue) to the event handlers, then [`run`](Controller::run). See the
 /// [module docs](self) for the loop and the shutdown.
 pub struct Controller<T, Q = PriorityWorkQueue<T>> {
@@ -174,6 +178,32 @@ impl<T: Item> Controller<T> {
             default_controller_rate_limiter(),
             QueueConfig::new().name(name.clone()),
         );
+        Self::with_queue(queue).name(name)
+    }
+}
+
+impl<T: Item, R: RateLimiter<T> + 'static> Controller<T, PriorityWorkQueue<T, R>> {
+    /// [`new`](Controller::new) with another rate limiter: the same
+    /// [`PriorityWorkQueue`] named `name` (so the same order and the same metrics), retrying
+    /// failed keys after the delays `limiter` gives. The way to swap the rate limiter and
+    /// nothing else; [`with_queue`](Controller::with_queue) swaps the whole queue.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kinformer_controller::Controller;
+    /// use kinformer_core::ObjectKey;
+    /// use kinformer_workqueue::{ItemExponentialFailureRateLimiter, Queue};
+    ///
+    /// let limiter = ItemExponentialFailureRateLimiter::new(
+    ///     Duration::from_millis(50),
+    ///     Duration::from_secs(60),
+    /// );
+    /// let controller = Controller::<ObjectKey, _>::with_rate_limiter("widgets", limiter);
+    /// assert_eq!(controller.queue().stats().name, "widgets");
+    /// ```
+    pub fn with_rate_limiter(name: impl Into<String>, limiter: R) -> Self {
+        let name = name.into();
+        let queue = PriorityWorkQueue::with_config(limiter, QueueConfig::new().name(name.clone()));
         Self::with_queue(queue).name(name)
     }
 }
