@@ -43,7 +43,7 @@ use crate::{Error, KnownObjects, ObjectKey};
 /// let sink: Arc<dyn Sink<String>> = counter.clone();
 /// sink.replace(ListPart::whole(vec![Arc::new("a".into()), Arc::new("b".into())], "10"))?;
 /// sink.add(Arc::new("c".into()))?;
-/// /// assert_eq!(*counter.count.lock().unwrap(), 3);
+/// assert_eq!(*counter.count.lock().unwrap(), 3);
 /// # Ok::<(), Error>(())
 /// ```
 pub trait Sink<K>: Send + Sync {

@@ -23,25 +23,12 @@
 //!
 //! # Layout
 //!
-//! | module | crate | what it does |
-//! |---|---|---|
-//! | [`core`] | kinformer-core | object keys (`namespace/name`), tombstones, `Delta` types, the `MetaObject` view of an object |
-//! | [`workqueue`] | kinformer-workqueue | the work queue, the delaying and the rate-limited queue, rate limiters, metrics hooks |
-//! | [`indexer`] | kinformer-indexer | the cache's read side (`Indexer`) and write side (`IndexerWriter`), the thread-safe store, index functions, listers |
-//! | [`compact_store`] | kinformer-compact-store | `Cached<K>`, the default informers' objects: kept encoded, read in place through typed views (`pod.spec()?.node_name()`) |
-//! | [`deltafifo`] | kinformer-deltafifo | the in-order FIFO and the DeltaFIFO between the reflector and the cache |
-//! | [`reflector`] | kinformer-reflector | the `ListerWatcher` trait, its kube-client implementation, the Reflector |
-//! | [`informer`] | kinformer-informer-factory | the `SharedIndexInformer`, its listeners and event handlers, the `SharedInformerFactory` |
-//! | [`controller`] | kinformer-controller | a rate-limited queue plus N workers running your reconcile function, and what feeds the queue |
-//! | [`predicates`] | kinformer-controller | which updates are worth a reconcile (generation, labels, annotations changed) |
-//! | `finalizer` | kinformer-controller (feature `kube`, default) | cleanup before an object goes away |
-//! | `events` | kinformer-events (feature `kube`) | Kubernetes Events: series as client-go's `tools/events`, and core/v1 Events as its `tools/record` (`events::record`) |
-//! | `leaderelection` | kinformer-leaderelection (feature `kube`) | client-go's Lease-based leader election; `Controller::run_elected` runs the workers only while leading |
-//! | [`sharding`] | kinformer-sharding (feature `kube`) | one controller across replicas: a fair share of N shard Leases per replica (`ShardManager`), one informer over the shards held (`ShardManager::selection`), `Controller::run_shard` per held shard |
-//! | `metrics` | kinformer-controller (feature `prometheus`) | controller-runtime's controller metrics, client-go's queue metrics, informer metrics |
-//! | `server` | kinformer-controller (feature `server`) | `/metrics`, `/healthz`, `/readyz`, `/debug/diagnostics` (JSON) |
-//! | `client` | kinformer-client (feature `client`) | a `kube::Client` with client-go's QPS/burst limit (5/10) and `rest_client_*` request metrics |
-//! | `runtime` | kinformer-runtime (feature `runtime`) | a program's plumbing: clap flags for the client, leader election, the admin server and logs; a shutdown token the first SIGTERM or SIGINT cancels |
+//! Each module is one of kinformer's crates, re-exported whole (the list below says what each
+//! holds; the repository's ARCHITECTURE.md has the crate table: folder, job, dependencies).
+//! kinformer-controller's parts are the modules `controller`, `predicates`, `finalizer`,
+//! `metrics` and `server`. Modules behind a feature: `finalizer`, `events`,
+//! `leaderelection` and `sharding` (`kube`, default), `metrics` (`prometheus`), `server`
+//! (`server`), `client` (`client`), `runtime` (`runtime`).
 //!
 //! The data flows top to bottom:
 //!

@@ -36,7 +36,28 @@ impl RelistReason {
         }
     }
 
-    /// Its position in [`LIST_REASONS`].
+    /// The `reason` labels of the reflector's list counters
+    /// ([`ReflectorCounters::lists`](crate::ReflectorCounters::lists)), at each reason's
+    /// [`label_index`](Self::label_index).
+    pub(super) const LABELS: [&'static str; 6] = [
+        "initial",
+        "expired",
+        "too_large_resource_version",
+        "very_short_watch",
+        "error",
+        "shard_selection_changed",
+    ];
+
+    /// The `reason` label, as [`ReflectorCounters::lists`](crate::ReflectorCounters::lists)
+    /// and the last error show it.
+    pub(super) fn label(&self) -> &'static str {
+        Self::LABELS
+            .get(self.label_index())
+            .copied()
+            .unwrap_or("error")
+    }
+
+    /// Its position in [`LABELS`](Self::LABELS).
     pub(super) fn label_index(&self) -> usize {
         match self {
             Self::Initial => 0,

@@ -16,8 +16,8 @@ pub(super) struct Shared {
     pub(super) last_sync_rv: Mutex<String>,
     synced: AtomicBool,
     syncs: AtomicU64,
-    /// Lists started, by [`RelistReason::label`] position.
-    lists: [AtomicU64; LIST_REASONS.len()],
+    /// Lists started, by [`RelistReason::label_index`].
+    lists: [AtomicU64; RelistReason::LABELS.len()],
     pub(super) watches: AtomicU64,
     /// Watch events, by [`EVENT_TYPES`] position.
     events: [AtomicU64; EVENT_TYPES.len()],
@@ -30,16 +30,6 @@ pub(super) struct Shared {
     /// The failure that ended the last failed round; written only when a round fails.
     last_error: Mutex<Option<LastError>>,
 }
-
-/// The `reason` labels of [`ReflectorCounters::lists`].
-const LIST_REASONS: [&str; 6] = [
-    "initial",
-    "expired",
-    "too_large_resource_version",
-    "very_short_watch",
-    "error",
-    "shard_selection_changed",
-];
 
 /// The `type` labels of [`ReflectorCounters::events`].
 const EVENT_TYPES: [&str; 4] = ["added", "modified", "deleted", "bookmark"];
@@ -65,10 +55,7 @@ impl Shared {
         backoff: Duration,
         reason: &RelistReason,
     ) {
-        let relist_reason = LIST_REASONS
-            .get(reason.label_index())
-            .copied()
-            .unwrap_or("error");
+        let relist_reason = reason.label();
         *self
             .last_error
             .lock()
@@ -194,7 +181,7 @@ impl ReflectorStatus {
     pub fn counters(&self) -> ReflectorCounters {
         let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
         ReflectorCounters {
-            lists: LIST_REASONS
+            lists: RelistReason::LABELS
                 .iter()
                 .zip(&self.shared.lists)
                 .map(|(r, n)| (*r, load(n)))
