@@ -190,7 +190,7 @@ impl<T: Item, R: RateLimiter<T> + 'static> Controller<T, PriorityWorkQueue<T, R>
     ///
     /// ```
     /// use std::time::Duration;
-    /// use kinformer_controller::Controller;
+    /// use kinformer_controller::controller::Controller;
     /// use kinformer_core::ObjectKey;
     /// use kinformer_workqueue::{ItemExponentialFailureRateLimiter, Queue};
     ///
