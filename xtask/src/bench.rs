@@ -242,7 +242,7 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
         "kinformer: cargo bench -p {} --bench {}",
         suite.package, suite.bench
     ));
-    let mut child = crate::test::cargo(&[
+    let mut child = crate::cargo::command(&[
         "bench",
         "-p",
         suite.package,

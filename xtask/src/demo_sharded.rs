@@ -273,11 +273,11 @@ pub(crate) fn build(release: bool) -> anyhow::Result<std::path::PathBuf> {
     if release {
         args.push("--release");
     }
-    let status = crate::test::cargo(&args)
+    let status = crate::cargo::command(&args)
         .status()
         .context("running cargo")?;
     anyhow::ensure!(status.success(), "building the example failed ({status})");
-    Ok(crate::test::target_dir()
+    Ok(crate::cargo::target_dir()
         .join(if release { "release" } else { "debug" })
         .join("examples")
         .join("sharded_controller"))

@@ -71,7 +71,7 @@ fn views(check: bool) -> anyhow::Result<()> {
     }
     let step = Step::start("gen-views (read views from the schema table)");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let status = crate::test::cargo(&args)
+    let status = crate::cargo::command(&args)
         .status()
         .context("running gen-views")?;
     if !status.success() {
@@ -84,7 +84,7 @@ fn views(check: bool) -> anyhow::Result<()> {
 
 /// The `src` directory of the k8s-openapi the workspace builds with.
 fn k8s_openapi_src() -> anyhow::Result<PathBuf> {
-    let out = crate::test::cargo(&["metadata", "--format-version", "1"])
+    let out = crate::cargo::command(&["metadata", "--format-version", "1"])
         .output()
         .context("running cargo metadata")?;
     if !out.status.success() {

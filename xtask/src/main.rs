@@ -21,7 +21,7 @@ mod bench;
 mod bench_handover;
 mod bench_informer;
 mod bench_sharding;
-mod cargo_build;
+mod cargo;
 mod conformance;
 mod controlplane;
 mod demo_sharded;
@@ -156,7 +156,7 @@ fn main() -> anyhow::Result<()> {
 fn demo() -> anyhow::Result<()> {
     controlplane::build(&controlplane::CONTROL_PLANE, false)?;
     println!("running the pod controller (examples/pod_controller.rs) with --demo");
-    let status = test::cargo(&[
+    let status = cargo::command(&[
         "run",
         "--package",
         "kinformer-examples",

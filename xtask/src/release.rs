@@ -7,8 +7,8 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use crate::cargo::command as cargo;
 use crate::progress::Step;
-use crate::test::cargo;
 
 /// The workspace's packages as `cargo metadata` sees them.
 pub(crate) fn metadata() -> anyhow::Result<Value> {
@@ -64,7 +64,7 @@ pub(crate) fn package() -> anyhow::Result<()> {
 }
 
 fn package_and_check(names: &[String]) -> anyhow::Result<()> {
-    let dir = crate::test::target_dir().join("package-verify");
+    let dir = crate::cargo::target_dir().join("package-verify");
     let mut args = vec!["package", "--no-verify", "--allow-dirty"];
     for name in names {
         args.extend(["-p", name.as_str()]);

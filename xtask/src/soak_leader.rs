@@ -4,7 +4,7 @@
 
 use anyhow::{Context, bail};
 
-use crate::{controlplane, test};
+use crate::controlplane;
 
 /// The chaos test's name.
 const TEST: &str = "rust_and_go_electors_never_lead_at_once_under_kills_pauses_and_partitions";
@@ -25,7 +25,7 @@ pub(crate) fn run(minutes: f64, seed: Option<u64>) -> anyhow::Result<()> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let secs = ((minutes * 60.0).round() as u64).to_string();
     println!("leader election soak: {minutes} min of chaos (seed printed below)");
-    let mut cmd = test::cargo(&[
+    let mut cmd = crate::cargo::command(&[
         "test",
         "-p",
         "kinformer-leaderelection",

@@ -4,32 +4,8 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
+use crate::cargo::{command as cargo, target_dir};
 use crate::progress::Step;
-
-/// `cargo <args>` in the workspace root, with the cargo that runs xtask.
-///
-/// Without the variables `cargo run` set for xtask itself: build scripts and tests that run
-/// cargo again would not see them, and the difference would rebuild crates twice.
-pub(crate) fn cargo(args: &[&str]) -> Command {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(args).current_dir(crate::workspace_root());
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_BIN_")
-            || [
-                "CARGO_MANIFEST_DIR",
-                "CARGO_MANIFEST_PATH",
-                "CARGO_CRATE_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-            ]
-            .contains(&name.as_ref())
-        {
-            cmd.env_remove(name.as_ref());
-        }
-    }
-    cmd
-}
 
 fn check(name: &str, mut cmd: Command) -> anyhow::Result<()> {
     let step = Step::start(name);
@@ -78,13 +54,6 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     crate::conformance::run()?;
     crate::release::package()?;
     crate::release::msrv()
-}
-
-/// The cargo target dir: `CARGO_TARGET_DIR`, else `<workspace>/target`.
-pub(crate) fn target_dir() -> std::path::PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"))
 }
 
 /// How old a build of one of our own targets must be before [`forget_stale_builds_of_ours`]

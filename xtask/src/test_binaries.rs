@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use crate::cargo::command as cargo;
 use crate::progress::Step;
-use crate::test::cargo;
 
 /// How many binaries run at once: `KINFORMER_TEST_JOBS`, else the machine's cores.
 fn jobs() -> usize {
@@ -51,7 +51,7 @@ struct Done {
 /// after `--include-ignored`; fails if any fails.
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let root = crate::workspace_root();
-    let logs = crate::test::target_dir().join("test-logs");
+    let logs = crate::cargo::target_dir().join("test-logs");
     fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let binaries = build(&root)?;
     let mut queue: Vec<Job> = binaries

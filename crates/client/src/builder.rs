@@ -109,10 +109,10 @@ impl ClientBuilder {
         self
     }
 
-    /// The connection kinformer-reflector's `reflector_client` makes, under the layers:
+    /// The connection [`reflector_client`](crate::reflector_client) makes, under the layers:
     /// kube's retry of `429`, `503` and `504` off, so that a reflector sees them and backs
     /// off or relists on its own schedule, and connections with `TCP_NODELAY` (see
-    /// `reflector_client`'s docs for why both). Use it for the client of a
+    /// [`reflector_client`](crate::reflector_client)'s docs for why both). Use it for the client of a
     /// `KubeListerWatcher` or a `SharedInformerFactory`; its per-request settings
     /// (protobuf `Accept` headers, `timeoutSeconds`) are in its requests and pass the layers
     /// untouched.
@@ -165,7 +165,7 @@ impl ClientBuilder {
             config.default_retry = false;
             // As `reflector_client`: through a proxy, kube's own connection (Nagle on).
             if config.proxy_url.is_none() {
-                return kinformer_reflector::reflector_connection(config)
+                return crate::reflector_connection(config)
                     .map(|builder| layers.apply(builder).build())
                     .map_err(client_error);
             }

@@ -55,6 +55,7 @@
 //! - `rest_client_request_retries_total` and the size histograms are not recorded.
 
 mod builder;
+mod connection;
 pub mod metrics;
 mod rate_limit;
 
@@ -62,6 +63,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use builder::{ClientBuilder, ClientLayers};
+pub use connection::{ReflectorConnection, reflector_client, reflector_connection};
 pub use metrics::{ClientMetrics, MetricsLayer, MetricsService, TimedBody};
 pub use rate_limit::{DEFAULT_BURST, DEFAULT_QPS, RateLimit, RateLimitLayer, RateLimitService};
 

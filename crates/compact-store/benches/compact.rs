@@ -16,6 +16,13 @@
 //! field, the figure the default cache is held to (≤ 250 ns). One cached pod read both
 //! ways: `read/one/{view_field, decode_field}`. Before measuring, the heap bytes per pod of
 //! each store are printed (RSS growth while the store is filled, divided by the pod count).
+//!
+//! `from_protobuf/pod/{decode_encode,transcode}`: one realistic pod (`benches/pod.pb`, a copy
+//! of kinformer-protobuf's `tests/data/pod.pb`, written by Go's encoder: four containers,
+//! probes, volumes, affinity, two managedFields entries, a running status) from its protobuf
+//! body to the cache's entry: decoded into a `Pod` and encoded (what a decoding
+//! lister-watcher's objects cost), against transcoded straight into the encoding
+//! (`Cached::from_protobuf`, what the default informer does), no `Pod` built.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -308,7 +315,41 @@ fn bench_one(c: &mut Criterion) {
     g.finish();
 }
 
+/// One pod's protobuf body.
+const POD_PB: &[u8] = include_bytes!("pod.pb");
+
+/// The pod from protobuf into the cache's entry: decoded then encoded, or transcoded.
+fn bench_from_protobuf(c: &mut Criterion) {
+    let decode_encode = |body: &[u8]| {
+        let pod = kinformer_protobuf::from_slice::<Pod>(body).expect("pod");
+        Cached::new(&pod).expect("encodes")
+    };
+    let transcode = |body: &[u8]| {
+        let object = kinformer_protobuf::Object::from_bytes(body).expect("envelope");
+        Cached::<Pod>::from_protobuf(&object).expect("transcodes")
+    };
+    // Both paths give entries that decode to the same pod.
+    let decoded = kinformer_protobuf::from_slice::<Pod>(POD_PB).expect("pod");
+    assert_eq!(transcode(POD_PB).decode().expect("decodes"), decoded);
+    assert_eq!(decode_encode(POD_PB).decode().expect("decodes"), decoded);
+    eprintln!(
+        "from_protobuf/pod: protobuf body {} B; entry: decode then encode {} B, transcode {} B",
+        POD_PB.len(),
+        decode_encode(POD_PB).encoded_len(),
+        transcode(POD_PB).encoded_len()
+    );
+    let mut g = c.benchmark_group("from_protobuf/pod");
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1));
+    g.bench_function("decode_encode", |b| {
+        b.iter(|| decode_encode(black_box(POD_PB)))
+    });
+    g.bench_function("transcode", |b| b.iter(|| transcode(black_box(POD_PB))));
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
+    bench_from_protobuf(c);
     bench_one(c);
     for (suffix, make) in [
         ("", pod as fn(usize) -> Pod),

@@ -13,7 +13,7 @@ use kinformer_indexer::{IndexFunc, Lister, parse_selector};
 use kinformer_informer_factory::{
     ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
 };
-use kinformer_reflector::{KubeListerWatcher, reflector_client};
+use kinformer_kube::{KubeListerWatcher, reflector_client};
 use kinformer_testenv::{ControlPlane, create_pods, eventually};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -212,8 +212,8 @@ async fn a_projection_is_the_informers_type_cached_or_decoded_in_either_wire_for
     create_pods(&pods, "p", 5).await.unwrap();
 
     for wire in [
-        kinformer_reflector::WireFormat::Auto,
-        kinformer_reflector::WireFormat::Json,
+        kinformer_kube::WireFormat::Auto,
+        kinformer_kube::WireFormat::Json,
     ] {
         let factory = SharedInformerFactory::builder(client.clone())
             .namespace(ns.clone())
@@ -311,8 +311,8 @@ async fn modify_before_cached_changes_every_object_and_decodes_a_protobuf_one_on
         .unwrap();
     let counted = || DECODED[1].load(std::sync::atomic::Ordering::SeqCst);
     for (wire, decodes_per_pod) in [
-        (kinformer_reflector::WireFormat::Auto, 1),
-        (kinformer_reflector::WireFormat::Json, 2),
+        (kinformer_kube::WireFormat::Auto, 1),
+        (kinformer_kube::WireFormat::Json, 2),
     ] {
         let api: Api<CountedPod<1>> = Api::namespaced(client.clone(), &ns);
         let lw = KubeListerWatcher::new(api)

@@ -15,7 +15,7 @@ use kinformer_controller::predicates;
 use kinformer_core::{DeletedObject, ObjectKey};
 use kinformer_indexer::Lister;
 use kinformer_informer_factory::{InformerHandle, ResourceEventHandlerFuncs, SharedIndexInformer};
-use kinformer_reflector::{KubeListerWatcher, reflector_client};
+use kinformer_kube::{KubeListerWatcher, reflector_client};
 use kinformer_testenv::{ControlPlane, Options, eventually, eventually_async, pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kinformer_controller::controller::{Action, Context, Controller};
 use kinformer_core::ObjectKey;
 use kinformer_informer_factory::SharedIndexInformer;
-use kinformer_reflector::{KubeListerWatcher, reflector_client};
+use kinformer_kube::{KubeListerWatcher, reflector_client};
 use kinformer_testenv::{ControlPlane, eventually};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};

@@ -9,7 +9,8 @@ use std::time::Duration;
 use kinformer_compact_store::Cached;
 use kinformer_core::{Clock, ErrorChain, MetaObject, TokioClock};
 use kinformer_indexer::IndexerWriter;
-use kinformer_reflector::{Backoff, KubeListerWatcher, ShardSelector, WireFormat};
+use kinformer_kube::{KubeListerWatcher, WireFormat};
+use kinformer_reflector::{Backoff, ShardSelector};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::Serialize;
@@ -418,7 +419,7 @@ impl SharedInformerFactoryBuilder {
 /// use k8s_openapi::api::core::v1::Pod;
 /// use kinformer_compact_store::Cached;
 /// use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedInformerFactory};
-/// use kinformer_reflector::reflector_client;
+/// use kinformer_kube::reflector_client;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = reflector_client(kube::Config::infer().await?)?;
@@ -487,7 +488,7 @@ impl fmt::Debug for SharedInformerFactory {
 impl SharedInformerFactory {
     /// A factory over every namespace without resync (client-go's
     /// `NewSharedInformerFactory(client, 0)`). Build the client with
-    /// [`reflector_client`](kinformer_reflector::reflector_client) (or use
+    /// [`reflector_client`](kinformer_kube::reflector_client) (or use
     /// [`from_config`](Self::from_config)): a plain `kube::Client` retries `429` and `504`
     /// inside itself, hidden from the reflector's backoff and relist logic.
     pub fn new(client: kube::Client) -> Self {
@@ -495,20 +496,21 @@ impl SharedInformerFactory {
     }
 
     /// A builder whose informers talk to the cluster `config` describes, through the client
-    /// a reflector needs ([`reflector_client`](kinformer_reflector::reflector_client): no
+    /// a reflector needs ([`reflector_client`](kinformer_kube::reflector_client): no
     /// hidden retries, `TCP_NODELAY`). The way to build a factory when you have a
     /// `kube::Config` (`kube::Config::infer().await?`).
     ///
     /// # Errors
     /// [`Error::Reflector`] when no client can be built from `config`.
     pub fn from_config(config: kube::Config) -> Result<SharedInformerFactoryBuilder, Error> {
-        Ok(Self::builder(kinformer_reflector::reflector_client(
-            config,
-        )?))
+        let client = kinformer_kube::reflector_client(config).map_err(|e| {
+            Error::Reflector(kinformer_reflector::Error::Client { source: e.into() })
+        })?;
+        Ok(Self::builder(client))
     }
 
     /// A builder: namespace, list options, resyncs, transform, FIFO kind. The client
-    /// should come from [`reflector_client`](kinformer_reflector::reflector_client) (see
+    /// should come from [`reflector_client`](kinformer_kube::reflector_client) (see
     /// [`new`](Self::new)); [`from_config`](Self::from_config) builds it for you.
     pub fn builder(client: kube::Client) -> SharedInformerFactoryBuilder {
         SharedInformerFactoryBuilder {

@@ -60,7 +60,7 @@
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_core::deletion_handling_key;
 //! use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
-//! use kinformer_reflector::{KubeListerWatcher, reflector_client};
+//! use kinformer_kube::{KubeListerWatcher, reflector_client};
 //! use kube::Api;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {

@@ -12,7 +12,7 @@ use kinformer_informer_factory::{
     FifoKind, FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs,
     SharedIndexInformer,
 };
-use kinformer_reflector::{KubeListerWatcher, reflector_client};
+use kinformer_kube::{KubeListerWatcher, reflector_client};
 use kinformer_testenv::{ControlPlane, Options, create_pods, eventually, pod};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

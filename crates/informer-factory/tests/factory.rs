@@ -12,7 +12,7 @@ use kinformer_informer_factory::{
     Error, InformerOptions, ResourceEventHandlerFuncs, SharedInformerFactory, wait_for_cache_sync,
     wait_for_cache_sync_until,
 };
-use kinformer_reflector::{WireFormat, reflector_client};
+use kinformer_kube::{WireFormat, reflector_client};
 use kinformer_testenv::{ControlPlane, eventually, pod};
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::discovery::Scope;

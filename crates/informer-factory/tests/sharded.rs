@@ -18,10 +18,8 @@ use kinformer_core::MetaObject;
 use kinformer_informer_factory::{
     InformerOptions, ResourceEventHandlerFuncs, SharedIndexInformer, SharedInformerFactory,
 };
-use kinformer_reflector::{
-    KubeListerWatcher, ShardFiltering, ShardKey, ShardRange, ShardSelection, ShardSelector,
-    reflector_client,
-};
+use kinformer_kube::{KubeListerWatcher, reflector_client};
+use kinformer_reflector::{ShardFiltering, ShardKey, ShardRange, ShardSelection, ShardSelector};
 use kinformer_testenv::{ControlPlane, Options, create_pods, eventually, pod};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};

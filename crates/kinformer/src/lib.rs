@@ -257,8 +257,13 @@ pub use kinformer_compact_store as compact_store;
 /// The DeltaFIFO and the in-order FIFO: kinformer-deltafifo.
 pub use kinformer_deltafifo as deltafifo;
 
-/// `ListerWatcher`, its kube-client implementation and the Reflector: kinformer-reflector.
-pub use kinformer_reflector as reflector;
+/// The Reflector and the `ListerWatcher` trait (kinformer-reflector), with the Kubernetes
+/// lister-watcher (kinformer-kube, feature `kube`): one module, as they are used together.
+pub mod reflector {
+    #[cfg(feature = "kube")]
+    pub use kinformer_kube::*;
+    pub use kinformer_reflector::*;
+}
 
 /// The `SharedIndexInformer`, its listeners and event handlers, the
 /// `SharedInformerFactory`: kinformer-informer-factory.
@@ -327,9 +332,9 @@ pub mod prelude {
     pub use kinformer_compact_store::{Cached, HasView, KubeObject};
 
     // List and watch.
-    pub use kinformer_reflector::ListerWatcher;
     #[cfg(feature = "kube")]
-    pub use kinformer_reflector::{KubeListerWatcher, reflector_client};
+    pub use kinformer_kube::{KubeListerWatcher, reflector_client};
+    pub use kinformer_reflector::ListerWatcher;
 
     // Informers and handlers.
     pub use kinformer_informer_factory::{

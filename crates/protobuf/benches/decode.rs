@@ -15,10 +15,9 @@
 //!   reflector does (protobuf: item by item through `List::items`; JSON: the page through
 //!   serde_json, then the items into `Arc`s). The list items carry no apiVersion/kind in
 //!   either format, as in the API server's lists.
-//! - `decode/into_cache/{decode_encode,transcode}`: one pod from its body to the entry
-//!   kinformer's default cache keeps (kinformer-compact-store's encoding): decoded into a
-//!   `Pod`, encoded, the `Pod` dropped (what the informer does today) against transcoded
-//!   from the protobuf straight into the encoding (`Object::transcoder`), no `Pod` built.
+//!
+//! The transcoding into kinformer's cache entry is benched with the entry, in
+//! kinformer-compact-store (`from_protobuf/pod`).
 //!
 //! Before measuring, the bytes per pod of each format are printed.
 
@@ -160,19 +159,6 @@ fn decode_json_list(body: &[u8]) -> Vec<Arc<Pod>> {
     list.items.into_iter().map(Arc::new).collect()
 }
 
-/// The pod decoded, encoded into the compact store's form, and dropped.
-fn decode_encode_into_cache(body: &[u8]) -> Vec<u8> {
-    let pod = kinformer_protobuf::from_slice::<Pod>(body).expect("pod");
-    kinformer_compact_store::encode_to_vec(&pod).expect("encodes")
-}
-
-/// The pod transcoded into the compact store's form.
-fn transcode_into_cache(body: &[u8]) -> Vec<u8> {
-    let object = Object::from_bytes(body).expect("envelope");
-    let transcoder = object.transcoder().expect("known kind");
-    kinformer_compact_store::encode_to_vec(&transcoder).expect("transcodes")
-}
-
 fn benches(c: &mut Criterion) {
     let (list_pb, list_json) = (list_protobuf(), list_json());
     // Both decode to the same pods.
@@ -208,28 +194,6 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("json", |b| {
         b.iter(|| serde_json::from_slice::<Projection>(black_box(POD_JSON)).expect("pod"))
-    });
-    g.finish();
-
-    // Both paths give entries that decode to the same pod.
-    let decoded = kinformer_protobuf::from_slice::<Pod>(POD_PB).expect("pod");
-    let transcoded = transcode_into_cache(POD_PB);
-    assert_eq!(
-        kinformer_compact_store::decode_from_slice::<Pod>(&transcoded).expect("decodes"),
-        decoded
-    );
-    eprintln!(
-        "decode/into_cache: entry bytes: decode then encode {}, transcode {}",
-        decode_encode_into_cache(POD_PB).len(),
-        transcoded.len()
-    );
-    let mut g = c.benchmark_group("decode/into_cache");
-    g.throughput(Throughput::Elements(1));
-    g.bench_function("decode_encode", |b| {
-        b.iter(|| decode_encode_into_cache(black_box(POD_PB)))
-    });
-    g.bench_function("transcode", |b| {
-        b.iter(|| transcode_into_cache(black_box(POD_PB)))
     });
     g.finish();
 

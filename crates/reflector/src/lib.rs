@@ -1,13 +1,19 @@
-//! List and watch against the Kubernetes API: the [`ListerWatcher`] trait, its
-//! kube-client implementation ([`KubeListerWatcher`], and `kube::Api<K>` itself) and the
-//! [`Reflector`] that keeps a [`Sink`](kinformer_core::Sink) in step with the API server
-//! through every failure.
+//! The [`Reflector`]: client-go's list-then-watch state machine, which keeps a
+//! [`Sink`](kinformer_core::Sink) in step with a [`ListerWatcher`] through every failure
+//! (relists on 410, backoff, bookmarks, streaming lists, paged lists, sharded list and
+//! watch), and the [`ListerWatcher`] trait it reads through, with a scripted fake
+//! ([`fake::FakeListerWatcher`], feature `fake`).
+//!
+//! The lister-watcher for the Kubernetes API (`KubeListerWatcher`, the JSON and protobuf
+//! wire formats, `reflector_client`) is kinformer-kube's; this crate knows no kube, HTTP
+//! or serde.
 //!
 //! ```no_run
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_core::{Error as SinkError, ListPart, Sink};
-//! use kinformer_reflector::{KubeListerWatcher, Reflector, reflector_client};
+//! use kinformer_kube::{KubeListerWatcher, reflector_client};
+//! use kinformer_reflector::Reflector;
 //! use kube::Api;
 //!
 //! /// Any sink will do: a DeltaFIFO, the in-order FIFO, a store. This one prints keys.
@@ -122,51 +128,6 @@
 //! that object's last version that decoded, a relist included, and its deletion still
 //! deletes it; when it is fixed, the next event brings it in.
 //!
-//! # Wire format: protobuf or JSON
-//!
-//! [`KubeListerWatcher`] asks the API server for Kubernetes protobuf where client-go does
-//! and decodes it straight into `K` (with kinformer-protobuf: the same `K`, whatever the
-//! format, k8s-openapi types included). [`WireFormat`] picks what it asks for:
-//!
-//! - [`WireFormat::Auto`] (the default): protobuf for the built-in types the protobuf
-//!   schema knows (every type of client-go's scheme: `Pod`, `Deployment`, `ConfigMap`,
-//!   ...) and for metadata-only lists and watches (the protobuf `PartialObjectMetadata`,
-//!   any resource); JSON for custom resources and `DynamicObject`. That is client-go's
-//!   split: its typed clients ask for `application/vnd.kubernetes.protobuf,
-//!   application/json` since v0.32, its metadata client for the protobuf
-//!   `PartialObjectMetadata`, its dynamic client for JSON.
-//! - [`WireFormat::Json`]: JSON for everything (to read the traffic in a proxy, or to
-//!   compare).
-//! - [`WireFormat::Protobuf`]: protobuf first for every type. The API server serves
-//!   custom resources in JSON only and answers such a request in JSON, so for them it is
-//!   the same as `Json` (as client-go with `ContentType: protobuf`: the server decides).
-//!
-//! Whatever was asked, each response is decoded by its `Content-Type`: a server or a proxy
-//! that answers JSON works, and error responses (`Status`, in protobuf when protobuf was
-//! asked for) keep their code and reason. A watch in protobuf is a stream of
-//! length-delimited frames; a frame cut short by the connection ends the watch as a cut
-//! line does in JSON, a malformed or oversized one (over 16 MiB, client-go's limit) is an
-//! [`Error::Decode`] that never quotes the body. `modify` runs once per object in either
-//! format.
-//!
-//! Why custom resources stay JSON: no protobuf schema exists for them (the API server keeps
-//! them as JSON), and the decoder's schema covers the built-in types only. Why
-//! `DynamicObject` stays JSON under `Auto`: it is how client-go serves types known only at
-//! run time; `Protobuf` decodes it from protobuf too when its type is built in.
-//!
-//! What it buys: fewer bytes on the wire (a realistic pod's protobuf is about two thirds of
-//! its JSON: BENCHMARKS.md's "informer-defaults" wire table) and a faster initial sync, as
-//! the same section's protobuf and JSON tables show for both kinformer and client-go.
-//!
-//! # Clients: kube's retry layer
-//!
-//! kube's `Client` retries `429`, `503` and `504` internally by default. The reflector
-//! must see them, as client-go's does: a `429` is backed off on the reflector's schedule
-//! and reported, and a `504` "Too large resource version" must relist at `""` at once
-//! (with the retry layer on, a lagging watch cache stalls the list for many retries).
-//! So build the reflector's client with [`reflector_client`], which turns the retry
-//! layer off; other clients keep it.
-//!
 //! # Cancellation
 //!
 //! [`Reflector::run`] returns when its `CancellationToken` is cancelled; dropping its
@@ -189,8 +150,6 @@ mod backoff;
 mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
-#[cfg(feature = "kube")]
-mod kubernetes;
 mod lister_watcher;
 mod reflector;
 mod shard;
@@ -200,11 +159,6 @@ pub use backoff::Backoff;
 pub use error::{ApiStatus, Error};
 /// Re-exported from kinformer-core: the boxed cause inside [`Error::Unreachable`] and others.
 pub use kinformer_core::BoxError;
-#[cfg(feature = "kube")]
-pub use kubernetes::{
-    KubeListerWatcher, ProtobufDecode, ReflectorConnection, WireFormat, reflector_client,
-    reflector_connection,
-};
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions,
     WatchStream,

@@ -81,6 +81,18 @@ impl<K> ListPage<K> {
         }
     }
 
+    /// A page of objects already in their `Arc`s (what a lister-watcher that decodes each
+    /// item into its `Arc` builds) at `resource_version`, with no page after it.
+    pub fn shared(items: Vec<Arc<K>>, resource_version: impl Into<String>) -> Self {
+        Self {
+            items,
+            resource_version: resource_version.into(),
+            continue_token: None,
+            shard_selector: None,
+            undecodable: Vec::new(),
+        }
+    }
+
     /// Adds an object that did not decode.
     #[must_use]
     pub fn with_undecodable(mut self, object: Undecodable) -> Self {
@@ -221,8 +233,8 @@ pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
 /// (client-go's `ListerWatcher`).
 ///
 /// It exists so that the reflector's state machine can be driven by something other
-/// than a real API server: [`KubeListerWatcher`](crate::KubeListerWatcher) (and
-/// `kube::Api<K>` itself) talk to Kubernetes; `fake::FakeListerWatcher` (the `fake` feature)
+/// than a real API server: kinformer-kube's `KubeListerWatcher`
+/// talks to Kubernetes; `fake::FakeListerWatcher` (the `fake` feature)
 /// replays a script in unit tests; a wrapper can count, filter, or rate-limit calls.
 ///
 /// Implementations add their own selectors (namespace, labels, fields) to every call:

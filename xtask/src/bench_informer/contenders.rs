@@ -151,7 +151,7 @@ impl Binaries {
 
 /// `cargo build --release -p kinformer-bench-informer`, and the Go peer's path.
 pub(super) fn build() -> anyhow::Result<Binaries> {
-    let mut exes = crate::cargo_build::bins("kinformer-bench-informer", "release")?;
+    let mut exes = crate::cargo::bins("kinformer-bench-informer", "release")?;
     let mut exe = |name: &str| {
         exes.remove(name)
             .with_context(|| format!("cargo built no {name} executable"))

@@ -22,6 +22,7 @@ use kube::api::{ApiResource, DynamicObject};
 
 use super::contenders::{Binaries, Contender, Running};
 use super::measure::{self, Sample};
+use super::report::{num, ratio};
 use super::{CREATE_CHUNK, step_failed};
 use crate::bench::median;
 use crate::progress::Step;
@@ -235,25 +236,6 @@ fn create_objects(
     }
     step.finish("done");
     Ok(())
-}
-
-/// `v` with `precision` decimals, or "–".
-fn num(v: f64, precision: usize) -> String {
-    if v.is_finite() {
-        format!("{v:.precision$}")
-    } else {
-        "–".into()
-    }
-}
-
-/// `a ÷ b` as "0.42x", or "–".
-fn ratio(a: f64, b: f64) -> String {
-    let r = a / b;
-    if r.is_finite() {
-        format!("{r:.2}x")
-    } else {
-        "–".into()
-    }
 }
 
 /// "met" or "**missed**" for `ratio ≤ limit`; "–" without a ratio.

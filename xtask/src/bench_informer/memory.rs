@@ -24,6 +24,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use super::contenders::{Binaries, RUN_TIMEOUT, Running};
+use super::report::{num, ratio};
 use crate::bench::median;
 use crate::progress::Step;
 
@@ -343,22 +344,6 @@ fn med(v: &[f64]) -> f64 {
     }
 }
 
-fn cell(v: f64, precision: usize) -> String {
-    if v.is_finite() {
-        format!("{v:.precision$}")
-    } else {
-        "–".into()
-    }
-}
-
-fn ratio(a: f64, b: f64) -> String {
-    if a.is_finite() && b.is_finite() && b > 0.0 {
-        format!("{:.2}x", a / b)
-    } else {
-        "–".into()
-    }
-}
-
 impl Memory {
     fn sync_median(&self, n: usize, c: MemContender, f: fn(&MemSample) -> f64) -> f64 {
         let v: Vec<f64> = self
@@ -438,29 +423,29 @@ impl Memory {
                     t,
                     "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {target} |",
                     c.label(),
-                    cell(self.sync_median(0, c, |s| s.peak_kib) / 1024.0, 1),
-                    cell(self.sync_median(n, c, |s| s.peak_kib) / 1024.0, 1),
-                    cell(self.sync_median(n, c, |s| s.now_kib) / 1024.0, 1),
-                    cell(self.sync_median(n, c, |s| s.settled_kib) / 1024.0, 1),
-                    cell(per, 0),
+                    num(self.sync_median(0, c, |s| s.peak_kib) / 1024.0, 1),
+                    num(self.sync_median(n, c, |s| s.peak_kib) / 1024.0, 1),
+                    num(self.sync_median(n, c, |s| s.now_kib) / 1024.0, 1),
+                    num(self.sync_median(n, c, |s| s.settled_kib) / 1024.0, 1),
+                    num(per, 0),
                     if c.kinformer {
                         ratio(per, peer)
                     } else {
                         "1.00x".into()
                     },
-                    cell(settled, 0),
+                    num(settled, 0),
                     if c.kinformer {
                         ratio(settled, peer_settled)
                     } else {
                         "1.00x".into()
                     },
-                    cell(sync, 0),
+                    num(sync, 0),
                     if c.kinformer {
                         ratio(sync, peer_sync)
                     } else {
                         "1.00x".into()
                     },
-                    cell(cpu, 0),
+                    num(cpu, 0),
                     if c.kinformer {
                         ratio(cpu, peer_cpu)
                     } else {
@@ -496,9 +481,9 @@ impl Memory {
                     t,
                     "| {} | {} | {} | {} | {} | {} | {} |",
                     c.label(),
-                    cell(steady / 1024.0, 1),
-                    cell(peak / 1024.0, 1),
-                    cell(after / 1024.0, 1),
+                    num(steady / 1024.0, 1),
+                    num(peak / 1024.0, 1),
+                    num(after / 1024.0, 1),
                     ratio(peak, steady),
                     s.len(),
                     if c.kinformer {

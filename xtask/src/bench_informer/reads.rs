@@ -26,6 +26,7 @@ use anyhow::{Context, bail};
 use serde_json::Value;
 
 use super::contenders::{Binaries, Contender, RUN_TIMEOUT, Running};
+use super::report::{num, ratio};
 use super::step_failed;
 use crate::bench::median;
 use crate::progress::Step;
@@ -259,25 +260,6 @@ fn run_once(
     // Give the API server a moment between runs (it answered a big list).
     std::thread::sleep(Duration::from_millis(300));
     ReadSample::parse(&sync, &reads, s.name())
-}
-
-/// `v` with `precision` decimals, or "–".
-fn num(v: f64, precision: usize) -> String {
-    if v.is_finite() {
-        format!("{v:.precision$}")
-    } else {
-        "–".into()
-    }
-}
-
-/// `a ÷ b` as "0.42x", or "–".
-fn ratio(a: f64, b: f64) -> String {
-    let r = a / b;
-    if r.is_finite() {
-        format!("{r:.2}x")
-    } else {
-        "–".into()
-    }
 }
 
 impl ReadRuns {

@@ -11,17 +11,18 @@ use super::measure::{ChurnStep, Key, Latencies, Sample, WireBytes, med, quantile
 use super::{Opts, SUITE};
 use crate::bench::record_section;
 
-/// `v` with `precision` decimals, or "–" when there is no value.
-fn num(v: f64, precision: usize) -> String {
-    if v.is_nan() {
-        "–".to_owned()
-    } else {
+/// `v` with `precision` decimals, or "–" when there is no value (not a finite number). The
+/// table cell of every bench section.
+pub(super) fn num(v: f64, precision: usize) -> String {
+    if v.is_finite() {
         format!("{v:.precision$}")
+    } else {
+        "–".to_owned()
     }
 }
 
-/// `a ÷ b` as "1.23x", or "–".
-fn ratio(a: f64, b: f64) -> String {
+/// `a ÷ b` as "1.23x", or "–" when either is missing or `b` is zero.
+pub(super) fn ratio(a: f64, b: f64) -> String {
     let r = a / b;
     if r.is_finite() {
         format!("{r:.2}x")

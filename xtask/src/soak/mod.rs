@@ -172,7 +172,7 @@ pub(crate) fn run(opts: &Opts) -> anyhow::Result<()> {
         release: !opts.debug,
         settings: SETTINGS,
         leak_check: opts.minutes >= 10.0,
-        out_dir: crate::test::target_dir()
+        out_dir: crate::cargo::target_dir()
             .join("soak")
             .join(format!("seed-{seed}")),
     };
@@ -196,7 +196,7 @@ pub(crate) fn run_ci() -> anyhow::Result<()> {
         release: false,
         settings: SETTINGS,
         leak_check: false,
-        out_dir: crate::test::target_dir().join("soak").join("ci"),
+        out_dir: crate::cargo::target_dir().join("soak").join("ci"),
     };
     soak(&cfg)
 }

@@ -72,7 +72,7 @@ impl Subject {
 /// `cargo build -p kinformer-soak` (`--release` or not); returns the executable.
 pub(super) fn build_rust_subject(release: bool) -> anyhow::Result<PathBuf> {
     let profile = if release { "release" } else { "dev" };
-    crate::cargo_build::bins("kinformer-soak", profile)?
+    crate::cargo::bins("kinformer-soak", profile)?
         .remove("kinformer-soak")
         .context("cargo built no kinformer-soak executable")
 }

@@ -32,7 +32,7 @@ use kinformer_compact_store::Cached;
 use kinformer_core::KnownObjects as _;
 use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, Selector, parse_selector};
 use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
-use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
+use kinformer_kube::{KubeListerWatcher, WireFormat, reflector_client};
 use kube::api::DynamicObject;
 use kube::{Api, Resource};
 use serde::Serialize;

@@ -55,17 +55,17 @@ pub enum ShardFiltering {
 /// The shard key of an object (its uid or namespace) never changes, so an object never
 /// moves between shards: a watch never needs to turn an update into a delete.
 ///
-/// ```no_run
+/// ```
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_reflector::{KubeListerWatcher, ShardKey, ShardSelector, reflector_client};
+/// use kinformer_reflector::fake::FakeListerWatcher;
+/// use kinformer_reflector::{ShardKey, ShardSelector, ShardedListerWatcher};
 ///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let client = reflector_client(kube::Config::infer().await?)?;
+/// // Shard 0 of 4 by uid, over any lister-watcher (kinformer-kube's `KubeListerWatcher`
+/// // has `.sharded(shard)` for the same).
 /// let shard = ShardSelector::index_of(ShardKey::Uid, 0, 4)?;
-/// let pods = KubeListerWatcher::new(kube::Api::<Pod>::all(client)).sharded(shard);
+/// let pods = ShardedListerWatcher::new(FakeListerWatcher::<Pod>::new(), shard);
 /// # let _ = pods;
-/// # Ok(())
-/// # }
+/// # Ok::<(), kinformer_reflector::Error>(())
 /// ```
 pub struct ShardedListerWatcher<L> {
     inner: L,
@@ -152,14 +152,6 @@ impl<L> ShardedListerWatcher<L> {
     /// been handed to an informer.
     pub fn filtering_handle(&self) -> ShardFilteringHandle {
         ShardFilteringHandle(Arc::clone(&self.state))
-    }
-}
-
-#[cfg(feature = "kube")]
-impl<K> crate::KubeListerWatcher<K> {
-    /// This lister-watcher, restricted to one shard: see [`ShardedListerWatcher`].
-    pub fn sharded(self, selector: ShardSelector) -> ShardedListerWatcher<Self> {
-        ShardedListerWatcher::new(self, selector)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The list and watch requests, worded as client-go's reflector words them, and the wire
 //! format they ask for.
 
-use crate::{Error, ListOptions, ShardSelector, WatchOptions};
+use kinformer_reflector::{Error, ListOptions, ShardSelector, WatchOptions};
 
 const JSON: &str = "application/json";
 /// client-go's typed clients since v0.32 (`gentype.PrefersProtobuf`,
@@ -35,7 +35,7 @@ const METADATA_LIST_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=Par
 /// on a custom resource costs nothing and changes nothing (as in client-go, whose
 /// `ContentType: protobuf` still accepts other answers). An answer in protobuf for a type
 /// the schema does not know (an aggregated API newer than the schema) cannot be decoded:
-/// [`Error::Decode`](crate::Error::Decode) names the type; ask for `Json` or `Auto`.
+/// [`Error::Decode`](kinformer_reflector::Error::Decode) names the type; ask for `Json` or `Auto`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum WireFormat {
@@ -189,13 +189,8 @@ mod tests {
             "/api/v1/namespaces/ns/pods?labelSelector=app%3Dweb&limit=500&resourceVersion=0"
         );
         assert_eq!(accept(&req), JSON);
-        let next = ListOptions {
-            resource_version: String::new(),
-            limit: Some(500),
-            continue_token: Some("tok".into()),
-            shard: None,
-            exact: false,
-        };
+        let mut next = ListOptions::new("", Some(500));
+        next.continue_token = Some("tok".into());
         let req = r.list(&next).unwrap();
         assert_eq!(
             req.uri(),
@@ -236,7 +231,9 @@ mod tests {
     #[test]
     fn the_shard_selector_is_sent_as_shard_selector_on_every_list_and_watch() {
         let r = requests("/api/v1/pods", false);
-        let shard = crate::ShardSelector::index_of(crate::ShardKey::Uid, 1, 2).unwrap();
+        let shard =
+            kinformer_reflector::ShardSelector::index_of(kinformer_reflector::ShardKey::Uid, 1, 2)
+                .unwrap();
         let mut list = ListOptions::new("0", Some(500));
         list.shard = Some(shard.clone());
         let query = "labelSelector=app%3Dweb&shardSelector=shardRange%28object.metadata.uid%2C+%270x8000000000000000%27%2C+%270x10000000000000000%27%29";

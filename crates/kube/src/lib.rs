@@ -1,8 +1,60 @@
-//! The [`ListerWatcher`] that talks to Kubernetes through a `kube::Client` (the `kube`
-//! feature, on by default), one concern a file:
+//! The [`ListerWatcher`] that talks to Kubernetes through a `kube::Client`:
+//! [`KubeListerWatcher`], what every kinformer informer over a cluster reads through.
 //!
-//! - `client`: [`reflector_client`], kube's client without its retry layer, with
-//!   `TCP_NODELAY`;
+//! kinformer-reflector is the state machine over any [`ListerWatcher`]; this crate is the one
+//! for the Kubernetes API, and the wire formats it speaks. Its client comes from
+//! [`reflector_client`] (kinformer-client's: kube's connection without its retry layer, with
+//! `TCP_NODELAY`).
+//!
+//! # Wire format: protobuf or JSON
+//!
+//! [`KubeListerWatcher`] asks the API server for Kubernetes protobuf where client-go does
+//! and decodes it straight into `K` (with kinformer-protobuf: the same `K`, whatever the
+//! format, k8s-openapi types included). [`WireFormat`] picks what it asks for:
+//!
+//! - [`WireFormat::Auto`] (the default): protobuf for the built-in types the protobuf
+//!   schema knows (every type of client-go's scheme: `Pod`, `Deployment`, `ConfigMap`,
+//!   ...) and for metadata-only lists and watches (the protobuf `PartialObjectMetadata`,
+//!   any resource); JSON for custom resources and `DynamicObject`. That is client-go's
+//!   split: its typed clients ask for `application/vnd.kubernetes.protobuf,
+//!   application/json` since v0.32, its metadata client for the protobuf
+//!   `PartialObjectMetadata`, its dynamic client for JSON.
+//! - [`WireFormat::Json`]: JSON for everything (to read the traffic in a proxy, or to
+//!   compare).
+//! - [`WireFormat::Protobuf`]: protobuf first for every type. The API server serves
+//!   custom resources in JSON only and answers such a request in JSON, so for them it is
+//!   the same as `Json` (as client-go with `ContentType: protobuf`: the server decides).
+//!
+//! Whatever was asked, each response is decoded by its `Content-Type`: a server or a proxy
+//! that answers JSON works, and error responses (`Status`, in protobuf when protobuf was
+//! asked for) keep their code and reason. A watch in protobuf is a stream of
+//! length-delimited frames; a frame cut short by the connection ends the watch as a cut
+//! line does in JSON, a malformed or oversized one (over 16 MiB, client-go's limit) is an
+//! [`Error::Decode`] that never quotes the body. `modify` runs once per object in either
+//! format.
+//!
+//! Why custom resources stay JSON: no protobuf schema exists for them (the API server keeps
+//! them as JSON), and the decoder's schema covers the built-in types only. Why
+//! `DynamicObject` stays JSON under `Auto`: it is how client-go serves types known only at
+//! run time; `Protobuf` decodes it from protobuf too when its type is built in.
+//!
+//! What it buys: fewer bytes on the wire (a realistic pod's protobuf is about two thirds of
+//! its JSON: BENCHMARKS.md's "informer-defaults" wire table) and a faster initial sync, as
+//! the same section's protobuf and JSON tables show for both kinformer and client-go.
+//!
+//! # Clients: kube's retry layer
+//!
+//! kube's `Client` retries `429`, `503` and `504` internally by default. The reflector
+//! must see them, as client-go's does: a `429` is backed off on the reflector's schedule
+//! and reported, and a `504` "Too large resource version" must relist at `""` at once
+//! (with the retry layer on, a lagging watch cache stalls the list for many retries).
+//! So build the reflector's client with [`reflector_client`], which turns the retry
+//! layer off; other clients keep it.
+//!
+//! # How it is built
+//!
+//! One concern a file:
+//!
 //! - `request`: the list and watch requests, and the [`WireFormat`] they ask for;
 //! - `response`: sending them, the response's `Content-Type` (which decides how its body
 //!   is decoded), and error statuses in either format;
@@ -21,7 +73,8 @@
 //! different typed errors; and a connection cut mid-stream must read as the end of the
 //! watch, not as an error.
 
-mod client;
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
 mod decode;
 mod framing;
 mod json;
@@ -41,13 +94,15 @@ use kube::core::PartialObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use client::{ReflectorConnection, reflector_client, reflector_connection};
 use decode::{Expected, Modify};
+/// The reflector's connection (kinformer-client's), re-exported: build a
+/// [`KubeListerWatcher`]'s client with [`reflector_client`].
+pub use kinformer_client::{ReflectorConnection, reflector_client, reflector_connection};
 use request::Requests;
 pub use request::WireFormat;
 use response::Format;
 
-use crate::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
+use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 
 /// The [`ListerWatcher`] for Kubernetes: lists and watches the resource of a
 /// `kube::Api<K>`, with optional label and field selectors.
@@ -75,7 +130,7 @@ use crate::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStre
 ///
 /// ```no_run
 /// use k8s_openapi::api::core::v1::Pod;
-/// use kinformer_reflector::{KubeListerWatcher, WireFormat, reflector_client};
+/// use kinformer_kube::{KubeListerWatcher, WireFormat, reflector_client};
 /// use kube::Api;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -246,7 +301,7 @@ impl<K> KubeListerWatcher<K> {
     /// wire format.
     ///
     /// ```no_run
-    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # use kinformer_kube::KubeListerWatcher;
     /// # use k8s_openapi::api::core::v1::Pod;
     /// # fn f(client: kube::Client) {
     /// let pods = KubeListerWatcher::new(kube::Api::<Pod>::all(client))
@@ -266,7 +321,7 @@ impl<K> KubeListerWatcher<K> {
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::Pod;
-    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # use kinformer_kube::KubeListerWatcher;
     /// # fn f(client: kube::Client) {
     /// let lw = KubeListerWatcher::new(kube::Api::<Pod>::all(client));
     /// let counter = lw.clone(); // give `lw` to an informer, read the clone
@@ -288,7 +343,7 @@ impl<K> KubeListerWatcher<K> {
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::Pod;
-    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # use kinformer_kube::KubeListerWatcher;
     /// # fn f(client: kube::Client) {
     /// // Just the pods' names and labels from protobuf, nothing else decoded.
     /// #[derive(serde::Deserialize)]
@@ -337,7 +392,7 @@ where
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::Pod;
-    /// # use kinformer_reflector::KubeListerWatcher;
+    /// # use kinformer_kube::KubeListerWatcher;
     /// # fn f(client: kube::Client) {
     /// let pods = KubeListerWatcher::new(kube::Api::<Pod>::all(client)).labels("app=web").cached();
     /// # let _ = pods;
@@ -476,28 +531,14 @@ where
     }
 }
 
-/// `kube::Api<K>` lists and watches its own resource and namespace, without selectors
-/// (use [`KubeListerWatcher`] for selectors, dynamic types and metadata-only mode).
-impl<K> ListerWatcher<K> for kube::Api<K>
-where
-    K: Resource + Clone + DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default,
-{
-    fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
-        let lw = KubeListerWatcher::new(self.clone());
-        Box::pin(async move { lw.list_page(options).await })
-    }
-
-    fn watch<'a>(
-        &'a self,
-        options: &'a WatchOptions,
-    ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
-        let lw = KubeListerWatcher::new(self.clone());
-        Box::pin(async move { lw.start_watch(options).await })
-    }
-
-    fn supports_watch_list(&self) -> bool {
-        true
+impl<K> KubeListerWatcher<K> {
+    /// This lister-watcher, restricted to one shard: see
+    /// [`ShardedListerWatcher`](kinformer_reflector::ShardedListerWatcher).
+    pub fn sharded(
+        self,
+        selector: kinformer_reflector::ShardSelector,
+    ) -> kinformer_reflector::ShardedListerWatcher<Self> {
+        kinformer_reflector::ShardedListerWatcher::new(self, selector)
     }
 }
 
@@ -511,7 +552,7 @@ mod tests {
 
     use super::protobuf::tests as pb;
     use super::*;
-    use crate::WatchEvent;
+    use kinformer_reflector::WatchEvent;
 
     /// A client whose server answers every request with `status`, `content_type` and
     /// `body`, and records the `Accept` header of each request.

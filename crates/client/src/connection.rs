@@ -1,6 +1,7 @@
-//! The `kube::Client` a reflector should use.
-
-use crate::Error;
+//! The connection a reflector's `kube::Client` should use: kube's stack without its retry
+//! layer, with `TCP_NODELAY`. Here, beside the client's other layers, so that the
+//! Kubernetes lister-watcher (kinformer-kube) and [`ClientBuilder`](crate::ClientBuilder)
+//! share it.
 
 /// A `kube::Client` for a reflector: `config` with kube's built-in retry turned off, on
 /// connections with `TCP_NODELAY`.
@@ -24,18 +25,14 @@ use crate::Error;
 /// kube's own client instead (Nagle on).
 ///
 /// # Errors
-/// [`Error::Client`] when the client cannot be built from `config`.
-///
-/// [`Error::Client`]: crate::Error::Client
-pub fn reflector_client(mut config: kube::Config) -> Result<kube::Client, Error> {
+/// kube's error when the client cannot be built from `config` (its TLS or authentication
+/// settings).
+pub fn reflector_client(mut config: kube::Config) -> Result<kube::Client, kube::Error> {
     config.default_retry = false;
-    let client_error = |e: kube::Error| Error::Client { source: e.into() };
     if config.proxy_url.is_some() {
-        return kube::Client::try_from(config).map_err(client_error);
+        return kube::Client::try_from(config);
     }
-    reflector_connection(config)
-        .map(kube::client::ClientBuilder::build)
-        .map_err(client_error)
+    reflector_connection(config).map(kube::client::ClientBuilder::build)
 }
 
 /// The connection under [`reflector_client`]'s client, boxed: kube's `Body` in, hyper's

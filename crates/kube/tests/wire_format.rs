@@ -14,9 +14,8 @@ use std::time::Duration;
 use crate::common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_reflector::{
-    Error, KubeListerWatcher, ListOptions, ListerWatcher, WatchOptions, WireFormat,
-};
+use kinformer_kube::{KubeListerWatcher, WireFormat};
+use kinformer_reflector::{Error, ListOptions, ListerWatcher, WatchOptions};
 use kinformer_testenv::eventually;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};

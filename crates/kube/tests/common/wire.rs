@@ -1,6 +1,6 @@
 //! Which wire format a lister-watcher really got (the recording client is testenv's).
 
-use kinformer_reflector::{KubeListerWatcher, WireFormat};
+use kinformer_kube::{KubeListerWatcher, WireFormat};
 pub use kinformer_testenv::{ContentTypes, recording_client};
 use kube::Client;
 use kube::core::Resource;

@@ -6,7 +6,7 @@ use kinformer_protobuf::MEDIA_TYPE as PROTOBUF;
 use super::decode::truncate;
 use super::json::describe_json_error;
 use super::protobuf;
-use crate::{ApiStatus, Error};
+use kinformer_reflector::{ApiStatus, Error};
 
 /// The encoding of a response body, as its `Content-Type` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +97,7 @@ fn error_status(code: http::StatusCode, format: Option<Format>, body: &[u8]) -> 
     };
     match decoded {
         Some(status) => {
-            let mut status = ApiStatus::from(status);
+            let mut status = api_status(status);
             if status.code == 0 {
                 status.code = code.as_u16();
             }
@@ -118,7 +118,7 @@ fn error_status(code: http::StatusCode, format: Option<Format>, body: &[u8]) -> 
 /// the way to or from the server is [`Error::Unreachable`].
 pub(super) fn from_kube(e: kube::Error) -> Error {
     match e {
-        kube::Error::Api(status) => Error::Api((*status).into()),
+        kube::Error::Api(status) => Error::Api(api_status(*status)),
         kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
             Error::unreachable(e)
         }
@@ -130,20 +130,14 @@ pub(super) fn from_kube(e: kube::Error) -> Error {
     }
 }
 
-impl From<kube::core::Status> for ApiStatus {
-    fn from(s: kube::core::Status) -> Self {
-        let (causes, cause_messages) = s
-            .details
-            .map(|d| d.causes.into_iter().map(|c| (c.reason, c.message)).unzip())
-            .unwrap_or_default();
-        Self {
-            code: s.code,
-            reason: s.reason,
-            message: s.message,
-            causes,
-            cause_messages,
-        }
-    }
+/// kube's `Status` as the reflector's [`ApiStatus`], causes included.
+pub(crate) fn api_status(s: kube::core::Status) -> ApiStatus {
+    let status = ApiStatus::new(s.code, s.reason, s.message);
+    s.details
+        .map(|d| d.causes)
+        .unwrap_or_default()
+        .into_iter()
+        .fold(status, |status, c| status.with_cause(c.reason, c.message))
 }
 
 #[cfg(test)]

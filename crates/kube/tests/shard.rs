@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_kube::{KubeListerWatcher, WireFormat, reflector_client};
 use kinformer_reflector::{
-    KubeListerWatcher, ListOptions, ListerWatcher, ShardKey, ShardRange, ShardSelector, WatchEvent,
-    WatchOptions, WireFormat, reflector_client,
+    ListOptions, ListerWatcher, ShardKey, ShardRange, ShardSelector, WatchEvent, WatchOptions,
 };
 use kinformer_testenv::{ControlPlane, Options, create_pods};
 use kube::Api;

@@ -10,7 +10,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqA
 use serde_json::value::RawValue;
 
 use super::decode::{BookmarkObject, Expected, KeyOnly, Modify, finish, truncate, undecodable};
-use crate::{Bookmark, Error, ListPage, Undecodable, WatchEvent};
+use kinformer_reflector::{Bookmark, Error, ListPage, Undecodable, WatchEvent};
 
 /// Checks the type fields of a raw object: from its leading keys only, where the API
 /// server writes them (`{"kind":..,"apiVersion":..,"metadata":..}`), so that the check
@@ -154,13 +154,10 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
                 }
             }
         }
-        Ok(ListPage {
-            items,
-            resource_version: meta.resource_version.unwrap_or_default(),
-            continue_token: meta.continue_token.filter(|c| !c.is_empty()),
-            shard_selector: meta.shard_info.map(|s| s.selector),
-            undecodable: Vec::new(),
-        })
+        let mut page = ListPage::shared(items, meta.resource_version.unwrap_or_default());
+        page.continue_token = meta.continue_token.filter(|c| !c.is_empty());
+        page.shard_selector = meta.shard_info.map(|s| s.selector);
+        Ok(page)
     }
 }
 
@@ -222,13 +219,11 @@ fn decode_list_by_item<K: DeserializeOwned>(
             Err(e) => skipped.push(undecodable_item(item, e)?),
         }
     }
-    Ok(ListPage {
-        items,
-        resource_version: raw.metadata.resource_version.unwrap_or_default(),
-        continue_token: raw.metadata.continue_token.filter(|c| !c.is_empty()),
-        shard_selector: raw.metadata.shard_info.map(|s| s.selector),
-        undecodable: skipped,
-    })
+    let mut page = ListPage::shared(items, raw.metadata.resource_version.unwrap_or_default());
+    page.continue_token = raw.metadata.continue_token.filter(|c| !c.is_empty());
+    page.shard_selector = raw.metadata.shard_info.map(|s| s.selector);
+    page.undecodable = skipped;
+    Ok(page)
 }
 
 /// An object that failed to decode with `err`: skipped alone if its metadata gives its key.
@@ -256,7 +251,7 @@ pub(super) fn decode_event<K: DeserializeOwned>(
             if let Ok(status) = serde_json::from_str::<kube::core::Status>(line)
                 && (status.code != 0 || !status.reason.is_empty())
             {
-                return Err(Error::Api(status.into()));
+                return Err(Error::Api(crate::response::api_status(status)));
             }
             return Err(Error::decode("watch event", describe_json_error(&e)));
         }
@@ -284,7 +279,7 @@ pub(super) fn decode_event<K: DeserializeOwned>(
         "ERROR" => {
             let status: kube::core::Status = serde_json::from_str(ev.object.get())
                 .map_err(|e| Error::decode("ERROR event", describe_json_error(&e)))?;
-            Err(Error::Api(status.into()))
+            Err(Error::Api(crate::response::api_status(status)))
         }
         other => Err(Error::decode(
             "watch event",

@@ -8,7 +8,7 @@ use futures::io::AsyncBufReadExt;
 use futures::{AsyncBufRead, Stream, StreamExt};
 use kinformer_protobuf::FrameDecoder;
 
-use crate::{Error, WatchEvent, WatchStream};
+use kinformer_reflector::{Error, WatchEvent, WatchStream};
 
 /// Whether an I/O error while reading a watch means the connection went away (the
 /// server closed it, a proxy cut it, the peer reset it): the watch simply ended, as
@@ -175,7 +175,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Bookmark;
+    use kinformer_reflector::Bookmark;
 
     #[test]
     fn probable_eof_covers_cuts_and_resets_but_not_other_io_errors() {
@@ -218,7 +218,7 @@ mod tests {
 #[cfg(test)]
 mod frame_tests {
     use super::*;
-    use crate::Bookmark;
+    use kinformer_reflector::Bookmark;
 
     fn framed(payloads: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();

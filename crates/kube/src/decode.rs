@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use kinformer_core::ObjectKey;
 
-use crate::{Bookmark, Error, Undecodable};
+use kinformer_reflector::{Bookmark, Error, Undecodable};
 
 /// A change made to every object as it is decoded; see
 /// [`KubeListerWatcher::modify`](super::KubeListerWatcher::modify).
@@ -49,10 +49,7 @@ impl From<BookmarkObject> for Bookmark {
             .as_ref()
             .and_then(|a| a.get(INITIAL_EVENTS_END))
             .is_some_and(|v| v == "true");
-        Bookmark {
-            resource_version: b.metadata.resource_version,
-            initial_events_end: end,
-        }
+        Bookmark::new(b.metadata.resource_version, end)
     }
 }
 
@@ -145,7 +142,7 @@ pub(super) fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 pub(super) mod testing {
     use super::Expected;
-    use crate::WatchEvent;
+    use kinformer_reflector::WatchEvent;
 
     /// The type pods must have.
     pub(crate) fn pods() -> Expected {

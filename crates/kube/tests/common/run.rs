@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_core::MetaObject;
-use kinformer_reflector::{
-    KubeListerWatcher, ListerWatcher, Reflector, ReflectorHandle, ReflectorStatus, reflector_client,
-};
+use kinformer_kube::{KubeListerWatcher, reflector_client};
+use kinformer_reflector::{ListerWatcher, Reflector, ReflectorHandle, ReflectorStatus};
 use kinformer_testenv::{ApiProxy, ControlPlane, eventually};
 use kube::{Api, Client};
 

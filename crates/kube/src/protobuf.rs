@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 use super::ProtobufDecode;
 use super::decode::{BookmarkObject, Expected, KeyOnly, Modify, finish, undecodable};
-use crate::{Bookmark, Error, ListPage, WatchEvent};
+use kinformer_reflector::{Bookmark, Error, ListPage, WatchEvent};
 
 /// A decoding failure of `what`. kinformer-protobuf's messages name the schema's fields,
 /// never a value; a type the schema does not know gets a hint.
@@ -59,13 +59,11 @@ pub(super) fn decode_list<K: DeserializeOwned>(
         }
     }
     let meta = list.meta();
-    Ok(ListPage {
-        items,
-        resource_version: meta.resource_version.clone(),
-        continue_token: meta.continue_token.clone(),
-        shard_selector: meta.shard_selector.clone(),
-        undecodable: skipped,
-    })
+    let mut page = ListPage::shared(items, meta.resource_version.clone());
+    page.continue_token = meta.continue_token.clone();
+    page.shard_selector = meta.shard_selector.clone();
+    page.undecodable = skipped;
+    Ok(page)
 }
 
 /// Decodes one frame of a watch stream.
@@ -110,7 +108,7 @@ pub(super) fn decode_frame<K: DeserializeOwned>(
             let status: kube::core::Status = object
                 .deserialize()
                 .map_err(|e| decode_error("ERROR event", &e))?;
-            Err(Error::Api(status.into()))
+            Err(Error::Api(crate::response::api_status(status)))
         }
     }
 }

@@ -18,9 +18,8 @@ use std::time::Duration;
 use crate::common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kinformer_reflector::{
-    Error, KubeListerWatcher, ListOptions, ListerWatcher, WatchEvent, WatchOptions,
-};
+use kinformer_kube::KubeListerWatcher;
+use kinformer_reflector::{Error, ListOptions, ListerWatcher, WatchEvent, WatchOptions};
 use kinformer_testenv::{ControlPlane, eventually};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
@@ -321,9 +320,14 @@ async fn kube_lister_watcher_does_selectors_metadata_only_dynamic_objects_and_cr
         names(by_field.list(&first).await.unwrap().items),
         ["b".to_string()].into()
     );
-    // kube::Api<K> itself is a ListerWatcher.
+    // Without selectors: the namespace's pods.
     assert_eq!(
-        ListerWatcher::list(pods, &first).await.unwrap().items.len(),
+        KubeListerWatcher::new(pods.clone())
+            .list(&first)
+            .await
+            .unwrap()
+            .items
+            .len(),
         2
     );
 
