@@ -153,8 +153,42 @@ fn main() -> anyhow::Result<()> {
 /// The reference article's pod controller, scripted, on a fresh local control plane: etcd
 /// and kube-apiserver are built first if needed (no client-go peer: the demo runs none), then
 /// the example runs with `--demo` and its exit status is the demo's.
+///
+/// From a fresh clone the two builds are most of the wait (Go: etcd and kube-apiserver;
+/// Rust: the example), and neither keeps both cores busy all the time (the Go build links
+/// on one core, the Rust build waits on a few large crates), so they run at the same time:
+/// the example builds in the background, its output kept for an error, while the control
+/// plane's build shows its progress.
 fn demo() -> anyhow::Result<()> {
-    controlplane::build(&controlplane::CONTROL_PLANE, false)?;
+    let example = std::thread::spawn(|| {
+        cargo::command(&[
+            "build",
+            "--quiet",
+            "--package",
+            "kinformer-examples",
+            "--example",
+            "pod_controller",
+        ])
+        .stdout(std::process::Stdio::null())
+        .output()
+    });
+    eprintln!("building the pod controller example in the background");
+    let control_plane = controlplane::build(&controlplane::CONTROL_PLANE, false);
+    let step = progress::Step::start("cargo build --example pod_controller");
+    let built = example
+        .join()
+        .map_err(|_| anyhow::anyhow!("the example's build thread panicked"))?
+        .context("running cargo build")?;
+    if !built.status.success() {
+        step.finish("FAILED");
+        anyhow::bail!(
+            "building the example failed ({}):\n{}",
+            built.status,
+            String::from_utf8_lossy(&built.stderr)
+        );
+    }
+    step.finish("done");
+    control_plane?;
     println!("running the pod controller (examples/pod_controller.rs) with --demo");
     let status = cargo::command(&[
         "run",

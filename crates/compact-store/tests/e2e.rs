@@ -262,7 +262,8 @@ async fn a_projection_is_the_informers_type_cached_or_decoded_in_either_wire_for
 #[serde(transparent)]
 struct CountedPod<const C: usize = 0>(Pod);
 
-static DECODED: [std::sync::atomic::AtomicUsize; 2] = [
+static DECODED: [std::sync::atomic::AtomicUsize; 3] = [
+    std::sync::atomic::AtomicUsize::new(0),
     std::sync::atomic::AtomicUsize::new(0),
     std::sync::atomic::AtomicUsize::new(0),
 ];
@@ -411,4 +412,84 @@ async fn the_default_informer_transcodes_from_protobuf_and_builds_no_object_for_
         patched.metadata.resource_version.as_deref()
     );
     assert_eq!(d5.decode().unwrap().0, patched);
+}
+
+/// A decorator a user writes around the default lister-watcher (counting calls, as a
+/// metrics or recording wrapper would): every method forwarded, nothing else known.
+struct CountingCalls<L> {
+    inner: L,
+    lists: std::sync::atomic::AtomicUsize,
+    streaming_watches: std::sync::atomic::AtomicUsize,
+}
+
+impl<K, L: kinformer_reflector::ListerWatcher<K>> kinformer_reflector::ListerWatcher<K>
+    for CountingCalls<L>
+{
+    fn list<'a>(
+        &'a self,
+        options: &'a kinformer_reflector::ListOptions,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<kinformer_reflector::ListPage<K>, kinformer_reflector::Error>,
+    > {
+        self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.list(options)
+    }
+    fn watch<'a>(
+        &'a self,
+        options: &'a kinformer_reflector::WatchOptions,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<kinformer_reflector::WatchStream<K>, kinformer_reflector::Error>,
+    > {
+        if options.send_initial_events {
+            self.streaming_watches
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.watch(options)
+    }
+    fn supports_watch_list(&self) -> bool {
+        self.inner.supports_watch_list()
+    }
+}
+
+/// Swapping one layer keeps the rest: the default lister-watcher behind a decorator still
+/// transcodes protobuf into the cache (no pod decoded) and still streams its initial list
+/// (no List call), because the carried type is in the types (`Cached<K>`, chosen by
+/// `cached()`, not found by a downcast) and `supports_watch_list` is a required method the
+/// decorator forwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn a_decorated_cached_lister_watcher_keeps_transcoding_and_streaming_lists() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("decorated-lw").await.unwrap();
+    let client = reflector_client(cp.admin_config()).unwrap();
+    create_pods(&Api::<Pod>::namespaced(client.clone(), &ns), "w", 8)
+        .await
+        .unwrap();
+    let counted: Api<CountedPod<2>> = Api::namespaced(client, &ns);
+    let lw = Arc::new(CountingCalls {
+        inner: KubeListerWatcher::new(counted).cached(),
+        lists: std::sync::atomic::AtomicUsize::new(0),
+        streaming_watches: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let informer = SharedIndexInformer::builder(Arc::clone(&lw)).build();
+    let decoded = || DECODED[2].load(std::sync::atomic::Ordering::SeqCst);
+    let handle = informer.start().unwrap();
+    eventually("the informer synced", TIMEOUT, || informer.has_synced()).await;
+    assert_eq!(informer.stats().objects, 8);
+    assert_eq!(decoded(), 0, "pods decoded: the decorator lost transcoding");
+    assert_eq!(
+        lw.lists.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a List call: the decorator lost streaming lists"
+    );
+    assert!(
+        lw.streaming_watches
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    );
+    let one = informer.lister().namespaced(&ns).get("w-2").unwrap();
+    assert_eq!(one.meta().name(), Some("w-2"));
+    handle.stop().await.unwrap();
 }

@@ -104,7 +104,9 @@
 //! bookkeeping would be silently taken by a decorator that forgot to forward it, and a
 //! decorator over the priority queue would reorder a controller's keys without a word. A
 //! queue without priorities writes the one-line forms (`add`, priority 0,
-//! [`GetFuture::with_priority_zero`], [`QueueStats::basic`]).
+//! [`GetFuture::with_priority_zero`], [`QueueStats::basic`]). A decorator writes the calls
+//! it changes and forwards the rest with [`forward_queue!`], [`forward_delaying_queue!`],
+//! [`forward_rate_limiting_queue!`] and [`forward_rate_limiter!`] (see [`forward`]).
 //!
 //! Use it for a controller's queue, where an initial list or a resync queues many keys at
 //! once and real changes should not wait behind them; keep [`RateLimitingWorkQueue`] where
@@ -202,6 +204,7 @@
 mod config;
 mod delaying;
 mod error;
+pub mod forward;
 mod limiters;
 mod metrics;
 mod priority;

@@ -3,6 +3,7 @@
 //! their dependencies (Tokio, kube, serde's generated code) once, not once per file.
 
 mod concurrency;
+mod decorators;
 mod model;
 mod priority;
 mod robustness;
