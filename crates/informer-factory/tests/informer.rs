@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use kinformer_core::DeletedObject;
+use kinformer_core::{DeletedObject, Error as CoreError, ListPart, Sink};
+use kinformer_deltafifo::{DeltaFifo, Error as FifoError, FifoQueue, InOrderFifo, Popped};
 use kinformer_indexer::{IndexFunc, Indexers, KnownObjects, parse_selector};
 use kinformer_informer_factory::{
     Error, FifoKind, FilteringResourceEventHandler, ResourceEventHandler,
@@ -23,11 +24,93 @@ const KINDS: [FifoKind; 3] = [
     FifoKind::InOrderAtomic,
 ];
 
+/// A FIFO behind a decorator that forwards every required call and nothing else (what a
+/// user's counting or logging wrapper is): the informer must behave as with the FIFO alone,
+/// since every `Sink` and `FifoQueue` method a rule depends on is required.
+struct ForwardFifo<F>(F);
+
+impl<F: Sink<Obj>> Sink<Obj> for ForwardFifo<F> {
+    fn add(&self, obj: Arc<Obj>) -> Result<(), CoreError> {
+        self.0.add(obj)
+    }
+    fn update(&self, obj: Arc<Obj>) -> Result<(), CoreError> {
+        self.0.update(obj)
+    }
+    fn delete(&self, obj: Arc<Obj>) -> Result<(), CoreError> {
+        self.0.delete(obj)
+    }
+    fn replace(&self, part: ListPart<Obj>) -> Result<(), CoreError> {
+        self.0.replace(part)
+    }
+    fn resync(&self) -> Result<(), CoreError> {
+        self.0.resync()
+    }
+    fn bookmark(&self, resource_version: &str) -> Result<(), CoreError> {
+        self.0.bookmark(resource_version)
+    }
+}
+
+impl<F: FifoQueue<Obj>> FifoQueue<Obj> for ForwardFifo<F> {
+    fn poll_pop(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Popped<'_, Obj>, FifoError>> {
+        self.0.poll_pop(cx)
+    }
+    fn has_synced(&self) -> bool {
+        self.0.has_synced()
+    }
+    fn close(&self) {
+        self.0.close();
+    }
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The informer over `fake` with the FIFO `kind`, built in by `.fifo(kind)` or, with
+/// `decorated`, built as the informer builds it and handed in behind [`ForwardFifo`].
+fn informer_with(
+    fake: kinformer_reflector::fake::FakeListerWatcher<Obj>,
+    kind: FifoKind,
+    decorated: bool,
+) -> SharedIndexInformer<Obj> {
+    let builder = SharedIndexInformer::builder(fake);
+    if !decorated {
+        return builder.fifo(kind).build();
+    }
+    builder
+        .custom_fifo(move |known| -> Arc<dyn FifoQueue<Obj>> {
+            match kind {
+                FifoKind::DeltaFifo => Arc::new(ForwardFifo(
+                    DeltaFifo::builder().known_objects(known).build(),
+                )),
+                FifoKind::InOrder => Arc::new(ForwardFifo(
+                    InOrderFifo::builder()
+                        .known_objects(known)
+                        .build()
+                        .expect("fifo"),
+                )),
+                _ => Arc::new(ForwardFifo(
+                    InOrderFifo::builder()
+                        .atomic(true)
+                        .emit_bookmarks(true)
+                        .build()
+                        .expect("fifo"),
+                )),
+            }
+        })
+        .build()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_reach_the_store_and_the_handler_with_every_fifo() {
-    for kind in KINDS {
+async fn events_reach_the_store_and_the_handler_with_every_fifo_decorated_or_not() {
+    for (kind, decorated) in KINDS.into_iter().flat_map(|k| [(k, false), (k, true)]) {
         let (fake, tx) = fake_with(vec![obj("a", "1"), obj("b", "1")], "1");
-        let informer = SharedIndexInformer::builder(fake).fifo(kind).build();
+        let informer = informer_with(fake, kind, decorated);
         let rec = Recorder::new();
         let reg = informer.add_event_handler(rec.clone()).unwrap();
         assert!(!informer.has_synced() && !reg.has_synced());
@@ -45,7 +128,7 @@ async fn events_reach_the_store_and_the_handler_with_every_fifo() {
         assert_eq!(
             initial,
             [add("a", "1", true), add("b", "1", true)],
-            "{kind:?}"
+            "{kind:?} decorated: {decorated}"
         );
         assert_eq!(
             rec.events()[2..],
@@ -54,7 +137,7 @@ async fn events_reach_the_store_and_the_handler_with_every_fifo() {
                 delete("b", "3", false),
                 add("c", "4", false)
             ],
-            "{kind:?}"
+            "{kind:?} decorated: {decorated}"
         );
         let lister = informer.lister();
         assert_eq!(lister.namespaced("ns").get("a").unwrap().rv, "2");
