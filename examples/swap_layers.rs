@@ -1,6 +1,9 @@
 //! Three layers swapped for your own through their traits: a custom rate limiter under
 //! the controller's queue, a custom store under the informer, and a custom FIFO between
-//! reflector and informer.
+//! reflector and informer. Each swap changes that layer alone: the controller keeps its
+//! priority queue (name and metrics included) under the new limiter, and the informer keeps
+//! the default memory model (pods kept encoded as `Cached<Pod>`, transcoded from protobuf)
+//! with its new store and FIFO, as its type says.
 //!
 //! ```text
 //! cargo run --example swap_layers                      # local control plane
@@ -69,12 +72,18 @@ impl RateLimiter<ObjectKey> for FixedDelay {
     }
 }
 
-/// Layer 2, the store: the thread-safe (decoded) store behind an audit that counts the informer's
-/// writes (a place for metrics, or for mirroring the cache elsewhere). Any type with the
+/// What the informer carries, caches and hands out: the default, pods kept encoded
+/// (`KubeListerWatcher::cached`), not decoded `Pod`s.
+pub type Object = Cached<Pod>;
+
+/// Layer 2, the store: the thread-safe store of the default informer's objects (`Cached<Pod>`,
+/// kept encoded and read in place) behind an audit that counts the informer's writes (a place
+/// for metrics, or for mirroring the cache elsewhere). Swapping the store keeps the memory
+/// model: the objects are whatever the lister-watcher yields. Any type with the
 /// read side (`Indexer`, with `KnownObjects`) and the write side (`IndexerWriter`, with
 /// `Sink`) will do; listers need its namespace index.
 pub struct AuditedStore {
-    inner: ThreadSafeStore<Pod>,
+    inner: ThreadSafeStore<Object>,
     writes: AtomicUsize,
 }
 
@@ -90,15 +99,15 @@ impl AuditedStore {
     }
 }
 
-impl KnownObjects<Pod> for AuditedStore {
+impl KnownObjects<Object> for AuditedStore {
     fn list_keys(&self) -> Vec<ObjectKey> {
         self.inner.list_keys()
     }
-    fn get_by_key(&self, key: &str) -> Option<Arc<Pod>> {
+    fn get_by_key(&self, key: &str) -> Option<Arc<Object>> {
         self.inner.get_by_key(key)
     }
 
-    fn get_shared(&self, key: &str) -> Option<Arc<Pod>> {
+    fn get_shared(&self, key: &str) -> Option<Arc<Object>> {
         self.inner.get_shared(key)
     }
     fn contains_version(&self, key: &str, resource_version: &str) -> bool {
@@ -106,11 +115,11 @@ impl KnownObjects<Pod> for AuditedStore {
     }
 }
 
-impl Indexer<Pod> for AuditedStore {
-    fn list(&self) -> Vec<Arc<Pod>> {
+impl Indexer<Object> for AuditedStore {
+    fn list(&self) -> Vec<Arc<Object>> {
         self.inner.list()
     }
-    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<Pod>>, IndexerError> {
+    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<Object>>, IndexerError> {
         self.inner.by_index(index_name, value)
     }
     fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
@@ -119,7 +128,7 @@ impl Indexer<Pod> for AuditedStore {
     fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
         self.inner.list_index_func_values(index_name)
     }
-    fn get_indexers(&self) -> Indexers<Pod> {
+    fn get_indexers(&self) -> Indexers<Object> {
         self.inner.get_indexers()
     }
     fn last_sync_resource_version(&self) -> String {
@@ -127,20 +136,20 @@ impl Indexer<Pod> for AuditedStore {
     }
 }
 
-impl Sink<Pod> for AuditedStore {
-    fn add(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+impl Sink<Object> for AuditedStore {
+    fn add(&self, obj: Arc<Object>) -> Result<(), CoreError> {
         self.write();
         Sink::add(&self.inner, obj)
     }
-    fn update(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+    fn update(&self, obj: Arc<Object>) -> Result<(), CoreError> {
         self.write();
         Sink::update(&self.inner, obj)
     }
-    fn delete(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+    fn delete(&self, obj: Arc<Object>) -> Result<(), CoreError> {
         self.write();
         Sink::delete(&self.inner, obj)
     }
-    fn replace(&self, part: ListPart<Pod>) -> Result<(), CoreError> {
+    fn replace(&self, part: ListPart<Object>) -> Result<(), CoreError> {
         self.write();
         Sink::replace(&self.inner, part)
     }
@@ -152,8 +161,8 @@ impl Sink<Pod> for AuditedStore {
     }
 }
 
-impl IndexerWriter<Pod> for AuditedStore {
-    fn add_indexers(&self, indexers: Indexers<Pod>) -> Result<(), IndexerError> {
+impl IndexerWriter<Object> for AuditedStore {
+    fn add_indexers(&self, indexers: Indexers<Object>) -> Result<(), IndexerError> {
         self.inner.add_indexers(indexers)
     }
 }
@@ -162,7 +171,7 @@ impl IndexerWriter<Pod> for AuditedStore {
 /// (atomic mode) behind a wrapper that counts what the reflector queues. Any `FifoQueue`
 /// will do: the informer builds it at start through `custom_fifo`.
 pub struct CountingFifo {
-    inner: InOrderFifo<Pod>,
+    inner: InOrderFifo<Object>,
     queued: AtomicUsize,
 }
 
@@ -173,17 +182,17 @@ impl CountingFifo {
     }
 }
 
-impl Sink<Pod> for CountingFifo {
-    fn add(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+impl Sink<Object> for CountingFifo {
+    fn add(&self, obj: Arc<Object>) -> Result<(), CoreError> {
         Sink::add(&self.inner, obj).and_then(|()| self.queued())
     }
-    fn update(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+    fn update(&self, obj: Arc<Object>) -> Result<(), CoreError> {
         Sink::update(&self.inner, obj).and_then(|()| self.queued())
     }
-    fn delete(&self, obj: Arc<Pod>) -> Result<(), CoreError> {
+    fn delete(&self, obj: Arc<Object>) -> Result<(), CoreError> {
         Sink::delete(&self.inner, obj).and_then(|()| self.queued())
     }
-    fn replace(&self, part: ListPart<Pod>) -> Result<(), CoreError> {
+    fn replace(&self, part: ListPart<Object>) -> Result<(), CoreError> {
         Sink::replace(&self.inner, part).and_then(|()| self.queued())
     }
     fn resync(&self) -> Result<(), CoreError> {
@@ -194,8 +203,8 @@ impl Sink<Pod> for CountingFifo {
     }
 }
 
-impl FifoQueue<Pod> for CountingFifo {
-    fn poll_pop(&self, cx: &mut TaskContext<'_>) -> Poll<Result<Popped<'_, Pod>, FifoError>> {
+impl FifoQueue<Object> for CountingFifo {
+    fn poll_pop(&self, cx: &mut TaskContext<'_>) -> Poll<Result<Popped<'_, Object>, FifoError>> {
         self.inner.poll_pop(cx)
     }
     fn has_synced(&self) -> bool {
@@ -304,12 +313,14 @@ pub async fn run(client: kube::Client, namespace: &str, create: bool) -> Result<
             .build()?,
         queued: AtomicUsize::new(0),
     });
-    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods))
+    // The default assembly's lister-watcher (cached objects, protobuf transcoded into them):
+    // the custom store and FIFO below change nothing else.
+    let informer = SharedIndexInformer::builder(KubeListerWatcher::new(pods).cached())
         .name("pods")
         .store(Arc::clone(&store))
         .custom_fifo({
             let fifo = Arc::clone(&fifo);
-            move |_known| fifo as Arc<dyn FifoQueue<Pod>>
+            move |_known| fifo as Arc<dyn FifoQueue<Object>>
         })
         .build();
 
