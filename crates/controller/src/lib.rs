@@ -1,8 +1,9 @@
 //! The [`Controller`](controller::Controller) runner over kinformer's informers, and the kit
 //! around it: a rate-limited work queue plus N workers running your reconcile function
 //! (client-go's worker loop), what feeds the queue ([`watch`](controller::Controller::watch),
-//! `owns`, [`watches`](controller::Controller::watches), [`predicates`]), `finalizer`,
-//! controller-runtime's metrics and the `/metrics` `/healthz` `/readyz` `/debug/diagnostics` server.
+//! `owns`, [`watches`](controller::Controller::watches), [`predicates`]), `finalizer`, and
+//! controller-runtime's controller metrics. The process's admin side (the registry,
+//! `/metrics`, `/healthz`, `/readyz`, `/debug/diagnostics`) is kinformer-admin's.
 //!
 //! # Where it sits
 //!
@@ -11,8 +12,8 @@
 //! ```text
 //! kinformer-core, kinformer-workqueue, kinformer-informer-factory (+ kinformer-leaderelection, feature `kube`)
 //!     ◀── kinformer-controller (this crate)
-//!         ◀── kinformer (the facade: `kinformer::controller`, `::predicates`, `::finalizer`,
-//!                        `::metrics`, `::server` are this crate's modules; its prelude names
+//!         ◀── kinformer (the facade: `kinformer::controller`, `::predicates`, `::finalizer`
+//!                        are this crate's modules; its prelude names
 //!                        `Controller`, `Action`, `Context`, `ControllerConfig`, `EnqueueKeys`
 //!                        and `Predicate`)
 //! ```
@@ -28,8 +29,7 @@
 //! | `owner` | controller owner references as client-go makes and reads them: `controller_ref`, `controller_of`, `is_controlled_by` (feature `kube`) |
 //! | [`predicates`] | which updates are worth a reconcile (generation, labels, annotations changed: feature `kube`) |
 //! | `finalizer` | cleanup before an object goes away (feature `kube`) |
-//! | `metrics` | controller-runtime's controller metrics, client-go's queue metrics, informer metrics (feature `prometheus`) |
-//! | `server` | `/metrics`, `/healthz`, `/readyz`, `/debug/diagnostics` (JSON) (feature `server`) |
+//! | `metrics` | controller-runtime's controller metrics, registered in a prometheus-client registry (feature `prometheus`) |
 //!
 //! # Example
 //!
@@ -109,10 +109,9 @@
 //! - `kube` (default): [`owns`](controller::Controller::owns), `owner`, the metadata
 //!   [`predicates`], `finalizer`, `Controller::run_elected` (leader election) and
 //!   `Controller::run_shard`.
-//! - `prometheus`: `metrics` (prometheus-client), and client-go's workqueue metrics.
-//! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz`, `/readyz` and
-//!   `/debug/diagnostics` endpoints. Here rather than in a crate of its own: it serves this crate's metrics and
-//!   the health of its controllers, and is a small module behind a feature.
+//! - `prometheus`: [`metrics::register`], the controllers' metrics under controller-runtime's
+//!   names (prometheus-client). The process's registry, `/metrics`, `/healthz`, `/readyz`
+//!   and `/debug/diagnostics` are kinformer-admin's: this crate runs controllers.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod controller;
@@ -123,5 +122,3 @@ pub mod metrics;
 #[cfg(feature = "kube")]
 pub mod owner;
 pub mod predicates;
-#[cfg(feature = "server")]
-pub mod server;

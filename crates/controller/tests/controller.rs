@@ -738,7 +738,11 @@ impl Drop for DropFlag {
 #[tokio::test(start_paused = true)]
 async fn a_reconcile_past_its_timeout_is_dropped_cancelled_and_retried_rate_limited() {
     #[cfg(feature = "prometheus")]
-    let metrics = kinformer_controller::metrics::Metrics::install();
+    let registry = {
+        let mut registry = prometheus_client::registry::Registry::default();
+        kinformer_controller::metrics::register(&mut registry);
+        registry
+    };
     // Retries wait zero: the test's time is Tokio's paused clock alone.
     let queue = RateLimitingWorkQueue::new(ItemExponentialFailureRateLimiter::new(
         Duration::ZERO,
@@ -813,7 +817,8 @@ async fn a_reconcile_past_its_timeout_is_dropped_cancelled_and_retried_rate_limi
 
     #[cfg(feature = "prometheus")]
     {
-        let text = metrics.encode().expect("encode");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
         let scrape =
             prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parse");
         let counter = |name: &str| {

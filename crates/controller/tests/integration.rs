@@ -3,14 +3,10 @@
 //! their dependencies (Tokio, kube, serde's generated code) once, not once per file.
 
 mod controller;
-#[cfg(all(feature = "server", feature = "kube"))]
-mod diagnostics;
 #[cfg(feature = "kube")]
 mod e2e;
 #[cfg(feature = "kube")]
 mod elected;
-#[cfg(feature = "server")]
-mod metrics;
 #[cfg(feature = "kube")]
 mod owns;
 #[cfg(feature = "kube")]

@@ -25,8 +25,8 @@
 //!
 //! Each module is one of kinformer's crates, re-exported whole (the list below says what each
 //! holds; the repository's ARCHITECTURE.md has the crate table: folder, job, dependencies).
-//! kinformer-controller's parts are the modules `controller`, `predicates`, `finalizer`,
-//! `metrics` and `server`. Modules behind a feature: `finalizer`, `events`,
+//! kinformer-controller's parts are the modules `controller`, `predicates`, `finalizer` and
+//! `owner`; kinformer-admin's are `metrics` and `server`. Modules behind a feature: `finalizer`, `events`,
 //! `leaderelection` and `sharding` (`kube`, default), `metrics` (`prometheus`), `server`
 //! (`server`), `client` (`client`), `runtime` (`runtime`).
 //!
@@ -274,13 +274,15 @@ pub use kinformer_informer_factory as informer;
 pub use kinformer_controller::controller;
 #[cfg(feature = "kube")]
 pub use kinformer_controller::finalizer;
-#[cfg(feature = "prometheus")]
-pub use kinformer_controller::metrics;
 #[cfg(feature = "kube")]
 pub use kinformer_controller::owner;
 pub use kinformer_controller::predicates;
+
+// kinformer-admin's modules: the process's metrics and its admin server.
+#[cfg(feature = "prometheus")]
+pub use kinformer_admin::metrics;
 #[cfg(feature = "server")]
-pub use kinformer_controller::server;
+pub use kinformer_admin::server;
 
 /// Kubernetes Events written as client-go writes them: `events.k8s.io/v1` folded into series
 /// (`tools/events`), and core/v1 Events counted and aggregated (`tools/record`, module

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use kinformer_controller::server::Server;
+use kinformer_admin::server::Server;
 
 use crate::Error;
 
@@ -10,7 +10,7 @@ use crate::Error;
 const HEADING: &str = "Admin server";
 
 /// The admin server's flag: `--admin-addr ADDR` (alias controller-runtime's
-/// `--metrics-bind-address`), default `0.0.0.0:8080`, where kinformer-controller's
+/// `--metrics-bind-address`), default `0.0.0.0:8080`, where kinformer-admin's
 /// [`Server`] serves `/metrics`, `/healthz` and `/readyz`.
 ///
 /// ```no_run
@@ -18,7 +18,7 @@ const HEADING: &str = "Admin server";
 /// use tokio_util::sync::CancellationToken;
 ///
 /// # async fn run(admin: AdminArgs, shutdown: CancellationToken) -> Result<(), kinformer_runtime::Error> {
-/// kinformer_controller::metrics::Metrics::install();
+/// kinformer_admin::metrics::Metrics::install();
 /// let server = admin.bind().await?.ready_when("informers", || true);
 /// tokio::spawn(server.run(shutdown));
 /// # Ok(()) }

@@ -82,7 +82,7 @@
 //! # Features
 //!
 //! Both on by default: `cli` (the flags: clap, kube, kinformer-client,
-//! kinformer-leaderelection, kinformer-controller's `server`, tracing-subscriber with
+//! kinformer-leaderelection, kinformer-admin's `server`, tracing-subscriber with
 //! `json`) and `signal` (the [`shutdown`] module: Tokio's `signal`).
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 

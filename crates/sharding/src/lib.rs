@@ -178,6 +178,8 @@
 mod config;
 mod handover;
 mod manager;
+#[cfg(feature = "prometheus")]
+pub mod metrics;
 mod selection;
 mod shard;
 

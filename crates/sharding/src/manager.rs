@@ -939,29 +939,6 @@ async fn watchdog(term: CancellationToken, mut deadline: watch::Receiver<Instant
     }
 }
 
-/// What `Metrics::register_shard_manager` (kinformer-controller, feature `prometheus`)
-/// reads of a manager at each scrape.
-#[cfg(feature = "prometheus")]
-impl<L: Send + Sync + 'static> kinformer_controller::metrics::ShardManagerStats
-    for ShardManager<L>
-{
-    fn manager_name(&self) -> &str {
-        &self.config().name
-    }
-    fn manager_identity(&self) -> &str {
-        self.identity()
-    }
-    fn shards_held(&self) -> usize {
-        self.held().len()
-    }
-    fn shard_live_replicas(&self) -> usize {
-        self.live_replicas()
-    }
-    fn shard_moves(&self) -> u64 {
-        self.moves()
-    }
-}
-
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;

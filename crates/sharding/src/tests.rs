@@ -212,10 +212,11 @@ async fn a_registered_manager_reports_its_shards_replicas_and_moves_at_each_scra
     config.name = "metrics-ctl".to_owned();
     let a = start(&leases, &owners, "a", config.clone());
     within(Duration::from_secs(10), || a.manager.held().len() == 4).await;
-    let metrics = kinformer_controller::metrics::Metrics::install();
-    metrics.register_shard_manager(&a.manager);
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(a.manager.metrics()));
     let labels = r#"{manager="metrics-ctl",identity="a"}"#;
-    let text = metrics.encode().unwrap();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     assert!(
         text.contains(&format!("kinformer_shards_held{labels} 4")),
         "{text}"
@@ -231,7 +232,8 @@ async fn a_registered_manager_reports_its_shards_replicas_and_moves_at_each_scra
     // b joins: a gives up two shards, and the next scrape says so.
     let b = start(&leases, &owners, "b", config);
     within(Duration::from_secs(20), || balanced(&[&a, &b], 4, &[2, 2])).await;
-    let text = metrics.encode().unwrap();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     assert!(
         text.contains(&format!("kinformer_shards_held{labels} 2")),
         "{text}"

@@ -40,8 +40,8 @@
 //! it cheap.
 //!
 //! ```no_run
-//! use kinformer_controller::metrics::Metrics;
-//! use kinformer_controller::server::Server;
+//! use kinformer_admin::metrics::Metrics;
+//! use kinformer_admin::server::Server;
 //! use kinformer_informer_factory::SharedInformerFactory;
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -61,7 +61,7 @@
 //!
 //! ```no_run
 //! use kinformer_controller::controller::Controller;
-//! use kinformer_controller::server::Server;
+//! use kinformer_admin::server::Server;
 //! use kinformer_core::ObjectKey;
 //! use kinformer_leaderelection::LeaderElector;
 //!

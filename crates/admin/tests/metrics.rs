@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use kinformer_admin::metrics::Metrics;
+use kinformer_admin::server::Server;
 use kinformer_controller::controller::{Action, Context, Controller};
-use kinformer_controller::metrics::Metrics;
-use kinformer_controller::server::Server;
 use kinformer_core::{MetaObject, ObjectKey};
 use kinformer_informer_factory::SharedIndexInformer;
 use kinformer_reflector::ListPage;

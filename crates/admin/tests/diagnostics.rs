@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
+use kinformer_admin::metrics::Metrics;
+use kinformer_admin::server::Server;
 use kinformer_controller::controller::Controller;
-use kinformer_controller::metrics::Metrics;
-use kinformer_controller::server::Server;
 use kinformer_core::{MetaObject, ObjectKey};
 use kinformer_informer_factory::{SharedIndexInformer, SharedInformerFactory};
 use kinformer_leaderelection::testing::MemoryLease;

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::Server;
-use crate::controller::Controller;
+use kinformer_controller::controller::Controller;
 
 /// What a source gives at each request: one entry, or an array of entries.
 type Source = Box<dyn Fn() -> Value + Send + Sync>;
