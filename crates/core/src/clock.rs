@@ -45,43 +45,30 @@ pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 ///
 /// Why a trait: client-go injects `clock.Clock` so that tests can drive time by hand; this
 /// is the same swap point. [`RealClock`] is the default everywhere; [`FakeClock`] moves
-/// only when told. Bring your own by implementing [`now`](Clock::now); the other methods
-/// have defaults that are right for a clock whose time passes at the real rate. A clock
-/// that moves only when told implements [`sleep_until`](Clock::sleep_until) (so that its
-/// moves wake sleepers) and [`subscribe`](Clock::subscribe) (so that a delaying queue fires
-/// items when it moves, without a timer thread).
+/// only when told. Bring your own by implementing [`now`](Clock::now),
+/// [`wall_now`](Clock::wall_now), [`sleep_until`](Clock::sleep_until) and
+/// [`subscribe`](Clock::subscribe): a clock whose time passes at the real rate writes them
+/// with [`wall_time_at`], [`sleep_at_real_rate`] and `false`; one that moves only when told
+/// wakes its sleepers itself and keeps its subscribers (so that a delaying queue fires items
+/// when it moves, without a timer thread).
+///
+/// Only [`sleep`](Clock::sleep) has a default, `sleep_until(now + duration)`, which is what
+/// every clock does. The others are required: a default right for a clock at the real rate
+/// would be silently wrong behind a decorator over a [`FakeClock`] that forwarded only
+/// `now` (its sleeps would wait real time, its queues would never be told it moved).
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// The current monotonic time. Every decision is made on this clock.
     fn now(&self) -> Instant;
 
     /// The current wall-clock time: written down (an Event's `eventTime`, a series'
-    /// `lastObservedTime`, the leader record's `renewTime`), never used to decide.
-    ///
-    /// The default maps [`now`](Self::now) onto the system's wall clock (the real wall
-    /// time plus how far this clock is ahead of [`Instant::now`]), so a clock offset from
-    /// the real one gives wall times offset the same way.
-    fn wall_now(&self) -> SystemTime {
-        let (real, wall) = (Instant::now(), SystemTime::now());
-        let now = self.now();
-        let shifted = match now.checked_duration_since(real) {
-            Some(ahead) => wall.checked_add(ahead),
-            None => wall.checked_sub(real.saturating_duration_since(now)),
-        };
-        shifted.unwrap_or(wall)
-    }
+    /// `lastObservedTime`, the leader record's `renewTime`), never used to decide. A clock
+    /// at the real rate returns [`wall_time_at`]`(self.now())`.
+    fn wall_now(&self) -> SystemTime;
 
-    /// A future that resolves once [`now`](Self::now) has reached `deadline`.
-    ///
-    /// The default waits, on [`RealClock`]'s timer, for the time this clock still has to go
-    /// to `deadline` when the sleep is made: right for a clock that runs at the real rate,
-    /// wrong for one that moves only when told, which must wake its sleepers itself.
-    fn sleep_until(&self, deadline: Instant) -> Sleep {
-        let remaining = deadline.saturating_duration_since(self.now());
-        match Instant::now().checked_add(remaining) {
-            Some(at) => RealClock.sleep_until(at),
-            None => Box::pin(std::future::pending()),
-        }
-    }
+    /// A future that resolves once [`now`](Self::now) has reached `deadline`. A clock at the
+    /// real rate returns [`sleep_at_real_rate`]`(self.now(), deadline)`; one that moves only
+    /// when told wakes its sleepers when it moves.
+    fn sleep_until(&self, deadline: Instant) -> Sleep;
 
     /// A future that resolves once `duration` has passed on this clock. A deadline past
     /// what [`Instant`] can hold is never reached.
@@ -94,15 +81,36 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 
     /// Offers a listener to be told whenever time moves.
     ///
-    /// A clock whose time passes by itself returns `false` (the default) and may drop the
-    /// listener: the caller then keeps its own timer. A clock that moves only when told (a
+    /// A clock whose time passes by itself returns `false` and may drop the listener: the
+    /// caller then keeps its own timer. A clock that moves only when told (a
     /// [`FakeClock`]) keeps the listener, returns `true`, and from then on calls
     /// [`TimeListener::time_advanced`] after each move, synchronously, before the call that
     /// moved time returns. Listeners that are gone (the `Weak` no longer upgrades) are
     /// skipped and may be dropped.
-    fn subscribe(&self, listener: Weak<dyn TimeListener>) -> bool {
-        let _ = listener;
-        false
+    fn subscribe(&self, listener: Weak<dyn TimeListener>) -> bool;
+}
+
+/// The wall-clock time of the instant `now` of a clock whose time passes at the real rate:
+/// the system's wall time plus how far `now` is ahead of [`Instant::now`], so a clock offset
+/// from the real one gives wall times offset the same way. [`Clock::wall_now`] of such a
+/// clock.
+pub fn wall_time_at(now: Instant) -> SystemTime {
+    let (real, wall) = (Instant::now(), SystemTime::now());
+    let shifted = match now.checked_duration_since(real) {
+        Some(ahead) => wall.checked_add(ahead),
+        None => wall.checked_sub(real.saturating_duration_since(now)),
+    };
+    shifted.unwrap_or(wall)
+}
+
+/// A sleep, on [`RealClock`]'s timer, for the time a clock whose time passes at the real rate
+/// still has to go from `now` to `deadline`: [`Clock::sleep_until`] of such a clock. A
+/// deadline past what [`Instant`] can hold is never reached.
+pub fn sleep_at_real_rate(now: Instant, deadline: Instant) -> Sleep {
+    let remaining = deadline.saturating_duration_since(now);
+    match Instant::now().checked_add(remaining) {
+        Some(at) => RealClock.sleep_until(at),
+        None => Box::pin(std::future::pending()),
     }
 }
 
@@ -184,6 +192,10 @@ impl Clock for RealClock {
 
     fn sleep_until(&self, deadline: Instant) -> Sleep {
         Box::pin(timer::TimerSleep::new(deadline))
+    }
+
+    fn subscribe(&self, _listener: Weak<dyn TimeListener>) -> bool {
+        false
     }
 }
 
@@ -271,13 +283,22 @@ mod tests {
     use super::test_util::block_on;
     use super::*;
 
-    /// A clock an hour ahead of the real one that implements `now` only.
+    /// A clock an hour ahead of the real one, at the real rate.
     #[derive(Debug)]
     struct Ahead;
 
     impl Clock for Ahead {
         fn now(&self) -> Instant {
             Instant::now() + Duration::from_secs(3600)
+        }
+        fn wall_now(&self) -> SystemTime {
+            wall_time_at(self.now())
+        }
+        fn sleep_until(&self, deadline: Instant) -> Sleep {
+            sleep_at_real_rate(self.now(), deadline)
+        }
+        fn subscribe(&self, _: Weak<dyn TimeListener>) -> bool {
+            false
         }
     }
 

@@ -45,7 +45,9 @@ mod util;
 
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
-pub use clock::{Clock, FakeClock, RealClock, Sleep, TimeListener};
+pub use clock::{
+    Clock, FakeClock, RealClock, Sleep, TimeListener, sleep_at_real_rate, wall_time_at,
+};
 pub use delta::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaObject, DeltaType};
 pub use error::Error;
 pub use key::{ObjectKey, deletion_handling_key, meta_namespace_key, split_key};

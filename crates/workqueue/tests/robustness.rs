@@ -446,6 +446,14 @@ impl Clock for ManualClock {
     fn now(&self) -> Instant {
         *self.now.lock().unwrap()
     }
+    fn wall_now(&self) -> std::time::SystemTime {
+        kinformer_core::wall_time_at(self.now())
+    }
+    /// This test clock wakes no sleeper (nothing here sleeps on it): the delaying queue
+    /// subscribes instead.
+    fn sleep_until(&self, _deadline: Instant) -> kinformer_core::Sleep {
+        Box::pin(std::future::pending())
+    }
     fn subscribe(&self, listener: Weak<dyn TimeListener>) -> bool {
         self.listeners.lock().unwrap().push(listener);
         true
@@ -474,6 +482,15 @@ struct OffsetClock(Duration);
 impl Clock for OffsetClock {
     fn now(&self) -> Instant {
         Instant::now() + self.0
+    }
+    fn wall_now(&self) -> std::time::SystemTime {
+        kinformer_core::wall_time_at(self.now())
+    }
+    fn sleep_until(&self, deadline: Instant) -> kinformer_core::Sleep {
+        kinformer_core::sleep_at_real_rate(self.now(), deadline)
+    }
+    fn subscribe(&self, _: Weak<dyn TimeListener>) -> bool {
+        false
     }
 }
 

@@ -40,4 +40,9 @@ impl Clock for TokioClock {
             deadline,
         )))
     }
+
+    /// Tokio's time passes by itself (paused, it jumps to the next timer): no subscriptions.
+    fn subscribe(&self, _listener: std::sync::Weak<dyn crate::TimeListener>) -> bool {
+        false
+    }
 }

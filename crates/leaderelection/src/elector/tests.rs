@@ -1020,3 +1020,76 @@ async fn status_shows_the_holder_the_records_times_and_the_expiry_on_this_clock(
         run.await.unwrap().unwrap();
     }
 }
+
+/// A lock and a clock behind decorators that forward every method and nothing else (what a
+/// user's metrics or logging wrapper is): every `Lock` and `Clock` method the election
+/// depends on is required, so the decorated elector renews on the same path at the same
+/// times as the plain one.
+#[tokio::test(start_paused = true)]
+async fn an_elector_over_a_forwarding_lock_and_clock_renews_as_over_the_plain_ones() {
+    struct ForwardLock<L>(L);
+    impl<L: crate::Lock> crate::Lock for ForwardLock<L> {
+        fn get(&self) -> impl Future<Output = Result<Option<LeaderElectionRecord>, Error>> + Send {
+            self.0.get()
+        }
+        fn create(
+            &self,
+            record: &LeaderElectionRecord,
+        ) -> impl Future<Output = Result<(), Error>> + Send {
+            self.0.create(record)
+        }
+        fn update(
+            &self,
+            record: &LeaderElectionRecord,
+        ) -> impl Future<Output = Result<(), Error>> + Send {
+            self.0.update(record)
+        }
+        fn identity(&self) -> &str {
+            self.0.identity()
+        }
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+    }
+    #[derive(Debug)]
+    struct ForwardClock(FakeClock);
+    impl Clock for ForwardClock {
+        fn now(&self) -> Instant {
+            self.0.now()
+        }
+        fn wall_now(&self) -> SystemTime {
+            self.0.wall_now()
+        }
+        fn sleep_until(&self, deadline: Instant) -> crate::Sleep {
+            self.0.sleep_until(deadline)
+        }
+        fn subscribe(&self, listener: std::sync::Weak<dyn crate::TimeListener>) -> bool {
+            self.0.subscribe(listener)
+        }
+    }
+
+    let (lease, timeline) = (MemoryLease::new(), Timeline::new());
+    let a = LeaderElector::builder(ForwardLock(lease.lock("a")))
+        .clock(ForwardClock(timeline.clock.clone()))
+        .callbacks(Recorder {
+            id: "a".to_owned(),
+            timeline: timeline.clone(),
+        })
+        .build()
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let run = spawn_term(&a, &cancel);
+
+    until(&timeline, secs(61)).await;
+    assert_eq!(timeline.starts("a"), [secs(0)]);
+    let calls: Vec<_> = lease.calls().into_iter().map(|(_, c)| c).collect();
+    assert_eq!(calls[..2], ["get", "create"]);
+    assert!(calls[2..].iter().all(|c| *c == "update"), "{calls:?}");
+    assert_eq!(calls.len(), 2 + 30, "one renewal every 2 s for 60 s");
+    let record = lease.record().unwrap();
+    let wall = timeline.clock.wall_now();
+    assert_eq!(record.renew_time, Some(wall - secs(1)));
+
+    cancel.cancel();
+    run.await.unwrap().unwrap();
+}
