@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use kinformer_core::{DeletedObject, Error as CoreError, ListPart, Sink};
-use kinformer_deltafifo::{DeltaFifo, Error as FifoError, FifoQueue, InOrderFifo, Popped};
+use kinformer_core::DeletedObject;
+use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo};
 use kinformer_indexer::{IndexFunc, Indexers, KnownObjects, parse_selector};
 use kinformer_informer_factory::{
     Error, FifoKind, FilteringResourceEventHandler, ResourceEventHandler,
@@ -24,55 +24,8 @@ const KINDS: [FifoKind; 3] = [
     FifoKind::InOrderAtomic,
 ];
 
-/// A FIFO behind a decorator that forwards every required call and nothing else (what a
-/// user's counting or logging wrapper is): the informer must behave as with the FIFO alone,
-/// since every `Sink` and `FifoQueue` method a rule depends on is required.
-struct ForwardFifo<F>(F);
-
-impl<F: Sink<Obj>> Sink<Obj> for ForwardFifo<F> {
-    fn add(&self, obj: Arc<Obj>) -> Result<(), CoreError> {
-        self.0.add(obj)
-    }
-    fn update(&self, obj: Arc<Obj>) -> Result<(), CoreError> {
-        self.0.update(obj)
-    }
-    fn delete(&self, obj: Arc<Obj>) -> Result<(), CoreError> {
-        self.0.delete(obj)
-    }
-    fn replace(&self, part: ListPart<Obj>) -> Result<(), CoreError> {
-        self.0.replace(part)
-    }
-    fn resync(&self) -> Result<(), CoreError> {
-        self.0.resync()
-    }
-    fn bookmark(&self, resource_version: &str) -> Result<(), CoreError> {
-        self.0.bookmark(resource_version)
-    }
-}
-
-impl<F: FifoQueue<Obj>> FifoQueue<Obj> for ForwardFifo<F> {
-    fn poll_pop(
-        &self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<Popped<'_, Obj>, FifoError>> {
-        self.0.poll_pop(cx)
-    }
-    fn has_synced(&self) -> bool {
-        self.0.has_synced()
-    }
-    fn close(&self) {
-        self.0.close();
-    }
-    fn is_closed(&self) -> bool {
-        self.0.is_closed()
-    }
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-}
-
 /// The informer over `fake` with the FIFO `kind`, built in by `.fifo(kind)` or, with
-/// `decorated`, built as the informer builds it and handed in behind [`ForwardFifo`].
+/// `decorated`, built as the informer builds it and handed in behind [`Forward`], a decorator that forwards every required call and nothing else.
 fn informer_with(
     fake: kinformer_reflector::fake::FakeListerWatcher<Obj>,
     kind: FifoKind,
@@ -85,16 +38,16 @@ fn informer_with(
     builder
         .custom_fifo(move |known| -> Arc<dyn FifoQueue<Obj>> {
             match kind {
-                FifoKind::DeltaFifo => Arc::new(ForwardFifo(
-                    DeltaFifo::builder().known_objects(known).build(),
-                )),
-                FifoKind::InOrder => Arc::new(ForwardFifo(
+                FifoKind::DeltaFifo => {
+                    Arc::new(Forward(DeltaFifo::builder().known_objects(known).build()))
+                }
+                FifoKind::InOrder => Arc::new(Forward(
                     InOrderFifo::builder()
                         .known_objects(known)
                         .build()
                         .expect("fifo"),
                 )),
-                _ => Arc::new(ForwardFifo(
+                _ => Arc::new(Forward(
                     InOrderFifo::builder()
                         .atomic(true)
                         .emit_bookmarks(true)
