@@ -399,16 +399,7 @@ mod tests {
             assert!(t.lines().any(|line| line == row), "no row {row:?} in\n{t}");
         }
         assert!(!t.contains("| 0 |"), "{t}");
-        // Every table's rows have as many cells as its header.
-        let mut cells = None;
-        for line in t.lines() {
-            if line.starts_with('|') {
-                let n = line.matches('|').count();
-                assert_eq!(*cells.get_or_insert(n), n, "{line}");
-            } else {
-                cells = None;
-            }
-        }
+        crate::bench_informer::report::assert_tables_rectangular(&t);
     }
 
     #[test]

@@ -531,16 +531,7 @@ mod tests {
                 "not twice {row:?} in\n{t}"
             );
         }
-        // Every table's rows have as many cells as its header.
-        let mut cells = None;
-        for line in t.lines() {
-            if line.starts_with('|') {
-                let n = line.matches('|').count();
-                assert_eq!(*cells.get_or_insert(n), n, "{line}");
-            } else {
-                cells = None;
-            }
-        }
+        crate::bench_informer::report::assert_tables_rectangular(&t);
     }
 
     #[test]

@@ -503,6 +503,21 @@ pub(super) fn record(
     Ok(())
 }
 
+/// Asserts that every Markdown table in `text` has rows of as many cells as its header (a
+/// bench section's tables, in the tests).
+#[cfg(test)]
+pub(super) fn assert_tables_rectangular(text: &str) {
+    let mut cells = None;
+    for line in text.lines() {
+        if line.starts_with('|') {
+            let n = line.matches('|').count();
+            assert_eq!(*cells.get_or_insert(n), n, "{line}");
+        } else {
+            cells = None;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -556,18 +571,8 @@ mod tests {
             1,
             "{t}"
         );
-        // Every table's rows have as many cells as its header.
-        for text in [&t, &d] {
-            let mut cells = None;
-            for line in text.lines() {
-                if line.starts_with('|') {
-                    let n = line.matches('|').count();
-                    assert_eq!(*cells.get_or_insert(n), n, "{line}");
-                } else {
-                    cells = None;
-                }
-            }
-        }
+        assert_tables_rectangular(&t);
+        assert_tables_rectangular(&d);
         for row in [
             "| 0 | kept | 10 | 5 | – | 30 | 25 | 20 | 0.50x | – | 0.83x | 0.67x | protobuf: met; JSON: met |",
             "| 100 | stripped | 110 | 105 | 112 | 130 | 125 | 120 | 0.95x | 1.02x | 0.96x | 0.92x | protobuf: transform **missed**, modify **missed**; JSON: met |",

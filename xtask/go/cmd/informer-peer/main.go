@@ -257,24 +257,9 @@ func syncAndReport(start time.Time, inf informer, namespace string, expect int, 
 	for !inf.HasSynced() {
 		time.Sleep(time.Millisecond)
 	}
-	objects := len(inf.GetStore().ListKeys())
 	out := bufio.NewWriter(os.Stdout)
-	line, _ := json.Marshal(map[string]any{
-		"contender":   "client-go",
-		"wire":        wire,
-		"transform":   strip,
-		"synced_ms":   float64(time.Since(start).Nanoseconds()) / 1e6,
-		"rss_kib":     peakRSSKiB(),
-		"rss_now_kib": statusKiB("VmRSS:"),
-		"cpu_ms":      cpuMs(),
-		"objects":     objects,
-	})
-	fmt.Fprintf(out, "%s\n", line)
-	if err := out.Flush(); err != nil {
+	if err := reportSynced(out, wire, strip, start, inf.GetStore(), expect, namespace); err != nil {
 		return err
-	}
-	if objects != expect {
-		return fmt.Errorf("synced %d objects, expected %d in %s", objects, expect, namespace)
 	}
 	if settle {
 		time.Sleep(2 * time.Second)
@@ -319,7 +304,7 @@ func syncAndReport(start time.Time, inf informer, namespace string, expect int, 
 	}
 	mu.Unlock()
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0] < pairs[j][0] })
-	line, _ = json.Marshal(map[string]any{"seen": pairs})
+	line, _ := json.Marshal(map[string]any{"seen": pairs})
 	fmt.Fprintf(out, "%s\n", line)
 	return out.Flush()
 }
@@ -381,4 +366,28 @@ func statusKiB(field string) int64 {
 		}
 	}
 	return -1
+}
+
+// reportSynced writes the sync's line (time since start, peak and current RSS, CPU, the
+// objects in store) to out, and fails when the store does not hold the expected count.
+func reportSynced(out *bufio.Writer, wire string, transform bool, start time.Time, store cache.Store, expect int, namespace string) error {
+	objects := len(store.ListKeys())
+	line, _ := json.Marshal(map[string]any{
+		"contender":   "client-go",
+		"wire":        wire,
+		"transform":   transform,
+		"synced_ms":   float64(time.Since(start).Nanoseconds()) / 1e6,
+		"rss_kib":     peakRSSKiB(),
+		"rss_now_kib": statusKiB("VmRSS:"),
+		"cpu_ms":      cpuMs(),
+		"objects":     objects,
+	})
+	fmt.Fprintf(out, "%s\n", line)
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if objects != expect {
+		return fmt.Errorf("synced %d objects, expected %d in %s", objects, expect, namespace)
+	}
+	return nil
 }

@@ -103,24 +103,9 @@ func runReads(start time.Time, config *rest.Config, namespace string, expect int
 	for !informer.HasSynced() {
 		time.Sleep(time.Millisecond)
 	}
-	objects := len(informer.GetStore().ListKeys())
 	out := bufio.NewWriter(os.Stdout)
-	line, _ := json.Marshal(map[string]any{
-		"contender":   "client-go",
-		"wire":        wire,
-		"transform":   false,
-		"synced_ms":   float64(time.Since(start).Nanoseconds()) / 1e6,
-		"rss_kib":     peakRSSKiB(),
-		"rss_now_kib": statusKiB("VmRSS:"),
-		"cpu_ms":      cpuMs(),
-		"objects":     objects,
-	})
-	fmt.Fprintf(out, "%s\n", line)
-	if err := out.Flush(); err != nil {
+	if err := reportSynced(out, wire, false, start, informer.GetStore(), expect, namespace); err != nil {
 		return err
-	}
-	if objects != expect {
-		return fmt.Errorf("synced %d objects, expected %d in %s", objects, expect, namespace)
 	}
 	for !registration.HasSynced() {
 		time.Sleep(time.Millisecond)
@@ -131,7 +116,7 @@ func runReads(start time.Time, config *rest.Config, namespace string, expect int
 		return err
 	}
 	reads["handled_ms"] = handledMs
-	line, _ = json.Marshal(map[string]any{"reads": reads})
+	line, _ := json.Marshal(map[string]any{"reads": reads})
 	fmt.Fprintf(out, "%s\n", line)
 	return out.Flush()
 }
