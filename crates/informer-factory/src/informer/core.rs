@@ -1,6 +1,10 @@
 //! The informer's state, [`Inner`], generic over what its pipeline carries and hands out
 //! (`Cached<K>` for the default cache, `K` for a decoded one): what a
 //! [`SharedIndexInformer`](super::SharedIndexInformer) holds.
+//!
+//! Its fields are private to this module and its child `process`, the informer's task that
+//! applies what the reflector queues: the two jobs that change the state. The builder hands
+//! it a [`Pipeline`], the public API reads it through methods.
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
@@ -17,15 +21,18 @@ use crate::listener::{Buffering, ListenerState, Processor};
 use crate::{Error, ResourceEventHandler};
 
 use super::builder::FifoChoice;
-use super::process::{Prepared, notification_key};
+mod process;
+
 use super::{FifoKind, HandlerOptions, normalize_resync};
+pub(super) use process::run_prepared;
+use process::{Prepared, notification_key};
 
 /// A handler as the informer is given it.
 pub(super) type BoxHandler<T> = Box<dyn ResourceEventHandler<T> + Send>;
 
-pub(super) struct Config<T> {
-    pub(super) started: bool,
-    pub(super) stopped: bool,
+struct Config<T> {
+    started: bool,
+    stopped: bool,
     transform: Option<TransformFn<T>>,
     on_error: Option<WatchErrorHandler>,
     /// How often the reflector asks whether a handler's resync is due (client-go's
@@ -51,30 +58,30 @@ impl<T> Config<T> {
 /// The informer. `T` is what its pipeline (lister-watcher, reflector, FIFO, cache,
 /// listeners) carries and its readers get.
 pub(super) struct Inner<T> {
-    pub(super) name: String,
+    name: String,
     /// How the FIFO, the cache, the reflector and coalescing handlers key objects.
-    pub(super) key_func: KeyFunc<T>,
-    pub(super) lw: Arc<dyn ListerWatcher<T>>,
+    key_func: KeyFunc<T>,
+    lw: Arc<dyn ListerWatcher<T>>,
     /// The cache: only the informer holds its write side; readers get its read side.
-    pub(super) store: Arc<dyn IndexerWriter<T>>,
-    pub(super) processor: Arc<Processor<T>>,
-    pub(super) watch_list: bool,
-    pub(super) backoff: Backoff,
+    store: Arc<dyn IndexerWriter<T>>,
+    processor: Arc<Processor<T>>,
+    watch_list: bool,
+    backoff: Backoff,
     /// What the reflector and the handlers' resyncs read and sleep on.
-    pub(super) clock: Arc<dyn Clock>,
-    pub(super) default_resync: Option<Duration>,
-    pub(super) config: Mutex<Config<T>>,
+    clock: Arc<dyn Clock>,
+    default_resync: Option<Duration>,
+    config: Mutex<Config<T>>,
     /// client-go's `blockDeltas`: held while an item is applied and distributed, and while
     /// a late handler takes its snapshot of the cache, so that it misses nothing and gets
     /// nothing twice. Never held across a handler call or an `.await`.
-    pub(super) deliver: Mutex<()>,
+    deliver: Mutex<()>,
     /// Told after every popped item is applied: a reflector paced by the FIFO's backlog
     /// waits on it ([`Inner::caught_up`]).
-    pub(super) drained: tokio::sync::Notify,
-    pub(super) fifo: OnceLock<Arc<dyn FifoQueue<T>>>,
-    pub(super) status: OnceLock<ReflectorStatus>,
+    drained: tokio::sync::Notify,
+    fifo: OnceLock<Arc<dyn FifoQueue<T>>>,
+    status: OnceLock<ReflectorStatus>,
     /// For a sharded informer: whether the server filters by shard.
-    pub(super) shard: Option<ShardFilteringHandle>,
+    shard: Option<ShardFilteringHandle>,
 }
 
 /// The parts of an [`Inner`] its builder chooses.
@@ -122,7 +129,22 @@ impl<T> Inner<T> {
         }
     }
 
-    pub(super) fn config(&self) -> MutexGuard<'_, Config<T>> {
+    /// The informer's name (its spans', metrics' and logs').
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The cache (its read side is what readers get).
+    pub(super) fn store(&self) -> &Arc<dyn IndexerWriter<T>> {
+        &self.store
+    }
+
+    /// The reflector's status, once the informer has started.
+    pub(super) fn status(&self) -> Option<&ReflectorStatus> {
+        self.status.get()
+    }
+
+    fn config(&self) -> MutexGuard<'_, Config<T>> {
         self.config.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

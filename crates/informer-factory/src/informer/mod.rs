@@ -137,7 +137,7 @@ impl<T> Clone for SharedIndexInformer<T> {
 impl<T> fmt::Debug for SharedIndexInformer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedIndexInformer")
-            .field("name", &self.core.name)
+            .field("name", &self.core.name())
             .finish_non_exhaustive()
     }
 }
@@ -272,7 +272,7 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
     /// reader can change what the informer keeps in step with the API server (client-go's
     /// `GetIndexer`, minus the writes). Reads hand out the cached objects themselves.
     pub fn indexer(&self) -> Arc<dyn Indexer<T>> {
-        Arc::clone(&self.core.store) as Arc<dyn Indexer<T>>
+        Arc::clone(self.core.store()) as Arc<dyn Indexer<T>>
     }
 
     /// A lister over the informer's cache: gets by name, lists by label selector,
@@ -305,8 +305,7 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
     /// empty before start.
     pub fn last_sync_resource_version(&self) -> String {
         self.core
-            .status
-            .get()
+            .status()
             .map(|s| s.last_sync_resource_version())
             .unwrap_or_default()
     }
@@ -314,18 +313,18 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
     /// The reflector's live progress (last resourceVersion, counters of lists, watches and
     /// events); `None` before start.
     pub fn reflector_status(&self) -> Option<ReflectorStatus> {
-        self.core.status.get().cloned()
+        self.core.status().cloned()
     }
 
     /// A snapshot of the informer's state for metrics and health checks: cheap (a few
     /// atomic loads and the cache's size), safe to take at any time.
     pub fn stats(&self) -> InformerStats {
-        let status = self.core.status.get();
+        let status = self.core.status();
         InformerStats {
-            name: self.core.name.clone(),
+            name: self.core.name().to_owned(),
             started: self.is_started(),
             synced: self.has_synced(),
-            objects: self.core.store.len(),
+            objects: self.core.store().len(),
             last_sync_resource_version: status
                 .map(ReflectorStatus::last_sync_resource_version)
                 .unwrap_or_default(),
@@ -391,11 +390,10 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
 
 mod builder;
 mod core;
-mod process;
 mod stats;
 
 use core::Inner;
-use process::run_prepared;
+use core::run_prepared;
 
 pub use builder::SharedIndexInformerBuilder;
 pub use stats::{InformerHandle, InformerStats, Registration};

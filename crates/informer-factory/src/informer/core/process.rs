@@ -18,7 +18,7 @@ use tracing::Instrument;
 use crate::Error;
 use crate::listener::Notification;
 
-use super::core::Inner;
+use super::Inner;
 
 /// The key a coalescing listener files `n` under: the object's key in the cache (a
 /// tombstone's own key).
@@ -38,7 +38,8 @@ pub(super) fn notification_key<K: MetaObject>(
 pub(super) type InformerReflector<K> =
     Reflector<K, Arc<dyn ListerWatcher<K>>, Arc<dyn FifoQueue<K>>>;
 
-pub(super) struct Prepared<K> {
+/// A started informer's FIFO and reflector, from [`Inner::prepare`] to [`run_prepared`].
+pub(in crate::informer) struct Prepared<K> {
     pub(super) fifo: Arc<dyn FifoQueue<K>>,
     pub(super) reflector: InformerReflector<K>,
 }
@@ -59,7 +60,7 @@ impl<K: MetaObject + Send + Sync + 'static> Drop for StopGuard<K> {
     }
 }
 
-pub(super) async fn run_prepared<K: MetaObject + Send + Sync + 'static>(
+pub(in crate::informer) async fn run_prepared<K: MetaObject + Send + Sync + 'static>(
     inner: Arc<Inner<K>>,
     prepared: Prepared<K>,
     cancel: CancellationToken,
@@ -117,7 +118,7 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
         self.deliver.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(super) fn has_synced(&self) -> bool {
+    pub(in crate::informer) fn has_synced(&self) -> bool {
         self.fifo.get().is_some_and(|f| f.has_synced())
     }
 
