@@ -1,7 +1,7 @@
 //! The SharedIndexInformer: reflector → FIFO → indexer → listeners. Here the informer and
 //! its public methods; its builder (`builder.rs`), its state and how it starts (`core.rs`),
-//! its task and how popped items reach the cache and the handlers (`process.rs`), what it
-//! reports (`stats.rs`).
+//! its task and how popped items reach the cache and the handlers (`core/process.rs`, the
+//! only other code that sees the state's fields), what it reports (`stats.rs`).
 
 use std::fmt;
 use std::sync::Arc;
