@@ -14,8 +14,6 @@ use kinformer_admin::server::Server;
 use kinformer_controller::controller::Controller;
 use kinformer_core::{MetaObject, ObjectKey};
 use kinformer_informer_factory::{SharedIndexInformer, SharedInformerFactory};
-use kinformer_leaderelection::testing::MemoryLease;
-use kinformer_leaderelection::{LeaderElectionConfig, LeaderElector};
 use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
 use kinformer_reflector::{ApiStatus, Backoff, ListPage};
 use kinformer_testenv::eventually;
@@ -25,7 +23,7 @@ use kinformer_workqueue::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::get_with_head as get;
+use crate::metrics::{get_with_head as get, run_elector};
 
 /// A namespaced object with a name.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -110,24 +108,7 @@ async fn diagnostics_show_informers_queues_leases_and_sections_of_ones_own() {
     plain.add(1);
 
     // A leader elector that leads, on an in-memory Lease.
-    let lease = MemoryLease::new();
-    let elector = LeaderElector::new(
-        LeaderElectionConfig {
-            name: "diag-lease".into(),
-            ..Default::default()
-        },
-        lease.lock("me"),
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let electing = tokio::spawn({
-        let (elector, stop) = (elector.clone(), stop.clone());
-        async move {
-            elector
-                .run(&stop, |leading| async move { leading.lost().await })
-                .await
-        }
-    });
+    let (elector, stop, electing) = run_elector("diag-lease");
 
     let cancel = CancellationToken::new();
     let server = Server::bind("127.0.0.1:0".parse().unwrap())

@@ -230,26 +230,9 @@ async fn metrics_health_and_readiness_over_http() {
     );
 
     // A leader elector built after `install` reports through it, under client-go's names.
-    let lease = kinformer_leaderelection::testing::MemoryLease::new();
     // A name of its own: the metrics are the process's, and other tests of this binary run
     // electors (on leases named alike) once anything has installed them.
-    let elector = kinformer_leaderelection::LeaderElector::new(
-        kinformer_leaderelection::LeaderElectionConfig {
-            name: "metrics-test".into(),
-            ..Default::default()
-        },
-        lease.lock("me"),
-    )
-    .unwrap();
-    let stop = CancellationToken::new();
-    let electing = tokio::spawn({
-        let (elector, stop) = (elector.clone(), stop.clone());
-        async move {
-            elector
-                .run(&stop, |leading| async move { leading.lost().await })
-                .await
-        }
-    });
+    let (elector, stop, electing) = run_elector("metrics-test");
     eventually("the elector to lead", Duration::from_secs(20), || {
         elector.is_leader()
     })
@@ -284,4 +267,36 @@ async fn metrics_health_and_readiness_over_http() {
     run.await.unwrap();
     serving.await.unwrap().unwrap();
     handle.stop().await.unwrap();
+}
+
+/// An elector named `name` on an in-memory Lease, running (and leading until it loses)
+/// until `stop` is cancelled: the elector, `stop` and its task.
+pub(crate) fn run_elector(
+    name: &str,
+) -> (
+    kinformer_leaderelection::LeaderElector,
+    CancellationToken,
+    tokio::task::JoinHandle<
+        Result<kinformer_leaderelection::TermEnd, kinformer_leaderelection::Error>,
+    >,
+) {
+    let lease = kinformer_leaderelection::testing::MemoryLease::new();
+    let elector = kinformer_leaderelection::LeaderElector::new(
+        kinformer_leaderelection::LeaderElectionConfig {
+            name: name.into(),
+            ..Default::default()
+        },
+        lease.lock("me"),
+    )
+    .unwrap();
+    let stop = CancellationToken::new();
+    let electing = tokio::spawn({
+        let (elector, stop) = (elector.clone(), stop.clone());
+        async move {
+            elector
+                .run(&stop, |leading| async move { leading.lost().await })
+                .await
+        }
+    });
+    (elector, stop, electing)
 }
