@@ -22,13 +22,12 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
 use common::{Args, BoxError, ensure_namespace, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::core::{Error as CoreError, ListPart, Sink};
-use kinformer::deltafifo::{Error as FifoError, FifoQueue, InOrderFifo, Popped};
+use kinformer::deltafifo::{FifoQueue, InOrderFifo, PopFuture};
 use kinformer::indexer::{
     Error as IndexerError, IndexerWriter, ThreadSafeStore, namespace_indexers,
 };
@@ -204,8 +203,8 @@ impl Sink<Object> for CountingFifo {
 }
 
 impl FifoQueue<Object> for CountingFifo {
-    fn poll_pop(&self, cx: &mut TaskContext<'_>) -> Poll<Result<Popped<'_, Object>, FifoError>> {
-        self.inner.poll_pop(cx)
+    fn pop_async(&self) -> PopFuture<'_, Object> {
+        self.inner.pop_async()
     }
     fn has_synced(&self) -> bool {
         FifoQueue::has_synced(&self.inner)

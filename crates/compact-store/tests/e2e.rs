@@ -428,7 +428,7 @@ impl<K, L: kinformer_reflector::ListerWatcher<K>> kinformer_reflector::ListerWat
     fn list<'a>(
         &'a self,
         options: &'a kinformer_reflector::ListOptions,
-    ) -> futures::future::BoxFuture<
+    ) -> kinformer_reflector::BoxFuture<
         'a,
         Result<kinformer_reflector::ListPage<K>, kinformer_reflector::Error>,
     > {
@@ -438,7 +438,7 @@ impl<K, L: kinformer_reflector::ListerWatcher<K>> kinformer_reflector::ListerWat
     fn watch<'a>(
         &'a self,
         options: &'a kinformer_reflector::WatchOptions,
-    ) -> futures::future::BoxFuture<
+    ) -> kinformer_reflector::BoxFuture<
         'a,
         Result<kinformer_reflector::WatchStream<K>, kinformer_reflector::Error>,
     > {

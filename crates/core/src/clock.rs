@@ -5,7 +5,7 @@
 //! kinformer-leaderelection) can depend on kinformer-core at no cost, while none of them
 //! depends on another, and a test that drives a queue, a recorder and an elector wants to
 //! hand all three the same [`FakeClock`]. What a clock needs stays within this crate's
-//! rule of no runtime: a sleep is a boxed [`Future`] ([`Sleep`]) that any executor can poll,
+//! rule of no runtime: a sleep is a boxed [`Future`](std::future::Future) ([`Sleep`]) that any executor can poll,
 //! the fake wakes its sleepers itself, and [`RealClock`] sleeps on a timer thread of its own
 //! (see [`RealClock`]), so neither needs Tokio.
 //!
@@ -22,8 +22,6 @@
 //!   paused clock, say) with steps on top.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -38,7 +36,7 @@ pub use tokio::TokioClock;
 
 /// A sleep handed out by a [`Clock`]: resolves once the clock has reached the deadline
 /// asked for. Dropping it cancels it.
-pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+pub type Sleep = crate::BoxFuture<'static, ()>;
 
 /// A source of time: what the delaying queue, the token bucket, the queue metrics, the event
 /// recorder and the leader elector read, and what the last two sleep on.

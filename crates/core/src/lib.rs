@@ -54,4 +54,4 @@ pub use key::{ObjectKey, deletion_handling_key, meta_namespace_key, split_key};
 pub use known::{KnownObjects, holds_version};
 pub use object::MetaObject;
 pub use sink::{ListPart, Listed, Sink, TransformFn, Unchanged, WholeList};
-pub use util::{BoxError, ErrorChain, KeyFunc, panic_message};
+pub use util::{BoxError, BoxFuture, ErrorChain, KeyFunc, panic_message};

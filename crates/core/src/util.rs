@@ -2,6 +2,8 @@
 
 use std::any::Any;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::{Error, ObjectKey};
@@ -9,6 +11,30 @@ use crate::{Error, ObjectKey};
 /// A boxed error from a layer below or beside kinformer: an HTTP client, a user's index
 /// function or transform.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The future an async method of a swap-point trait returns: the one async idiom of
+/// kinformer's layers (the same type as `futures::future::BoxFuture`).
+///
+/// Every swap-point trait is object safe, so that a layer can be held as `Arc<dyn Trait>`
+/// and a decorator forwards a method in one line; its async methods therefore return a
+/// future *value*. For calls made per list, watch, lease renewal or event
+/// ([`ListerWatcher`], `Lock`, `EventSink`, [`Clock::sleep_until`](crate::Clock::sleep_until))
+/// that value is a `BoxFuture`: an implementation writes `Box::pin(async move { .. })`.
+/// The two calls made per item (a FIFO's pop and a work queue's get) return a future type
+/// their crate names (`PopFuture`, `GetFuture`), which the built-in layers make without
+/// allocating and any other implementation makes from a future with `from_future`.
+///
+/// [`ListerWatcher`]: https://docs.rs/kinformer-reflector/latest/kinformer_reflector/trait.ListerWatcher.html
+///
+/// ```
+/// use kinformer_core::BoxFuture;
+///
+/// fn answer(n: &u32) -> BoxFuture<'_, u32> {
+///     Box::pin(async move { *n * 2 })
+/// }
+/// # let _ = answer(&21);
+/// ```
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Makes the key an object is stored and queued under (client-go's `KeyFunc`). The default
 /// everywhere is [`meta_namespace_key`](crate::meta_namespace_key): `namespace/name`, or

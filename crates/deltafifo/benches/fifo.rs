@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_main};
 use kinformer_core::{KnownObjects, MetaObject, ObjectKey};
-use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
+use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo, Item};
 
 const KEYS: usize = 10_000;
 const UPDATES: usize = 100_000;
@@ -99,9 +99,8 @@ fn run(fifo: &dyn FifoQueue<Obj>, list: Vec<Arc<Obj>>, updates: &[Arc<Obj>]) -> 
         }
         let mut seen = 0;
         while !fifo.is_empty() {
-            seen += fifo
-                .pop_with(|item, _| count(black_box(item)))
-                .map_err(kinformer_core::Error::from)?;
+            let popped = fifo.pop().map_err(kinformer_core::Error::from)?;
+            seen += count(black_box(popped.item()));
         }
         Ok(seen)
     };

@@ -317,7 +317,7 @@ impl<K> InFlight<K> {
     }
 }
 
-/// The trait glue both FIFOs share: `PopDone` and `FifoQueue`. Each FIFO's state has the
+/// The trait glue both FIFOs share: `PopDone`, `PollPop` and `FifoQueue`. Each FIFO's state has the
 /// same bookkeeping fields (`in_flight`, `progress`, `closed`, `waiters`, and `$queue`,
 /// whose length is the FIFO's) and a `take` that pops the next item under the lock. Each
 /// FIFO implements `Sink` itself.
@@ -335,7 +335,7 @@ macro_rules! fifo_traits {
             }
         }
 
-        impl<K: Send + Sync + 'static> $crate::FifoQueue<K> for $fifo<K> {
+        impl<K: Send + Sync + 'static> $crate::queue::PollPop<K> for $fifo<K> {
             fn poll_pop(
                 &self,
                 cx: &mut std::task::Context<'_>,
@@ -349,6 +349,12 @@ macro_rules! fifo_traits {
                 }
                 st.waiters.register(cx.waker());
                 std::task::Poll::Pending
+            }
+        }
+
+        impl<K: Send + Sync + 'static> $crate::FifoQueue<K> for $fifo<K> {
+            fn pop_async(&self) -> $crate::PopFuture<'_, K> {
+                $crate::PopFuture::native(self)
             }
             fn try_pop(&self) -> Result<Option<$crate::Popped<'_, K>>, $crate::Error> {
                 let mut st = self.state.lock();

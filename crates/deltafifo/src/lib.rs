@@ -7,7 +7,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use kinformer_core::{DeltaType, ListPart, MetaObject, Sink};
-//! use kinformer_deltafifo::{DeltaFifo, FifoQueue, FifoQueueExt, InOrderFifo, Item};
+//! use kinformer_deltafifo::{DeltaFifo, FifoQueue, InOrderFifo, Item};
 //!
 //! struct Pod { name: &'static str, phase: &'static str }
 //! impl MetaObject for Pod {
@@ -21,15 +21,15 @@
 //! fn drain(queue: &dyn FifoQueue<Pod>) -> Vec<String> {
 //!     let mut seen = Vec::new();
 //!     while !queue.is_empty() {
-//!         queue
-//!             .pop_with(|item, _in_initial_list| match item {
-//!                 Item::Deltas { key, deltas } => {
-//!                     let kinds: Vec<_> = deltas.iter().map(|d| d.kind.as_str()).collect();
-//!                     seen.push(format!("{key}: {}", kinds.join(",")));
-//!                 }
-//!                 other => seen.push(other.kind().to_string()),
-//!             })
-//!             .expect("not closed");
+//!         // Processed (towards `has_synced`) when `popped` is dropped.
+//!         let popped = queue.pop().expect("not closed");
+//!         match popped.item() {
+//!             Item::Deltas { key, deltas } => {
+//!                 let kinds: Vec<_> = deltas.iter().map(|d| d.kind.as_str()).collect();
+//!                 seen.push(format!("{key}: {}", kinds.join(",")));
+//!             }
+//!             other => seen.push(other.kind().to_string()),
+//!         }
 //!     }
 //!     seen
 //! }
@@ -115,7 +115,7 @@
 //! the order).
 //!
 //! Pops are for one consumer, as in client-go. A waiting pop registers a waker: the
-//! blocking [`FifoQueue::pop`] parks its thread, [`FifoQueueExt::pop_async`] returns
+//! blocking [`FifoQueue::pop`] parks its thread, [`FifoQueue::pop_async`] returns
 //! `Pending`, so it never blocks a tokio worker. Unlike client-go's unlock-while-processing
 //! mode, a long queue does not slow the reflector down: memory is the limit.
 //!
@@ -161,4 +161,4 @@ pub use error::Error;
 pub use in_order::{DEFAULT_BATCH_SIZE, InOrderFifo, InOrderFifoBuilder, InOrderFifoOptions};
 pub use item::{Item, PopDone, Popped};
 pub use kinformer_core::{KeyFunc, TransformFn};
-pub use queue::{FifoQueue, FifoQueueExt, PopFuture};
+pub use queue::{FifoQueue, PopFuture};

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::common::*;
-use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, InOrderFifo, Item};
+use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, InOrderFifo, Item};
 
 /// Runs `fut` on a single-threaded runtime on its own thread; fails instead of hanging.
 fn on_current_thread(fut: impl std::future::Future<Output = ()> + Send + 'static) {

@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::common::*;
 use kinformer_core::{Delta, DeltaType, MetaObject, Sink, meta_namespace_key};
-use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, InOrderFifo, Item, Popped};
+use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, InOrderFifo, Item, PopFuture, Popped};
 
 /// A deliberately simple queue: every write is one event, a replace is an atomic
 /// `ReplacedAll`, nothing is coalesced or tracked.
@@ -73,7 +73,8 @@ impl Sink<Obj> for LogQueue {
     }
 }
 
-impl FifoQueue<Obj> for LogQueue {
+impl LogQueue {
+    /// Pops the oldest entry, or parks `cx`'s waker while there is none.
     fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, Obj>, Error>> {
         let mut st = self.state.lock().unwrap();
         if let Some(item) = st.0.pop_front() {
@@ -84,6 +85,12 @@ impl FifoQueue<Obj> for LogQueue {
         }
         st.2.push(cx.waker().clone());
         Poll::Pending
+    }
+}
+
+impl FifoQueue<Obj> for LogQueue {
+    fn pop_async(&self) -> PopFuture<'_, Obj> {
+        PopFuture::from_future(std::future::poll_fn(move |cx| self.poll_pop(cx)))
     }
     fn has_synced(&self) -> bool {
         true

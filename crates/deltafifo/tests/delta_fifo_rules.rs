@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use kinformer_core::{KnownObjects, MetaObject, ObjectKey, Sink};
-use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, Item};
+use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, Item};
 
 // ---- Rule 11: deltas gather per key; a key keeps its place; pop returns oldest first ----
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use kinformer_core::{KnownObjects, ListPart, Listed, ObjectKey, Sink, Unchanged};
-use kinformer_deltafifo::{DEFAULT_BATCH_SIZE, Error, FifoQueue, FifoQueueExt, InOrderFifo, Item};
+use kinformer_deltafifo::{DEFAULT_BATCH_SIZE, Error, FifoQueue, InOrderFifo, Item};
 
 fn flat(items: Vec<Vec<String>>) -> Vec<String> {
     items.into_iter().flatten().collect()

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use kinformer_core::{KnownObjects, Sink};
-use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, FifoQueueExt, InOrderFifo};
+use kinformer_deltafifo::{DeltaFifo, Error, FifoQueue, InOrderFifo};
 
 /// Runs `f` on a thread and fails (instead of hanging) if it does not finish in time.
 fn within_5s(f: impl FnOnce() + Send + 'static) {

@@ -31,21 +31,23 @@
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::ObjectReference;
 //! use k8s_openapi::api::events::v1::Event;
-//! use kinformer_events::{Broadcaster, Config, Error, EventSink, EventType, FakeClock, Reporter};
+//! use kinformer_events::{
+//!     Broadcaster, BoxFuture, Config, Error, EventSink, EventType, FakeClock, Reporter,
+//! };
 //!
 //! /// Logs each write as "create" or "patch <series count>".
 //! #[derive(Clone, Default)]
 //! struct Log(Arc<Mutex<Vec<String>>>);
 //!
 //! impl EventSink for Log {
-//!     async fn create(&self, event: &Event) -> Result<Event, Error> {
+//!     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<Event, Error>> {
 //!         self.0.lock().unwrap().push("create".into());
-//!         Ok(event.clone())
+//!         Box::pin(std::future::ready(Ok(event.clone())))
 //!     }
-//!     async fn patch(&self, event: &Event, _patch: &[u8]) -> Result<Event, Error> {
+//!     fn patch<'a>(&'a self, event: &'a Event, _: &'a [u8]) -> BoxFuture<'a, Result<Event, Error>> {
 //!         let count = event.series.as_ref().map_or(1, |s| s.count);
 //!         self.0.lock().unwrap().push(format!("patch {count}"));
-//!         Ok(event.clone())
+//!         Box::pin(std::future::ready(Ok(event.clone())))
 //!     }
 //! }
 //!
@@ -234,6 +236,9 @@ mod write;
 pub use broadcaster::Broadcaster;
 pub use config::Config;
 pub use error::Error;
+/// What [`EventSink`]'s methods return (kinformer-core's, the one async idiom of the swap
+/// points).
+pub use kinformer_core::BoxFuture;
 pub use recorder::Recorder;
 pub use reporter::{EventType, Reporter};
 pub use sink::{EventObject, EventSink, KubeSink};

@@ -2,11 +2,11 @@
 //! `tools/events` and of `tools/record`) and its Kubernetes implementation.
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::events::v1::Event;
+use kinformer_core::BoxFuture;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde::Serialize;
@@ -26,7 +26,7 @@ use crate::Error;
 /// request that cannot be built ([`Error::Request`], not retried).
 pub trait EventSink<E = Event>: Send + Sync + 'static {
     /// Creates `event` in its namespace and returns what the server stored.
-    fn create(&self, event: &E) -> impl Future<Output = Result<E, Error>> + Send;
+    fn create<'a>(&'a self, event: &'a E) -> BoxFuture<'a, Result<E, Error>>;
 
     /// Applies `patch`, a strategic-merge patch in JSON, to the event named
     /// `event.metadata.name` in its namespace, and returns the patched event. `event` is
@@ -35,20 +35,25 @@ pub trait EventSink<E = Event>: Send + Sync + 'static {
     /// The patches: for an `events.k8s.io/v1` series,
     /// `{"series":{"count":N,"lastObservedTime":"..."}}`; for a core/v1 repeat,
     /// `{"count":N,"lastTimestamp":"...","message":"..."}` (no `message` when it is empty).
-    fn patch(&self, event: &E, patch: &[u8]) -> impl Future<Output = Result<E, Error>> + Send;
+    fn patch<'a>(&'a self, event: &'a E, patch: &'a [u8]) -> BoxFuture<'a, Result<E, Error>>;
 }
 
-/// A shared sink, so that the caller can keep a handle on it (to read what a test sink
-/// recorded, say).
-impl<E, S: EventSink<E>> EventSink<E> for Arc<S> {
-    fn create(&self, event: &E) -> impl Future<Output = Result<E, Error>> + Send {
-        (**self).create(event)
-    }
-
-    fn patch(&self, event: &E, patch: &[u8]) -> impl Future<Output = Result<E, Error>> + Send {
-        (**self).patch(event, patch)
-    }
+/// A shared or boxed sink, so that the caller can keep a handle on it (to read what a test
+/// sink recorded, say) or choose it at run time.
+macro_rules! forward_sink {
+    ($($ty:ty),*) => {$(
+        impl<E, S: EventSink<E> + ?Sized> EventSink<E> for $ty {
+            fn create<'a>(&'a self, event: &'a E) -> BoxFuture<'a, Result<E, Error>> {
+                (**self).create(event)
+            }
+            fn patch<'a>(&'a self, event: &'a E, patch: &'a [u8]) -> BoxFuture<'a, Result<E, Error>> {
+                (**self).patch(event, patch)
+            }
+        }
+    )*};
 }
+
+forward_sink!(Arc<S>, Box<S>);
 
 mod sealed {
     pub trait Sealed {}
@@ -158,22 +163,26 @@ impl fmt::Debug for KubeSink {
 }
 
 impl<E: EventObject> EventSink<E> for KubeSink {
-    async fn create(&self, event: &E) -> Result<E, Error> {
-        let api = self.api(event)?;
-        Ok(api.create(&PostParams::default(), event).await?)
+    fn create<'a>(&'a self, event: &'a E) -> BoxFuture<'a, Result<E, Error>> {
+        Box::pin(async move {
+            let api = self.api(event)?;
+            Ok(api.create(&PostParams::default(), event).await?)
+        })
     }
 
-    async fn patch(&self, event: &E, patch: &[u8]) -> Result<E, Error> {
-        let api = self.api(event)?;
-        let name = event
-            .meta()
-            .name
-            .as_deref()
-            .ok_or_else(|| Error::Request("an event to patch needs a name".into()))?;
-        let patch: serde_json::Value =
-            serde_json::from_slice(patch).map_err(|err| Error::Request(Box::new(err)))?;
-        Ok(api
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await?)
+    fn patch<'a>(&'a self, event: &'a E, patch: &'a [u8]) -> BoxFuture<'a, Result<E, Error>> {
+        Box::pin(async move {
+            let api = self.api(event)?;
+            let name = event
+                .meta()
+                .name
+                .as_deref()
+                .ok_or_else(|| Error::Request("an event to patch needs a name".into()))?;
+            let patch: serde_json::Value =
+                serde_json::from_slice(patch).map_err(|err| Error::Request(Box::new(err)))?;
+            Ok(api
+                .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+                .await?)
+        })
     }
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinformer_events::{
-    Broadcaster, Config, Error, EventObject, EventSink, EventType, KubeSink, Reporter,
+    BoxFuture, Broadcaster, Config, Error, EventObject, EventSink, EventType, KubeSink, Reporter,
 };
 use kinformer_testenv::{ControlPlane, eventually_async};
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -112,18 +112,22 @@ impl Counting {
 }
 
 impl<E: EventObject> EventSink<E> for Counting {
-    async fn create(&self, event: &E) -> Result<E, Error> {
-        self.create.fetch_add(1, Ordering::Relaxed);
-        let result = self.inner.create(event).await;
-        self.note(&result);
-        result
+    fn create<'a>(&'a self, event: &'a E) -> BoxFuture<'a, Result<E, Error>> {
+        Box::pin(async move {
+            self.create.fetch_add(1, Ordering::Relaxed);
+            let result = self.inner.create(event).await;
+            self.note(&result);
+            result
+        })
     }
 
-    async fn patch(&self, event: &E, patch: &[u8]) -> Result<E, Error> {
-        self.patch.fetch_add(1, Ordering::Relaxed);
-        let result = self.inner.patch(event, patch).await;
-        self.note(&result);
-        result
+    fn patch<'a>(&'a self, event: &'a E, patch: &'a [u8]) -> BoxFuture<'a, Result<E, Error>> {
+        Box::pin(async move {
+            self.patch.fetch_add(1, Ordering::Relaxed);
+            let result = self.inner.patch(event, patch).await;
+            self.note(&result);
+            result
+        })
     }
 }
 

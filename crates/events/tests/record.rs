@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kinformer_events::record::{Broadcaster, Config, Recorder, Source};
-use kinformer_events::{Clock, Error, EventSink, EventType, FakeClock};
+use kinformer_events::{BoxFuture, Clock, Error, EventSink, EventType, FakeClock};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -113,12 +113,16 @@ impl CoreSink {
 }
 
 impl EventSink<Event> for CoreSink {
-    async fn create(&self, event: &Event) -> Result<Event, Error> {
-        self.answer(Verb::Create, event, None)
+    fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<Event, Error>> {
+        Box::pin(async move { self.answer(Verb::Create, event, None) })
     }
 
-    async fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, Error> {
-        self.answer(Verb::Patch, event, Some(patch))
+    fn patch<'a>(
+        &'a self,
+        event: &'a Event,
+        patch: &'a [u8],
+    ) -> BoxFuture<'a, Result<Event, Error>> {
+        Box::pin(async move { self.answer(Verb::Patch, event, Some(patch)) })
     }
 }
 

@@ -13,7 +13,7 @@ use kinformer_core::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, KnownObjects, ListPart, Listed,
     MetaObject, ObjectKey, Sink, WholeList, meta_namespace_key,
 };
-use kinformer_deltafifo::{Error as FifoError, FifoQueue, Item, Popped};
+use kinformer_deltafifo::{Error as FifoError, FifoQueue, Item, PopFuture, Popped};
 use kinformer_indexer::{Error as IndexerError, Indexer, IndexerWriter, Indexers};
 use kinformer_informer_factory::SharedIndexInformer;
 use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
@@ -132,7 +132,8 @@ impl Sink<Obj> for SimpleFifo {
     }
 }
 
-impl FifoQueue<Obj> for SimpleFifo {
+impl SimpleFifo {
+    /// Pops the oldest entry, or parks `cx`'s waker while there is none.
     fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, Obj>, FifoError>> {
         let mut st = self.lock();
         if let Some((key, delta)) = st.entries.pop_front() {
@@ -152,6 +153,12 @@ impl FifoQueue<Obj> for SimpleFifo {
         }
         st.waiter = Some(cx.waker().clone());
         Poll::Pending
+    }
+}
+
+impl FifoQueue<Obj> for SimpleFifo {
+    fn pop_async(&self) -> PopFuture<'_, Obj> {
+        PopFuture::from_future(std::future::poll_fn(move |cx| self.poll_pop(cx)))
     }
     // Synced once the first relist is popped. (The built-in FIFOs wait until it is also
     // applied; a FIFO that hands out items without a completion hook cannot, and the

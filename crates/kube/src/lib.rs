@@ -87,8 +87,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::future::BoxFuture;
 use kinformer_compact_store::Cached;
+use kinformer_reflector::BoxFuture;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
 use serde::Serialize;

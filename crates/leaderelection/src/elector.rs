@@ -12,7 +12,6 @@ use tracing::Instrument;
 use crate::attempt::{LeaseAttempt, ObservedRecord, Release};
 use crate::callbacks::NoCallbacks;
 use crate::config::JITTER_FACTOR;
-use crate::lock::{BoxedLock, DynLock};
 use crate::metrics::leader_metric;
 use crate::{
     Clock, Error, LeaderCallbacks, LeaderElectionConfig, LeaderMetric, Leading, LeaseStatus, Lock,
@@ -51,7 +50,7 @@ struct Inner {
     name: String,
     identity: String,
     description: String,
-    lock: BoxedLock,
+    lock: Box<dyn Lock>,
     clock: Arc<dyn Clock>,
     metrics: Box<dyn LeaderMetric>,
     callbacks: Arc<dyn LeaderCallbacks>,
@@ -73,7 +72,7 @@ struct State {
 
 /// Builds a [`LeaderElector`]: the lock (required), then the optional parts.
 pub struct LeaderElectorBuilder {
-    lock: Box<dyn DynLock>,
+    lock: Box<dyn Lock>,
     config: LeaderElectionConfig,
     clock: Arc<dyn Clock>,
     metrics_provider: Option<Arc<dyn MetricsProvider>>,
@@ -131,7 +130,7 @@ impl LeaderElectorBuilder {
                 name,
                 identity,
                 description,
-                lock: BoxedLock(self.lock),
+                lock: self.lock,
                 clock: self.clock,
                 metrics,
                 callbacks: self.callbacks,
@@ -490,9 +489,9 @@ impl Inner {
     fn attempt<'a>(
         &'a self,
         on_slow_path: &'a (dyn Fn() + Send + Sync),
-    ) -> LeaseAttempt<'a, BoxedLock> {
+    ) -> LeaseAttempt<'a, dyn Lock> {
         LeaseAttempt::new(
-            &self.lock,
+            &*self.lock,
             self.config.lease_duration,
             self.config.effective_request_timeout(),
             &*self.clock,

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::{Error, LeaderElectionRecord, Lock};
+use crate::{BoxFuture, Error, LeaderElectionRecord, Lock};
 
 /// A [`Lock`] over one `coordination.k8s.io/v1` Lease: the record is the Lease's spec, the
 /// version its `resourceVersion`. Interoperates with client-go's `resourcelock.LeaseLock`:
@@ -98,46 +98,52 @@ impl fmt::Debug for LeaseLock {
 }
 
 impl Lock for LeaseLock {
-    async fn get(&self) -> Result<Option<LeaderElectionRecord>, Error> {
-        let (api, name) = (self.api.clone(), self.name.clone());
-        let lease = to_the_end(async move { api.get_opt(&name).await }).await?;
-        let record = lease
-            .as_ref()
-            .map(|l| l.spec.as_ref().map(spec_to_record).unwrap_or_default());
-        self.remember(lease);
-        Ok(record)
+    fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>> {
+        Box::pin(async move {
+            let (api, name) = (self.api.clone(), self.name.clone());
+            let lease = to_the_end(async move { api.get_opt(&name).await }).await?;
+            let record = lease
+                .as_ref()
+                .map(|l| l.spec.as_ref().map(spec_to_record).unwrap_or_default());
+            self.remember(lease);
+            Ok(record)
+        })
     }
 
-    async fn create(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
-        let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                namespace: Some(self.namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(record_to_spec(record)),
-        };
-        let api = self.api.clone();
-        let created =
-            to_the_end(async move { api.create(&PostParams::default(), &lease).await }).await?;
-        self.remember(Some(created));
-        Ok(())
+    fn create<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    namespace: Some(self.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(record_to_spec(record)),
+            };
+            let api = self.api.clone();
+            let created =
+                to_the_end(async move { api.create(&PostParams::default(), &lease).await }).await?;
+            self.remember(Some(created));
+            Ok(())
+        })
     }
 
-    async fn update(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
-        let mut lease = self
-            .last
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or(Error::NotLoaded)?;
-        lease.spec = Some(record_to_spec(record));
-        let (api, name) = (self.api.clone(), self.name.clone());
-        let updated =
-            to_the_end(async move { api.replace(&name, &PostParams::default(), &lease).await })
-                .await?;
-        self.remember(Some(updated));
-        Ok(())
+    fn update<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let mut lease = self
+                .last
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+                .ok_or(Error::NotLoaded)?;
+            lease.spec = Some(record_to_spec(record));
+            let (api, name) = (self.api.clone(), self.name.clone());
+            let updated =
+                to_the_end(async move { api.replace(&name, &PostParams::default(), &lease).await })
+                    .await?;
+            self.remember(Some(updated));
+            Ok(())
+        })
     }
 
     fn identity(&self) -> &str {

@@ -210,6 +210,8 @@ pub use config::{JITTER_FACTOR, LeaderElectionConfig};
 pub use elector::{LeaderElector, LeaderElectorBuilder, TermEnd};
 pub use error::{BoxError, Error};
 pub use health::HealthzAdaptor;
+/// What [`Lock`]'s methods return (kinformer-core's, the one async idiom of the swap points).
+pub use kinformer_core::BoxFuture;
 pub use leading::Leading;
 pub use lease_lock::LeaseLock;
 pub use lock::Lock;

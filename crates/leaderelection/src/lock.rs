@@ -1,7 +1,6 @@
 //! The swap point: where the leader record lives.
 
-use std::future::Future;
-use std::pin::Pin;
+use kinformer_core::BoxFuture;
 
 use crate::{Error, LeaderElectionRecord};
 
@@ -28,20 +27,14 @@ use crate::{Error, LeaderElectionRecord};
 /// One elector calls its lock from one task at a time.
 pub trait Lock: Send + Sync + 'static {
     /// Reads the record, or `None` when there is none yet, and remembers its version.
-    fn get(&self) -> impl Future<Output = Result<Option<LeaderElectionRecord>, Error>> + Send;
+    fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>>;
 
     /// Creates the record (none may exist) and remembers its version.
-    fn create(
-        &self,
-        record: &LeaderElectionRecord,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    fn create<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>>;
 
     /// Replaces the record if it is still at the version this lock last saw, and remembers
     /// the new version; [`Error::Conflict`] otherwise.
-    fn update(
-        &self,
-        record: &LeaderElectionRecord,
-    ) -> impl Future<Output = Result<(), Error>> + Send;
+    fn update<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>>;
 
     /// This candidate's identity: unique among all candidates of the election, never empty.
     fn identity(&self) -> &str;
@@ -50,60 +43,32 @@ pub trait Lock: Send + Sync + 'static {
     fn describe(&self) -> String;
 }
 
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// [`Lock`] made object safe, so the elector is not generic over its lock.
-pub(crate) trait DynLock: Send + Sync {
-    fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>>;
-    fn create<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>>;
-    fn update<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>>;
-    fn identity(&self) -> &str;
-    fn describe(&self) -> String;
+macro_rules! forward_lock {
+    ($($ty:ty),*) => {$(
+        impl<L: Lock + ?Sized> Lock for $ty {
+            fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>> {
+                (**self).get()
+            }
+            fn create<'a>(
+                &'a self,
+                record: &'a LeaderElectionRecord,
+            ) -> BoxFuture<'a, Result<(), Error>> {
+                (**self).create(record)
+            }
+            fn update<'a>(
+                &'a self,
+                record: &'a LeaderElectionRecord,
+            ) -> BoxFuture<'a, Result<(), Error>> {
+                (**self).update(record)
+            }
+            fn identity(&self) -> &str {
+                (**self).identity()
+            }
+            fn describe(&self) -> String {
+                (**self).describe()
+            }
+        }
+    )*};
 }
 
-impl<L: Lock> DynLock for L {
-    fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>> {
-        Box::pin(Lock::get(self))
-    }
-
-    fn create<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(Lock::create(self, record))
-    }
-
-    fn update<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(Lock::update(self, record))
-    }
-
-    fn identity(&self) -> &str {
-        Lock::identity(self)
-    }
-
-    fn describe(&self) -> String {
-        Lock::describe(self)
-    }
-}
-
-/// The elector's boxed lock, a [`Lock`] again for [`LeaseAttempt`](crate::LeaseAttempt).
-pub(crate) struct BoxedLock(pub(crate) Box<dyn DynLock>);
-
-impl Lock for BoxedLock {
-    async fn get(&self) -> Result<Option<LeaderElectionRecord>, Error> {
-        self.0.get().await
-    }
-
-    async fn create(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
-        self.0.create(record).await
-    }
-
-    async fn update(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
-        self.0.update(record).await
-    }
-
-    fn identity(&self) -> &str {
-        self.0.identity()
-    }
-
-    fn describe(&self) -> String {
-        self.0.describe()
-    }
-}
+forward_lock!(Box<L>, std::sync::Arc<L>);

@@ -34,7 +34,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::{Error, FakeClock, LeaderElectionRecord, Lock, TokioClock};
+use crate::{BoxFuture, Error, FakeClock, LeaderElectionRecord, Lock, TokioClock};
 
 /// A [`FakeClock`] that follows Tokio's clock: in a runtime with paused time
 /// (`#[tokio::test(start_paused = true)]`, `tokio::time::pause`) it stands still until the
@@ -205,42 +205,48 @@ impl MemoryLock {
 }
 
 impl Lock for MemoryLock {
-    async fn get(&self) -> Result<Option<LeaderElectionRecord>, Error> {
-        self.serve("get", |store, version| {
-            *version = store.record.as_ref().map(|(_, v)| *v);
-            Ok(store.record.as_ref().map(|(r, _)| r.clone()))
+    fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>> {
+        Box::pin(async move {
+            self.serve("get", |store, version| {
+                *version = store.record.as_ref().map(|(_, v)| *v);
+                Ok(store.record.as_ref().map(|(r, _)| r.clone()))
+            })
+            .await
         })
-        .await
     }
 
-    async fn create(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
-        self.serve("create", |store, version| {
-            if store.record.is_some() {
-                return Err(Error::Conflict);
-            }
-            store.versions += 1;
-            store.record = Some((record.clone(), store.versions));
-            *version = Some(store.versions);
-            Ok(())
+    fn create<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            self.serve("create", |store, version| {
+                if store.record.is_some() {
+                    return Err(Error::Conflict);
+                }
+                store.versions += 1;
+                store.record = Some((record.clone(), store.versions));
+                *version = Some(store.versions);
+                Ok(())
+            })
+            .await
         })
-        .await
     }
 
-    async fn update(&self, record: &LeaderElectionRecord) -> Result<(), Error> {
-        self.serve("update", |store, version| {
-            let mine = version.ok_or(Error::NotLoaded)?;
-            let Some((_, current)) = store.record else {
-                return Err(Error::NotFound);
-            };
-            if current != mine {
-                return Err(Error::Conflict);
-            }
-            store.versions += 1;
-            store.record = Some((record.clone(), store.versions));
-            *version = Some(store.versions);
-            Ok(())
+    fn update<'a>(&'a self, record: &'a LeaderElectionRecord) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            self.serve("update", |store, version| {
+                let mine = version.ok_or(Error::NotLoaded)?;
+                let Some((_, current)) = store.record else {
+                    return Err(Error::NotFound);
+                };
+                if current != mine {
+                    return Err(Error::Conflict);
+                }
+                store.versions += 1;
+                store.record = Some((record.clone(), store.versions));
+                *version = Some(store.versions);
+                Ok(())
+            })
+            .await
         })
-        .await
     }
 
     fn identity(&self) -> &str {

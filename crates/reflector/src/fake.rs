@@ -27,7 +27,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
+use kinformer_core::BoxFuture;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

@@ -159,6 +159,9 @@ pub use backoff::Backoff;
 pub use error::{ApiStatus, Error};
 /// Re-exported from kinformer-core: the boxed cause inside [`Error::Unreachable`] and others.
 pub use kinformer_core::BoxError;
+/// Re-exported from kinformer-core: what [`ListerWatcher`]'s methods return (the one async
+/// idiom of kinformer's swap points).
+pub use kinformer_core::BoxFuture;
 pub use lister_watcher::{
     Bookmark, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions,
     WatchStream,

@@ -1,8 +1,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use kinformer_core::BoxFuture;
 
 use kinformer_core::ObjectKey;
 
@@ -244,7 +244,7 @@ pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, Error>>;
 ///
 /// ```
 /// use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
-/// use futures::future::BoxFuture;
+/// use kinformer_reflector::BoxFuture;
 ///
 /// /// A source with one fixed page and watches that end at once.
 /// struct Fixed;

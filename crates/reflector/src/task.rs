@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 ///
 /// ```compile_fail
 /// use kinformer_reflector::Reflector;
-/// # use futures::future::BoxFuture;
+/// # use kinformer_reflector::BoxFuture;
 /// # use k8s_openapi::api::core::v1::Pod;
 /// # use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 /// # struct Quiet;
@@ -46,7 +46,7 @@ use tokio_util::sync::CancellationToken;
 ///
 /// ```
 /// # use kinformer_reflector::Reflector;
-/// # use futures::future::BoxFuture;
+/// # use kinformer_reflector::BoxFuture;
 /// # use k8s_openapi::api::core::v1::Pod;
 /// # use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 /// # struct Quiet;

@@ -32,21 +32,21 @@
 //! use std::sync::{Arc, Mutex};
 //! use k8s_openapi::api::core::v1::{Event, ObjectReference};
 //! use kinformer_events::record::{Broadcaster, Config, Source};
-//! use kinformer_events::{Error, EventSink, EventType, FakeClock};
+//! use kinformer_events::{BoxFuture, Error, EventSink, EventType, FakeClock};
 //!
 //! #[derive(Clone, Default)]
 //! struct Log(Arc<Mutex<Vec<String>>>);
 //!
 //! impl EventSink<Event> for Log {
-//!     async fn create(&self, event: &Event) -> Result<Event, Error> {
+//!     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<Event, Error>> {
 //!         let message = event.message.clone().unwrap_or_default();
 //!         self.0.lock().unwrap().push(format!("create {message}"));
-//!         Ok(event.clone())
+//!         Box::pin(std::future::ready(Ok(event.clone())))
 //!     }
-//!     async fn patch(&self, event: &Event, _patch: &[u8]) -> Result<Event, Error> {
+//!     fn patch<'a>(&'a self, event: &'a Event, _: &'a [u8]) -> BoxFuture<'a, Result<Event, Error>> {
 //!         let count = event.count.unwrap_or_default();
 //!         self.0.lock().unwrap().push(format!("patch count {count}"));
-//!         Ok(event.clone())
+//!         Box::pin(std::future::ready(Ok(event.clone())))
 //!     }
 //! }
 //!

@@ -10,7 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
-use kinformer_events::{Broadcaster, Config, Error, EventSink, FakeClock, Recorder, Reporter};
+use kinformer_events::{
+    BoxFuture, Broadcaster, Config, Error, EventSink, FakeClock, Recorder, Reporter,
+};
 use tokio::sync::mpsc;
 
 /// 2023-11-14T22:13:20Z: where every fake clock starts.
@@ -176,12 +178,16 @@ fn api(code: u16, reason: &str) -> Error {
 }
 
 impl EventSink for FakeSink {
-    async fn create(&self, event: &Event) -> Result<Event, Error> {
-        self.answer(Verb::Create, event, None).await
+    fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<Event, Error>> {
+        Box::pin(async move { self.answer(Verb::Create, event, None).await })
     }
 
-    async fn patch(&self, event: &Event, patch: &[u8]) -> Result<Event, Error> {
-        self.answer(Verb::Patch, event, Some(patch)).await
+    fn patch<'a>(
+        &'a self,
+        event: &'a Event,
+        patch: &'a [u8],
+    ) -> BoxFuture<'a, Result<Event, Error>> {
+        Box::pin(async move { self.answer(Verb::Patch, event, Some(patch)).await })
     }
 }
 

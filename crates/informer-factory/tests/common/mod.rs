@@ -154,12 +154,8 @@ impl<K, S: kinformer_core::Sink<K>> kinformer_core::Sink<K> for Forward<S> {
 }
 
 impl<K, S: kinformer_deltafifo::FifoQueue<K>> kinformer_deltafifo::FifoQueue<K> for Forward<S> {
-    fn poll_pop(
-        &self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<kinformer_deltafifo::Popped<'_, K>, kinformer_deltafifo::Error>>
-    {
-        self.0.poll_pop(cx)
+    fn pop_async(&self) -> kinformer_deltafifo::PopFuture<'_, K> {
+        self.0.pop_async()
     }
     fn has_synced(&self) -> bool {
         self.0.has_synced()

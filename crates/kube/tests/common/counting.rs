@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::future::BoxFuture;
+use kinformer_reflector::BoxFuture;
 use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
 
 /// A [`ListerWatcher`] that records every call in its [`Calls`] before passing it on.

@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::testing::{Fault, MemoryLease, tokio_clock};
 use crate::{
-    Clock, Error, FakeClock, LeaderCallbacks, LeaderElectionConfig, LeaderElectionRecord,
-    LeaderElector, LeaderMetric, Leading, MetricsProvider, TermEnd,
+    BoxFuture, Clock, Error, FakeClock, LeaderCallbacks, LeaderElectionConfig,
+    LeaderElectionRecord, LeaderElector, LeaderMetric, Leading, MetricsProvider, TermEnd,
 };
 
 const LEASE: Duration = Duration::from_secs(15);
@@ -1029,19 +1029,19 @@ async fn status_shows_the_holder_the_records_times_and_the_expiry_on_this_clock(
 async fn an_elector_over_a_forwarding_lock_and_clock_renews_as_over_the_plain_ones() {
     struct ForwardLock<L>(L);
     impl<L: crate::Lock> crate::Lock for ForwardLock<L> {
-        fn get(&self) -> impl Future<Output = Result<Option<LeaderElectionRecord>, Error>> + Send {
+        fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>> {
             self.0.get()
         }
-        fn create(
-            &self,
-            record: &LeaderElectionRecord,
-        ) -> impl Future<Output = Result<(), Error>> + Send {
+        fn create<'a>(
+            &'a self,
+            record: &'a LeaderElectionRecord,
+        ) -> BoxFuture<'a, Result<(), Error>> {
             self.0.create(record)
         }
-        fn update(
-            &self,
-            record: &LeaderElectionRecord,
-        ) -> impl Future<Output = Result<(), Error>> + Send {
+        fn update<'a>(
+            &'a self,
+            record: &'a LeaderElectionRecord,
+        ) -> BoxFuture<'a, Result<(), Error>> {
             self.0.update(record)
         }
         fn identity(&self) -> &str {

@@ -71,7 +71,7 @@ pub struct Reflector<K, L, S> {
 }
 
 /// What [`Reflector::pace`] awaits after each part of a list it hands on.
-pub type Pace = Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+pub type Pace = Arc<dyn Fn() -> kinformer_core::BoxFuture<'static, ()> + Send + Sync>;
 
 impl<K, L, S> fmt::Debug for Reflector<K, L, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
+use kinformer_core::BoxFuture;
 use kinformer_core::MetaObject;
 
 use tokio::sync::watch;

@@ -9,7 +9,7 @@ use kinformer_core::{
     DeletedFinalStateUnknown, Delta, DeltaObject, DeltaType, ErrorChain, KeyFunc, KnownObjects,
     ListPart, Listed, MetaObject, ObjectKey, Unchanged,
 };
-use kinformer_deltafifo::{FifoQueue, FifoQueueExt, Item};
+use kinformer_deltafifo::{FifoQueue, Item};
 use kinformer_indexer::Indexer;
 use kinformer_reflector::{ListerWatcher, Reflector};
 use tokio_util::sync::CancellationToken;
