@@ -40,8 +40,8 @@
 //! | [`DelayingQueue`]     | [`DelayingWorkQueue`]     | `add_after`, earliest ready time wins                 |
 //! | [`RateLimitingQueue`] | [`RateLimitingWorkQueue`] | `add_rate_limited`, `forget`, `num_requeues`          |
 //!
-//! Beside them, [`PriorityWorkQueue`] is all three layers in one (it implements the three
-//! traits) with controller-runtime v0.23's order: see "Priorities" below.
+//! [`PriorityWorkQueue`] is the three layers over a [`PriorityStorage`] (it implements the
+//! three traits), with controller-runtime's order: see "Priorities" below.
 //!
 //! Why traits: a controller's worker loop is written against the trait, so a test can hand
 //! it a fake, and a layer can be replaced alone (a delaying queue on another timer, a queue
@@ -53,9 +53,9 @@
 //!
 //! - [`QueueStorage`]: the order in which queued items are handed out. [`FifoStorage`] is
 //!   client-go's; [`PriorityStorage`] orders by priority (higher first, FIFO within a
-//!   priority), fed by [`Queue::add_with_priority`], for a base queue alone (the delaying
-//!   layer above it does not carry priorities: use [`PriorityWorkQueue`] for that). Storages
-//!   hold items wrapped in [`Queued`] (which they read but cannot copy).
+//!   priority), fed by [`Queue::add_with_priority`] ([`WorkQueue::with_priorities`] also
+//!   reports the depth by priority). Storages hold items wrapped in [`Queued`] (which they
+//!   read but cannot copy).
 //! - [`RateLimiter`]: how long a retry waits. [`ItemExponentialFailureRateLimiter`],
 //!   [`ItemFastSlowRateLimiter`], [`BucketRateLimiter`], [`MaxOfRateLimiter`],
 //!   [`WithMaxWaitRateLimiter`], and [`default_controller_rate_limiter`] =
@@ -82,8 +82,8 @@
 //! else at 0.
 //!
 //! [`PriorityWorkQueue`] is that queue: higher priority first, FIFO among equal priorities by
-//! when each item became ready, one entry per item with the higher priority and the earlier
-//! ready time of its adds; with the same rate limiters, [`Clock`] and metrics as the other
+//! when each item became ready at its priority, one queued entry per item with the higher
+//! priority of its adds; with the same rate limiters, [`Clock`] and metrics as the other
 //! queues (its depth labelled by priority where the provider supports it). The priority calls
 //! are on the traits ([`Queue::add_with_priority`], [`Queue::get_with_priority`],
 //! [`DelayingQueue::add_after_with_priority`],
@@ -92,9 +92,9 @@
 //! does not. The layers carry them: [`WorkQueue`] reports the highest priority an item was
 //! added at (ordering by it over [`PriorityStorage`], by arrival over the FIFO storage),
 //! [`DelayingWorkQueue`] keeps it with a waiting item and adds the item at it when it is
-//! ready, and [`RateLimitingWorkQueue`] passes it to the delaying layer, so the three layers
-//! over [`PriorityStorage`] keep priorities through delays and retries as
-//! [`PriorityWorkQueue`] does.
+//! ready, and [`RateLimitingWorkQueue`] passes it to the delaying layer. The priority queue
+//! is exactly those three layers over [`WorkQueue::with_priorities`], so replacing one of
+//! them (the rate limiter, say) keeps the order, the name and the metrics of the others.
 //!
 //! # One rule for provided methods
 //!
@@ -111,8 +111,8 @@
 //! Use it for a controller's queue, where an initial list or a resync queues many keys at
 //! once and real changes should not wait behind them; keep [`RateLimitingWorkQueue`] where
 //! client-go's exact FIFO order is the point (its conformance traces replay it against
-//! client-go). A cycle costs more than the FIFO's (ordered maps rather than a ring buffer:
-//! a few hundred nanoseconds, BENCHMARKS.md), nothing next to a reconcile.
+//! client-go). A cycle costs more than the FIFO's (a binary heap and a map rather than a
+//! ring buffer, BENCHMARKS.md), nothing next to a reconcile.
 //!
 //! How it differs from controller-runtime's `priorityqueue` (v0.23.0 to v0.23.3, the same
 //! code):
@@ -122,9 +122,12 @@
 //!   `Get` returns at once after `ShutDown`, and its `ShutDownWithDrain` is `ShutDown`.
 //! - [`Queue::len`] counts the items `get` can hand out now; controller-runtime's also counts
 //!   ready items held by a worker and added again.
-//! - A waiting item made ready by an add without delay takes its place among the ready items
-//!   then, as one whose delay ran out does; controller-runtime keeps the place of its first
-//!   add there (and only there), which can put it ahead of items ready before it.
+//! - An add without delay leaves a waiting (delayed or rate-limited) add of the same item in
+//!   place: the item is queued now and again when the delay runs out, as with client-go's
+//!   delaying queue. controller-runtime keeps one entry per item and makes it ready now, so
+//!   a reconcile's `RequeueAfter` followed by an event for the same key is lost there.
+//! - Items whose delays run out at the same instant queue in the delaying heap's order
+//!   (client-go's); controller-runtime orders them by priority, then by first add.
 //! - Adds take effect before `add` returns; controller-runtime buffers them for a goroutine,
 //!   so its `Len` and a `Get` racing an `Add` may not see them yet.
 //! - Priorities are `i32` (Go's `int`), and there is no batch `AddWithOpts(opts, items...)`:

@@ -15,7 +15,9 @@ use crossbeam_channel::{RecvTimeoutError, Sender};
 use crate::HashMap;
 use crate::metrics::{QueueMetrics, UNFINISHED_WORK_UPDATE_PERIOD, resolve_provider};
 use crate::sync::{Condvar, Mutex, lock, wait};
-use crate::{FifoStorage, Item, QueueConfig, QueueStats, QueueStorage, Queued, TimeListener};
+use crate::{
+    FifoStorage, Item, PriorityStorage, QueueConfig, QueueStats, QueueStorage, Queued, TimeListener,
+};
 
 /// A work queue: client-go's `TypedInterface`.
 ///
@@ -312,6 +314,9 @@ struct Shared<T, S> {
     ticker: std::sync::Mutex<Option<Sender<()>>>,
     /// The queue's name, for [`QueueStats`].
     name: String,
+    /// Whether [`QueueStats::depth_by_priority`] is reported (a queue made by
+    /// [`WorkQueue::with_priorities`]).
+    by_priority: bool,
 }
 
 /// Where an item stands: one slot of the state table per item in the item table.
@@ -432,11 +437,21 @@ impl<T: Item, S: QueueStorage<T>> State<T, S> {
             hash_map::Entry::Occupied(occupied) => {
                 match &mut self.slots[*occupied.get()] {
                     Slot::Queued(queued_priority) => {
-                        *queued_priority = (*queued_priority).max(priority);
+                        if priority > *queued_priority {
+                            if let Some(metrics) = &mut self.metrics {
+                                metrics.reprioritize(*queued_priority, priority);
+                            }
+                            *queued_priority = priority;
+                        }
                         self.storage.touch(occupied.key(), priority);
                     }
                     Slot::ProcessingDirty(queued_priority) => {
-                        *queued_priority = (*queued_priority).max(priority);
+                        if priority > *queued_priority {
+                            if let Some(metrics) = &mut self.metrics {
+                                metrics.reprioritize(*queued_priority, priority);
+                            }
+                            *queued_priority = priority;
+                        }
                     }
                     slot @ Slot::Processing => {
                         *slot = Slot::ProcessingDirty(priority);
@@ -561,15 +576,47 @@ impl<T: Item> Default for WorkQueue<T> {
     }
 }
 
+impl<T: Item> WorkQueue<T, PriorityStorage<T>> {
+    /// A queue that hands out the highest priority first ([`PriorityStorage`]), reporting
+    /// its depth by priority: in [`QueueStats::depth_by_priority`], and in the depth metric
+    /// when the provider makes a gauge labelled by priority
+    /// ([`MetricsProvider::new_depth_with_priority_metric`](crate::MetricsProvider::new_depth_with_priority_metric)).
+    /// The base of [`PriorityWorkQueue`](crate::PriorityWorkQueue).
+    ///
+    /// ```
+    /// use kinformer_workqueue::{LOW_PRIORITY, Queue, QueueConfig, WorkQueue};
+    ///
+    /// let queue = WorkQueue::with_priorities(QueueConfig::new());
+    /// queue.add_with_priority("listed", LOW_PRIORITY);
+    /// queue.add("changed");
+    /// assert_eq!(queue.stats().depth_by_priority, [(0, 1), (LOW_PRIORITY, 1)]);
+    /// assert_eq!(queue.get(), Some("changed"));
+    /// ```
+    pub fn with_priorities(config: QueueConfig) -> Self {
+        Self::build(PriorityStorage::new(), config, true)
+    }
+}
+
 impl<T: Item, S: QueueStorage<T> + 'static> WorkQueue<T, S> {
     /// A queue that orders items with `storage` (for example a
-    /// [`PriorityStorage`](crate::PriorityStorage)).
+    /// [`PriorityStorage`]; [`with_priorities`](WorkQueue::with_priorities) also reports the
+    /// depth by priority).
     pub fn with_storage(storage: S, config: QueueConfig) -> Self {
+        Self::build(storage, config, false)
+    }
+
+    fn build(storage: S, config: QueueConfig, by_priority: bool) -> Self {
         let metrics = if config.name.is_empty() {
             None
         } else {
-            resolve_provider(config.metrics.as_ref())
-                .map(|provider| QueueMetrics::new(&*provider, &config.name, config.clock.clone()))
+            resolve_provider(config.metrics.as_ref()).map(|provider| {
+                let clock = config.clock.clone();
+                if by_priority {
+                    QueueMetrics::with_priority(&*provider, &config.name, clock)
+                } else {
+                    QueueMetrics::new(&*provider, &config.name, clock)
+                }
+            })
         };
         let has_metrics = metrics.is_some();
         let shared = Arc::new(Shared {
@@ -596,6 +643,7 @@ impl<T: Item, S: QueueStorage<T> + 'static> WorkQueue<T, S> {
             queued_hint: AtomicUsize::new(0),
             ticker: std::sync::Mutex::new(None),
             name: config.name.clone(),
+            by_priority,
         });
         if has_metrics {
             let listener: Weak<dyn TimeListener> = Arc::downgrade(&shared) as _;
@@ -870,12 +918,25 @@ impl<T: Item, S: QueueStorage<T> + 'static> Queue<T> for WorkQueue<T, S> {
         lock(&self.shared.state).shutting_down
     }
 
+    /// With the depth by priority for a queue made by
+    /// [`with_priorities`](WorkQueue::with_priorities): one pass over the item table.
     fn stats(&self) -> QueueStats {
         let state = lock(&self.shared.state);
         let unfinished = state.metrics.as_ref().map(QueueMetrics::unfinished_work);
+        let mut depth_by_priority = Vec::new();
+        if self.shared.by_priority {
+            let mut counts = std::collections::BTreeMap::new();
+            for slot in &state.slots {
+                if let Slot::Queued(priority) = slot {
+                    *counts.entry(std::cmp::Reverse(*priority)).or_insert(0) += 1;
+                }
+            }
+            depth_by_priority = counts.into_iter().map(|(p, n)| (p.0, n)).collect();
+        }
         QueueStats {
             name: self.shared.name.clone(),
             depth: state.queued(),
+            depth_by_priority,
             processing: state.processing,
             unfinished_work: unfinished.map(|(total, _)| total),
             longest_running_processor: unfinished.map(|(_, oldest)| oldest),

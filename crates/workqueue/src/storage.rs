@@ -170,9 +170,8 @@ impl<T: Send> QueueStorage<T> for FifoStorage<T> {
 /// [`PriorityWorkQueue`](crate::PriorityWorkQueue).
 ///
 /// Adding an item that is already queued with a higher priority raises it; a lower priority
-/// leaves it where it is. A raised item keeps its original place among the items of its new
-/// priority (its first add time); controller-runtime v0.23, and `PriorityWorkQueue`, put it
-/// behind the items already there instead.
+/// leaves it where it is. A raised item goes behind the items already queued at its new
+/// priority (it became ready at that priority last), as in controller-runtime v0.23.
 ///
 /// ```
 /// use kinformer_workqueue::{PriorityStorage, Queue, QueueConfig, WorkQueue};
@@ -270,8 +269,9 @@ impl<T: Item> QueueStorage<T> for PriorityStorage<T> {
         if priority <= rank.0 {
             return;
         }
-        rank.0 = priority;
-        let seq = rank.1;
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        (rank.0, rank.1) = (priority, seq);
         self.heap.push(Ranked {
             priority,
             seq,
@@ -344,13 +344,15 @@ mod tests {
     }
 
     #[test]
-    fn raised_item_keeps_its_first_add_place() {
+    fn a_raised_item_goes_behind_those_already_at_its_new_priority() {
         let mut storage = PriorityStorage::new();
         storage.push_item("first", 0);
         storage.push_item("second", 3);
         storage.touch(&"first", 3);
-        assert_eq!(storage.pop_item(), Some("first"));
+        storage.push_item("third", 3);
         assert_eq!(storage.pop_item(), Some("second"));
+        assert_eq!(storage.pop_item(), Some("first"));
+        assert_eq!(storage.pop_item(), Some("third"));
     }
 
     #[test]

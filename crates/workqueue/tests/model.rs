@@ -243,8 +243,9 @@ proptest! {
 }
 
 /// The priority queue against a plain model of its rules (controller-runtime's order, the
-/// other queues' dirty, processing and shutdown rules): every entry in one list, the next
-/// item found by a scan, ready times on the same fake clock.
+/// other queues' dirty, processing and shutdown rules, delayed adds kept apart from ready
+/// ones as client-go's delaying queue keeps them): every entry in one map, the next item
+/// found by a scan, ready times on the same fake clock.
 mod priority {
     use std::cmp::Reverse;
     use std::collections::BTreeMap;
@@ -277,19 +278,22 @@ mod priority {
         ]
     }
 
-    /// What is pending for an item: priority, place among its priority, ready time
-    /// (`None`: ready).
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    struct Pending {
-        priority: i32,
-        seq: u64,
-        at: Option<u64>,
+    /// The priority queue is the three layers over priority storage, so its model is two
+    /// independent parts per item: the base queue's entry (queued, or held and dirty, at a
+    /// priority and a place among that priority) and the delaying layer's waiting entry
+    /// (ready time and priority). A delayed add is never merged into a ready one.
+    #[derive(Debug, Default, Clone, Copy)]
+    struct Entry {
+        held: bool,
+        /// Queued (or dirty while held) at (priority, place among its priority).
+        queued: Option<(i32, u64)>,
+        /// Waiting in the delaying layer: (ready time, priority).
+        waiting: Option<(u64, i32)>,
     }
 
     #[derive(Debug, Default)]
     struct Model {
-        /// item -> (held by a worker, what is pending)
-        items: BTreeMap<u8, (bool, Option<Pending>)>,
+        items: BTreeMap<u8, Entry>,
         seq: u64,
         now: u64,
         shutting_down: bool,
@@ -301,115 +305,129 @@ mod priority {
             self.seq
         }
 
+        /// The base queue's add: a queued item keeps its place unless raised (then it goes
+        /// behind the items at its new priority); a held one is marked dirty. `seq` is the
+        /// place a new entry takes.
+        fn add_ready(&mut self, item: u8, priority: i32, seq: u64) {
+            let entry = self.items.entry(item).or_default();
+            entry.queued = Some(match entry.queued {
+                None => (priority, seq),
+                Some((old, _)) if priority > old => (priority, seq),
+                Some(kept) => kept,
+            });
+        }
+
         fn add(&mut self, item: u8, priority: i32, delay: u64) {
             if self.shutting_down {
                 return;
             }
-            let at = (delay > 0).then_some(self.now + delay);
-            let old = self.items.get(&item).copied();
-            let pending = match old {
-                None | Some((_, None)) => Pending {
-                    priority,
-                    seq: self.next_seq(),
-                    at,
-                },
-                Some((_, Some(old))) => {
-                    // The earlier ready time (now is the earliest), the higher priority;
-                    // a new place when raised or when it becomes ready now.
-                    let at = match (old.at, at) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        _ => None,
-                    };
-                    let raised = priority > old.priority;
-                    let seq = if raised || (old.at.is_some() && at.is_none()) {
-                        self.next_seq()
-                    } else {
-                        old.seq
-                    };
-                    Pending {
-                        priority: priority.max(old.priority),
-                        seq,
-                        at,
-                    }
-                }
-            };
-            let held = old.is_some_and(|(held, _)| held);
-            self.items.insert(item, (held, Some(pending)));
+            if delay == 0 {
+                let seq = self.next_seq();
+                self.add_ready(item, priority, seq);
+                return;
+            }
+            let at = self.now + delay;
+            let entry = self.items.entry(item).or_default();
+            entry.waiting = Some(match entry.waiting {
+                None => (at, priority),
+                Some((old_at, old_priority)) => (old_at.min(at), old_priority.max(priority)),
+            });
         }
 
-        /// `None` when `get` would block.
-        fn try_get(&mut self) -> Option<Option<(u8, i32)>> {
-            let next = self
+        /// The items `get` may hand out next: the highest priority, the earliest place.
+        /// Items readied at one instant share a place (the delaying layer fires them in its
+        /// heap's order, client-go's, which this model does not reproduce), so there may
+        /// be several.
+        fn candidates(&self) -> Vec<(u8, i32)> {
+            let ready: Vec<(u8, i32, u64)> = self
                 .items
                 .iter()
-                .filter_map(|(item, (held, pending))| match pending {
-                    Some(p) if !held && p.at.is_none() => Some((*item, *p)),
-                    _ => None,
-                })
-                .min_by_key(|(_, p)| (Reverse(p.priority), p.seq));
-            match next {
-                Some((item, p)) => {
-                    self.items.insert(item, (true, None));
-                    Some(Some((item, p.priority)))
-                }
-                None if self.shutting_down => Some(None),
-                None => None,
+                .filter(|(_, e)| !e.held)
+                .filter_map(|(item, e)| e.queued.map(|(p, seq)| (*item, p, seq)))
+                .collect();
+            let best = ready.iter().map(|(_, p, seq)| (Reverse(*p), *seq)).min();
+            ready
+                .into_iter()
+                .filter(|(_, p, seq)| Some((Reverse(*p), *seq)) == best)
+                .map(|(item, p, _)| (item, p))
+                .collect()
+        }
+
+        fn take(&mut self, item: u8) {
+            if let Some(entry) = self.items.get_mut(&item) {
+                entry.held = true;
+                entry.queued = None;
             }
         }
 
         fn done(&mut self, item: u8) {
-            match self.items.get(&item).copied() {
-                Some((true, None)) => {
-                    self.items.remove(&item);
-                }
-                Some((true, pending)) => {
-                    self.items.insert(item, (false, pending));
-                }
-                _ => {}
+            let Some(entry) = self.items.get(&item).copied() else {
+                return;
+            };
+            if !entry.held {
+                return;
             }
+            let entry = self.items.entry(item).or_default();
+            entry.held = false;
+            if let Some((priority, _)) = entry.queued {
+                // Dirty: queued again now, behind what is queued.
+                let seq = self.next_seq();
+                self.items.entry(item).or_default().queued = Some((priority, seq));
+            }
+            self.forget_empty(item);
         }
 
         fn step(&mut self, by: u64) {
             self.now += by;
-            let mut due: Vec<(u8, Pending)> = self
+            let mut due: Vec<(u64, u8, i32)> = self
                 .items
                 .iter()
-                .filter_map(|(item, (_, pending))| match pending {
-                    Some(p) if p.at.is_some_and(|at| at <= self.now) => Some((*item, *p)),
+                .filter_map(|(item, e)| match e.waiting {
+                    Some((at, p)) if at <= self.now => Some((at, *item, p)),
                     _ => None,
                 })
                 .collect();
-            due.sort_by_key(|(_, p)| (p.at, Reverse(p.priority), p.seq));
-            for (item, p) in due {
-                let seq = self.next_seq();
-                if let Some((_, pending)) = self.items.get_mut(&item) {
-                    *pending = Some(Pending { seq, at: None, ..p });
+            due.sort_unstable();
+            let mut last_at = None;
+            let mut seq = 0;
+            for (at, item, priority) in due {
+                if last_at != Some(at) {
+                    last_at = Some(at);
+                    seq = self.next_seq();
                 }
+                self.items.entry(item).or_default().waiting = None;
+                self.add_ready(item, priority, seq);
             }
         }
 
         fn shut_down(&mut self) {
             self.shutting_down = true;
-            self.items.retain(|_, (held, pending)| {
-                if pending.is_some_and(|p| p.at.is_some()) {
-                    *pending = None;
-                }
-                *held || pending.is_some()
-            });
+            let items: Vec<u8> = self.items.keys().copied().collect();
+            for item in items {
+                self.items.entry(item).or_default().waiting = None;
+                self.forget_empty(item);
+            }
+        }
+
+        fn forget_empty(&mut self, item: u8) {
+            if self
+                .items
+                .get(&item)
+                .is_some_and(|e| !e.held && e.queued.is_none() && e.waiting.is_none())
+            {
+                self.items.remove(&item);
+            }
         }
 
         fn len(&self) -> usize {
             self.items
                 .values()
-                .filter(|(held, p)| !held && p.is_some_and(|p| p.at.is_none()))
+                .filter(|e| !e.held && e.queued.is_some())
                 .count()
         }
 
         fn waiting_len(&self) -> usize {
-            self.items
-                .values()
-                .filter(|(_, p)| p.is_some_and(|p| p.at.is_some()))
-                .count()
+            self.items.values().filter(|e| e.waiting.is_some()).count()
         }
     }
 
@@ -442,8 +460,18 @@ mod priority {
                         model.add(item, priority, u64::from(delay));
                     }
                     Op::Get => {
-                        if let Some(expected) = model.try_get() {
-                            prop_assert_eq!(queue.get_with_priority(), expected);
+                        let candidates = model.candidates();
+                        if !candidates.is_empty() {
+                            let got = queue.get_with_priority();
+                            prop_assert!(
+                                got.is_some_and(|got| candidates.contains(&got)),
+                                "got {:?}, expected one of {:?}", got, candidates
+                            );
+                            if let Some((item, _)) = got {
+                                model.take(item);
+                            }
+                        } else if model.shutting_down {
+                            prop_assert_eq!(queue.get_with_priority(), None);
                         }
                     }
                     Op::Done(item) => {

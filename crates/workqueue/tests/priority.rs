@@ -178,7 +178,7 @@ fn an_item_ready_by_its_delay_queues_behind_those_ready_before_it() {
 }
 
 #[test]
-fn the_earlier_ready_time_wins_and_an_add_makes_a_waiting_item_ready_once() {
+fn the_earlier_ready_time_wins_and_an_add_does_not_cancel_a_waiting_one() {
     let (queue, clock) = fake_queue();
     queue.add_after("x", 10 * MS);
     queue.add_after("x", 3 * MS); // earlier: wins
@@ -187,20 +187,29 @@ fn the_earlier_ready_time_wins_and_an_add_makes_a_waiting_item_ready_once() {
     clock.step(3 * MS);
     assert_eq!(next(&queue), Some("x"));
     queue.done(&"x");
-
-    queue.add_after_with_priority("y", 10 * MS, 1);
-    queue.add_with_priority("y", LOW_PRIORITY); // ready now, keeps priority 1
-    assert_eq!((queue.len(), queue.waiting_len()), (1, 0));
-    assert_eq!(take(&queue), Some(("y", 1)));
-    queue.done(&"y");
     clock.step(Duration::from_secs(1));
-    assert!(
-        queue.is_empty(),
-        "one entry: the delay does not queue it again"
-    );
+    assert!(queue.is_empty(), "one waiting entry: handed out once");
 
+    // A controller's `RequeueAfter` (a delayed add), then an event for the same key (an add
+    // now): the event is handled now and the delayed add still comes at its time, as with
+    // client-go's queues (controller-runtime's queue merges them and loses the second).
+    queue.add_after_with_priority("y", 10 * MS, 1);
+    queue.add_with_priority("y", LOW_PRIORITY);
+    assert_eq!((queue.len(), queue.waiting_len()), (1, 1));
+    assert_eq!(take(&queue), Some(("y", LOW_PRIORITY)));
+    queue.done(&"y");
+    clock.step(10 * MS);
+    assert_eq!(
+        take(&queue),
+        Some(("y", 1)),
+        "the delayed add came, at its priority"
+    );
+    queue.done(&"y");
+
+    // A delayed add of an item already queued, once due, finds it queued: still one entry.
     queue.add("z");
-    queue.add_after("z", 5 * MS); // already ready: stays ready, one entry
+    queue.add_after("z", 5 * MS);
+    clock.step(5 * MS);
     assert_eq!((queue.len(), queue.waiting_len()), (1, 0));
 }
 

@@ -7,7 +7,10 @@ use std::time::Duration;
 /// As in client-go: success forgets the key's failures; a requested requeue forgets them
 /// too and adds the key back after the delay (`queue.Forget(key); queue.AddAfter(key, d)`),
 /// which the rate limiter does not slow down. An event for the key before then reconciles
-/// it at once, and the delayed add still fires later (the queue keeps the earliest time).
+/// it at once, and the delayed add still fires later, on every queue of kinformer-workqueue
+/// including the default priority queue (two requeues of one key keep the earlier time).
+/// controller-runtime's priority queue drops the delayed add in that case; test:
+/// `controller/tests/controller.rs::requeue_after_still_comes_after_an_event_for_the_same_key_on_the_default_queue`.
 ///
 /// ```
 /// use std::time::Duration;
