@@ -152,13 +152,13 @@ pub(super) mod testing {
         }
     }
 
-    /// The event's type on the wire and its object; panics on a bookmark.
+    /// The event's type on the wire and its object; panics on a bookmark or a shard change.
     pub(crate) fn object_of<K>(ev: WatchEvent<K>) -> (&'static str, K) {
         match ev {
             WatchEvent::Added(o) => ("ADDED", o),
             WatchEvent::Modified(o) => ("MODIFIED", o),
             WatchEvent::Deleted(o) => ("DELETED", o),
-            WatchEvent::Bookmark(_) => panic!("a bookmark, not an object"),
+            WatchEvent::Bookmark(_) | WatchEvent::Shard(_) => panic!("not an object"),
         }
     }
 }

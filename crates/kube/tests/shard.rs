@@ -229,6 +229,7 @@ async fn shard_membership_equals_the_gated_api_servers_for_lists_watches_and_str
                     }
                 }
                 WatchEvent::Bookmark(_) => {}
+                WatchEvent::Shard(change) => panic!("{shard}: the selection is fixed: {change:?}"),
             }
         }
         assert_eq!(got, want, "{shard}");

@@ -118,37 +118,12 @@ pub enum Error {
     InvalidShard(String),
 
     /// The [`ShardSelection`](crate::ShardSelection) of a
-    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) changed: its watch ends, or a
-    /// watch or a list page under the old selection is refused, and the reflector relists
-    /// at once (no backoff, nothing logged above debug) with the new selector.
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) changed: a watch or a list page
+    /// under the old selection is refused, and the reflector relists at once (no backoff,
+    /// nothing logged above debug) with the new selector. (A change under a running watch
+    /// is an item of the watch, [`ShardChange`](crate::ShardChange), not this error.)
     #[error("the shard selection changed")]
     ShardSelectionChanged,
-
-    /// The [`ShardSelection`](crate::ShardSelection) of a
-    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) narrowed to this selector
-    /// (shards given up, none taken) while its watch ran: an item of the watch, not its
-    /// end. The watch goes on and keeps only this selector's objects from here; the
-    /// reflector drops from the cache every object it no longer selects, as the relist of
-    /// a change would (each leaves as a deletion), but without a request. A reflector
-    /// without the cache's [`KnownObjects`](kinformer_core::KnownObjects) relists instead.
-    #[error("the shard selection narrowed to {0}")]
-    ShardSelectionNarrowed(crate::ShardSelector),
-
-    /// The [`ShardSelection`](crate::ShardSelection) of a
-    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) changed to `selector`, which
-    /// selects `added` besides what the watch kept: the watch's last item. The reflector
-    /// lists only `added`, at exactly the resourceVersion the watch had reached, drops from
-    /// the cache what `selector` no longer selects, and watches `selector` from that
-    /// version: what was selected before and still is, is not listed again. Where it
-    /// cannot (no [`KnownObjects`](kinformer_core::KnownObjects), no version to list at,
-    /// that version compacted away, the selection changed again meanwhile) it relists.
-    #[error("the shard selection changed to {selector}, adding {added}")]
-    ShardSelectionWidened {
-        /// The selection now.
-        selector: crate::ShardSelector,
-        /// What it selects that the watch did not keep.
-        added: crate::ShardSelector,
-    },
 }
 
 impl Error {

@@ -163,8 +163,8 @@ pub use kinformer_core::BoxError;
 /// idiom of kinformer's swap points).
 pub use kinformer_core::BoxFuture;
 pub use lister_watcher::{
-    Bookmark, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions,
-    WatchStream,
+    Bookmark, ListOptions, ListPage, ListerWatcher, ShardChange, Undecodable, WatchEvent,
+    WatchOptions, WatchStream,
 };
 pub use reflector::{
     DEFAULT_PAGE_SIZE, LastError, MIN_WATCH_TIMEOUT, Pace, Reflector, ReflectorCounters,

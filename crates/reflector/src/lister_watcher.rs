@@ -25,7 +25,7 @@ pub struct ListOptions {
     /// `ShardedListAndWatch`). A [`ShardedListerWatcher`](crate::ShardedListerWatcher)
     /// sets it to its selection, and filters what a server without the gate sends anyway;
     /// the reflector sets it only to list what that selection gained
-    /// ([`Error::ShardSelectionWidened`](crate::Error::ShardSelectionWidened)).
+    /// ([`ShardChange::Widened`]).
     pub shard: Option<ShardSelector>,
     /// `resourceVersionMatch=Exact`: the objects as they were at exactly
     /// `resource_version` (`410 Gone` once etcd has compacted it), rather than at that
@@ -223,6 +223,40 @@ pub enum WatchEvent<K> {
     Deleted(K),
     /// `BOOKMARK`.
     Bookmark(Bookmark),
+    /// The [`ShardSelection`](crate::ShardSelection) of a
+    /// [`ShardedListerWatcher`](crate::ShardedListerWatcher) changed while this watch ran:
+    /// not a failure, an item the reflector follows (see [`ShardChange`]). Only a sharded
+    /// lister-watcher makes it; a lister-watcher that wraps another passes it on.
+    Shard(ShardChange),
+}
+
+/// How the selection of a [`ShardedListerWatcher`](crate::ShardedListerWatcher) changed
+/// under a running watch: [`WatchEvent::Shard`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShardChange {
+    /// It narrowed to this selector (shards given up, none taken). The watch goes on and
+    /// keeps only this selector's objects from here; the reflector drops from the cache every
+    /// object it no longer selects, as the relist of a change would (each leaves as a
+    /// deletion), but without a request. A reflector without the cache's
+    /// [`KnownObjects`](kinformer_core::KnownObjects) relists instead.
+    Narrowed(ShardSelector),
+    /// It changed to `selector`, which selects `added` besides what the watch kept; the
+    /// watch's last item. The reflector lists only `added`, at exactly the resourceVersion
+    /// the watch had reached, drops from the cache what `selector` no longer selects, and
+    /// watches `selector` from that version: what was selected before and still is, is not
+    /// listed again. Where it cannot (no [`KnownObjects`](kinformer_core::KnownObjects), no
+    /// version to list at, that version compacted away, the selection changed again
+    /// meanwhile) it relists.
+    Widened {
+        /// The selection now.
+        selector: ShardSelector,
+        /// What it selects that the watch did not keep.
+        added: ShardSelector,
+    },
+    /// It changed in a way the watch cannot follow (nothing selected now, or a list under
+    /// another selection since); the watch's last item. The reflector relists at once, with
+    /// no backoff, under the new selection.
+    Relist,
 }
 
 /// A watch: events in order, ending when the server closes it. An `Err` item is a

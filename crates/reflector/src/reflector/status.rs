@@ -73,6 +73,8 @@ impl Shared {
             WatchEvent::Modified(_) => 1,
             WatchEvent::Deleted(_) => 2,
             WatchEvent::Bookmark(_) => 3,
+            // Counted as `narrowings`, `widenings` or a relist instead.
+            WatchEvent::Shard(_) => return,
         };
         if let Some(n) = self.events.get(i) {
             n.fetch_add(1, Ordering::Relaxed);
@@ -101,10 +103,11 @@ pub struct ReflectorCounters {
     pub undecodable: u64,
     /// Narrowings of the shard selection followed under a running watch, each dropping
     /// from the cache what is no longer selected without a list
-    /// ([`Error::ShardSelectionNarrowed`]).
+    /// ([`ShardChange::Narrowed`](crate::ShardChange::Narrowed)).
     pub narrowings: u64,
     /// Changes of the shard selection that gained shards, handled by listing only what
-    /// was gained, at the version the watch had reached ([`Error::ShardSelectionWidened`]);
+    /// was gained, at the version the watch had reached
+    /// ([`ShardChange::Widened`](crate::ShardChange::Widened));
     /// one that could not be ends in a relist instead (`shard_selection_changed`).
     pub widenings: u64,
 }

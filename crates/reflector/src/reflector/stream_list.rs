@@ -105,12 +105,6 @@ where
                         // A transform that refuses an object fails a list, as the
                         // reflector's own transform does (a lister-watcher may run one).
                         Some(Err(e @ Error::Transform { .. })) => break Some(e),
-                        // The list in progress cannot follow the selection: list again.
-                        Some(Err(
-                            Error::ShardSelectionNarrowed(_) | Error::ShardSelectionWidened { .. },
-                        )) => {
-                            break Some(Error::ShardSelectionChanged);
-                        }
                         Some(Err(e)) if e.skips_event() => {
                             tracing::warn!(error = %ErrorChain(&e), "skipping an event of the streaming list");
                             self.report(&e);
@@ -161,6 +155,8 @@ where
                             return Ok((stream, deadline));
                         }
                         WatchEvent::Bookmark(_) => {}
+                        // The list in progress cannot follow the selection: list again.
+                        WatchEvent::Shard(_) => break Some(Error::ShardSelectionChanged),
                     }
                 };
                 match failure {

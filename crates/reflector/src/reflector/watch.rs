@@ -13,7 +13,8 @@ use super::Reflector;
 use super::run_state::RunState;
 use crate::backoff::random_watch_timeout;
 use crate::{
-    Error, ListOptions, ListerWatcher, ShardSelector, WatchEvent, WatchOptions, WatchStream,
+    Error, ListOptions, ListerWatcher, ShardChange, ShardSelector, WatchEvent, WatchOptions,
+    WatchStream,
 };
 
 /// A watch that ends sooner than this without any event is a [`Error::VeryShortWatch`].
@@ -159,17 +160,20 @@ where
                     self.report_undecodable(object, deleted);
                     continue;
                 }
-                Some(Err(Error::ShardSelectionNarrowed(selector))) => {
+                Some(Ok(WatchEvent::Shard(ShardChange::Narrowed(selector)))) => {
                     self.narrow(st, &selector)?;
                     continue;
                 }
-                Some(Err(Error::ShardSelectionWidened { selector, added })) => {
+                Some(Ok(WatchEvent::Shard(ShardChange::Widened { selector, added }))) => {
                     self.widen(st, &selector, &added).await?;
                     return Ok(WatchSummary {
                         events,
                         elapsed: self.clock.now().saturating_duration_since(start),
                         widened: true,
                     });
+                }
+                Some(Ok(WatchEvent::Shard(ShardChange::Relist))) => {
+                    return Err(Error::ShardSelectionChanged);
                 }
                 Some(Err(e)) if e.skips_event() => {
                     tracing::warn!(error = %ErrorChain(&e), "skipping a watch event");
@@ -387,6 +391,8 @@ impl<K> WatchEvent<K> {
             Self::Modified(o) => Transformed::Modified(f(o)?),
             Self::Deleted(o) => Transformed::Deleted(f(o)?),
             Self::Bookmark(b) => Transformed::Bookmark(b),
+            // Followed before any transform (see `watch`).
+            Self::Shard(_) => return Err(Error::ShardSelectionChanged),
         })
     }
 }

@@ -16,7 +16,8 @@ use super::selection::{Selected, ShardSelection};
 #[cfg(doc)]
 use crate::Undecodable;
 use crate::{
-    Bookmark, Error, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
+    Bookmark, Error, ListOptions, ListPage, ListerWatcher, ShardChange, WatchEvent, WatchOptions,
+    WatchStream,
 };
 
 /// How a [`ShardedListerWatcher`] has found the server so far.
@@ -73,7 +74,7 @@ pub struct ShardedListerWatcher<L> {
     /// The generation of the selection the last list started with (the one at creation
     /// before the first): a later page or a watch under another generation must relist.
     listed: Arc<AtomicU64>,
-    /// The last gain a watch reported ([`Error::ShardSelectionWidened`]): the generation
+    /// The last gain a watch reported ([`ShardChange::Widened`]): the generation
     /// of the selection then, and what it added. A list of that part alone is a list of
     /// that generation.
     widened: Arc<Mutex<Option<(u64, ShardSelector)>>>,
@@ -107,9 +108,9 @@ impl<L> ShardedListerWatcher<L> {
 
     /// The objects of `inner` that `selection` selects, whatever it selects at the time:
     /// a change that selects anything new ends the watch with
-    /// [`Error::ShardSelectionWidened`], and the reflector lists only what is new (options
+    /// [`ShardChange::Widened`], and the reflector lists only what is new (options
     /// with that part as their [`shard`](ListOptions::shard)); one that only selects less
-    /// goes on under the narrower selector ([`Error::ShardSelectionNarrowed`]; see
+    /// goes on under the narrower selector ([`ShardChange::Narrowed`]; see
     /// [`ShardSelection`]).
     pub fn selected(inner: L, selection: ShardSelection) -> Self {
         Self {
@@ -217,7 +218,7 @@ impl<L> ShardedListerWatcher<L> {
     /// Lists under the selection in force; the continue page of a list that began under
     /// another one fails with [`Error::ShardSelectionChanged`]. Options with a shard
     /// selector list only that part: what the watch said the selection gained
-    /// ([`Error::ShardSelectionWidened`]), while the selection is still the one that
+    /// ([`ShardChange::Widened`]), while the selection is still the one that
     /// gained it (else [`Error::ShardSelectionChanged`]).
     async fn list_selected<K>(&self, options: &ListOptions) -> Result<ListPage<K>, Error>
     where
@@ -383,26 +384,26 @@ struct Following<K> {
 enum Follow {
     /// The same selector again (a change and back): nothing to do.
     Same,
-    /// A narrower one: [`Error::ShardSelectionNarrowed`], and the watch goes on.
+    /// A narrower one: [`ShardChange::Narrowed`], and the watch goes on.
     Narrower(ShardSelector),
-    /// One that adds to what was kept: [`Error::ShardSelectionWidened`], the end.
+    /// One that adds to what was kept: [`ShardChange::Widened`], the end.
     Wider {
         selector: ShardSelector,
         added: ShardSelector,
     },
     /// Nothing selected now, or a list under another generation since:
-    /// [`Error::ShardSelectionChanged`], the end.
+    /// [`ShardChange::Relist`], the end.
     Relist,
 }
 
 impl<K: MetaObject + Send + 'static> Following<K> {
     /// The events of the kept selector's objects, until the selection changes in a way
     /// the watch cannot follow. A narrowing (every object selected now was selected
-    /// before) is followed: [`Error::ShardSelectionNarrowed`], and the watch goes on with
+    /// before) is followed: [`ShardChange::Narrowed`], and the watch goes on with
     /// the narrower selector, counting as listed under the new generation (nothing new
     /// needs listing). A change that selects something new ends the watch with
-    /// [`Error::ShardSelectionWidened`], saying what is new, for the reflector to list
-    /// only that; a change to nothing, with [`Error::ShardSelectionChanged`].
+    /// [`ShardChange::Widened`], saying what is new, for the reflector to list
+    /// only that; a change to nothing, with [`ShardChange::Relist`].
     fn into_stream(self) -> WatchStream<K> {
         Box::pin(futures::stream::unfold(
             Some(self),
@@ -424,16 +425,15 @@ impl<K: MetaObject + Send + 'static> Following<K> {
                                 continue;
                             };
                             let now = rx.borrow_and_update().clone();
-                            match f.follow(now) {
+                            let change = match f.follow(now) {
                                 Follow::Same => continue,
-                                Follow::Narrower(narrower) => {
-                                    return Some((Err(Error::ShardSelectionNarrowed(narrower)), Some(f)));
-                                }
-                                Follow::Wider { selector, added } => {
-                                    return Some((Err(Error::ShardSelectionWidened { selector, added }), None));
-                                }
-                                Follow::Relist => return Some((Err(Error::ShardSelectionChanged), None)),
-                            }
+                                Follow::Narrower(narrower) => ShardChange::Narrowed(narrower),
+                                Follow::Wider { selector, added } => ShardChange::Widened { selector, added },
+                                Follow::Relist => ShardChange::Relist,
+                            };
+                            // Only a narrowing lets the watch go on.
+                            let next = matches!(change, ShardChange::Narrowed(_)).then_some(f);
+                            return Some((Ok(WatchEvent::Shard(change)), next));
                         }
                         item = f.events.next() => {
                             let item = item?;
@@ -504,7 +504,7 @@ impl<K: MetaObject + Send + 'static> Following<K> {
                 sent.may_match_undecodable(object),
                 kept.may_match_undecodable(object),
             ),
-            Ok(WatchEvent::Bookmark(_)) | Err(_) => return true,
+            Ok(WatchEvent::Bookmark(_) | WatchEvent::Shard(_)) | Err(_) => return true,
         };
         if !sent_has {
             server_ignored(&self.state, wire, "a watch event outside the shard");

@@ -24,16 +24,16 @@ pub(crate) struct Selected {
 ///
 /// A change reaches the lister-watcher at once, and none relists what stays selected. One
 /// that selects anything new ends its watch saying what is new
-/// ([`Error::ShardSelectionWidened`](crate::Error::ShardSelectionWidened)); the reflector
+/// ([`ShardChange::Widened`](crate::ShardChange::Widened)); the reflector
 /// lists only that, at exactly the resourceVersion the watch had reached, and watches the
 /// new selector from there. As a relist would, objects of the shards no longer selected
 /// leave the cache as deletions (tombstones), objects of the new shards arrive as additions,
 /// and the objects of the shards still selected stay (noted as synced, not as changed).
 /// Where it cannot list at that version (compacted away) it relists, without a backoff
-/// ([`Error::ShardSelectionChanged`](crate::Error::ShardSelectionChanged)). One that only
+/// (relist reason `shard_selection_changed`). One that only
 /// selects less (the new selector [`covers`](crate::ShardSelector::covers)ed by the one
 /// watched) needs no list: the watch goes on under the narrower selector
-/// ([`Error::ShardSelectionNarrowed`](crate::Error::ShardSelectionNarrowed)), and the
+/// ([`ShardChange::Narrowed`](crate::ShardChange::Narrowed)), and the
 /// reflector drops the rest of the cache the same way, from the cache's own keys. With
 /// nothing selected ([`set`](Self::set)`(None)`), nothing is listed and nothing is watched.
 ///

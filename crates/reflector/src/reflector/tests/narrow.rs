@@ -2,7 +2,7 @@
 //! no longer selected without a list, and the watch goes on.
 
 use super::*;
-use crate::{ShardKey, ShardSelector};
+use crate::{ShardChange, ShardKey, ShardSelector};
 
 /// Twelve names, and the selector of shard 0 of 2 by uid (the name, for these).
 fn names_and_half() -> (Vec<String>, ShardSelector) {
@@ -34,7 +34,7 @@ async fn a_narrowing_keeps_the_selected_objects_as_unchanged_drops_the_rest_and_
     );
     until("the list", || !s.sink.calls().is_empty()).await;
     tx.send(added("new", 12));
-    tx.send(Err(Error::ShardSelectionNarrowed(half.clone())));
+    tx.send(Ok(WatchEvent::Shard(ShardChange::Narrowed(half.clone()))));
     tx.send(added("later", 13));
     until("the event after the narrowing", || {
         s.sink.has("add later@13")
@@ -79,7 +79,7 @@ async fn without_the_caches_keys_a_narrowing_relists() {
     let _next = open_watch(&s.fake);
     let h = spawn(s.reflector().watch_list(false));
     until("the list", || !s.sink.calls().is_empty()).await;
-    tx.send(Err(Error::ShardSelectionNarrowed(half)));
+    tx.send(Ok(WatchEvent::Shard(ShardChange::Narrowed(half))));
     until("the relist", || s.fake.list_calls().len() == 2).await;
     let counters = h.status().counters();
     assert_eq!(counters.narrowings, 0);
@@ -100,7 +100,7 @@ async fn a_narrowing_during_a_streaming_list_lists_again() {
     let h = spawn(s.reflector().known_objects(Cached::with(Vec::new())));
     until("the streaming watch", || !s.fake.watch_calls().is_empty()).await;
     tx.send(added("a", 5));
-    tx.send(Err(Error::ShardSelectionNarrowed(half)));
+    tx.send(Ok(WatchEvent::Shard(ShardChange::Narrowed(half))));
     until("the second streaming list", || {
         s.fake.watch_calls().len() == 2
     })

@@ -3,7 +3,7 @@
 //! from there; what cannot be listed so is relisted.
 
 use super::*;
-use crate::{ListOptions, ShardKey, ShardRange, ShardSelector};
+use crate::{ListOptions, ShardChange, ShardKey, ShardRange, ShardSelector};
 
 /// Twelve names, split by the two halves of the uid space (the name, for these).
 fn halves() -> (Vec<String>, Vec<String>, ShardSelector, ShardSelector) {
@@ -52,10 +52,10 @@ async fn gain(
     );
     until("the list", || !s.sink.calls().is_empty()).await;
     tx.send(bookmark(12));
-    tx.send(Err(Error::ShardSelectionWidened {
+    tx.send(Ok(WatchEvent::Shard(ShardChange::Widened {
         selector: everything(),
         added: added.clone(),
-    }));
+    })));
     (s, h, next)
 }
 
@@ -166,10 +166,10 @@ async fn without_the_caches_keys_a_gain_relists() {
     let _next = open_watch(&s.fake);
     let h = spawn(s.reflector().watch_list(false));
     until("the list", || !s.sink.calls().is_empty()).await;
-    tx.send(Err(Error::ShardSelectionWidened {
+    tx.send(Ok(WatchEvent::Shard(ShardChange::Widened {
         selector: everything(),
         added: second,
-    }));
+    })));
     until("the relist", || s.fake.list_calls().len() == 2).await;
     assert!(s.fake.list_calls()[1].shard.is_none());
     assert!(

@@ -259,7 +259,7 @@ async fn a_selection_change_ends_the_watch_and_refuses_a_page_or_a_watch_of_the_
     selection.set(None);
     assert!(matches!(
         watch.next().await,
-        Some(Err(Error::ShardSelectionChanged))
+        Some(Ok(WatchEvent::Shard(ShardChange::Relist)))
     ));
     assert!(watch.next().await.is_none(), "the watch ends at the change");
 }
@@ -296,7 +296,7 @@ async fn a_narrowing_goes_on_under_the_narrower_selector_and_a_gain_ends_the_wat
     selection.set(Some(quarter(0)));
     assert!(matches!(
         watch.next().await,
-        Some(Err(Error::ShardSelectionNarrowed(s))) if s == quarter(0)
+        Some(Ok(WatchEvent::Shard(ShardChange::Narrowed(s)))) if s == quarter(0)
     ));
     // The server still sends shard 1 (the selector it was given): dropped here, and
     // that is no sign of a server that ignores selectors.
@@ -326,7 +326,7 @@ async fn a_narrowing_goes_on_under_the_narrower_selector_and_a_gain_ends_the_wat
     tx.send(Ok(WatchEvent::Added(of(0))));
     assert!(matches!(
         watch.next().await,
-        Some(Err(Error::ShardSelectionWidened { selector, added })) if selector == two && added == quarter(2)
+        Some(Ok(WatchEvent::Shard(ShardChange::Widened { selector, added }))) if selector == two && added == quarter(2)
     ));
     assert!(watch.next().await.is_none());
     // A list of another part is refused; a list of what is new is a list of the new
@@ -356,7 +356,7 @@ async fn a_narrowing_goes_on_under_the_narrower_selector_and_a_gain_ends_the_wat
     selection.set(None);
     assert!(matches!(
         watch.next().await,
-        Some(Err(Error::ShardSelectionChanged))
+        Some(Ok(WatchEvent::Shard(ShardChange::Relist)))
     ));
 }
 
@@ -387,7 +387,7 @@ async fn with_nothing_selected_one_object_is_listed_for_a_version_and_nothing_is
     selection.set(Some(half.clone()));
     assert!(matches!(
         watch.next().await,
-        Some(Err(Error::ShardSelectionWidened { selector, added })) if selector == half && added == half
+        Some(Ok(WatchEvent::Shard(ShardChange::Widened { selector, added }))) if selector == half && added == half
     ));
 
     // A streaming list of nothing: its end at once, at a version listed for it.
