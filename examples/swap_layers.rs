@@ -27,9 +27,10 @@ use std::time::Duration;
 use common::{Args, BoxError, ensure_namespace, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::core::{Error as CoreError, ListPart, Sink};
-use kinformer::deltafifo::{FifoQueue, InOrderFifo, PopFuture};
+use kinformer::deltafifo::{FifoQueue, InOrderFifo, forward_fifo_queue};
 use kinformer::indexer::{
-    Error as IndexerError, IndexerWriter, ThreadSafeStore, namespace_indexers,
+    IndexerWriter, ThreadSafeStore, forward_indexer, forward_indexer_writer, forward_known_objects,
+    forward_sink, namespace_indexers,
 };
 use kinformer::prelude::*;
 use kube::Api;
@@ -98,41 +99,13 @@ impl AuditedStore {
     }
 }
 
+// Reads are the wrapped store's: forwarded with the crates' forwarding macros.
 impl KnownObjects<Object> for AuditedStore {
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        self.inner.list_keys()
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<Object>> {
-        self.inner.get_by_key(key)
-    }
-
-    fn get_shared(&self, key: &str) -> Option<Arc<Object>> {
-        self.inner.get_shared(key)
-    }
-    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
-        self.inner.contains_version(key, resource_version)
-    }
+    forward_known_objects!(Object, inner: all);
 }
 
 impl Indexer<Object> for AuditedStore {
-    fn list(&self) -> Vec<Arc<Object>> {
-        self.inner.list()
-    }
-    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<Object>>, IndexerError> {
-        self.inner.by_index(index_name, value)
-    }
-    fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexerError> {
-        self.inner.index_keys(index_name, value)
-    }
-    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
-        self.inner.list_index_func_values(index_name)
-    }
-    fn get_indexers(&self) -> Indexers<Object> {
-        self.inner.get_indexers()
-    }
-    fn last_sync_resource_version(&self) -> String {
-        self.inner.last_sync_resource_version()
-    }
+    forward_indexer!(Object, inner: all);
 }
 
 impl Sink<Object> for AuditedStore {
@@ -155,15 +128,11 @@ impl Sink<Object> for AuditedStore {
     fn resync(&self) -> Result<(), CoreError> {
         Ok(())
     }
-    fn bookmark(&self, resource_version: &str) -> Result<(), CoreError> {
-        self.inner.bookmark(resource_version)
-    }
+    forward_sink!(Object, inner: bookmark);
 }
 
 impl IndexerWriter<Object> for AuditedStore {
-    fn add_indexers(&self, indexers: Indexers<Object>) -> Result<(), IndexerError> {
-        self.inner.add_indexers(indexers)
-    }
+    forward_indexer_writer!(Object, inner: all);
 }
 
 /// Layer 3, the queue between reflector and informer: client-go v1.36's in-order FIFO
@@ -194,30 +163,11 @@ impl Sink<Object> for CountingFifo {
     fn replace(&self, part: ListPart<Object>) -> Result<(), CoreError> {
         Sink::replace(&self.inner, part).and_then(|()| self.queued())
     }
-    fn resync(&self) -> Result<(), CoreError> {
-        Sink::resync(&self.inner)
-    }
-    fn bookmark(&self, resource_version: &str) -> Result<(), CoreError> {
-        Sink::bookmark(&self.inner, resource_version)
-    }
+    forward_sink!(Object, inner: resync, bookmark);
 }
 
 impl FifoQueue<Object> for CountingFifo {
-    fn pop_async(&self) -> PopFuture<'_, Object> {
-        self.inner.pop_async()
-    }
-    fn has_synced(&self) -> bool {
-        FifoQueue::has_synced(&self.inner)
-    }
-    fn close(&self) {
-        FifoQueue::close(&self.inner);
-    }
-    fn is_closed(&self) -> bool {
-        FifoQueue::is_closed(&self.inner)
-    }
-    fn len(&self) -> usize {
-        FifoQueue::len(&self.inner)
-    }
+    forward_fifo_queue!(Object, inner: all);
 }
 
 /// The keys that failed their first attempt, and those reconciled.

@@ -448,9 +448,7 @@ impl<K, L: kinformer_reflector::ListerWatcher<K>> kinformer_reflector::ListerWat
         }
         self.inner.watch(options)
     }
-    fn supports_watch_list(&self) -> bool {
-        self.inner.supports_watch_list()
-    }
+    kinformer_reflector::forward_lister_watcher!(K, inner: supports_watch_list);
 }
 
 /// Swapping one layer keeps the rest: the default lister-watcher behind a decorator still

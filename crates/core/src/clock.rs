@@ -119,7 +119,7 @@ pub trait TimeListener: Send + Sync {
     fn time_advanced(&self, now: Instant);
 }
 
-macro_rules! forward_clock {
+macro_rules! forward_pointers {
     ($($pointer:ident),*) => {$(
         impl<C: Clock + ?Sized> Clock for $pointer<C> {
             fn now(&self) -> Instant {
@@ -145,7 +145,7 @@ macro_rules! forward_clock {
     )*};
 }
 
-forward_clock!(Arc, Box);
+forward_pointers!(Arc, Box);
 
 /// The system's clocks: [`Instant::now`], [`SystemTime::now`], and sleeps on a timer thread;
 /// time passes by itself. The default clock of every crate that takes one.

@@ -37,6 +37,7 @@
 pub mod clock;
 mod delta;
 mod error;
+pub mod forward;
 mod key;
 mod known;
 mod object;

@@ -160,5 +160,5 @@ pub use delta_fifo::{DeltaFifo, DeltaFifoBuilder, DeltaFifoOptions};
 pub use error::Error;
 pub use in_order::{DEFAULT_BATCH_SIZE, InOrderFifo, InOrderFifoBuilder, InOrderFifoOptions};
 pub use item::{Item, PopDone, Popped};
-pub use kinformer_core::{KeyFunc, TransformFn};
+pub use kinformer_core::{KeyFunc, TransformFn, forward_sink};
 pub use queue::{FifoQueue, PopFuture};

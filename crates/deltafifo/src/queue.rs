@@ -196,3 +196,58 @@ impl<K> fmt::Debug for PopFuture<'_, K> {
 pub(crate) trait PollPop<K>: Sync {
     fn poll_pop(&self, cx: &mut Context<'_>) -> Poll<Result<Popped<'_, K>, Error>>;
 }
+
+/// Forwards [`FifoQueue`](crate::FifoQueue) methods to a field: inside the trait's `impl` for a
+/// decorator, `forward_fifo_queue!(K, field: all)` writes every method as a call of the same
+/// method on `self.field`; `forward_fifo_queue!(K, field: method, ..)` writes only those named,
+/// for a decorator that writes the others itself. `all` is: `pop_async`, `pop`, `try_pop`,
+/// `has_synced`, `close`, `is_closed`, `len`, `is_empty`.
+#[macro_export]
+macro_rules! forward_fifo_queue {
+    ($item:ty, $field:tt: all) => {
+        $crate::forward_fifo_queue!($item, $field: pop_async, pop, try_pop, has_synced, close, is_closed, len, is_empty);
+    };
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
+        $($crate::forward_fifo_queue!(@method $item, $field, $method);)+
+    };
+    (@method $item:ty, $f:tt, pop_async) => {
+        fn pop_async(&self) -> $crate::PopFuture<'_, $item> {
+            self.$f.pop_async()
+        }
+    };
+    (@method $item:ty, $f:tt, pop) => {
+        fn pop(&self) -> ::std::result::Result<$crate::Popped<'_, $item>, $crate::Error> {
+            self.$f.pop()
+        }
+    };
+    (@method $item:ty, $f:tt, try_pop) => {
+        fn try_pop(&self) -> ::std::result::Result<::std::option::Option<$crate::Popped<'_, $item>>, $crate::Error> {
+            self.$f.try_pop()
+        }
+    };
+    (@method $item:ty, $f:tt, has_synced) => {
+        fn has_synced(&self) -> bool {
+            self.$f.has_synced()
+        }
+    };
+    (@method $item:ty, $f:tt, close) => {
+        fn close(&self) {
+            self.$f.close()
+        }
+    };
+    (@method $item:ty, $f:tt, is_closed) => {
+        fn is_closed(&self) -> bool {
+            self.$f.is_closed()
+        }
+    };
+    (@method $item:ty, $f:tt, len) => {
+        fn len(&self) -> usize {
+            self.$f.len()
+        }
+    };
+    (@method $item:ty, $f:tt, is_empty) => {
+        fn is_empty(&self) -> bool {
+            self.$f.is_empty()
+        }
+    };
+}

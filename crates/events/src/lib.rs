@@ -247,3 +247,5 @@ pub use sink::{EventObject, EventSink, KubeSink};
 /// timestamps are its [`wall_now`](Clock::wall_now), the periodic checks and the retries
 /// sleep on it.
 pub use kinformer_core::clock::{Clock, FakeClock, RealClock, Sleep, TimeListener};
+/// kinformer-core's forwarding macro for a [`Clock`] decorator.
+pub use kinformer_core::forward_clock;

@@ -40,7 +40,7 @@ pub trait EventSink<E = Event>: Send + Sync + 'static {
 
 /// A shared or boxed sink, so that the caller can keep a handle on it (to read what a test
 /// sink recorded, say) or choose it at run time.
-macro_rules! forward_sink {
+macro_rules! forward_pointers {
     ($($ty:ty),*) => {$(
         impl<E, S: EventSink<E> + ?Sized> EventSink<E> for $ty {
             fn create<'a>(&'a self, event: &'a E) -> BoxFuture<'a, Result<E, Error>> {
@@ -53,7 +53,7 @@ macro_rules! forward_sink {
     )*};
 }
 
-forward_sink!(Arc<S>, Box<S>);
+forward_pointers!(Arc<S>, Box<S>);
 
 mod sealed {
     pub trait Sealed {}
@@ -185,4 +185,69 @@ impl<E: EventObject> EventSink<E> for KubeSink {
                 .await?)
         })
     }
+}
+
+/// Forwards [`EventSink`](crate::EventSink) methods to a field: inside the trait's `impl` for a
+/// decorator, `forward_event_sink!(K, field: all)` writes every method as a call of the same
+/// method on `self.field`; `forward_event_sink!(K, field: method, ..)` writes only those named,
+/// for a decorator that writes the others itself. `all` is: `create`, `patch`.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use k8s_openapi::api::events::v1::Event;
+/// use kinformer_events::{BoxFuture, Error, EventSink, forward_event_sink};
+///
+/// /// Counts the events created; patches are the wrapped sink's.
+/// struct CountCreates<S> {
+///     inner: S,
+///     created: AtomicUsize,
+/// }
+/// impl<S: EventSink<Event>> EventSink<Event> for CountCreates<S> {
+///     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<Event, Error>> {
+///         self.created.fetch_add(1, Ordering::Relaxed);
+///         self.inner.create(event)
+///     }
+///     forward_event_sink!(Event, inner: patch);
+/// }
+///
+/// /// A sink that stores nothing and answers with what it was given.
+/// struct Echo;
+/// impl EventSink<Event> for Echo {
+///     fn create<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<Event, Error>> {
+///         Box::pin(std::future::ready(Ok(event.clone())))
+///     }
+///     fn patch<'a>(&'a self, event: &'a Event, _: &'a [u8]) -> BoxFuture<'a, Result<Event, Error>> {
+///         Box::pin(std::future::ready(Ok(event.clone())))
+///     }
+/// }
+///
+/// let sink = CountCreates { inner: Echo, created: AtomicUsize::new(0) };
+/// let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+/// runtime.block_on(sink.create(&Event::default()))?;
+/// runtime.block_on(sink.patch(&Event::default(), b"{}"))?;
+/// assert_eq!(sink.created.load(Ordering::Relaxed), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[macro_export]
+macro_rules! forward_event_sink {
+    ($item:ty, $field:tt: all) => {
+        $crate::forward_event_sink!($item, $field: create, patch);
+    };
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
+        $($crate::forward_event_sink!(@method $item, $field, $method);)+
+    };
+    (@method $item:ty, $f:tt, create) => {
+        fn create<'a>(&'a self, event: &'a $item) -> $crate::BoxFuture<'a, ::std::result::Result<$item, $crate::Error>> {
+            self.$f.create(event)
+        }
+    };
+    (@method $item:ty, $f:tt, patch) => {
+        fn patch<'a>(
+            &'a self,
+            event: &'a $item,
+            patch: &'a [u8],
+        ) -> $crate::BoxFuture<'a, ::std::result::Result<$item, $crate::Error>> {
+            self.$f.patch(event, patch)
+        }
+    };
 }

@@ -190,7 +190,13 @@ mod traits;
 pub use error::Error;
 pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, namespace_indexers};
 /// Re-exported from kinformer-core, so that a cache can be written with this crate alone.
-pub use kinformer_core::{BoxError, KeyFunc, KnownObjects, Sink};
+pub use kinformer_core::{
+    BoxError, KeyFunc, KnownObjects, Sink, forward_known_objects, forward_sink,
+};
+
+#[doc(hidden)]
+/// For the forwarding macros' paths.
+pub use kinformer_core as __core;
 pub use lister::{Lister, NamespacedLister};
 pub use selector::{Requirement, Selector, everything, parse_selector};
 pub use store::ThreadSafeStore;

@@ -207,3 +207,113 @@ impl<K, S: IndexerWriter<K> + ?Sized> IndexerWriter<K> for Arc<S> {
         (**self).add_indexers(indexers)
     }
 }
+
+/// Forwards [`Indexer`](crate::Indexer) methods to a field: inside the trait's `impl` for a
+/// decorator, `forward_indexer!(K, field: all)` writes every method as a call of the same
+/// method on `self.field`; `forward_indexer!(K, field: method, ..)` writes only those named,
+/// for a decorator that writes the others itself. `all` is: `list`, `by_index`, `index_keys`,
+/// `list_index_func_values`, `get_indexers`, `last_sync_resource_version`, `len`, `is_empty`,
+/// `get_by_namespaced_name`, `index`, `list_selected`, `by_index_selected`.
+#[macro_export]
+macro_rules! forward_indexer {
+    ($item:ty, $field:tt: all) => {
+        $crate::forward_indexer!($item, $field: list, by_index, index_keys, list_index_func_values, get_indexers, last_sync_resource_version, len, is_empty, get_by_namespaced_name, index, list_selected, by_index_selected);
+    };
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
+        $($crate::forward_indexer!(@method $item, $field, $method);)+
+    };
+    (@method $item:ty, $f:tt, list) => {
+        fn list(&self) -> ::std::vec::Vec<::std::sync::Arc<$item>> {
+            self.$f.list()
+        }
+    };
+    (@method $item:ty, $f:tt, by_index) => {
+        fn by_index(&self, index_name: &str, value: &str) -> ::std::result::Result<::std::vec::Vec<::std::sync::Arc<$item>>, $crate::Error> {
+            self.$f.by_index(index_name, value)
+        }
+    };
+    (@method $item:ty, $f:tt, index_keys) => {
+        fn index_keys(&self, index_name: &str, value: &str) -> ::std::result::Result<::std::vec::Vec<$crate::__core::ObjectKey>, $crate::Error> {
+            self.$f.index_keys(index_name, value)
+        }
+    };
+    (@method $item:ty, $f:tt, list_index_func_values) => {
+        fn list_index_func_values(&self, index_name: &str) -> ::std::vec::Vec<::std::string::String> {
+            self.$f.list_index_func_values(index_name)
+        }
+    };
+    (@method $item:ty, $f:tt, get_indexers) => {
+        fn get_indexers(&self) -> $crate::Indexers<$item> {
+            self.$f.get_indexers()
+        }
+    };
+    (@method $item:ty, $f:tt, last_sync_resource_version) => {
+        fn last_sync_resource_version(&self) -> ::std::string::String {
+            self.$f.last_sync_resource_version()
+        }
+    };
+    (@method $item:ty, $f:tt, len) => {
+        fn len(&self) -> usize {
+            self.$f.len()
+        }
+    };
+    (@method $item:ty, $f:tt, is_empty) => {
+        fn is_empty(&self) -> bool {
+            self.$f.is_empty()
+        }
+    };
+    (@method $item:ty, $f:tt, get_by_namespaced_name) => {
+        fn get_by_namespaced_name(&self, namespace: &str, name: &str) -> ::std::option::Option<::std::sync::Arc<$item>> {
+            self.$f.get_by_namespaced_name(namespace, name)
+        }
+    };
+    (@method $item:ty, $f:tt, index) => {
+        fn index(&self, index_name: &str, obj: &$item) -> ::std::result::Result<::std::vec::Vec<::std::sync::Arc<$item>>, $crate::Error>
+        where
+            $item: $crate::__core::MetaObject,
+        {
+            self.$f.index(index_name, obj)
+        }
+    };
+    (@method $item:ty, $f:tt, list_selected) => {
+        fn list_selected(&self, selector: &$crate::Selector) -> ::std::vec::Vec<::std::sync::Arc<$item>>
+        where
+            $item: $crate::__core::MetaObject,
+        {
+            self.$f.list_selected(selector)
+        }
+    };
+    (@method $item:ty, $f:tt, by_index_selected) => {
+        fn by_index_selected(
+            &self,
+            index_name: &str,
+            value: &str,
+            selector: &$crate::Selector,
+        ) -> ::std::result::Result<::std::vec::Vec<::std::sync::Arc<$item>>, $crate::Error>
+        where
+            $item: $crate::__core::MetaObject,
+        {
+            self.$f.by_index_selected(index_name, value, selector)
+        }
+    };
+}
+
+/// Forwards [`IndexerWriter`](crate::IndexerWriter) methods to a field: inside the trait's
+/// `impl` for a decorator, `forward_indexer_writer!(K, field: all)` writes every method as a
+/// call of the same method on `self.field`; `forward_indexer_writer!(K, field: method, ..)`
+/// writes only those named, for a decorator that writes the others itself. `all` is:
+/// `add_indexers`.
+#[macro_export]
+macro_rules! forward_indexer_writer {
+    ($item:ty, $field:tt: all) => {
+        $crate::forward_indexer_writer!($item, $field: add_indexers);
+    };
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
+        $($crate::forward_indexer_writer!(@method $item, $field, $method);)+
+    };
+    (@method $item:ty, $f:tt, add_indexers) => {
+        fn add_indexers(&self, indexers: $crate::Indexers<$item>) -> ::std::result::Result<(), $crate::Error> {
+            self.$f.add_indexers(indexers)
+        }
+    };
+}

@@ -233,6 +233,8 @@ pub use status::LeaseStatus;
 /// clock, which a test can pause and advance.
 pub use kinformer_core::clock::Clock;
 pub use kinformer_core::clock::{FakeClock, RealClock, Sleep, TimeListener, TokioClock};
+/// kinformer-core's forwarding macro for a [`Clock`] decorator.
+pub use kinformer_core::forward_clock;
 
 /// The default clock: kinformer-core's `RealClock` under the name this crate has always
 /// used ([`Instant::now`](std::time::Instant::now),

@@ -43,7 +43,7 @@ pub trait Lock: Send + Sync + 'static {
     fn describe(&self) -> String;
 }
 
-macro_rules! forward_lock {
+macro_rules! forward_pointers {
     ($($ty:ty),*) => {$(
         impl<L: Lock + ?Sized> Lock for $ty {
             fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>> {
@@ -71,4 +71,49 @@ macro_rules! forward_lock {
     )*};
 }
 
-forward_lock!(Box<L>, std::sync::Arc<L>);
+forward_pointers!(Box<L>, std::sync::Arc<L>);
+
+/// Forwards [`Lock`](crate::Lock) methods to a field: inside the trait's `impl` for a
+/// decorator, `forward_lock!(field: all)` writes every method as a call of the same method on
+/// `self.field`; `forward_lock!(field: method, ..)` writes only those named, for a decorator
+/// that writes the others itself. `all` is: `get`, `create`, `update`, `identity`, `describe`.
+#[macro_export]
+macro_rules! forward_lock {
+    ($field:tt: all) => {
+        $crate::forward_lock!($field: get, create, update, identity, describe);
+    };
+    ($field:tt: $($method:ident),+ $(,)?) => {
+        $($crate::forward_lock!(@method $field, $method);)+
+    };
+    (@method $f:tt, get) => {
+        fn get(&self) -> $crate::BoxFuture<'_, ::std::result::Result<::std::option::Option<$crate::LeaderElectionRecord>, $crate::Error>> {
+            self.$f.get()
+        }
+    };
+    (@method $f:tt, create) => {
+        fn create<'a>(
+            &'a self,
+            record: &'a $crate::LeaderElectionRecord,
+        ) -> $crate::BoxFuture<'a, ::std::result::Result<(), $crate::Error>> {
+            self.$f.create(record)
+        }
+    };
+    (@method $f:tt, update) => {
+        fn update<'a>(
+            &'a self,
+            record: &'a $crate::LeaderElectionRecord,
+        ) -> $crate::BoxFuture<'a, ::std::result::Result<(), $crate::Error>> {
+            self.$f.update(record)
+        }
+    };
+    (@method $f:tt, identity) => {
+        fn identity(&self) -> &str {
+            self.$f.identity()
+        }
+    };
+    (@method $f:tt, describe) => {
+        fn describe(&self) -> ::std::string::String {
+            self.$f.describe()
+        }
+    };
+}

@@ -354,3 +354,39 @@ impl<K, T: ListerWatcher<K> + ?Sized> ListerWatcher<K> for Box<T> {
         (**self).supports_watch_list()
     }
 }
+
+/// Forwards [`ListerWatcher`](crate::ListerWatcher) methods to a field: inside the trait's
+/// `impl` for a decorator, `forward_lister_watcher!(K, field: all)` writes every method as a
+/// call of the same method on `self.field`; `forward_lister_watcher!(K, field: method, ..)`
+/// writes only those named, for a decorator that writes the others itself. `all` is: `list`,
+/// `watch`, `supports_watch_list`.
+#[macro_export]
+macro_rules! forward_lister_watcher {
+    ($item:ty, $field:tt: all) => {
+        $crate::forward_lister_watcher!($item, $field: list, watch, supports_watch_list);
+    };
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
+        $($crate::forward_lister_watcher!(@method $item, $field, $method);)+
+    };
+    (@method $item:ty, $f:tt, list) => {
+        fn list<'a>(
+            &'a self,
+            options: &'a $crate::ListOptions,
+        ) -> $crate::BoxFuture<'a, ::std::result::Result<$crate::ListPage<$item>, $crate::Error>> {
+            self.$f.list(options)
+        }
+    };
+    (@method $item:ty, $f:tt, watch) => {
+        fn watch<'a>(
+            &'a self,
+            options: &'a $crate::WatchOptions,
+        ) -> $crate::BoxFuture<'a, ::std::result::Result<$crate::WatchStream<$item>, $crate::Error>> {
+            self.$f.watch(options)
+        }
+    };
+    (@method $item:ty, $f:tt, supports_watch_list) => {
+        fn supports_watch_list(&self) -> bool {
+            self.$f.supports_watch_list()
+        }
+    };
+}

@@ -54,55 +54,55 @@
 /// method (for a decorator that changes nothing here). See the [module docs](crate::forward).
 #[macro_export]
 macro_rules! forward_queue {
-    ($item:ty, $field:ident: all) => {
+    ($item:ty, $field:tt: all) => {
         $crate::forward_queue!($item, $field: add, add_with_priority, len, is_empty, get,
             get_async, get_with_priority, get_async_with_priority, done, shut_down,
             shut_down_with_drain, shutting_down, stats);
     };
-    ($item:ty, $field:ident: $($method:ident),+ $(,)?) => {
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
         $($crate::forward_queue!(@method $item, $field, $method);)+
     };
-    (@method $item:ty, $f:ident, add) => {
+    (@method $item:ty, $f:tt, add) => {
         fn add(&self, item: $item) { self.$f.add(item) }
     };
-    (@method $item:ty, $f:ident, add_with_priority) => {
+    (@method $item:ty, $f:tt, add_with_priority) => {
         fn add_with_priority(&self, item: $item, priority: i32) {
             self.$f.add_with_priority(item, priority)
         }
     };
-    (@method $item:ty, $f:ident, len) => {
+    (@method $item:ty, $f:tt, len) => {
         fn len(&self) -> usize { self.$f.len() }
     };
-    (@method $item:ty, $f:ident, is_empty) => {
+    (@method $item:ty, $f:tt, is_empty) => {
         fn is_empty(&self) -> bool { self.$f.is_empty() }
     };
-    (@method $item:ty, $f:ident, get) => {
+    (@method $item:ty, $f:tt, get) => {
         fn get(&self) -> Option<$item> { self.$f.get() }
     };
-    (@method $item:ty, $f:ident, get_async) => {
+    (@method $item:ty, $f:tt, get_async) => {
         fn get_async(&self) -> $crate::GetFuture<'_, $item> { self.$f.get_async() }
     };
-    (@method $item:ty, $f:ident, get_with_priority) => {
+    (@method $item:ty, $f:tt, get_with_priority) => {
         fn get_with_priority(&self) -> Option<($item, i32)> { self.$f.get_with_priority() }
     };
-    (@method $item:ty, $f:ident, get_async_with_priority) => {
+    (@method $item:ty, $f:tt, get_async_with_priority) => {
         fn get_async_with_priority(&self) -> $crate::GetFuture<'_, ($item, i32)> {
             self.$f.get_async_with_priority()
         }
     };
-    (@method $item:ty, $f:ident, done) => {
+    (@method $item:ty, $f:tt, done) => {
         fn done(&self, item: &$item) { self.$f.done(item) }
     };
-    (@method $item:ty, $f:ident, shut_down) => {
+    (@method $item:ty, $f:tt, shut_down) => {
         fn shut_down(&self) { self.$f.shut_down() }
     };
-    (@method $item:ty, $f:ident, shut_down_with_drain) => {
+    (@method $item:ty, $f:tt, shut_down_with_drain) => {
         fn shut_down_with_drain(&self) { self.$f.shut_down_with_drain() }
     };
-    (@method $item:ty, $f:ident, shutting_down) => {
+    (@method $item:ty, $f:tt, shutting_down) => {
         fn shutting_down(&self) -> bool { self.$f.shutting_down() }
     };
-    (@method $item:ty, $f:ident, stats) => {
+    (@method $item:ty, $f:tt, stats) => {
         fn stats(&self) -> $crate::QueueStats { self.$f.stats() }
     };
 }
@@ -111,18 +111,18 @@ macro_rules! forward_queue {
 /// `add_after`, `add_after_with_priority`, or `all`.
 #[macro_export]
 macro_rules! forward_delaying_queue {
-    ($item:ty, $field:ident: all) => {
+    ($item:ty, $field:tt: all) => {
         $crate::forward_delaying_queue!($item, $field: add_after, add_after_with_priority);
     };
-    ($item:ty, $field:ident: $($method:ident),+ $(,)?) => {
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
         $($crate::forward_delaying_queue!(@method $item, $field, $method);)+
     };
-    (@method $item:ty, $f:ident, add_after) => {
+    (@method $item:ty, $f:tt, add_after) => {
         fn add_after(&self, item: $item, delay: ::std::time::Duration) {
             self.$f.add_after(item, delay)
         }
     };
-    (@method $item:ty, $f:ident, add_after_with_priority) => {
+    (@method $item:ty, $f:tt, add_after_with_priority) => {
         fn add_after_with_priority(&self, item: $item, delay: ::std::time::Duration, priority: i32) {
             self.$f.add_after_with_priority(item, delay, priority)
         }
@@ -134,25 +134,25 @@ macro_rules! forward_delaying_queue {
 /// `add_rate_limited_with_priority`, `forget`, `num_requeues`, or `all`.
 #[macro_export]
 macro_rules! forward_rate_limiting_queue {
-    ($item:ty, $field:ident: all) => {
+    ($item:ty, $field:tt: all) => {
         $crate::forward_rate_limiting_queue!($item, $field: add_rate_limited,
             add_rate_limited_with_priority, forget, num_requeues);
     };
-    ($item:ty, $field:ident: $($method:ident),+ $(,)?) => {
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
         $($crate::forward_rate_limiting_queue!(@method $item, $field, $method);)+
     };
-    (@method $item:ty, $f:ident, add_rate_limited) => {
+    (@method $item:ty, $f:tt, add_rate_limited) => {
         fn add_rate_limited(&self, item: $item) { self.$f.add_rate_limited(item) }
     };
-    (@method $item:ty, $f:ident, add_rate_limited_with_priority) => {
+    (@method $item:ty, $f:tt, add_rate_limited_with_priority) => {
         fn add_rate_limited_with_priority(&self, item: $item, priority: i32) {
             self.$f.add_rate_limited_with_priority(item, priority)
         }
     };
-    (@method $item:ty, $f:ident, forget) => {
+    (@method $item:ty, $f:tt, forget) => {
         fn forget(&self, item: &$item) { self.$f.forget(item) }
     };
-    (@method $item:ty, $f:ident, num_requeues) => {
+    (@method $item:ty, $f:tt, num_requeues) => {
         fn num_requeues(&self, item: &$item) -> usize { self.$f.num_requeues(item) }
     };
 }
@@ -161,19 +161,19 @@ macro_rules! forward_rate_limiting_queue {
 /// `forget`, `num_requeues`, or `all`.
 #[macro_export]
 macro_rules! forward_rate_limiter {
-    ($item:ty, $field:ident: all) => {
+    ($item:ty, $field:tt: all) => {
         $crate::forward_rate_limiter!($item, $field: when, forget, num_requeues);
     };
-    ($item:ty, $field:ident: $($method:ident),+ $(,)?) => {
+    ($item:ty, $field:tt: $($method:ident),+ $(,)?) => {
         $($crate::forward_rate_limiter!(@method $item, $field, $method);)+
     };
-    (@method $item:ty, $f:ident, when) => {
+    (@method $item:ty, $f:tt, when) => {
         fn when(&self, item: &$item) -> ::std::time::Duration { self.$f.when(item) }
     };
-    (@method $item:ty, $f:ident, forget) => {
+    (@method $item:ty, $f:tt, forget) => {
         fn forget(&self, item: &$item) { self.$f.forget(item) }
     };
-    (@method $item:ty, $f:ident, num_requeues) => {
+    (@method $item:ty, $f:tt, num_requeues) => {
         fn num_requeues(&self, item: &$item) -> usize { self.$f.num_requeues(item) }
     };
 }

@@ -242,6 +242,8 @@ pub use storage::{FifoStorage, PriorityStorage, QueueStorage, Queued};
 /// The clock is kinformer-core's, shared with the event recorder and the leader elector:
 /// one [`FakeClock`] drives them all in a test.
 pub use kinformer_core::clock::{Clock, FakeClock, RealClock, Sleep, TimeListener};
+/// kinformer-core's forwarding macro for a [`Clock`] decorator.
+pub use kinformer_core::forward_clock;
 
 /// What a queue can hold: a cheap-to-compare key, shared between threads.
 ///

@@ -17,8 +17,9 @@ use kinformer_workqueue::{
 
 const MS: Duration = Duration::from_millis(1);
 
-/// The decorator: every call forwarded, nothing changed.
-struct Forward<L> {
+/// The decorator: every call forwarded, nothing changed. The model tests run the queues
+/// behind it too (`model.rs`).
+pub(crate) struct Forward<L> {
     inner: L,
 }
 
@@ -46,7 +47,7 @@ fn take<Q: Queue<&'static str>>(queue: &Q) -> Option<(&'static str, i32)> {
     }
 }
 
-fn forward<L>(inner: L) -> Forward<L> {
+pub(crate) fn forward<L>(inner: L) -> Forward<L> {
     Forward { inner }
 }
 

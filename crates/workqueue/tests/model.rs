@@ -7,8 +7,12 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use kinformer_workqueue::{DelayingQueue, DelayingWorkQueue, FakeClock, Queue, QueueConfig};
+use kinformer_workqueue::{
+    DelayingQueue, DelayingWorkQueue, FakeClock, Queue, QueueConfig, WorkQueue,
+};
 use proptest::prelude::*;
+
+use crate::decorators::forward;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -203,9 +207,22 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
-    fn queue_matches_the_client_go_model(ops in prop::collection::vec(op(), 1..120)) {
+    fn queue_matches_the_client_go_model(
+        ops in prop::collection::vec(op(), 1..120),
+        decorated in any::<bool>(),
+    ) {
         let clock = FakeClock::new();
-        let queue = DelayingWorkQueue::with_config(QueueConfig::new().clock(clock.clone()));
+        let config = QueueConfig::new().clock(clock.clone());
+        // Or each layer behind a decorator that forwards every call (the rules hold
+        // through decorators: every call that carries something is required).
+        let queue: Box<dyn DelayingQueue<u8>> = if decorated {
+            Box::new(forward(DelayingWorkQueue::wrap(
+                forward(WorkQueue::with_config(config.clone())),
+                config,
+            )))
+        } else {
+            Box::new(DelayingWorkQueue::with_config(config))
+        };
         let mut model = Model::default();
         for op in ops {
             match op {
@@ -236,7 +253,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(queue.len(), model.queue.len());
-            prop_assert_eq!(queue.waiting_len(), model.waiting.len());
+            prop_assert_eq!(queue.stats().waiting, model.waiting.len());
             prop_assert_eq!(queue.shutting_down(), model.shutting_down);
         }
     }
@@ -252,10 +269,12 @@ mod priority {
     use std::time::Duration;
 
     use kinformer_workqueue::{
-        DelayingQueue, FakeClock, ItemExponentialFailureRateLimiter, PriorityWorkQueue, Queue,
-        QueueConfig,
+        DelayingQueue, DelayingWorkQueue, FakeClock, ItemExponentialFailureRateLimiter,
+        PriorityWorkQueue, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue, WorkQueue,
     };
     use proptest::prelude::*;
+
+    use crate::decorators::forward;
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -435,15 +454,24 @@ mod priority {
         #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
         #[test]
-        fn priority_queue_matches_its_model(ops in prop::collection::vec(op(), 1..120)) {
+        fn priority_queue_matches_its_model(
+            ops in prop::collection::vec(op(), 1..120),
+            decorated in any::<bool>(),
+        ) {
             let clock = FakeClock::new();
-            let queue = PriorityWorkQueue::with_config(
-                ItemExponentialFailureRateLimiter::<u8>::new(
-                    Duration::from_millis(1),
-                    Duration::from_millis(1),
-                ),
-                QueueConfig::new().clock(clock.clone()),
+            let config = QueueConfig::new().clock(clock.clone());
+            let limiter = ItemExponentialFailureRateLimiter::<u8>::new(
+                Duration::from_millis(1),
+                Duration::from_millis(1),
             );
+            // Or its three layers and its limiter each behind a forwarding decorator.
+            let queue: Box<dyn RateLimitingQueue<u8>> = if decorated {
+                let base = forward(WorkQueue::with_priorities(config.clone()));
+                let delaying = forward(DelayingWorkQueue::wrap(base, config));
+                Box::new(forward(RateLimitingWorkQueue::wrap(delaying, forward(limiter))))
+            } else {
+                Box::new(PriorityWorkQueue::with_config(limiter, config))
+            };
             let mut model = Model::default();
             for op in ops {
                 match op {
@@ -488,7 +516,7 @@ mod priority {
                     }
                 }
                 prop_assert_eq!(queue.len(), model.len());
-                prop_assert_eq!(queue.waiting_len(), model.waiting_len());
+                prop_assert_eq!(queue.stats().waiting, model.waiting_len());
                 prop_assert_eq!(queue.shutting_down(), model.shutting_down);
             }
         }

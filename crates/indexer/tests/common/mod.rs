@@ -329,68 +329,20 @@ pub fn relist(
 pub struct Forward<S>(pub S);
 
 impl<K, S: Sink<K>> Sink<K> for Forward<S> {
-    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        self.0.add(obj)
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        self.0.update(obj)
-    }
-    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        self.0.delete(obj)
-    }
-    fn replace(&self, part: ListPart<K>) -> Result<(), kinformer_core::Error> {
-        self.0.replace(part)
-    }
-    fn resync(&self) -> Result<(), kinformer_core::Error> {
-        self.0.resync()
-    }
-    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
-        self.0.bookmark(resource_version)
-    }
+    kinformer_indexer::forward_sink!(K, 0: all);
 }
 
 impl<K, S: KnownObjects<K>> KnownObjects<K> for Forward<S> {
-    fn list_keys(&self) -> Vec<ObjectKey> {
-        self.0.list_keys()
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.0.get_by_key(key)
-    }
-
-    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
-        self.0.get_shared(key)
-    }
-
-    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
-        self.0.contains_version(key, resource_version)
-    }
+    kinformer_indexer::forward_known_objects!(K, 0: all);
 }
 
 impl<K, S: Indexer<K>> Indexer<K> for Forward<S> {
-    fn list(&self) -> Vec<Arc<K>> {
-        self.0.list()
-    }
-    fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
-        self.0.by_index(index_name, value)
-    }
-    fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, Error> {
-        self.0.index_keys(index_name, value)
-    }
-    fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
-        self.0.list_index_func_values(index_name)
-    }
-    fn get_indexers(&self) -> Indexers<K> {
-        self.0.get_indexers()
-    }
-    fn last_sync_resource_version(&self) -> String {
-        self.0.last_sync_resource_version()
-    }
+    kinformer_indexer::forward_indexer!(K, 0: list, by_index, index_keys,
+        list_index_func_values, get_indexers, last_sync_resource_version);
 }
 
 impl<K, S: IndexerWriter<K>> IndexerWriter<K> for Forward<S> {
-    fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), Error> {
-        self.0.add_indexers(indexers)
-    }
+    kinformer_indexer::forward_indexer_writer!(K, 0: all);
 }
 
 /// A deliberately different `Indexer`: one mutex over a `BTreeMap`, and no index

@@ -129,95 +129,27 @@ pub fn fake_with(items: Vec<Obj>, rv: &str) -> (FakeListerWatcher<Obj>, WatchSen
 pub const SECS5: Duration = Duration::from_secs(5);
 
 /// A decorator that forwards only the required methods of every trait it wraps (a FIFO's
-/// or a store's), as a wrapper written in a hurry would.
+/// or a store's), as a wrapper written in a hurry would, with the crates' forwarding
+/// macros.
 pub struct Forward<S>(pub S);
 
 impl<K, S: kinformer_core::Sink<K>> kinformer_core::Sink<K> for Forward<S> {
-    fn add(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        self.0.add(obj)
-    }
-    fn update(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        self.0.update(obj)
-    }
-    fn delete(&self, obj: Arc<K>) -> Result<(), kinformer_core::Error> {
-        self.0.delete(obj)
-    }
-    fn replace(&self, part: kinformer_core::ListPart<K>) -> Result<(), kinformer_core::Error> {
-        self.0.replace(part)
-    }
-    fn resync(&self) -> Result<(), kinformer_core::Error> {
-        self.0.resync()
-    }
-    fn bookmark(&self, resource_version: &str) -> Result<(), kinformer_core::Error> {
-        self.0.bookmark(resource_version)
-    }
+    kinformer_core::forward_sink!(K, 0: all);
 }
 
 impl<K, S: kinformer_deltafifo::FifoQueue<K>> kinformer_deltafifo::FifoQueue<K> for Forward<S> {
-    fn pop_async(&self) -> kinformer_deltafifo::PopFuture<'_, K> {
-        self.0.pop_async()
-    }
-    fn has_synced(&self) -> bool {
-        self.0.has_synced()
-    }
-    fn close(&self) {
-        self.0.close();
-    }
-    fn is_closed(&self) -> bool {
-        self.0.is_closed()
-    }
-    fn len(&self) -> usize {
-        self.0.len()
-    }
+    kinformer_deltafifo::forward_fifo_queue!(K, 0: pop_async, has_synced, close, is_closed, len);
 }
 
 impl<K, S: kinformer_core::KnownObjects<K>> kinformer_core::KnownObjects<K> for Forward<S> {
-    fn list_keys(&self) -> Vec<kinformer_core::ObjectKey> {
-        self.0.list_keys()
-    }
-    fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.0.get_by_key(key)
-    }
-
-    fn get_shared(&self, key: &str) -> Option<Arc<K>> {
-        self.0.get_shared(key)
-    }
-
-    fn contains_version(&self, key: &str, resource_version: &str) -> bool {
-        self.0.contains_version(key, resource_version)
-    }
+    kinformer_core::forward_known_objects!(K, 0: all);
 }
 
 impl<K, S: kinformer_indexer::Indexer<K>> kinformer_indexer::Indexer<K> for Forward<S> {
-    fn list(&self) -> Vec<Arc<K>> {
-        self.0.list()
-    }
-    fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, kinformer_indexer::Error> {
-        self.0.by_index(index, value)
-    }
-    fn index_keys(
-        &self,
-        index: &str,
-        value: &str,
-    ) -> Result<Vec<kinformer_core::ObjectKey>, kinformer_indexer::Error> {
-        self.0.index_keys(index, value)
-    }
-    fn list_index_func_values(&self, index: &str) -> Vec<String> {
-        self.0.list_index_func_values(index)
-    }
-    fn get_indexers(&self) -> kinformer_indexer::Indexers<K> {
-        self.0.get_indexers()
-    }
-    fn last_sync_resource_version(&self) -> String {
-        self.0.last_sync_resource_version()
-    }
+    kinformer_indexer::forward_indexer!(K, 0: list, by_index, index_keys,
+        list_index_func_values, get_indexers, last_sync_resource_version);
 }
 
 impl<K, S: kinformer_indexer::IndexerWriter<K>> kinformer_indexer::IndexerWriter<K> for Forward<S> {
-    fn add_indexers(
-        &self,
-        indexers: kinformer_indexer::Indexers<K>,
-    ) -> Result<(), kinformer_indexer::Error> {
-        self.0.add_indexers(indexers)
-    }
+    kinformer_indexer::forward_indexer_writer!(K, 0: all);
 }

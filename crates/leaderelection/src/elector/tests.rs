@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::testing::{Fault, MemoryLease, tokio_clock};
 use crate::{
-    BoxFuture, Clock, Error, FakeClock, LeaderCallbacks, LeaderElectionConfig,
-    LeaderElectionRecord, LeaderElector, LeaderMetric, Leading, MetricsProvider, TermEnd,
+    Clock, Error, FakeClock, LeaderCallbacks, LeaderElectionConfig, LeaderElectionRecord,
+    LeaderElector, LeaderMetric, Leading, MetricsProvider, TermEnd,
 };
 
 const LEASE: Duration = Duration::from_secs(15);
@@ -1029,43 +1029,12 @@ async fn status_shows_the_holder_the_records_times_and_the_expiry_on_this_clock(
 async fn an_elector_over_a_forwarding_lock_and_clock_renews_as_over_the_plain_ones() {
     struct ForwardLock<L>(L);
     impl<L: crate::Lock> crate::Lock for ForwardLock<L> {
-        fn get(&self) -> BoxFuture<'_, Result<Option<LeaderElectionRecord>, Error>> {
-            self.0.get()
-        }
-        fn create<'a>(
-            &'a self,
-            record: &'a LeaderElectionRecord,
-        ) -> BoxFuture<'a, Result<(), Error>> {
-            self.0.create(record)
-        }
-        fn update<'a>(
-            &'a self,
-            record: &'a LeaderElectionRecord,
-        ) -> BoxFuture<'a, Result<(), Error>> {
-            self.0.update(record)
-        }
-        fn identity(&self) -> &str {
-            self.0.identity()
-        }
-        fn describe(&self) -> String {
-            self.0.describe()
-        }
+        crate::forward_lock!(0: all);
     }
     #[derive(Debug)]
     struct ForwardClock(FakeClock);
     impl Clock for ForwardClock {
-        fn now(&self) -> Instant {
-            self.0.now()
-        }
-        fn wall_now(&self) -> SystemTime {
-            self.0.wall_now()
-        }
-        fn sleep_until(&self, deadline: Instant) -> crate::Sleep {
-            self.0.sleep_until(deadline)
-        }
-        fn subscribe(&self, listener: std::sync::Weak<dyn crate::TimeListener>) -> bool {
-            self.0.subscribe(listener)
-        }
+        kinformer_core::forward_clock!(0: all);
     }
 
     let (lease, timeline) = (MemoryLease::new(), Timeline::new());
