@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::codec::{self, CodecError};
-use crate::labels;
+use crate::labels::{self, Labels};
 use crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView;
 use crate::view::read::{FieldName, Fields, NO_FIELDS, Raw, TopIndex};
 use crate::view::{HasView, Object, ViewValue};
@@ -77,9 +77,6 @@ pub struct Cached<K> {
     labels: Option<Arc<Labels>>,
     _k: PhantomData<fn() -> K>,
 }
-
-/// Labels, shared by every object that has the same ones.
-pub(crate) type Labels = BTreeMap<String, String>;
 
 /// A string of `bytes`: `start..start + len`; [`Span::ABSENT`] for a field not set.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -6,11 +6,13 @@
 //! point at it. The table is keyed by the label map's encoding, so that an object whose
 //! labels are known already builds no map at all.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
-use crate::cached::Labels;
 use crate::view::read::next;
+
+/// Labels, shared by every object that has the same ones.
+pub(crate) type Labels = BTreeMap<String, String>;
 
 /// The distinct label sets of the objects alive, by their encoding. Sets nobody uses any
 /// more are swept out when the table has doubled since the last sweep, so it stays within

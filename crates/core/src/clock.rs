@@ -5,7 +5,7 @@
 //! kinformer-leaderelection) can depend on kinformer-core at no cost, while none of them
 //! depends on another, and a test that drives a queue, a recorder and an elector wants to
 //! hand all three the same [`FakeClock`]. What a clock needs stays within this crate's
-//! rule of no runtime: a sleep is a boxed [`Future`](std::future::Future) ([`Sleep`]) that any executor can poll,
+//! rule of no runtime: a sleep is a boxed [`Future`] ([`Sleep`]) that any executor can poll,
 //! the fake wakes its sleepers itself, and [`RealClock`] sleeps on a timer thread of its own
 //! (see [`RealClock`]), so neither needs Tokio.
 //!

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::install::{BINARIES, user_binary_dir_in};
+use crate::install::{BINARIES, go_version_needed, user_binary_dir_in};
 
 /// The environment the lookup reads, passed in so that tests need not change the
 /// process's.
@@ -68,6 +68,7 @@ impl Env {
         Err(Error::NotBuilt {
             path: missing.unwrap_or_else(|| PathBuf::from(BINARIES[0])),
             searched,
+            go: go_version_needed(),
         })
     }
 }
@@ -192,7 +193,7 @@ mod tests {
             ..env
         };
         match env.locate().unwrap_err() {
-            Error::NotBuilt { path, searched } => {
+            Error::NotBuilt { path, searched, .. } => {
                 assert_eq!(searched, std::slice::from_ref(&empty));
                 assert_eq!(path, empty.join("etcd"));
             }
@@ -254,7 +255,7 @@ mod tests {
         bin_dir(t, "repo/target/controlplane/bin", &[]);
         bin_dir(&user_dir(&t.join("home")), "", &["etcd"]);
         let err = env(t).locate().unwrap_err();
-        let Error::NotBuilt { path, searched } = &err else {
+        let Error::NotBuilt { path, searched, .. } = &err else {
             panic!("{err}")
         };
         assert_eq!(

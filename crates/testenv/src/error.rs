@@ -30,13 +30,16 @@ pub enum Error {
          both",
         path.display(),
         paths(searched),
-        crate::install::go_version_needed()
+        go
     )]
     NotBuilt {
         /// The binary that was missing (in the last dir looked in).
         path: PathBuf,
         /// The dirs looked in, in order.
         searched: Vec<PathBuf>,
+        /// The Go version the install command needs
+        /// ([`install::go_version_needed`](crate::install::go_version_needed)).
+        go: &'static str,
     },
     /// A client-go peer program is missing: only kinformer's repository builds them.
     #[error("peer program {path} not found: build it with `cargo xtask controlplane build`")]
@@ -155,6 +158,7 @@ mod tests {
         let not_built = Error::NotBuilt {
             path: PathBuf::from("/c/etcd"),
             searched: vec![PathBuf::from("/a"), PathBuf::from("/c")],
+            go: "1.26",
         };
         let debug = format!("{not_built:?}");
         assert_eq!(debug, not_built.to_string());
