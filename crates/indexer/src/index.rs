@@ -110,6 +110,76 @@ impl<K> IndexFunc<K> {
     }
 }
 
+impl<K: MetaObject + 'static> IndexFunc<K> {
+    /// An index over a field, scoped by namespace (controller-runtime's `IndexField`):
+    /// `field` returns the object's values; the store files a namespaced object under
+    /// `<namespace>/<value>` and under [`ALL_NAMESPACES`]`/<value>`, a cluster-scoped one
+    /// under the latter only, so that a query asks for one namespace
+    /// ([`NamespacedLister::by_field`](crate::NamespacedLister::by_field)) or for all
+    /// ([`Lister::by_field`](crate::Lister::by_field)) without building the key itself.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::batch::v1::Job;
+    /// use kinformer_indexer::{IndexFunc, Indexers, Lister, ThreadSafeStore, namespace_indexers};
+    ///
+    /// // controller-runtime's `IndexField(ctx, &Job{}, ".metadata.controller", ..)`.
+    /// let mut indexers: Indexers<Job> = namespace_indexers();
+    /// indexers.insert("owner".into(), IndexFunc::namespaced(|job: &Job| {
+    ///     let owners = job.metadata.owner_references.iter().flatten();
+    ///     owners.filter(|o| o.controller == Some(true)).map(|o| o.name.clone()).collect()
+    /// }));
+    /// let store = Arc::new(ThreadSafeStore::new(indexers));
+    /// for (ns, name, owner) in [("a", "j1", "nightly"), ("a", "j2", "hourly"), ("b", "j3", "nightly")] {
+    ///     let mut job = Job::default();
+    ///     job.metadata.namespace = Some(ns.into());
+    ///     job.metadata.name = Some(name.into());
+    ///     job.metadata.owner_references = Some(vec![
+    ///         k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    ///             name: owner.into(),
+    ///             controller: Some(true),
+    ///             ..Default::default()
+    ///         },
+    ///     ]);
+    ///     store.add(Arc::new(job))?;
+    /// }
+    /// let jobs = Lister::new(store);
+    /// // `List(ctx, &jobs, InNamespace("a"), MatchingFields{"owner": "nightly"})`:
+    /// assert_eq!(jobs.namespaced("a").by_field("owner", "nightly")?.len(), 1);
+    /// // Without a namespace: every namespace.
+    /// assert_eq!(jobs.by_field("owner", "nightly")?.len(), 2);
+    /// # Ok::<(), kinformer_indexer::Error>(())
+    /// ```
+    pub fn namespaced<F>(field: F) -> Self
+    where
+        F: Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    {
+        Self::new(move |obj: &K| {
+            let values = field(obj);
+            let namespace = obj.object_namespace().filter(|ns| !ns.is_empty());
+            let mut keys =
+                Vec::with_capacity(values.len() * (1 + usize::from(namespace.is_some())));
+            for value in &values {
+                if let Some(ns) = namespace {
+                    keys.push(namespaced_value(Some(ns), value));
+                }
+                keys.push(namespaced_value(None, value));
+            }
+            keys
+        })
+    }
+}
+
+/// The namespace part of the value a [`namespaced`](IndexFunc::namespaced) index files
+/// every object under (controller-runtime's `__all_namespaces`).
+pub const ALL_NAMESPACES: &str = "__all_namespaces";
+
+/// The value a [`namespaced`](IndexFunc::namespaced) index files `value` under for
+/// `namespace` (`None`: every namespace): `<namespace>/<value>`.
+pub fn namespaced_value(namespace: Option<&str>, value: &str) -> String {
+    format!("{}/{value}", namespace.unwrap_or(ALL_NAMESPACES))
+}
+
 impl<K: MetaObject> IndexFunc<K> {
     /// The indexed values of `obj`.
     ///

@@ -188,7 +188,9 @@ mod store;
 mod traits;
 
 pub use error::Error;
-pub use index::{IndexFunc, Indexers, NAMESPACE_INDEX, namespace_indexers};
+pub use index::{
+    ALL_NAMESPACES, IndexFunc, Indexers, NAMESPACE_INDEX, namespace_indexers, namespaced_value,
+};
 /// Re-exported from kinformer-core, so that a cache can be written with this crate alone.
 pub use kinformer_core::{
     BoxError, KeyFunc, KnownObjects, Sink, forward_known_objects, forward_sink,

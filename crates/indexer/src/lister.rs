@@ -8,7 +8,7 @@ use crate::Selector;
 use kinformer_core::{ErrorChain, MetaObject};
 
 use crate::traits::selected;
-use crate::{Error, Indexer, NAMESPACE_INDEX};
+use crate::{Error, Indexer, NAMESPACE_INDEX, namespaced_value};
 
 /// Typed reads from an [`Indexer`] (client-go's generated `PodLister` and friends, for any
 /// object type): list by label selector, get by name, and the same within one namespace
@@ -101,6 +101,16 @@ impl<K: MetaObject + 'static> Lister<K> {
             })
     }
 
+    /// The objects of every namespace that a [`namespaced`](crate::IndexFunc::namespaced)
+    /// index called `index` files under `value` (controller-runtime's
+    /// `List(ctx, &list, MatchingFields{index: value})`), each once.
+    ///
+    /// # Errors
+    /// [`Error::UnknownIndex`](crate::Error::UnknownIndex).
+    pub fn by_field(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
+        self.indexer.by_index(index, &namespaced_value(None, value))
+    }
+
     /// Queries within one namespace (client-go's `lister.Pods(namespace)`). `""` means
     /// all namespaces for [`list`](NamespacedLister::list), as in client-go.
     pub fn namespaced<'a>(&'a self, namespace: &'a str) -> NamespacedLister<'a, K> {
@@ -146,6 +156,20 @@ impl<K: MetaObject + 'static> NamespacedLister<'_, K> {
                 objs
             }
         }
+    }
+
+    /// The objects of this namespace that a [`namespaced`](crate::IndexFunc::namespaced)
+    /// index called `index` files under `value` (controller-runtime's
+    /// `List(ctx, &list, InNamespace(ns), MatchingFields{index: value})`); for `""`, those
+    /// of every namespace, as [`Lister::by_field`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownIndex`](crate::Error::UnknownIndex).
+    pub fn by_field(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, Error> {
+        let namespace = Some(self.namespace).filter(|ns| !ns.is_empty());
+        self.lister
+            .indexer
+            .by_index(index, &namespaced_value(namespace, value))
     }
 
     /// The object called `name` in this namespace. For `""` the key is the bare name, as
