@@ -114,6 +114,8 @@
 //!   and `/debug/diagnostics` are kinformer-admin's: this crate runs controllers.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(feature = "kube")]
+pub mod client;
 pub mod controller;
 #[cfg(feature = "kube")]
 pub mod finalizer;

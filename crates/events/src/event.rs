@@ -59,9 +59,26 @@ pub(crate) fn make_event(reporter: &Reporter, what: &Occurrence<'_>, now: System
 }
 
 /// The reference client-go's `reference.GetReference` makes for an object: apiVersion,
-/// kind, namespace, name, uid and resourceVersion. (kube's `object_ref` leaves out the
-/// resourceVersion.)
-pub(crate) fn get_reference<K>(object: &K) -> ObjectReference
+/// kind, namespace, name, uid and resourceVersion (kube's `object_ref` leaves out the
+/// resourceVersion), for a decoded object or a cached one alike. What the recorders put in
+/// an Event's `regarding` / `involvedObject`; a controller that writes Events of its own,
+/// or `ObjectReference`s into a status (a CronJob's `status.active`), uses the same.
+///
+/// ```
+/// use k8s_openapi::api::batch::v1::Job;
+/// use kinformer_events::get_reference;
+///
+/// let mut job = Job::default();
+/// job.metadata.namespace = Some("default".into());
+/// job.metadata.name = Some("backup-28340000".into());
+/// job.metadata.uid = Some("7c1f".into());
+/// job.metadata.resource_version = Some("4711".into());
+/// let reference = get_reference(&job);
+/// assert_eq!(reference.api_version.as_deref(), Some("batch/v1"));
+/// assert_eq!(reference.kind.as_deref(), Some("Job"));
+/// assert_eq!(reference.resource_version.as_deref(), Some("4711"));
+/// ```
+pub fn get_reference<K>(object: &K) -> ObjectReference
 where
     K: KubeObject,
     K::Kind: Resource<DynamicType = ()>,

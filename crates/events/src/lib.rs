@@ -236,6 +236,7 @@ mod write;
 pub use broadcaster::Broadcaster;
 pub use config::Config;
 pub use error::Error;
+pub use event::get_reference;
 /// What [`EventSink`]'s methods return (kinformer-core's, the one async idiom of the swap
 /// points).
 pub use kinformer_core::BoxFuture;

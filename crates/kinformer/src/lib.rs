@@ -238,6 +238,8 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 #[cfg(feature = "kube")]
+pub mod manager;
+#[cfg(feature = "kube")]
 pub mod sharding;
 
 /// Object keys, tombstones, `Delta` types and the `MetaObject` view: kinformer-core (with
@@ -272,6 +274,9 @@ pub use kinformer_informer_factory as informer;
 // kinformer-controller's modules under their own names (their docs are the crate's; a doc
 // comment here would be glued in front of them).
 pub use kinformer_controller::controller;
+// kinformer-controller's `client`, named so beside kinformer-client's `client`.
+#[cfg(feature = "kube")]
+pub use kinformer_controller::client as cache_client;
 #[cfg(feature = "kube")]
 pub use kinformer_controller::finalizer;
 #[cfg(feature = "kube")]

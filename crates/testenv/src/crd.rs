@@ -259,54 +259,83 @@ impl Crd {
     /// [`Error::Kube`] when the API server refuses the CRD (an invalid schema, two stored
     /// versions); [`Error::Crd`] when it is not established and served within a minute.
     pub async fn create(&self, client: &Client) -> Result<ApiResource, Error> {
-        let crd = self.definition()?;
-        let name = self.name();
-        let crds = kube::Api::<CustomResourceDefinition>::all(client.clone());
-        match crds.create(&PostParams::default(), &crd).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-            Err(e) => return Err(kube_err(format!("creating the CRD {name}"))(e)),
+        install_crd(client, &self.definition()?).await
+    }
+}
+
+/// Creates `crd` unless one of its name exists (an existing one is kept as it is, so that
+/// tests sharing a control plane can each ask for it), waits until it is `Established` and
+/// each served version answers a list, and returns the `ApiResource` of the stored version.
+/// For a CRD you already have: kube's `CustomResourceExt::crd()` of a
+/// `#[derive(CustomResource)]` type, or one read from your repository's manifests.
+///
+/// ```no_run
+/// # async fn f(client: kube::Client) -> Result<(), kinformer_testenv::Error> {
+/// # let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = todo!();
+/// // `crd` from `CronJob::crd()` (kube's `CustomResourceExt`).
+/// let cronjobs = kinformer_testenv::install_crd(&client, &crd).await?;
+/// assert_eq!(cronjobs.plural, crd.spec.names.plural);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`Error::Kube`] when the API server refuses the CRD (an invalid schema, two stored
+/// versions); [`Error::Crd`] when it is not established and served within a minute.
+pub async fn install_crd(
+    client: &Client,
+    crd: &CustomResourceDefinition,
+) -> Result<ApiResource, Error> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    let crds = kube::Api::<CustomResourceDefinition>::all(client.clone());
+    match crds.create(&PostParams::default(), crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+        Err(e) => return Err(kube_err(format!("creating the CRD {name}"))(e)),
+    }
+    let start = Instant::now();
+    let timed_out = |what: String| Error::Crd {
+        name: name.clone(),
+        reason: format!("{what} after {}s", SERVED_WITHIN.as_secs()),
+    };
+    loop {
+        let current = crds
+            .get(&name)
+            .await
+            .map_err(kube_err(format!("reading the CRD {name}")))?;
+        if established(&current) {
+            break;
         }
-        let start = Instant::now();
-        let timed_out = |what: String| Error::Crd {
-            name: name.clone(),
-            reason: format!("{what} after {}s", SERVED_WITHIN.as_secs()),
-        };
-        loop {
-            let current = crds
-                .get(&name)
-                .await
-                .map_err(kube_err(format!("reading the CRD {name}")))?;
-            if established(&current) {
-                break;
-            }
+        if start.elapsed() > SERVED_WITHIN {
+            return Err(timed_out(format!(
+                "not established (conditions: {})",
+                conditions(&current)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let api_resource = |version: &str| {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(&crd.spec.group, version, &crd.spec.names.kind),
+            &crd.spec.names.plural,
+        )
+    };
+    // Established: the API server has the handler; its discovery may lag a moment.
+    for v in crd.spec.versions.iter().filter(|v| v.served) {
+        let all = kube::Api::<DynamicObject>::all_with(client.clone(), &api_resource(&v.name));
+        while let Err(e) = all.list(&ListParams::default().limit(1)).await {
             if start.elapsed() > SERVED_WITHIN {
-                return Err(timed_out(format!(
-                    "not established (conditions: {})",
-                    conditions(&current)
-                )));
+                return Err(timed_out(format!("version {} not served ({e})", v.name)));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        // Established: the API server has the handler; its discovery may lag a moment.
-        for v in crd.spec.versions.iter().filter(|v| v.served) {
-            let all =
-                kube::Api::<DynamicObject>::all_with(client.clone(), &self.api_resource(&v.name));
-            while let Err(e) = all.list(&ListParams::default().limit(1)).await {
-                if start.elapsed() > SERVED_WITHIN {
-                    return Err(timed_out(format!("version {} not served ({e})", v.name)));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        let stored = crd
-            .spec
-            .versions
-            .iter()
-            .find(|v| v.storage)
-            .map_or("v1", |v| v.name.as_str());
-        Ok(self.api_resource(stored))
     }
+    let stored = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .map_or("v1", |v| v.name.as_str());
+    Ok(api_resource(stored))
 }
 
 /// Whether the CRD's `Established` condition is `True`.

@@ -123,6 +123,36 @@
 //! or a timeout passes, then fails the test naming what it waited for;
 //! [`eventually_async`] does the same for a condition that awaits (a request to the API
 //! server). Tests wait with them instead of polling loops of their own.
+//! [`try_eventually`] and [`try_eventually_async`] return a [`TimedOut`] error instead of
+//! panicking, for code that is not a test.
+//!
+//! # Outside `#[test]`: a driver binary
+//!
+//! Nothing here needs the test harness: a demo, a soak or a scenario check that runs as a
+//! program takes this crate as a normal `[dependencies]` entry, starts a control plane, installs
+//! its CRDs from the `CustomResourceDefinition` it already has ([`install_crd`]: kube's
+//! `CustomResourceExt::crd()`), and waits with the `try_` forms, which fail with an error the
+//! program reports instead of a panic:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use kinformer_testenv::{ControlPlane, try_eventually_async};
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let cp = ControlPlane::start().await?; // stopped when dropped
+//!     let client = cp.client()?;
+//!     # let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = todo!();
+//!     kinformer_testenv::install_crd(&client, &crd).await?; // `crd`: `CronJob::crd()`
+//!     // ... start the controller under test, create objects ...
+//!     let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client);
+//!     try_eventually_async("the default namespace", Duration::from_secs(30), || async {
+//!         namespaces.get_opt("default").await.ok().flatten().is_some()
+//!     })
+//!     .await?;
+//!     Ok(())
+//! }
+//! ```
 //!
 //! # Teardown
 //!
@@ -164,7 +194,7 @@ mod error;
 pub use api_proxy::ApiProxy;
 pub use binaries::{binary_dir, find_binary_dir, user_binary_dir, workspace_binary_dir};
 pub use control_plane::ControlPlane;
-pub use crd::{Crd, CrdScope, CrdVersion, create_crd};
+pub use crd::{Crd, CrdScope, CrdVersion, create_crd, install_crd};
 pub use error::Error;
 pub use fixtures::{apply_realistic_pods, create_pods, pod};
 pub use options::{Options, SHARDED_LIST_AND_WATCH};
@@ -176,4 +206,4 @@ pub use scaled_objects::{
     apply_realistic_scaled_objects, create_scaled_object_crd, scaled_object_resource,
 };
 pub use users::{ADMIN_USER, RESTRICTED_USER};
-pub use wait::{eventually, eventually_async};
+pub use wait::{TimedOut, eventually, eventually_async, try_eventually, try_eventually_async};

@@ -37,13 +37,10 @@ pub const POLL_ASYNC: Duration = Duration::from_millis(50);
 /// .await;
 /// # }
 /// ```
-pub async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !cond() {
-        check(what, timeout, start);
-        tokio::time::sleep(POLL).await;
-    }
-    start.elapsed()
+pub async fn eventually(what: &str, timeout: Duration, cond: impl FnMut() -> bool) -> Duration {
+    try_eventually(what, timeout, cond)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// [`eventually`] for a condition that must await something (a request to the API server):
@@ -66,24 +63,89 @@ pub async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() ->
 /// .await;
 /// # }
 /// ```
-pub async fn eventually_async<F, Fut>(what: &str, timeout: Duration, mut cond: F) -> Duration
+pub async fn eventually_async<F, Fut>(what: &str, timeout: Duration, cond: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    try_eventually_async(what, timeout, cond)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`eventually`] that returns [`TimedOut`] rather than panicking: for a program that drives
+/// a scenario (a demo, a soak, a check in CI) outside `#[test]`.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let err = kinformer_testenv::try_eventually("never", Duration::from_millis(20), || false)
+///     .await
+///     .unwrap_err();
+/// assert!(err.to_string().starts_with("timed out waiting for never: not within 20ms"));
+/// # }
+/// ```
+///
+/// # Errors
+/// [`TimedOut`] when `cond` still does not hold after `timeout`.
+pub async fn try_eventually(
+    what: &str,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Result<Duration, TimedOut> {
+    let start = Instant::now();
+    while !cond() {
+        check(what, timeout, start)?;
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(start.elapsed())
+}
+
+/// [`eventually_async`] that returns [`TimedOut`] rather than panicking.
+///
+/// # Errors
+/// [`TimedOut`] when the condition still does not hold after `timeout`.
+pub async fn try_eventually_async<F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut cond: F,
+) -> Result<Duration, TimedOut>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
     let start = Instant::now();
     while !cond().await {
-        check(what, timeout, start);
+        check(what, timeout, start)?;
         tokio::time::sleep(POLL_ASYNC).await;
     }
-    start.elapsed()
+    Ok(start.elapsed())
 }
 
-/// Fails the test once `timeout` has passed since `start`.
-fn check(what: &str, timeout: Duration, start: Instant) {
+/// A condition awaited by [`try_eventually`] or [`try_eventually_async`] did not hold in time.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("timed out waiting for {what}: not within {timeout:?} (waited {waited:?})")]
+#[non_exhaustive]
+pub struct TimedOut {
+    /// What was awaited.
+    pub what: String,
+    /// How long it was given.
+    pub timeout: Duration,
+    /// How long was waited.
+    pub waited: Duration,
+}
+
+/// [`TimedOut`] once `timeout` has passed since `start`.
+fn check(what: &str, timeout: Duration, start: Instant) -> Result<(), TimedOut> {
     let waited = start.elapsed();
-    assert!(
-        waited < timeout,
-        "timed out waiting for {what}: not within {timeout:?} (waited {waited:?})"
-    );
+    if waited < timeout {
+        return Ok(());
+    }
+    Err(TimedOut {
+        what: what.to_owned(),
+        timeout,
+        waited,
+    })
 }

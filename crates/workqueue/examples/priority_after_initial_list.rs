@@ -11,6 +11,11 @@
 //! time until its reconcile has finished with two worker threads whose reconcile takes 100 µs
 //! (a sleep, so the two cores stay free; the median of five runs). BENCHMARKS.md records the
 //! output ("workqueue priority").
+//!
+//! Then the other side, starvation: the same list, and a steady stream of changes (one added
+//! before every `get`). How many `get`s until the *last* listed key is handed out, in strict
+//! priority order (controller-runtime's queue; `PriorityStorage` without fairness) and in the
+//! `PriorityWorkQueue`'s (one get in `DEFAULT_FAIR_EVERY` takes the key queued longest)?
 #![allow(clippy::print_stdout, reason = "a measuring program prints its table")]
 
 use std::sync::Arc;
@@ -19,7 +24,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kinformer_workqueue::{
-    FakeClock, LOW_PRIORITY, PriorityWorkQueue, RateLimitingQueue, RateLimitingWorkQueue,
+    DEFAULT_FAIR_EVERY, FakeClock, LOW_PRIORITY, PriorityStorage, PriorityWorkQueue, Queue,
+    QueueConfig, RateLimitingQueue, RateLimitingWorkQueue, WorkQueue,
     default_controller_rate_limiter_with_clock,
 };
 
@@ -101,6 +107,53 @@ fn median(mut runs: Vec<Duration>) -> Duration {
     runs[runs.len() / 2]
 }
 
+/// Gets until the last listed key is handed out while a change is added before every get;
+/// `None` when it is not within `cap` gets.
+fn gets_until_last_listed(queue: &dyn Queue<Key>, cap: usize) -> Option<usize> {
+    for i in 0..LISTED {
+        queue.add_with_priority(Key::from(format!("default/listed-{i}")), LOW_PRIORITY);
+    }
+    let last = Key::from(format!("default/listed-{}", LISTED - 1));
+    for gets in 1..=cap {
+        queue.add(Key::from(format!("default/changed-{gets}")));
+        let key = queue.get()?;
+        queue.done(&key);
+        if key == last {
+            return Some(gets);
+        }
+    }
+    None
+}
+
+fn starvation() {
+    const CAP: usize = 1_000_000;
+    println!();
+    println!(
+        "{LISTED} keys listed (LOW_PRIORITY), then one change (priority 0) added before every get"
+    );
+    println!();
+    println!("| order | gets until the last listed key | changes handed out meanwhile |");
+    println!("| --- | ---: | ---: |");
+    let strict = WorkQueue::with_storage(PriorityStorage::new(), QueueConfig::new());
+    let fair = WorkQueue::with_priorities(QueueConfig::new());
+    for (name, queue) in [
+        (
+            "strict priority (controller-runtime)",
+            &strict as &dyn Queue<Key>,
+        ),
+        (
+            "`PriorityWorkQueue` (fair every {DEFAULT_FAIR_EVERY})",
+            &fair,
+        ),
+    ] {
+        let name = name.replace("{DEFAULT_FAIR_EVERY}", &DEFAULT_FAIR_EVERY.to_string());
+        match gets_until_last_listed(queue, CAP) {
+            Some(gets) => println!("| {name} | {gets} | {} |", gets - LISTED),
+            None => println!("| {name} | never (not within {CAP}) | {CAP} |"),
+        }
+    }
+}
+
 fn main() {
     println!(
         "{LISTED} keys queued by the initial list (LOW_PRIORITY), then one changed key (priority 0)"
@@ -128,4 +181,5 @@ fn main() {
             max.unwrap_or_default()
         );
     }
+    starvation();
 }

@@ -237,7 +237,7 @@ pub use prometheus::PrometheusMetricsProvider;
 pub use queue::{GetFuture, Queue, WorkQueue};
 pub use rate_limiting::{RateLimitingQueue, RateLimitingWorkQueue};
 pub use stats::QueueStats;
-pub use storage::{FifoStorage, PriorityStorage, QueueStorage, Queued};
+pub use storage::{DEFAULT_FAIR_EVERY, FifoStorage, PriorityStorage, QueueStorage, Queued};
 
 /// The clock is kinformer-core's, shared with the event recorder and the leader elector:
 /// one [`FakeClock`] drives them all in a test.

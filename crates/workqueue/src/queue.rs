@@ -577,9 +577,11 @@ impl<T: Item> Default for WorkQueue<T> {
 }
 
 impl<T: Item> WorkQueue<T, PriorityStorage<T>> {
-    /// A queue that hands out the highest priority first ([`PriorityStorage`]), reporting
-    /// its depth by priority: in [`QueueStats::depth_by_priority`], and in the depth metric
-    /// when the provider makes a gauge labelled by priority
+    /// A queue that hands out the highest priority first ([`PriorityStorage`], one pop in
+    /// [`DEFAULT_FAIR_EVERY`](crate::DEFAULT_FAIR_EVERY) taking the item queued longest, so
+    /// that no priority starves), reporting its depth by priority: in
+    /// [`QueueStats::depth_by_priority`], and in the depth metric when the provider makes a
+    /// gauge labelled by priority
     /// ([`MetricsProvider::new_depth_with_priority_metric`](crate::MetricsProvider::new_depth_with_priority_metric)).
     /// The base of [`PriorityWorkQueue`](crate::PriorityWorkQueue).
     ///
@@ -593,7 +595,11 @@ impl<T: Item> WorkQueue<T, PriorityStorage<T>> {
     /// assert_eq!(queue.get(), Some("changed"));
     /// ```
     pub fn with_priorities(config: QueueConfig) -> Self {
-        Self::build(PriorityStorage::new(), config, true)
+        Self::build(
+            PriorityStorage::new().fair_every(crate::DEFAULT_FAIR_EVERY),
+            config,
+            true,
+        )
     }
 }
 

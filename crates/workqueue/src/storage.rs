@@ -173,6 +173,14 @@ impl<T: Send> QueueStorage<T> for FifoStorage<T> {
 /// leaves it where it is. A raised item goes behind the items already queued at its new
 /// priority (it became ready at that priority last), as in controller-runtime v0.23.
 ///
+/// **No starvation** ([`fair_every`](Self::fair_every)): strict priority order lets a steady
+/// stream of changes at priority 0 hold the items of an initial list or a resync (at
+/// [`LOW_PRIORITY`](crate::LOW_PRIORITY)) back for ever (controller-runtime #3496). With
+/// `fair_every(n)`, every `n`-th pop takes the item queued longest instead, whatever its
+/// priority, so the `k`-th oldest item is handed out within `k × n` pops; the others keep
+/// the priority order. [`PriorityWorkQueue`](crate::PriorityWorkQueue) uses
+/// [`DEFAULT_FAIR_EVERY`]; [`new`](Self::new) never (strict order).
+///
 /// ```
 /// use kinformer_workqueue::{PriorityStorage, Queue, QueueConfig, WorkQueue};
 ///
@@ -186,9 +194,29 @@ impl<T: Send> QueueStorage<T> for FifoStorage<T> {
 pub struct PriorityStorage<T> {
     /// Every rank an item was given; a raise leaves the old one behind, skipped by `pop`.
     heap: BinaryHeap<Ranked<T>>,
-    /// Each stored item's live rank (priority, sequence number), and the item itself.
-    current: HashMap<T, (i32, u64, Queued<T>)>,
+    /// Each stored item's live rank, when it was queued, and the item itself.
+    current: HashMap<T, Entry<T>>,
     next_seq: u64,
+    /// Every `fair_every`-th pop takes the oldest item; 0: never.
+    fair_every: u32,
+    /// Pops since the last one that took the oldest item.
+    pops: u32,
+    /// The items in the order they were queued, for the fair pops (only when `fair_every`
+    /// is set); entries of items gone since, or queued again, are skipped.
+    by_age: VecDeque<(u64, T)>,
+}
+
+/// How often a [`PriorityWorkQueue`](crate::PriorityWorkQueue) hands out the item queued
+/// longest whatever its priority: one pop in 10 (see [`PriorityStorage::fair_every`]).
+pub const DEFAULT_FAIR_EVERY: u32 = 10;
+
+#[derive(Debug)]
+struct Entry<T> {
+    priority: i32,
+    seq: u64,
+    /// The sequence number of the push that queued it (a raise keeps it).
+    queued_at: u64,
+    queued: Queued<T>,
 }
 
 #[derive(Debug, Clone)]
@@ -219,13 +247,40 @@ impl<T> Ord for Ranked<T> {
 }
 
 impl<T> PriorityStorage<T> {
-    /// An empty priority storage.
+    /// An empty priority storage, in strict priority order.
     pub fn new() -> Self {
         Self {
             heap: BinaryHeap::new(),
             current: HashMap::default(),
             next_seq: 0,
+            fair_every: 0,
+            pops: 0,
+            by_age: VecDeque::new(),
         }
+    }
+
+    /// Every `n`-th pop hands out the item queued longest, whatever its priority (0: never):
+    /// see the type's docs, "No starvation".
+    ///
+    /// ```
+    /// use kinformer_workqueue::{LOW_PRIORITY, PriorityStorage, Queue, QueueConfig, WorkQueue};
+    ///
+    /// let queue = WorkQueue::with_storage(PriorityStorage::new().fair_every(3), QueueConfig::new());
+    /// queue.add_with_priority("listed", LOW_PRIORITY);
+    /// // A steady stream of changes: without fairness "listed" would wait for ever.
+    /// let mut handed_out = Vec::new();
+    /// for i in 0..3 {
+    ///     queue.add(["a", "b", "c"][i]);
+    ///     let item = queue.get().unwrap();
+    ///     handed_out.push(item);
+    ///     queue.done(&item);
+    /// }
+    /// assert_eq!(handed_out, ["a", "b", "listed"]);
+    /// ```
+    #[must_use]
+    pub fn fair_every(mut self, n: u32) -> Self {
+        self.fair_every = n;
+        self
     }
 }
 
@@ -236,16 +291,43 @@ impl<T> Default for PriorityStorage<T> {
 }
 
 impl<T: Item> PriorityStorage<T> {
-    /// Drops heap entries that a raise left behind once they outnumber the live ones.
+    /// Drops heap and age entries that raises and pops left behind once they outnumber the
+    /// live ones.
     fn compact(&mut self) {
-        if self.heap.len() > 2 * self.current.len() + 16 {
-            let current = &self.current;
+        let current = &self.current;
+        if self.heap.len() > 2 * current.len() + 16 {
             self.heap.retain(|ranked| {
                 current
                     .get(&ranked.item)
-                    .is_some_and(|live| (live.0, live.1) == (ranked.priority, ranked.seq))
+                    .is_some_and(|live| (live.priority, live.seq) == (ranked.priority, ranked.seq))
             });
         }
+        if self.by_age.len() > 2 * current.len() + 16 {
+            self.by_age
+                .retain(|(at, item)| current.get(item).is_some_and(|live| live.queued_at == *at));
+        }
+    }
+
+    /// The item queued longest, if this pop (of a storage holding something) is a fair one.
+    fn pop_oldest(&mut self) -> Option<Queued<T>> {
+        if self.fair_every == 0 {
+            return None;
+        }
+        self.pops += 1;
+        if self.pops < self.fair_every {
+            return None;
+        }
+        self.pops = 0;
+        while let Some((at, item)) = self.by_age.pop_front() {
+            if self
+                .current
+                .get(&item)
+                .is_some_and(|live| live.queued_at == at)
+            {
+                return self.current.remove(&item).map(|entry| entry.queued);
+            }
+        }
+        None
     }
 }
 
@@ -258,20 +340,29 @@ impl<T: Item> QueueStorage<T> for PriorityStorage<T> {
             seq,
             item: item.item().clone(),
         });
-        self.current
-            .insert(item.item().clone(), (priority, seq, item));
+        if self.fair_every > 0 {
+            self.by_age.push_back((seq, item.item().clone()));
+        }
+        let entry = Entry {
+            priority,
+            seq,
+            queued_at: seq,
+            queued: item,
+        };
+        self.current.insert(entry.queued.item().clone(), entry);
+        self.compact();
     }
 
     fn touch(&mut self, item: &T, priority: i32) {
-        let Some(rank) = self.current.get_mut(item) else {
+        let Some(entry) = self.current.get_mut(item) else {
             return;
         };
-        if priority <= rank.0 {
+        if priority <= entry.priority {
             return;
         }
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
-        (rank.0, rank.1) = (priority, seq);
+        (entry.priority, entry.seq) = (priority, seq);
         self.heap.push(Ranked {
             priority,
             seq,
@@ -281,13 +372,20 @@ impl<T: Item> QueueStorage<T> for PriorityStorage<T> {
     }
 
     fn pop(&mut self) -> Option<Queued<T>> {
+        if self.current.is_empty() {
+            // An empty pop is no pop: it does not count towards the fair one.
+            return None;
+        }
+        if let Some(oldest) = self.pop_oldest() {
+            return Some(oldest);
+        }
         while let Some(ranked) = self.heap.pop() {
             let live = self
                 .current
                 .get(&ranked.item)
-                .is_some_and(|live| (live.0, live.1) == (ranked.priority, ranked.seq));
+                .is_some_and(|live| (live.priority, live.seq) == (ranked.priority, ranked.seq));
             if live {
-                return self.current.remove(&ranked.item).map(|(_, _, item)| item);
+                return self.current.remove(&ranked.item).map(|entry| entry.queued);
             }
         }
         None

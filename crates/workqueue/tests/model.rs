@@ -260,7 +260,8 @@ proptest! {
 }
 
 /// The priority queue against a plain model of its rules (controller-runtime's order, the
-/// other queues' dirty, processing and shutdown rules, delayed adds kept apart from ready
+/// other queues' dirty, processing and shutdown rules, one get in `DEFAULT_FAIR_EVERY` taking
+/// the item queued longest, delayed adds kept apart from ready
 /// ones as client-go's delaying queue keeps them): every entry in one map, the next item
 /// found by a scan, ready times on the same fake clock.
 mod priority {
@@ -269,8 +270,9 @@ mod priority {
     use std::time::Duration;
 
     use kinformer_workqueue::{
-        DelayingQueue, DelayingWorkQueue, FakeClock, ItemExponentialFailureRateLimiter,
-        PriorityWorkQueue, Queue, QueueConfig, RateLimitingQueue, RateLimitingWorkQueue, WorkQueue,
+        DEFAULT_FAIR_EVERY, DelayingQueue, DelayingWorkQueue, FakeClock,
+        ItemExponentialFailureRateLimiter, PriorityWorkQueue, Queue, QueueConfig,
+        RateLimitingQueue, RateLimitingWorkQueue, WorkQueue,
     };
     use proptest::prelude::*;
 
@@ -304,8 +306,9 @@ mod priority {
     #[derive(Debug, Default, Clone, Copy)]
     struct Entry {
         held: bool,
-        /// Queued (or dirty while held) at (priority, place among its priority).
-        queued: Option<(i32, u64)>,
+        /// Queued (or dirty while held) at (priority, place among its priority, when it
+        /// was queued: a raise keeps it).
+        queued: Option<(i32, u64, u64)>,
         /// Waiting in the delaying layer: (ready time, priority).
         waiting: Option<(u64, i32)>,
     }
@@ -316,6 +319,9 @@ mod priority {
         seq: u64,
         now: u64,
         shutting_down: bool,
+        /// Gets since the last fair one (every `DEFAULT_FAIR_EVERY`-th get hands out the
+        /// item queued longest).
+        gets: u32,
     }
 
     impl Model {
@@ -330,8 +336,8 @@ mod priority {
         fn add_ready(&mut self, item: u8, priority: i32, seq: u64) {
             let entry = self.items.entry(item).or_default();
             entry.queued = Some(match entry.queued {
-                None => (priority, seq),
-                Some((old, _)) if priority > old => (priority, seq),
+                None => (priority, seq, seq),
+                Some((old, _, at)) if priority > old => (priority, seq, at),
                 Some(kept) => kept,
             });
         }
@@ -358,21 +364,34 @@ mod priority {
         /// heap's order, client-go's, which this model does not reproduce), so there may
         /// be several.
         fn candidates(&self) -> Vec<(u8, i32)> {
-            let ready: Vec<(u8, i32, u64)> = self
+            let ready: Vec<(u8, i32, u64, u64)> = self
                 .items
                 .iter()
                 .filter(|(_, e)| !e.held)
-                .filter_map(|(item, e)| e.queued.map(|(p, seq)| (*item, p, seq)))
+                .filter_map(|(item, e)| e.queued.map(|(p, seq, at)| (*item, p, seq, at)))
                 .collect();
-            let best = ready.iter().map(|(_, p, seq)| (Reverse(*p), *seq)).min();
+            let fair = self.gets + 1 == DEFAULT_FAIR_EVERY;
+            // A fair get: the item queued longest. Otherwise priority, then place.
+            let rank = |p: i32, seq: u64, at: u64| {
+                if fair {
+                    (Reverse(0), at)
+                } else {
+                    (Reverse(p), seq)
+                }
+            };
+            let best = ready
+                .iter()
+                .map(|(_, p, seq, at)| rank(*p, *seq, *at))
+                .min();
             ready
                 .into_iter()
-                .filter(|(_, p, seq)| Some((Reverse(*p), *seq)) == best)
-                .map(|(item, p, _)| (item, p))
+                .filter(|(_, p, seq, at)| Some(rank(*p, *seq, *at)) == best)
+                .map(|(item, p, _, _)| (item, p))
                 .collect()
         }
 
         fn take(&mut self, item: u8) {
+            self.gets = (self.gets + 1) % DEFAULT_FAIR_EVERY;
             if let Some(entry) = self.items.get_mut(&item) {
                 entry.held = true;
                 entry.queued = None;
@@ -388,10 +407,10 @@ mod priority {
             }
             let entry = self.items.entry(item).or_default();
             entry.held = false;
-            if let Some((priority, _)) = entry.queued {
+            if let Some((priority, _, _)) = entry.queued {
                 // Dirty: queued again now, behind what is queued.
                 let seq = self.next_seq();
-                self.items.entry(item).or_default().queued = Some((priority, seq));
+                self.items.entry(item).or_default().queued = Some((priority, seq, seq));
             }
             self.forget_empty(item);
         }

@@ -708,3 +708,48 @@ fn the_layers_over_priority_storage_keep_priorities_through_delays_and_retries()
     queue.add_with_priority("c", 7);
     assert_eq!(queue.get_with_priority(), Some(("c", 7)));
 }
+
+/// Issue 38's starvation: a steady stream of changes at priority 0 (one added before every
+/// get) holds a listed key back for ever in strict priority order; the priority queue hands
+/// out the key queued longest once every `DEFAULT_FAIR_EVERY` gets, so the `k`-th listed key
+/// is out within `k × DEFAULT_FAIR_EVERY` gets.
+#[test]
+fn no_listed_key_starves_under_a_steady_stream_of_changes() {
+    fn gets_until_last_listed(
+        queue: &dyn Queue<String>,
+        listed: usize,
+        cap: usize,
+    ) -> Option<usize> {
+        for i in 0..listed {
+            queue.add_with_priority(format!("listed-{i}"), LOW_PRIORITY);
+        }
+        let last = format!("listed-{}", listed - 1);
+        for gets in 1..=cap {
+            queue.add(format!("changed-{gets}"));
+            let key = queue.get()?;
+            queue.done(&key);
+            if key == last {
+                return Some(gets);
+            }
+        }
+        None
+    }
+    let strict = kinformer_workqueue::WorkQueue::with_storage(
+        kinformer_workqueue::PriorityStorage::new(),
+        QueueConfig::new(),
+    );
+    assert_eq!(
+        gets_until_last_listed(&strict, 100, 10_000),
+        None,
+        "strict order starves it"
+    );
+    let queue =
+        PriorityWorkQueue::new(default_controller_rate_limiter_with_clock(FakeClock::new()));
+    let fair_every = kinformer_workqueue::DEFAULT_FAIR_EVERY as usize;
+    let gets = gets_until_last_listed(&queue, 100, 10_000).expect("handed out");
+    assert_eq!(
+        gets,
+        100 * fair_every,
+        "one listed key every {fair_every} gets, oldest first"
+    );
+}

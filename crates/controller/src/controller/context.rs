@@ -163,6 +163,17 @@ impl<C> Context<C> {
     }
 }
 
+impl<C> Context<C> {
+    /// [`wrote`](Self::wrote) for a write the cache shows otherwise than by its version: the
+    /// next reconcile of this key waits until `seen` returns true (or the bound passes).
+    /// For a delete whose answer carried no object, say: `seen` checks that the cache no
+    /// longer holds that uid under the key. Called from the worker, between reconciles:
+    /// keep it quick.
+    pub fn wrote_when(&self, seen: impl Fn() -> bool + Send + Sync + 'static) {
+        self.writes.push(Write::when(seen));
+    }
+}
+
 impl<C> Clone for Context<C> {
     fn clone(&self) -> Self {
         Self {

@@ -2,14 +2,13 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 
 use kinformer_core::BoxError;
-use kinformer_leaderelection::{LeaderElector, Leading};
+use kinformer_leaderelection::LeaderElector;
 use kinformer_workqueue::{Item, RateLimitingQueue};
 use tokio_util::sync::CancellationToken;
 
-use super::{Action, Context, Controller, Stop};
+use super::{Action, Context, Controller, Runnable};
 
 impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
     /// [`run`](Self::run) under leader election: the workers run only while `elector` holds
@@ -79,34 +78,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: Into<BoxError>,
     {
-        let (worker, count) = self.into_worker(reconcile);
-        let data = Arc::new(context);
-        let config = elector.config();
-        let grace = config.lease_duration.saturating_sub(config.renew_deadline);
-        let queue = Arc::clone(&worker.queue);
-        let name = worker.name.clone();
-        tracing::debug!(controller = %name, workers = count, elector = elector.identity(), "controller waiting for leadership");
-        let ended = elector
-            .run(&shutdown, move |leading: Leading| {
-                let (worker, data) = (Arc::clone(&worker), Arc::clone(&data));
-                async move {
-                    let term = leading.token().clone();
-                    tracing::info!(controller = %worker.name, "leading: workers started");
-                    let check = leading.clone();
-                    let context = Context::leading(
-                        data,
-                        term.child_token(),
-                        Arc::new(move || check.is_leading()),
-                    );
-                    worker
-                        .run_term(count, context, &term, Stop::Halt(grace))
-                        .await;
-                    tracing::info!(controller = %worker.name, "term of leadership over: workers stopped");
-                }
-            })
-            .await;
-        queue.shut_down();
-        tracing::debug!(controller = %name, "controller stopped");
-        ended.map(|_| ())
+        let runnable = self.into_runnable(reconcile, context);
+        Runnable::run_all_elected(vec![runnable], elector, shutdown).await
     }
 }

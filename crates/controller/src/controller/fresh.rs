@@ -67,26 +67,27 @@ pub(crate) fn has_seen(applied: &str, wrote: &str) -> bool {
     }
 }
 
-/// One write a reconcile reported.
+/// One write a reconcile reported: how to tell a cache has seen it.
 #[derive(Clone)]
 pub(crate) struct Write {
-    cache: Arc<dyn CacheProgress>,
-    resource_version: String,
+    seen: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
 impl Write {
+    /// Seen once `cache` has applied `resource_version`.
     pub(crate) fn new(cache: Arc<dyn CacheProgress>, resource_version: String) -> Self {
+        Self::when(move || has_seen(&cache.applied_resource_version(), &resource_version))
+    }
+
+    /// Seen once `seen` says so (a delete: the object gone from the cache).
+    pub(crate) fn when(seen: impl Fn() -> bool + Send + Sync + 'static) -> Self {
         Self {
-            cache,
-            resource_version,
+            seen: Arc::new(seen),
         }
     }
 
     fn seen(&self) -> bool {
-        has_seen(
-            &self.cache.applied_resource_version(),
-            &self.resource_version,
-        )
+        (self.seen)()
     }
 }
 

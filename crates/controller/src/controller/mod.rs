@@ -99,6 +99,7 @@ mod elected;
 pub mod fresh;
 mod handlers;
 pub(crate) mod observer;
+mod runnable;
 #[cfg(feature = "kube")]
 mod sharded;
 
@@ -109,6 +110,7 @@ pub use handlers::{EnqueueKeys, EnqueueMapped, Registered, WithPredicate};
 #[cfg(feature = "kube")]
 pub use handlers::{Owned, OwnsError};
 use observer::{Observer, Outcome};
+pub use runnable::Runnable;
 #[cfg(feature = "kube")]
 pub use sharded::HeldShard;
 
@@ -325,11 +327,7 @@ impl<T: Item, Q: RateLimitingQueue<T> + 'static> Controller<T, Q> {
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: Into<BoxError>,
     {
-        let (worker, count) = self.into_worker(reconcile);
-        let context = Context::new(Arc::new(context), cancel.child_token());
-        tracing::debug!(controller = %worker.name, workers = count, "controller started");
-        worker.run_term(count, context, &cancel, Stop::Drain).await;
-        tracing::debug!(controller = %worker.name, "controller stopped");
+        self.into_runnable(reconcile, context).run(cancel).await;
     }
 
     /// The workers' shared state, and how many workers to start.
