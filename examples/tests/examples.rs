@@ -8,6 +8,9 @@
 // Each example includes the shared `common` module; here they are three modules of one crate.
 #![allow(clippy::duplicate_mod)]
 
+#[path = "../cronjob_controller.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod cronjob_controller;
 #[path = "../custom_index.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod custom_index;
@@ -103,6 +106,45 @@ async fn the_swap_layers_example_goes_through_the_custom_limiter_store_and_fifo(
     );
     assert!(report.store_writes >= 1, "{report}");
     assert!(report.fifo_writes >= 1, "{report}");
+}
+
+/// Issue 38's CronJob controller, the Kubebuilder book's scenario: a run, Forbid holding
+/// the next one back while it runs, `status.active` following, history pruned to the limit,
+/// suspend stopping new runs. Its Job for a run is never created twice: read-your-writes
+/// holds the next reconcile back until the Job cache has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_cronjob_controller_runs_forbids_prunes_and_suspends() {
+    let (client, ns) = client_and_namespace("cronjob").await;
+    let out = cronjob_controller::Output::capture();
+    if let Err(e) = cronjob_controller::demo(client, &ns, &out).await {
+        panic!("{e}; output so far:\n{}", out.lines().join("\n"));
+    }
+    let lines = out.lines();
+    for want in [
+        "first run: job ",
+        "forbid: 5 s later, still one job",
+        "first job complete: second run ",
+        "second job complete: third run started; first job deleted (history limit 1)",
+        "suspended: third job complete, status.active = [], no run in 5 s",
+        "backup: run of ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want)),
+            "missing {want:?} in:\n{}",
+            lines.join("\n")
+        );
+    }
+    let created = lines
+        .iter()
+        .filter(|l| l.contains(": job backup-") && l.ends_with(" created"))
+        .count();
+    assert_eq!(created, 3, "one job per run:\n{}", lines.join("\n"));
+    assert!(
+        !lines.iter().any(|l| l.ends_with(" already exists")),
+        "a run's job was created twice:\n{}",
+        lines.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

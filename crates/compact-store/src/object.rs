@@ -3,9 +3,10 @@
 
 use kinformer_core::MetaObject;
 use kube_core::Resource;
+use serde::de::DeserializeOwned;
 
-use crate::Cached;
 use crate::view::apimachinery::pkg::apis::meta::v1::{ObjectMetaView, OwnerReferenceView};
+use crate::{Cached, DecodeError};
 
 /// A Kubernetes object as an informer carries it, decoded (any `kube::Resource`: a
 /// k8s-openapi type, a custom resource, `DynamicObject`) or cached ([`Cached<K>`]): what
@@ -49,6 +50,15 @@ pub trait KubeObject: MetaObject {
 
     /// `metadata.ownerReferences`.
     fn owner_references(&self) -> impl Iterator<Item = OwnerRef<'_>>;
+
+    /// The object as its kind, to change and write back: a clone of a decoded object,
+    /// [`Cached::decode`] of a cached one.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when a cached object's bytes do not decode as the kind.
+    fn to_kind(&self) -> Result<Self::Kind, DecodeError>
+    where
+        Self::Kind: Clone + DeserializeOwned;
 }
 
 /// One of an object's owner references ([`KubeObject::owner_references`]), borrowed.
@@ -96,6 +106,12 @@ impl<K: Resource> KubeObject for K {
             block_owner_deletion: r.block_owner_deletion,
         })
     }
+    fn to_kind(&self) -> Result<K, DecodeError>
+    where
+        K: Clone + DeserializeOwned,
+    {
+        Ok(self.clone())
+    }
 }
 
 impl<K: Resource> KubeObject for Cached<K> {
@@ -126,6 +142,12 @@ impl<K: Resource> KubeObject for Cached<K> {
                 controller: r.controller(),
                 block_owner_deletion: r.block_owner_deletion(),
             })
+    }
+    fn to_kind(&self) -> Result<K, DecodeError>
+    where
+        K: Clone + DeserializeOwned,
+    {
+        self.decode()
     }
 }
 

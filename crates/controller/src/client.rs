@@ -131,48 +131,6 @@ pub fn ignore_already_exists<T>(result: Result<T, Error>) -> Result<Option<T>, E
     }
 }
 
-/// What an informer's cache holds for kind `K`: the encoded [`Cached<K>`] (the default
-/// informers) or `K` itself (a decoded informer).
-pub trait CacheEntry: KubeObject + Send + Sync + 'static {
-    /// The object as the kind, to change and write back: decoded from a [`Cached`], cloned
-    /// otherwise.
-    ///
-    /// # Errors
-    /// [`DecodeError`] when the cached bytes do not decode as the kind.
-    fn to_kind(&self) -> Result<Self::Kind, DecodeError>;
-}
-
-impl<K> CacheEntry for Cached<K>
-where
-    K: Resource + DeserializeOwned + Send + Sync + 'static,
-    Cached<K>: KubeObject<Kind = K>,
-{
-    fn to_kind(&self) -> Result<K, DecodeError> {
-        self.decode()
-    }
-}
-
-macro_rules! decoded_entries {
-    ($($ty:ty),* $(,)?) => {$(
-        impl CacheEntry for $ty {
-            fn to_kind(&self) -> Result<$ty, DecodeError> {
-                Ok(self.clone())
-            }
-        }
-    )*};
-}
-
-// The decoded kinds a decoded informer most often holds; implement `CacheEntry` for a
-// decoded kind of your own the same way (a clone).
-decoded_entries!(
-    k8s_openapi::api::core::v1::Pod,
-    k8s_openapi::api::core::v1::ConfigMap,
-    k8s_openapi::api::core::v1::Secret,
-    k8s_openapi::api::core::v1::Service,
-    k8s_openapi::api::apps::v1::Deployment,
-    k8s_openapi::api::batch::v1::Job,
-);
-
 /// How many times [`Client::update_with`] reads and writes again after a conflict
 /// (client-go's `retry.DefaultRetry` makes five attempts in all).
 pub const CONFLICT_RETRIES: usize = 4;
@@ -211,7 +169,7 @@ impl<K, C> Client<K, C>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync,
     K: 'static,
-    C: CacheEntry<Kind = K> + MetaObject,
+    C: KubeObject<Kind = K> + MetaObject + Send + Sync + 'static,
 {
     /// A client over `informer`'s cache that writes through `kube`.
     pub fn new(kube: kube::Client, informer: &SharedIndexInformer<C>) -> Self {
@@ -369,10 +327,13 @@ where
         self.wrote(ctx, self.kube.request::<K>(req).await?)
     }
 
-    /// Deletes `namespace/name`. Returns the object when the server keeps it for now
-    /// (finalizers, graceful deletion), `None` when it is gone; either way the next
-    /// reconcile of this key waits until the cache has seen the deletion (the object gone,
-    /// or replaced by one with another uid, or marked for deletion).
+    /// Deletes `namespace/name` with background propagation (the garbage collector deletes
+    /// what it owns afterwards: what a controller deleting its children wants; the API's
+    /// default for some kinds, Jobs among them, orphans them). Returns the object when the
+    /// server keeps it for now (finalizers, graceful deletion), `None` when it is gone;
+    /// either way the next reconcile of this key waits until the cache has seen the deletion
+    /// (the object gone, or replaced by one with another uid, or marked for deletion).
+    /// [`delete_with`](Self::delete_with) takes other parameters.
     ///
     /// # Errors
     /// [`Error::Kube`] (`is_not_found` when it was not there: see [`ignore_not_found`]).
@@ -382,12 +343,26 @@ where
         namespace: &str,
         name: &str,
     ) -> Result<Option<K>, Error> {
+        self.delete_with(ctx, namespace, name, &DeleteParams::background())
+            .await
+    }
+
+    /// [`delete`](Self::delete) with `params` (a grace period, preconditions, another
+    /// propagation policy).
+    ///
+    /// # Errors
+    /// [`Error::Kube`].
+    pub async fn delete_with<D>(
+        &self,
+        ctx: &Context<D>,
+        namespace: &str,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<Option<K>, Error> {
         let uid = self
             .get(namespace, name)
             .and_then(|o| o.object_uid().map(str::to_owned));
-        let req = self
-            .request(namespace)
-            .delete(name, &DeleteParams::default())?;
+        let req = self.request(namespace).delete(name, params)?;
         let answer = self.kube.request_status::<K>(req).await?;
         match answer.left() {
             Some(kept) => Ok(Some(self.wrote(ctx, kept)?)),
@@ -505,7 +480,7 @@ fn namespace_and_name<K: Resource>(obj: &K) -> (&str, &str) {
 
 /// The JSON merge patch `{"status": ..}` that turns `before`'s status into `after`'s
 /// (RFC 7386: changed fields, removed ones as `null`, lists whole), or `None` when they are
-/// equal: what [`Client::write_status`] sends.
+/// equal (no status and an empty one are equal): what [`Client::write_status`] sends.
 ///
 /// ```
 /// use k8s_openapi::api::batch::v1::{Job, JobStatus};
@@ -535,6 +510,11 @@ pub fn status_patch<K: Serialize>(
         })
     };
     let (before, after) = (status(before)?, status(after)?);
+    // No status and an empty one say the same.
+    let empty = |v: &Value| v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty);
+    if empty(&before) && empty(&after) {
+        return Ok(None);
+    }
     Ok(merge_diff(&before, &after).map(|diff| serde_json::json!({ "status": diff })))
 }
 

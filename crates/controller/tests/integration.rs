@@ -2,6 +2,8 @@
 //! binary of its own. One binary links once and compiles the code its modules share with
 //! their dependencies (Tokio, kube, serde's generated code) once, not once per file.
 
+#[cfg(feature = "kube")]
+mod client;
 mod controller;
 #[cfg(feature = "kube")]
 mod e2e;
