@@ -22,8 +22,13 @@
 //!   `kinformer_reflector_watches_total`, `kinformer_reflector_watch_events_total{type}`,
 //!   `kinformer_reflector_undecodable_objects_total` (objects skipped because they did not
 //!   decode as the informer's type).
-//!   client-go has no informer metrics today (its reflector metrics were removed from
-//!   Kubernetes' components), so these names are kinformer's.
+//!   Beside them, client-go 1.36's three informer families, named and labelled as
+//!   component-base registers them (`informer_queued_items`,
+//!   `informer_processing_latency_seconds`, `informer_store_resource_version`, labels `name`,
+//!   `group`, `version`, `resource`), for the informers that have an identity (a factory's:
+//!   its `informer_name` is the `name`). client-go had no informer metrics before 1.36 (its
+//!   reflector metrics were removed from Kubernetes' components), so the `kinformer_` names
+//!   are kinformer's.
 //! - **shard managers**: kinformer-sharding's own collector (its feature `prometheus`),
 //!   registered with [`register_collector`](Metrics::register_collector):
 //!   `metrics.register_collector(manager.metrics())`.
@@ -50,10 +55,10 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use kinformer_informer_factory::{InformerStats, SharedIndexInformer};
+use kinformer_informer_factory::{InformerStats, PROCESSING_LATENCY_BUCKETS, SharedIndexInformer};
 use kinformer_workqueue::PrometheusMetricsProvider;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -261,6 +266,78 @@ impl Collector for InformerCollector {
             ConstCounter::new(s.reflector.undecodable)
                 .encode(family.encode_family(&informer(s))?)?;
         }
-        Ok(())
+        encode_client_go_families(&mut encoder, &stats)
     }
+}
+
+/// client-go 1.36's informer metrics (component-base's `clientgo/fifo`), for the informers
+/// that have an identity: `informer_queued_items`, `informer_processing_latency_seconds`,
+/// `informer_store_resource_version` (its 15 least significant digits), labelled `name`,
+/// `group`, `version`, `resource`.
+fn encode_client_go_families(
+    encoder: &mut DescriptorEncoder,
+    stats: &[InformerStats],
+) -> Result<(), std::fmt::Error> {
+    let named: Vec<(&InformerStats, Vec<(&str, String)>)> = stats
+        .iter()
+        .filter_map(|s| {
+            let id = s.identity.as_ref()?;
+            let labels = vec![
+                ("name", id.name.clone()),
+                ("group", id.group.clone()),
+                ("version", id.version.clone()),
+                ("resource", id.resource.clone()),
+            ];
+            Some((s, labels))
+        })
+        .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    let mut family = encoder.encode_descriptor(
+        "informer_queued_items",
+        "Number of items currently queued in the FIFO.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (s, labels) in &named {
+        let n = i64::try_from(s.queued_items).unwrap_or(i64::MAX);
+        ConstGauge::new(n).encode(family.encode_family(labels)?)?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "informer_processing_latency_seconds",
+        "Time taken to process events after popping from the queue.",
+        None,
+        MetricType::Histogram,
+    )?;
+    for (s, labels) in &named {
+        let latency = &s.processing_latency;
+        let bounds = PROCESSING_LATENCY_BUCKETS.iter().copied().chain([f64::MAX]);
+        let buckets: Vec<(f64, u64)> = bounds.zip(latency.counts.iter().copied()).collect();
+        family
+            .encode_family(labels)?
+            .encode_histogram::<NoLabelSet>(
+                latency.sum.as_secs_f64(),
+                latency.count,
+                &buckets,
+                None,
+            )?;
+    }
+    let mut family = encoder.encode_descriptor(
+        "informer_store_resource_version",
+        "The 15 least significant digits of the resource version of the store.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (s, labels) in &named {
+        let rv = &s.last_sync_resource_version;
+        let digits = &rv[rv.len().saturating_sub(15)..];
+        // etcd's versions are numbers; others (an aggregated API's) are not graphed.
+        if rv.bytes().all(|b| b.is_ascii_digit())
+            && let Ok(n) = digits.parse::<i64>()
+        {
+            ConstGauge::new(n).encode(family.encode_family(labels)?)?;
+        }
+    }
+    Ok(())
 }

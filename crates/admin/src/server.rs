@@ -16,7 +16,9 @@
 //!     [`diagnose_informer`](Server::diagnose_informer)): `name`, `started`, `synced`,
 //!     `objects` (in the cache), `last_sync_resource_version`, `lists` (by reason: a relist
 //!     after `expired` or `error` shows trouble), `syncs`, `watches`, `watch_events` (by
-//!     type), `undecodable`, `last_error` (`null`, or the
+//!     type), `undecodable`, `queued_items` (in its FIFO), `processing_latency` (`count` and
+//!     `sum` in seconds of the popped entries applied), `identity` (client-go's metrics
+//!     labels, or `null`), `last_error` (`null`, or the
 //!     failure that ended the last failed list-and-watch: `message`, `time`, `backoff`,
 //!     `relist_reason`; it stays after a recovery);
 //!   - `queues` ([`diagnose_controller`](Server::diagnose_controller),

@@ -12,7 +12,7 @@ use kinformer_admin::metrics::Metrics;
 use kinformer_admin::server::Server;
 use kinformer_controller::controller::{Action, Context, Controller};
 use kinformer_core::{MetaObject, ObjectKey};
-use kinformer_informer_factory::SharedIndexInformer;
+use kinformer_informer_factory::{InformerIdentity, SharedIndexInformer};
 use kinformer_reflector::ListPage;
 use kinformer_reflector::fake::{FakeListerWatcher, watch_channel};
 use kinformer_testenv::eventually;
@@ -92,7 +92,15 @@ async fn metrics_health_and_readiness_over_http() {
     });
     let (_watch, stream) = watch_channel();
     fake.push_watch(Ok(stream));
-    let informer = SharedIndexInformer::builder(fake).name("objs").build();
+    let informer = SharedIndexInformer::builder(fake)
+        .name("objs")
+        .identity(InformerIdentity::new(
+            "metrics-test",
+            "example.com",
+            "v1",
+            "objs",
+        ))
+        .build();
     metrics.register_informer(&informer);
 
     let alive = Arc::new(AtomicBool::new(true));
@@ -227,6 +235,23 @@ async fn metrics_health_and_readiness_over_http() {
     assert_eq!(
         value(&s, "kinformer_reflector_undecodable_objects_total", &i),
         Some(0.0)
+    );
+    // client-go 1.36's informer families, under its identity.
+    let id = [
+        ("name", "metrics-test"),
+        ("group", "example.com"),
+        ("version", "v1"),
+        ("resource", "objs"),
+    ];
+    assert_eq!(
+        value(&s, "informer_queued_items", &id),
+        Some(0.0),
+        "all applied"
+    );
+    assert_eq!(value(&s, "informer_store_resource_version", &id), Some(7.0));
+    assert!(
+        value(&s, "informer_processing_latency_seconds_count", &id).is_some_and(|n| n >= 1.0),
+        "the initial list's entries were popped and timed"
     );
 
     // A leader elector built after `install` reports through it, under client-go's names.

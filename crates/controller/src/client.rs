@@ -43,7 +43,7 @@
 //! the *reads* wait.
 
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kinformer_compact_store::{Cached, DecodeError, KubeObject};
@@ -56,7 +56,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::controller::Context;
+use crate::controller::fresh::has_seen;
+use crate::controller::{CacheProgress, Context};
 
 /// What a [`Client`]'s call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +132,9 @@ pub fn ignore_already_exists<T>(result: Result<T, Error>) -> Result<Option<T>, E
     }
 }
 
+/// How often [`Client::caught_up`] looks at the cache's progress.
+const CAUGHT_UP_POLL: Duration = Duration::from_millis(10);
+
 /// How many times [`Client::update_with`] reads and writes again after a conflict
 /// (client-go's `retry.DefaultRetry` makes five attempts in all).
 pub const CONFLICT_RETRIES: usize = 4;
@@ -145,6 +149,9 @@ pub struct Client<K, C = Cached<K>> {
     kube: kube::Client,
     informer: SharedIndexInformer<C>,
     lister: Lister<C>,
+    /// The newest resourceVersion written through this client and its clones, whatever the
+    /// key: what [`caught_up`](Client::caught_up) waits for.
+    newest_write: Arc<Mutex<String>>,
     _kind: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -154,6 +161,7 @@ impl<K, C> Clone for Client<K, C> {
             kube: self.kube.clone(),
             informer: self.informer.clone(),
             lister: self.lister.clone(),
+            newest_write: Arc::clone(&self.newest_write),
             _kind: std::marker::PhantomData,
         }
     }
@@ -177,6 +185,7 @@ where
             kube,
             lister: Lister::from_dyn(informer.indexer()),
             informer: informer.clone(),
+            newest_write: Arc::default(),
             _kind: std::marker::PhantomData,
         }
     }
@@ -465,8 +474,39 @@ where
     fn wrote<D>(&self, ctx: &Context<D>, written: K) -> Result<K, Error> {
         if let Some(rv) = written.meta().resource_version.as_deref() {
             ctx.wrote_version(&self.informer, rv);
+            let mut newest = self
+                .newest_write
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !has_seen(&newest, rv) {
+                rv.clone_into(&mut newest);
+            }
         }
         Ok(written)
+    }
+
+    /// Waits until the cache has applied every write made through this client and its
+    /// clones, whatever their keys, or `timeout` passes; returns whether it has. Then a
+    /// [`list`](Self::list) shows all of them: controller-runtime v0.25's read-your-writes
+    /// `List`, which waits for every pending write of its kind. (A reconcile's own key
+    /// waits for its writes without this: see [`Context::wrote`].) A delete answered
+    /// without the object carries no version: it is not waited for here.
+    pub async fn caught_up(&self, timeout: Duration) -> bool {
+        let start = tokio::time::Instant::now();
+        loop {
+            let newest = self
+                .newest_write
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if newest.is_empty() || has_seen(&self.informer.applied_resource_version(), &newest) {
+                return true;
+            }
+            if start.elapsed() >= timeout {
+                return false;
+            }
+            tokio::time::sleep(CAUGHT_UP_POLL).await;
+        }
     }
 }
 

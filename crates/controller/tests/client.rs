@@ -174,3 +174,48 @@ async fn write_status_sends_the_difference_removals_as_null_and_nothing_when_unc
     );
     factory.shutdown().await.unwrap();
 }
+
+/// controller-runtime v0.25's read-your-writes `List`: `caught_up` waits until the cache has
+/// every write made through the client, whatever its key; with the informer's watch cut, it
+/// says no within its bound, and yes once the watch is back, when the list shows them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn caught_up_waits_for_every_write_made_through_the_client() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let ns = cp.create_namespace("caught-up").await.unwrap();
+    let proxy = cp.proxy().unwrap();
+    let factory = SharedInformerFactory::builder(reflector_client(proxy.admin_config()).unwrap())
+        .namespace(&ns)
+        .build();
+    let informer = factory.informer::<ConfigMap>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+    // Writes go straight to the server; the cache's watch goes through the proxy.
+    let config_maps: Client<ConfigMap> = Client::new(cp.client().unwrap(), &informer);
+    assert!(
+        config_maps.caught_up(Duration::ZERO).await,
+        "nothing written yet"
+    );
+
+    proxy.partition();
+    let ctx = context();
+    for name in ["a", "b", "c"] {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some(ns.clone());
+        config_maps.create(&ctx, &cm).await.unwrap();
+    }
+    assert!(
+        !config_maps.caught_up(Duration::from_millis(300)).await,
+        "the cache cannot have them: its watch is cut"
+    );
+    proxy.heal();
+    assert!(config_maps.caught_up(TIMEOUT).await, "the watch is back");
+    let everything = kinformer_indexer::everything();
+    assert_eq!(
+        config_maps.list(&ns, &everything).len(),
+        3,
+        "the list shows every write"
+    );
+    factory.shutdown().await.unwrap();
+}

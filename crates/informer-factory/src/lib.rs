@@ -256,8 +256,9 @@ pub use factory::{
 };
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
-    FifoKind, HandlerOptions, InformerHandle, InformerStats, MINIMUM_RESYNC_PERIOD, Registration,
-    SharedIndexInformer, SharedIndexInformerBuilder,
+    FifoKind, HandlerOptions, InformerHandle, InformerIdentity, InformerStats, LatencyHistogram,
+    MINIMUM_RESYNC_PERIOD, PROCESSING_LATENCY_BUCKETS, Registration, SharedIndexInformer,
+    SharedIndexInformerBuilder,
 };
 pub use shared::{HandlerRegistration, SharedInformer};
 pub use sync::{HasSynced, wait_for_cache_sync, wait_for_cache_sync_until};

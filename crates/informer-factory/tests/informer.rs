@@ -854,3 +854,23 @@ async fn a_transform_fails_a_list_and_skips_a_watch_event_it_refuses() {
     eventually("the handler's add of b", SECS5, || rec.len() == 2).await;
     assert_eq!(rec.events(), [add("a", "1", true), add("b", "3", false)]);
 }
+
+/// A bookmark moves the cache's resourceVersion forward, events or not: what read-your-writes
+/// compares a write's version with (the controller's `CacheProgress` of an informer), so a
+/// write whose own event this informer never sees (filtered out by its selector) is still
+/// seen as applied once a bookmark passes it.
+#[tokio::test]
+async fn a_bookmark_moves_the_caches_resource_version_forward() {
+    let (fake, tx) = fake_with(vec![obj("a", "1")], "5");
+    let informer = SharedIndexInformer::new(fake, Duration::ZERO);
+    let _handle = informer.start().unwrap();
+    eventually("sync", SECS5, || informer.has_synced()).await;
+    assert_eq!(informer.indexer().last_sync_resource_version(), "5");
+    tx.send(Ok(WatchEvent::Bookmark(
+        kinformer_reflector::Bookmark::new("9", false),
+    )));
+    eventually("the bookmark applied", SECS5, || {
+        informer.indexer().last_sync_resource_version() == "9"
+    })
+    .await;
+}

@@ -172,6 +172,14 @@ fn informer_entry(s: &InformerStats) -> Value {
         "watches": s.reflector.watches,
         "watch_events": counts(&s.reflector.events),
         "undecodable": s.reflector.undecodable,
+        "queued_items": s.queued_items,
+        "processing_latency": json!({
+            "count": s.processing_latency.count,
+            "sum": s.processing_latency.sum.as_secs_f64(),
+        }),
+        "identity": s.identity.as_ref().map(|id| json!({
+            "name": id.name, "group": id.group, "version": id.version, "resource": id.resource,
+        })),
         "last_error": s.last_error.as_ref().map(|e| json!({
             "message": e.message,
             "time": rfc3339(e.at),

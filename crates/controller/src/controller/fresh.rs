@@ -14,9 +14,10 @@
 //! How: the worker keeps, per key, the writes its reconciles reported (which cache, which
 //! resourceVersion). Before it reconciles a key with writes pending, it asks each cache for
 //! the resourceVersion it last applied ([`CacheProgress`]). Kubernetes ≥ 1.35 promises
-//! resourceVersions that compare as integers, and a cache applies the events of its watch
-//! in order, so a cache at or past the written version has seen the write (or what
-//! replaced it). Where either version is not an integer, only equality counts. A key whose
+//! resourceVersions that compare as integers (KEP-5504: decimal, no leading zeros, of any
+//! length), and a cache applies the events of its watch (bookmarks included) in order, so a
+//! cache at or past the written version has seen the write (or what replaced it). Where
+//! either version is not such an integer, only equality counts. A key whose
 //! caches lag is not reconciled: it goes back to the queue after a short delay (a skip,
 //! counted), until the caches catch up or the bound
 //! ([`Controller::read_your_writes_timeout`](super::Controller::read_your_writes_timeout))
@@ -59,11 +60,18 @@ impl<K: MetaObject + Send + Sync + 'static> CacheProgress for SharedIndexInforme
     }
 }
 
-/// Whether a cache that applied `applied` has seen a write that got `wrote`.
+/// Whether a cache that applied `applied` has seen a write that got `wrote`. Two versions
+/// that are both decimal integers without leading zeros compare as numbers of any length
+/// (KEP-5504's rule: the longer is newer, and lexical order among equal lengths), so a
+/// server whose versions outgrow 64 bits still compares; otherwise only equality counts.
 pub(crate) fn has_seen(applied: &str, wrote: &str) -> bool {
-    match (applied.parse::<u64>(), wrote.parse::<u64>()) {
-        (Ok(applied), Ok(wrote)) => applied >= wrote,
-        _ => applied == wrote,
+    fn integer(v: &str) -> bool {
+        !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'))
+    }
+    if integer(applied) && integer(wrote) {
+        (applied.len(), applied) >= (wrote.len(), wrote)
+    } else {
+        applied == wrote
     }
 }
 
@@ -205,6 +213,14 @@ mod tests {
         assert!(!has_seen("", "10"), "an empty cache has seen nothing");
         assert!(has_seen("abc", "abc"));
         assert!(!has_seen("abd", "abc"));
+        // KEP-5504: any length, no leading zeros; past 64 bits too.
+        assert!(has_seen("100000000000000000000", "99999999999999999999"));
+        assert!(!has_seen("99999999999999999999", "100000000000000000000"));
+        assert!(
+            !has_seen("010", "9"),
+            "a leading zero is no integer: only equality"
+        );
+        assert!(has_seen("0", "0"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -12,7 +12,7 @@ use kinformer_reflector::{
 };
 
 use super::core::{Inner, Pipeline};
-use super::{FifoKind, SharedIndexInformer, normalize_resync};
+use super::{FifoKind, InformerIdentity, SharedIndexInformer, normalize_resync};
 
 /// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
 /// and resyncs; see [`SharedIndexInformerBuilder::custom_fifo`].
@@ -47,6 +47,7 @@ pub struct SharedIndexInformerBuilder<K> {
     store: Option<Arc<dyn IndexerWriter<K>>>,
     key_func: Option<KeyFunc<K>>,
     shard: Option<ShardSelection>,
+    identity: Option<InformerIdentity>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
@@ -75,6 +76,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
             store: None,
             key_func: None,
             shard: None,
+            identity: None,
         }
     }
 
@@ -82,6 +84,16 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
+        self
+    }
+
+    /// Its identity in client-go 1.36's informer metrics (`informer_queued_items`,
+    /// `informer_processing_latency_seconds`, `informer_store_resource_version`, labelled
+    /// `name`, `group`, `version`, `resource`); a factory gives each of its informers one.
+    /// Without one the informer is not in those metrics (as client-go's unnamed informers).
+    #[must_use]
+    pub fn identity(mut self, identity: InformerIdentity) -> Self {
+        self.identity = Some(identity);
         self
     }
 
@@ -322,6 +334,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
             store,
             fifo: self.fifo,
             shard,
+            identity: self.identity,
         };
         let core = Inner::new(
             self.name,

@@ -21,6 +21,7 @@ use crate::listener::{Buffering, ListenerState, Processor};
 use crate::{Error, ResourceEventHandler};
 
 use super::builder::FifoChoice;
+use super::stats::{InformerIdentity, LatencyRecorder};
 mod process;
 
 use super::{FifoKind, HandlerOptions, normalize_resync};
@@ -82,6 +83,10 @@ pub(super) struct Inner<T> {
     status: OnceLock<ReflectorStatus>,
     /// For a sharded informer: whether the server filters by shard.
     shard: Option<ShardFilteringHandle>,
+    /// Its identity in client-go's informer metrics.
+    identity: Option<InformerIdentity>,
+    /// How long each popped entry took to apply and hand out.
+    pub(super) latency: LatencyRecorder,
 }
 
 /// The parts of an [`Inner`] its builder chooses.
@@ -91,6 +96,7 @@ pub(super) struct Pipeline<T> {
     pub(super) store: Arc<dyn IndexerWriter<T>>,
     pub(super) fifo: FifoChoice<T>,
     pub(super) shard: Option<ShardFilteringHandle>,
+    pub(super) identity: Option<InformerIdentity>,
 }
 
 impl<T> Inner<T> {
@@ -109,6 +115,7 @@ impl<T> Inner<T> {
             store,
             fifo,
             shard,
+            identity,
         } = pipeline;
         Self {
             name,
@@ -126,7 +133,19 @@ impl<T> Inner<T> {
             fifo: OnceLock::new(),
             status: OnceLock::new(),
             shard,
+            identity,
+            latency: LatencyRecorder::default(),
         }
+    }
+
+    /// Its identity in client-go's informer metrics, if it has one.
+    pub(super) fn identity(&self) -> Option<&InformerIdentity> {
+        self.identity.as_ref()
+    }
+
+    /// How many entries wait in its FIFO (0 before it starts).
+    pub(super) fn queued_items(&self) -> usize {
+        self.fifo.get().map_or(0, |fifo| fifo.len())
     }
 
     /// The informer's name (its spans', metrics' and logs').

@@ -330,6 +330,9 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
                 .unwrap_or_default(),
             reflector: status.map(ReflectorStatus::counters).unwrap_or_default(),
             last_error: status.and_then(ReflectorStatus::last_error),
+            identity: self.core.identity().cloned(),
+            queued_items: self.core.queued_items(),
+            processing_latency: self.core.latency.snapshot(),
         }
     }
 
@@ -396,4 +399,7 @@ use core::Inner;
 use core::run_prepared;
 
 pub use builder::SharedIndexInformerBuilder;
-pub use stats::{InformerHandle, InformerStats, Registration};
+pub use stats::{
+    InformerHandle, InformerIdentity, InformerStats, LatencyHistogram, PROCESSING_LATENCY_BUCKETS,
+    Registration,
+};

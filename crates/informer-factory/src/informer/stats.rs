@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kinformer_reflector::{LastError, ReflectorCounters, TaskHandle};
@@ -34,6 +34,102 @@ pub struct InformerStats {
     /// The failure that ended its reflector's last failed list-and-watch, when, and the
     /// backoff after it; `None` while none failed (it stays after a recovery).
     pub last_error: Option<LastError>,
+    /// Its identity in client-go 1.36's informer metrics (a factory's informers have one;
+    /// [`SharedIndexInformerBuilder::identity`](crate::SharedIndexInformerBuilder::identity)
+    /// gives one to another).
+    pub identity: Option<InformerIdentity>,
+    /// How many entries wait in its FIFO (client-go's `informer_queued_items`: keys for a
+    /// DeltaFIFO, events and atomic entries for the in-order FIFO).
+    pub queued_items: usize,
+    /// How long applying each popped entry to the cache and handing it to the listeners took
+    /// (client-go's `informer_processing_latency_seconds`).
+    pub processing_latency: LatencyHistogram,
+}
+
+/// An informer's identity in client-go 1.36's informer metrics (its
+/// `InformerNameAndResource`): the labels `name`, `group`, `version`, `resource`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InformerIdentity {
+    /// The informer's name (client-go's `InformerName`: a factory's, the same for all of its
+    /// informers; see [`SharedInformerFactoryBuilder::informer_name`](crate::SharedInformerFactoryBuilder::informer_name)).
+    pub name: String,
+    /// The API group (`""` for the core group).
+    pub group: String,
+    /// The API version.
+    pub version: String,
+    /// The resource (plural).
+    pub resource: String,
+}
+
+impl InformerIdentity {
+    /// The identity of an informer named `name` of `group`/`version`/`resource`.
+    pub fn new(
+        name: impl Into<String>,
+        group: impl Into<String>,
+        version: impl Into<String>,
+        resource: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        }
+    }
+}
+
+/// The upper bounds, in seconds, of client-go 1.36's `informer_processing_latency_seconds`
+/// buckets (an infinite one follows).
+pub const PROCESSING_LATENCY_BUCKETS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A latency histogram over [`PROCESSING_LATENCY_BUCKETS`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LatencyHistogram {
+    /// How many observations fell in each bucket (not cumulated): one per bound of
+    /// [`PROCESSING_LATENCY_BUCKETS`], then the one above the last bound.
+    pub counts: Vec<u64>,
+    /// The sum of the observations.
+    pub sum: Duration,
+    /// How many observations.
+    pub count: u64,
+}
+
+/// Records a [`LatencyHistogram`] without a lock.
+#[derive(Debug, Default)]
+pub(crate) struct LatencyRecorder {
+    counts: [AtomicU64; PROCESSING_LATENCY_BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+    count: AtomicU64,
+}
+
+impl LatencyRecorder {
+    pub(crate) fn observe(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        let bucket = PROCESSING_LATENCY_BUCKETS
+            .iter()
+            .position(|bound| secs <= *bound)
+            .unwrap_or(PROCESSING_LATENCY_BUCKETS.len());
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> LatencyHistogram {
+        LatencyHistogram {
+            counts: self
+                .counts
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect(),
+            sum: Duration::from_nanos(self.sum_nanos.load(Ordering::Relaxed)),
+            count: self.count.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// A handler's registration with an informer (client-go's `ResourceEventHandlerRegistration`).

@@ -96,7 +96,9 @@ pub(super) async fn pop_loop<K: MetaObject + Send + Sync + 'static>(
                 Err(_) => return, // closed
             },
         };
+        let start = std::time::Instant::now();
         inner.process(popped.item(), popped.is_in_initial_list());
+        inner.latency.observe(start.elapsed());
         // Dropped after `process` released the delivery lock and every store lock (the
         // FIFO's documented rule): this marks the item applied.
         drop(popped);
