@@ -338,6 +338,30 @@ pub async fn install_crd(
     Ok(api_resource(stored))
 }
 
+/// [`install_crd`] for a CRD written in YAML (one document: the manifest in your repository,
+/// `config/crd/bases/*.yaml` in a Kubebuilder project).
+///
+/// ```no_run
+/// # async fn f(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let yaml = std::fs::read_to_string("config/crd/bases/batch.tutorial.kubebuilder.io_cronjobs.yaml")?;
+/// let cronjobs = kinformer_testenv::install_crd_yaml(&client, &yaml).await?;
+/// # let _ = cronjobs; Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`Error::Crd`] when `yaml` is not a CustomResourceDefinition; as [`install_crd`].
+pub async fn install_crd_yaml(client: &Client, yaml: &str) -> Result<ApiResource, Error> {
+    install_crd(client, &parse_crd_yaml(yaml)?).await
+}
+
+/// The CustomResourceDefinition `yaml` holds.
+fn parse_crd_yaml(yaml: &str) -> Result<CustomResourceDefinition, Error> {
+    serde_norway::from_str(yaml).map_err(|e| Error::Crd {
+        name: "(from YAML)".to_owned(),
+        reason: format!("not a CustomResourceDefinition: {e}"),
+    })
+}
+
 /// Whether the CRD's `Established` condition is `True`.
 fn established(crd: &CustomResourceDefinition) -> bool {
     crd.status
@@ -415,6 +439,31 @@ mod tests {
                 "status": { "type": "object", "properties": { "ready": { "type": "boolean" } } },
             },
         })
+    }
+
+    #[test]
+    fn a_crd_in_yaml_parses_and_anything_else_is_a_crd_error() {
+        let yaml = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.g.test
+spec:
+  group: g.test
+  scope: Namespaced
+  names: {kind: Gadget, plural: gadgets}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+        let crd = parse_crd_yaml(yaml).unwrap();
+        assert_eq!(crd.metadata.name.as_deref(), Some("gadgets.g.test"));
+        assert_eq!(crd.spec.versions[0].name, "v1");
+        let err = parse_crd_yaml("kind: [not, a, crd").unwrap_err();
+        assert!(matches!(err, Error::Crd { .. }), "{err:?}");
     }
 
     #[test]

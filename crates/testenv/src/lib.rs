@@ -131,7 +131,7 @@
 //! Nothing here needs the test harness: a demo, a soak or a scenario check that runs as a
 //! program takes this crate as a normal `[dependencies]` entry, starts a control plane, installs
 //! its CRDs from the `CustomResourceDefinition` it already has ([`install_crd`]: kube's
-//! `CustomResourceExt::crd()`), and waits with the `try_` forms, which fail with an error the
+//! `CustomResourceExt::crd()`; [`install_crd_yaml`] for a manifest), and waits with the `try_` forms, which fail with an error the
 //! program reports instead of a panic:
 //!
 //! ```no_run
@@ -194,7 +194,7 @@ mod error;
 pub use api_proxy::ApiProxy;
 pub use binaries::{binary_dir, find_binary_dir, user_binary_dir, workspace_binary_dir};
 pub use control_plane::ControlPlane;
-pub use crd::{Crd, CrdScope, CrdVersion, create_crd, install_crd};
+pub use crd::{Crd, CrdScope, CrdVersion, create_crd, install_crd, install_crd_yaml};
 pub use error::Error;
 pub use fixtures::{apply_realistic_pods, create_pods, pod};
 pub use options::{Options, SHARDED_LIST_AND_WATCH};
