@@ -129,10 +129,10 @@
 //! # Outside `#[test]`: a driver binary
 //!
 //! Nothing here needs the test harness: a demo, a soak or a scenario check that runs as a
-//! program takes this crate as a normal `[dependencies]` entry, starts a control plane, installs
-//! its CRDs from the `CustomResourceDefinition` it already has ([`install_crd`]: kube's
-//! `CustomResourceExt::crd()`; [`install_crd_yaml`] for a manifest), and waits with the `try_` forms, which fail with an error the
-//! program reports instead of a panic:
+//! program takes this crate as a normal `[dependencies]` entry, starts a control plane,
+//! installs its CRDs from the `CustomResourceDefinition` it already has ([`install_crd`]:
+//! kube's `CustomResourceExt::crd()`; [`install_crd_yaml`] for a manifest), and waits with
+//! the `try_` forms, which fail with an error the program reports instead of a panic:
 //!
 //! ```no_run
 //! use std::time::Duration;
