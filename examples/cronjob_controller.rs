@@ -24,9 +24,10 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+pub use common::Output;
 use common::{Args, BoxError, ensure_namespace, start};
 use k8s_openapi::api::batch::v1::{Job, JobTemplateSpec};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -619,38 +620,6 @@ async fn complete(jobs: &kube::Api<Job>, name: &str) -> Result<(), BoxError> {
     jobs.patch_status(name, &Default::default(), &kube::api::Patch::Merge(&status))
         .await?;
     Ok(())
-}
-
-/// Where the controller's lines go: printed, and kept for the tests.
-#[derive(Clone, Default)]
-pub struct Output(Arc<Mutex<Vec<String>>>, bool);
-
-impl Output {
-    /// Prints and keeps.
-    pub fn stdout() -> Self {
-        Self(Arc::default(), true)
-    }
-    /// Only keeps.
-    pub fn capture() -> Self {
-        Self::default()
-    }
-    /// One line.
-    pub fn line(&self, line: String) {
-        if self.1 {
-            println!("{line}");
-        }
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(line);
-    }
-    /// Every line so far.
-    pub fn lines(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+pub use common::Output;
 use common::{Args, BoxError, ensure_namespace, start};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -78,38 +79,6 @@ pub struct Ctx {
     config_maps: Lister<Cached<ConfigMap>>,
     recorder: Recorder,
     out: Output,
-}
-
-/// Lines the program prints, kept for the test.
-#[derive(Clone, Default)]
-pub struct Output(Arc<Mutex<Vec<String>>>, bool);
-
-impl Output {
-    /// Prints and keeps.
-    pub fn stdout() -> Self {
-        Self(Arc::default(), true)
-    }
-    /// Only keeps.
-    pub fn capture() -> Self {
-        Self::default()
-    }
-    /// One line.
-    pub fn line(&self, line: String) {
-        if self.1 {
-            println!("{line}");
-        }
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(line);
-    }
-    /// Every line so far.
-    pub fn lines(&self) -> Vec<String> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
 }
 
 /// Why a reconcile failed (each is retried, rate limited).

@@ -8,6 +8,7 @@
 
 use std::error::Error;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kinformer::leaderelection::{LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseLock};
@@ -275,4 +276,39 @@ pub async fn connect(args: &Args) -> Result<Cluster, BoxError> {
         description,
         _local: Some(local),
     })
+}
+
+/// Lines an example prints, kept for its test.
+#[derive(Clone, Default)]
+pub struct Output(Arc<Mutex<Vec<String>>>, bool);
+
+impl Output {
+    /// Prints and keeps.
+    pub fn stdout() -> Self {
+        Self(Arc::default(), true)
+    }
+    /// Only keeps.
+    pub fn capture() -> Self {
+        Self::default()
+    }
+    /// One line.
+    pub fn line(&self, line: String) {
+        if self.1 {
+            #[allow(clippy::print_stdout, reason = "an example prints its lines")]
+            {
+                println!("{line}");
+            }
+        }
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(line);
+    }
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
