@@ -325,3 +325,82 @@ pub(crate) fn run_elector(
     });
     (elector, stop, electing)
 }
+
+/// A reconcile put off by read-your-writes is counted twice: as kinformer's
+/// `kinformer_reconcile_stale_cache_skips_total{controller}` and under the name Kubernetes
+/// 1.36's own controllers use (KEP-5647), `stale_sync_skips_total`, labelled with the group and
+/// resource of the cache that was behind (from its informer's identity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_cache_skips_are_counted_under_kep_5647s_name() {
+    let _metrics = Metrics::install();
+    let fake = FakeListerWatcher::new();
+    fake.on_list(|_| Ok(ListPage::new([Obj("a".to_owned())], "7")));
+    let (watch, stream) = watch_channel();
+    fake.push_watch(Ok(stream));
+    let informer = SharedIndexInformer::builder(fake)
+        .name("stale")
+        .identity(InformerIdentity::new(
+            "stale-test",
+            "example.com",
+            "v1",
+            "objs",
+        ))
+        .build();
+    let handle = informer.start().unwrap();
+    eventually("the sync", Duration::from_secs(20), || {
+        informer.has_synced()
+    })
+    .await;
+
+    let controller = Controller::<ObjectKey>::new("stale-test");
+    controller.watch(&informer).unwrap();
+    let queue = Arc::clone(controller.queue());
+    let cache = informer.clone();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(controller.run(
+        move |_key: ObjectKey, ctx: Context<()>| {
+            let cache = cache.clone();
+            async move {
+                // A write the cache (at 7) has not shown: the key waits for it.
+                ctx.wrote_version(&cache, "8");
+                Ok::<_, String>(Action::Done)
+            }
+        },
+        (),
+        cancel.clone(),
+    ));
+    let server = Server::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let serving = tokio::spawn(server.run(cancel.clone()));
+    let labels = [
+        ("controller", "stale-test"),
+        ("group", "example.com"),
+        ("resource", "objs"),
+    ];
+    let skipped = move || {
+        let s = scrape(addr);
+        value(&s, "stale_sync_skips_total", &labels).is_some_and(|n| n >= 1.0)
+            && value(
+                &s,
+                "kinformer_reconcile_stale_cache_skips_total",
+                &[("controller", "stale-test")],
+            )
+            .is_some_and(|n| n >= 1.0)
+    };
+    // The key queued again while its write is pending is what gets skipped.
+    let key = ObjectKey::new(Some("ns"), "a").unwrap();
+    eventually(
+        "a skip counted under both names",
+        Duration::from_secs(20),
+        || {
+            kinformer_workqueue::Queue::add(&*queue, key.clone());
+            std::thread::spawn(skipped).join().unwrap()
+        },
+    )
+    .await;
+    drop(watch);
+    cancel.cancel();
+    run.await.unwrap();
+    serving.await.unwrap().unwrap();
+    handle.stop().await.unwrap();
+}

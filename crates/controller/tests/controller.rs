@@ -711,6 +711,9 @@ impl kinformer_controller::controller::CacheProgress for Progress {
     fn applied_resource_version(&self) -> String {
         self.0.lock().unwrap().clone()
     }
+    fn group_resource(&self) -> Option<(String, String)> {
+        None
+    }
 }
 
 /// A controller whose first reconcile of `"k"` reports a write at resourceVersion 7 to

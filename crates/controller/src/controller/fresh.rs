@@ -52,13 +52,26 @@ pub const DEFAULT_READ_YOUR_WRITES_TIMEOUT: Duration = Duration::from_secs(10);
 pub trait CacheProgress: Send + Sync {
     /// The resourceVersion of the last thing applied to the cache; empty before any.
     fn applied_resource_version(&self) -> String;
+
+    /// The group and resource (plural) the cache holds, when known: the labels of the
+    /// `stale_sync_skips_total` metric (KEP-5647's). `None` leaves them empty.
+    fn group_resource(&self) -> Option<(String, String)>;
 }
 
 impl<K: MetaObject + Send + Sync + 'static> CacheProgress for SharedIndexInformer<K> {
     fn applied_resource_version(&self) -> String {
         self.indexer().last_sync_resource_version()
     }
+
+    /// From the informer's identity (a factory's informers have one).
+    fn group_resource(&self) -> Option<(String, String)> {
+        self.identity()
+            .map(|id| (id.group.clone(), id.resource.clone()))
+    }
 }
+
+/// A group and resource, for metrics.
+pub(crate) type GroupResource = Option<(String, String)>;
 
 /// Whether a cache that applied `applied` has seen a write that got `wrote`. Two versions
 /// that are both decimal integers without leading zeros compare as numbers of any length
@@ -79,18 +92,25 @@ pub(crate) fn has_seen(applied: &str, wrote: &str) -> bool {
 #[derive(Clone)]
 pub(crate) struct Write {
     seen: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// What the cache holds, for the metrics.
+    group_resource: GroupResource,
 }
 
 impl Write {
     /// Seen once `cache` has applied `resource_version`.
     pub(crate) fn new(cache: Arc<dyn CacheProgress>, resource_version: String) -> Self {
-        Self::when(move || has_seen(&cache.applied_resource_version(), &resource_version))
+        let group_resource = cache.group_resource();
+        Self {
+            seen: Arc::new(move || has_seen(&cache.applied_resource_version(), &resource_version)),
+            group_resource,
+        }
     }
 
     /// Seen once `seen` says so (a delete: the object gone from the cache).
     pub(crate) fn when(seen: impl Fn() -> bool + Send + Sync + 'static) -> Self {
         Self {
             seen: Arc::new(seen),
+            group_resource: None,
         }
     }
 
@@ -128,8 +148,9 @@ impl fmt::Debug for WriteLog {
 pub(crate) enum Freshness {
     /// No write pending, or every cache has seen them: reconcile.
     Fresh,
-    /// A cache has not seen a write yet: look again after the delay.
-    Lagging(Duration),
+    /// A cache has not seen a write yet: look again after the delay. The group and resource
+    /// of a cache behind, when known.
+    Lagging(Duration, GroupResource),
     /// The bound passed with a cache still behind: reconcile anyway.
     GaveUp,
 }
@@ -164,7 +185,8 @@ impl<T: Eq + Hash + Clone> Pending<T> {
             by_key.remove(key);
             return Freshness::GaveUp;
         }
-        Freshness::Lagging(RECHECK.min(self.timeout - waited))
+        let behind = writes.iter().find_map(|w| w.group_resource.clone());
+        Freshness::Lagging(RECHECK.min(self.timeout - waited), behind)
     }
 
     /// Adds the writes of `log` (one reconcile of `key`) to those pending for `key`; the
@@ -203,6 +225,9 @@ mod tests {
         fn applied_resource_version(&self) -> String {
             self.0.lock().unwrap().clone()
         }
+        fn group_resource(&self) -> Option<(String, String)> {
+            Some(("apps".into(), "deployments".into()))
+        }
     }
 
     #[test]
@@ -232,10 +257,13 @@ mod tests {
         let log = WriteLog::default();
         log.push(Write::new(cache.clone(), "7".into()));
         pending.record(&"k", &log);
-        assert_eq!(pending.check(&"k"), Freshness::Lagging(RECHECK));
+        assert_eq!(
+            pending.check(&"k"),
+            Freshness::Lagging(RECHECK, Some(("apps".into(), "deployments".into())))
+        );
         assert_eq!(pending.check(&"other"), Freshness::Fresh);
         cache.set("6");
-        assert!(matches!(pending.check(&"k"), Freshness::Lagging(_)));
+        assert!(matches!(pending.check(&"k"), Freshness::Lagging(_, _)));
         cache.set("8");
         assert_eq!(pending.check(&"k"), Freshness::Fresh);
         assert_eq!(pending.check(&"k"), Freshness::Fresh, "forgotten once seen");
@@ -251,7 +279,10 @@ mod tests {
         tokio::time::advance(Duration::from_millis(980)).await;
         assert_eq!(
             pending.check(&"k"),
-            Freshness::Lagging(Duration::from_millis(20)),
+            Freshness::Lagging(
+                Duration::from_millis(20),
+                Some(("apps".into(), "deployments".into()))
+            ),
             "never looks again past the bound"
         );
         tokio::time::advance(Duration::from_millis(20)).await;
@@ -268,7 +299,7 @@ mod tests {
         log.push(Write::new(b.clone(), "4".into()));
         pending.record(&"k", &log);
         a.set("3");
-        assert!(matches!(pending.check(&"k"), Freshness::Lagging(_)));
+        assert!(matches!(pending.check(&"k"), Freshness::Lagging(_, _)));
         b.set("4");
         assert_eq!(pending.check(&"k"), Freshness::Fresh);
     }

@@ -504,9 +504,9 @@ where
         };
         match self.pending.check(&key) {
             fresh::Freshness::Fresh => {}
-            fresh::Freshness::Lagging(delay) => {
+            fresh::Freshness::Lagging(delay, behind) => {
                 // Not a failure: the rate limiter is not told.
-                self.observer.stale_cache(false);
+                self.observer.stale_cache(false, behind.as_ref());
                 tracing::trace!(controller = %self.name, %key, "the cache has not shown this key's last write yet: looking again shortly");
                 self.queue
                     .add_after_with_priority(key.clone(), delay, priority);
@@ -514,7 +514,7 @@ where
                 return;
             }
             fresh::Freshness::GaveUp => {
-                self.observer.stale_cache(true);
+                self.observer.stale_cache(true, None);
                 tracing::info!(controller = %self.name, %key, "the cache did not show this key's last write within the read-your-writes timeout: reconciling anyway");
             }
         }

@@ -53,11 +53,14 @@ impl Observer {
 
     /// A key was not reconciled because a cache had not shown its last write (`gave_up`:
     /// it was, the bound having passed).
-    pub(crate) fn stale_cache(&self, gave_up: bool) {
+    /// `behind`: the group and resource of the cache behind, when known.
+    pub(crate) fn stale_cache(&self, gave_up: bool, behind: Option<&(String, String)>) {
         #[cfg(feature = "prometheus")]
         if let Some(m) = &self.metrics {
-            m.stale_cache(gave_up);
+            m.stale_cache(gave_up, behind);
         }
+        #[cfg(not(feature = "prometheus"))]
+        let _ = behind;
         #[cfg(not(feature = "prometheus"))]
         let _ = gave_up;
     }
@@ -134,6 +137,7 @@ mod families {
         active: Family<Labels, Gauge>,
         stale_skips: Family<Labels, Counter>,
         stale_timeouts: Family<Labels, Counter>,
+        stale_sync_skips: Family<Labels, Counter>,
     }
 
     impl ControllerFamilies {
@@ -150,6 +154,7 @@ mod families {
                 active: Family::default(),
                 stale_skips: Family::default(),
                 stale_timeouts: Family::default(),
+                stale_sync_skips: Family::default(),
             });
             // prometheus-client appends `_total` to counters and a period to help texts.
             registry.register(
@@ -197,6 +202,14 @@ mod families {
                 "kinformer_reconcile_stale_cache_timeouts",
                 "Reconciles run with a cache still behind the key's last write, the read-your-writes timeout having passed",
                 families.stale_timeouts.clone(),
+            );
+            // The same skips under the name Kubernetes 1.36's own controllers give them
+            // (KEP-5647: `job_controller_stale_sync_skips_total{group, resource}`), the
+            // controller a label rather than a prefix.
+            registry.register(
+                "stale_sync_skips",
+                "Syncs skipped due to a stale cache, by controller and the group and resource of the cache behind",
+                families.stale_sync_skips.clone(),
             );
         }
 
@@ -252,13 +265,20 @@ mod families {
                 .observe(took.as_secs_f64());
         }
 
-        pub(super) fn stale_cache(&self, gave_up: bool) {
-            let family = if gave_up {
-                &self.families.stale_timeouts
-            } else {
-                &self.families.stale_skips
-            };
-            family.get_or_create(&self.labels).inc();
+        pub(super) fn stale_cache(&self, gave_up: bool, behind: Option<&(String, String)>) {
+            if gave_up {
+                self.families
+                    .stale_timeouts
+                    .get_or_create(&self.labels)
+                    .inc();
+                return;
+            }
+            self.families.stale_skips.get_or_create(&self.labels).inc();
+            let (group, resource) = behind.cloned().unwrap_or_default();
+            let mut labels = self.labels.clone();
+            labels.push(("group", group));
+            labels.push(("resource", resource));
+            self.families.stale_sync_skips.get_or_create(&labels).inc();
         }
 
         pub(super) fn worker_started(&self) {

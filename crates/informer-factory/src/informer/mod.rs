@@ -316,6 +316,12 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
         self.core.status().cloned()
     }
 
+    /// Its identity in client-go 1.36's informer metrics, if it has one (a factory's
+    /// informers have one).
+    pub fn identity(&self) -> Option<&InformerIdentity> {
+        self.core.identity()
+    }
+
     /// A snapshot of the informer's state for metrics and health checks: cheap (a few
     /// atomic loads and the cache's size), safe to take at any time.
     pub fn stats(&self) -> InformerStats {
