@@ -89,6 +89,48 @@ fn package_and_check(names: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The oldest and the newest Kubernetes versions of the k8s-openapi the workspace uses
+/// (its `earliest` and `latest` features): the library crates enable none, so they must
+/// compile against each (the workspace's own builds pick 1.36).
+const K8S_OPENAPI_VERSIONS: [&str; 2] = ["1.33", "1.37"];
+
+/// Checks every publishable crate's library against k8s-openapi's oldest and newest
+/// versions ([`K8S_OPENAPI_VERSIONS`]), through k8s-openapi's variable: a field or a kind
+/// of one version only, used without a guard, fails here. kinformer-testenv pins its
+/// control plane's version by a default feature, turned off here.
+pub(crate) fn k8s_openapi_versions() -> anyhow::Result<()> {
+    let names = publishable(&metadata()?);
+    for version in K8S_OPENAPI_VERSIONS {
+        let step = Step::start(format!(
+            "the libraries on k8s-openapi's Kubernetes {version}"
+        ));
+        let mut args = vec!["check", "--lib", "--all-features"];
+        for name in names.iter().filter(|n| *n != "kinformer-testenv") {
+            args.extend(["-p", name.as_str()]);
+        }
+        let libs = cargo(&args)
+            .env("K8S_OPENAPI_ENABLED_VERSION", version)
+            .status()
+            .context("running cargo check")?;
+        let testenv = cargo(&[
+            "check",
+            "--lib",
+            "--no-default-features",
+            "-p",
+            "kinformer-testenv",
+        ])
+        .env("K8S_OPENAPI_ENABLED_VERSION", version)
+        .status()
+        .context("running cargo check")?;
+        if !libs.success() || !testenv.success() {
+            step.finish("FAILED");
+            bail!("the libraries do not compile against k8s-openapi's Kubernetes {version}");
+        }
+        step.finish("passed");
+    }
+    Ok(())
+}
+
 /// Unpacks the packages `names` (in `dir/package/`) into `dir/packaged/`, a workspace of
 /// them whose `[patch.crates-io]` serves each one's packaged sources to the others, with the
 /// workspace's `Cargo.lock`; returns that dir.

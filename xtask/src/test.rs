@@ -53,6 +53,7 @@ pub(crate) fn run(test_args: &[String]) -> anyhow::Result<()> {
     check("loom model check of the workqueue", loom)?;
     crate::conformance::run()?;
     crate::release::package()?;
+    crate::release::k8s_openapi_versions()?;
     crate::release::msrv()
 }
 
