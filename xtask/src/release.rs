@@ -79,7 +79,7 @@ fn package_and_check(names: &[String]) -> anyhow::Result<()> {
     let ws = unpack(&dir, names)?;
     let status = cargo(&["check", "--workspace"])
         .current_dir(&ws)
-        .env("K8S_OPENAPI_ENABLED_VERSION", "1.36")
+        .env("K8S_OPENAPI_ENABLED_VERSION", "1.37")
         .env("CARGO_TARGET_DIR", &dir)
         .status()
         .context("running cargo check on the packaged crates")?;

@@ -14,7 +14,7 @@
 //! [dependencies]
 //! kinformer = { version = "0.1", features = ["server"] }   # "server": /metrics, /healthz, /readyz
 //! kube = "5"                                               # the client and its Config
-//! k8s-openapi = { version = "0.29", features = ["v1_36"] } # your cluster's Kubernetes version
+//! k8s-openapi = { version = "0.29", features = ["v1_37"] } # your cluster's Kubernetes version
 //! tokio = { version = "1", features = ["macros", "rt-multi-thread", "signal"] }
 //! ```
 //!

@@ -183,7 +183,7 @@
 //!
 //! Like every library crate of the workspace, this one picks no k8s-openapi version
 //! feature: the program that uses it does (`k8s-openapi = { version = "0.29", features =
-//! ["v1_36"] }`). `coordination.k8s.io/v1` Leases exist since Kubernetes 1.14.
+//! ["v1_37"] }`). `coordination.k8s.io/v1` Leases exist since Kubernetes 1.14.
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 

@@ -221,8 +221,8 @@ fn head<T: kinformer_core::MetaObject>(
 
 type Compare = fn(&[u8], &[u8]) -> Result<(), String>;
 
-/// Every k8s-openapi (v1_36) resource type, and the `List<T>` of the listable ones. The
-/// list is every `impl crate::Resource` of k8s-openapi's `src/v1_36`. A resource type is
+/// Every k8s-openapi (v1_37) resource type, and the `List<T>` of the listable ones. The
+/// list is every `impl crate::Resource` of k8s-openapi's `src/v1_37`. A resource type is
 /// compared twice: decoded, and read through its view.
 fn typed() -> BTreeMap<(String, String), Vec<Compare>> {
     use k8s_openapi::{List, Resource};
@@ -271,7 +271,8 @@ fn typed() -> BTreeMap<(String, String), Vec<Compare>> {
         batch::v1::CronJob,
         batch::v1::Job,
         certificates::v1::CertificateSigningRequest,
-        certificates::v1alpha1::ClusterTrustBundle,
+        certificates::v1::ClusterTrustBundle,
+        certificates::v1::PodCertificateRequest,
         certificates::v1beta1::ClusterTrustBundle,
         certificates::v1beta1::PodCertificateRequest,
         coordination::v1::Lease,
@@ -297,13 +298,13 @@ fn typed() -> BTreeMap<(String, String), Vec<Compare>> {
         events::v1::Event,
         flowcontrol::v1::FlowSchema,
         flowcontrol::v1::PriorityLevelConfiguration,
+        lifecycle::v1alpha1::Eviction,
+        lifecycle::v1alpha1::EvictionRequest,
         networking::v1::IPAddress,
         networking::v1::Ingress,
         networking::v1::IngressClass,
         networking::v1::NetworkPolicy,
         networking::v1::ServiceCIDR,
-        networking::v1beta1::IPAddress,
-        networking::v1beta1::ServiceCIDR,
         node::v1::RuntimeClass,
         policy::v1::PodDisruptionBudget,
         rbac::v1::ClusterRole,
@@ -311,6 +312,7 @@ fn typed() -> BTreeMap<(String, String), Vec<Compare>> {
         rbac::v1::Role,
         rbac::v1::RoleBinding,
         resource::v1::DeviceClass,
+        resource::v1::DeviceTaintRule,
         resource::v1::ResourceClaim,
         resource::v1::ResourceClaimTemplate,
         resource::v1::ResourceSlice,
@@ -326,15 +328,18 @@ fn typed() -> BTreeMap<(String, String), Vec<Compare>> {
         resource::v1beta2::ResourceClaimTemplate,
         resource::v1beta2::ResourceSlice,
         scheduling::v1::PriorityClass,
-        scheduling::v1alpha2::PodGroup,
-        scheduling::v1alpha2::Workload,
+        scheduling::v1alpha3::CompositePodGroup,
+        scheduling::v1alpha3::PodGroup,
+        scheduling::v1alpha3::Workload,
+        scheduling::v1beta1::PodGroup,
+        scheduling::v1beta1::Workload,
         storage::v1::CSIDriver,
         storage::v1::CSINode,
         storage::v1::CSIStorageCapacity,
         storage::v1::StorageClass,
         storage::v1::VolumeAttachment,
         storage::v1::VolumeAttributesClass,
-        storage::v1beta1::VolumeAttributesClass,
+        storagemigration::v1::StorageVersionMigration,
         storagemigration::v1beta1::StorageVersionMigration,
     );
     single!(

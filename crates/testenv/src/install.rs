@@ -21,7 +21,7 @@ use crate::error::{Error, io};
 /// The Kubernetes version the control plane is built at (and the name of its dir under
 /// [`user_binary_dir`]'s parent). It matches the `k8s.io/kubernetes` requirement of the
 /// Go module this crate ships.
-pub const KUBERNETES_VERSION: &str = "v1.36.3";
+pub const KUBERNETES_VERSION: &str = "v1.37.2";
 
 /// The binaries a control plane runs, in the order they are built.
 pub const BINARIES: [&str; 2] = ["etcd", "kube-apiserver"];

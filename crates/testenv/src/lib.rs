@@ -51,7 +51,7 @@
 //!
 //! ```sh
 //! cargo install kinformer-testenv@0.1.0 --locked   # the version you depend on
-//! kinformer-testenv install   # into ~/.cache/kinformer/controlplane/v1.36.3/bin
+//! kinformer-testenv install   # into ~/.cache/kinformer/controlplane/v1.37.2/bin
 //! ```
 //!
 //! It writes the Go module to a work dir and runs `go build` for both binaries into

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
@@ -58,23 +58,16 @@ pub(crate) async fn grant_restricted_user(client: Client) -> Result<(), Error> {
         }]),
         ..Default::default()
     };
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "ClusterRole".into(),
-            name: name.into(),
-        },
-        subjects: Some(vec![Subject {
-            api_group: Some("rbac.authorization.k8s.io".into()),
-            kind: "User".into(),
-            name: RESTRICTED_USER.into(),
-            ..Default::default()
-        }]),
-    };
+    // From JSON: `roleRef.apiGroup` and `subjects[].apiGroup` changed type across
+    // k8s-openapi's Kubernetes versions, and this crate compiles against all of them.
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": RESTRICTED_USER}],
+    }))
+    .map_err(|e| {
+        kube_err("building the restricted user's ClusterRoleBinding")(kube::Error::SerdeError(e))
+    })?;
     Api::<ClusterRole>::all(client.clone())
         .create(&PostParams::default(), &role)
         .await

@@ -20,7 +20,7 @@ use kinformer_protobuf::schema_table::{self, Field, Message, Ty, flags};
 
 /// The Kubernetes versions k8s-openapi's source has a tree for (`v1_33` … `v1_37`); the one
 /// the schema table was generated from is [`TABLE_VERSION`].
-const TABLE_VERSION: &str = "v1_36";
+const TABLE_VERSION: &str = "v1_37";
 
 /// What k8s-openapi says of one struct: JSON name → (Rust name, whether an `Option`).
 type RustFields = BTreeMap<String, (String, bool)>;

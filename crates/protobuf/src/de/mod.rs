@@ -66,7 +66,7 @@ impl<'de> de::Deserializer<'de> for MessageDe<'de> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
-        visitor.visit_map(MessageAccess::new(self.msg, self.buf, self.type_meta))
+        visitor.visit_map(MessageAccess::new(self.msg, self.buf, self.type_meta)?)
     }
 
     present_value_methods!();
@@ -226,6 +226,38 @@ impl<'de> Outer<'de> {
     }
 }
 
+/// How deep messages may nest in the data: serde_json's limit for JSON (128), a little
+/// under. Until Kubernetes 1.37 the schema bounded the nesting by itself; since, a message
+/// may hold itself (scheduling's `CompositePodGroupTemplate`), and without a bound a
+/// crafted object would nest until the decoder's stack overflowed: it is malformed instead.
+pub(crate) const MAX_MESSAGE_DEPTH: usize = 100;
+
+thread_local! {
+    /// How many messages the decoder of this thread is inside of.
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One level of message nesting, counted while it lives.
+struct Nested;
+
+impl Nested {
+    fn enter() -> Result<Self> {
+        DEPTH.with(|depth| {
+            if depth.get() >= MAX_MESSAGE_DEPTH {
+                return Err(Error::malformed("messages nested too deep"));
+            }
+            depth.set(depth.get() + 1);
+            Ok(Nested)
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        DEPTH.with(|depth| depth.set(depth.get().saturating_sub(1)));
+    }
+}
+
 /// A message as a map of JSON names to values.
 struct MessageAccess<'de> {
     cur: Frame<'de>,
@@ -236,11 +268,18 @@ struct MessageAccess<'de> {
     /// Where a repeated field that is one run ended, once its elements were all read: the
     /// reader jumps there instead of stepping over them again.
     run_end: Cell<Option<usize>>,
+    /// This message's level of nesting.
+    _nested: Nested,
 }
 
 impl<'de> MessageAccess<'de> {
-    fn new(msg: &'static Message, buf: &'de [u8], type_meta: Option<(&'de str, &'de str)>) -> Self {
-        MessageAccess {
+    /// The fields of `msg` in `buf`; an error past [`MAX_MESSAGE_DEPTH`] levels of messages.
+    fn new(
+        msg: &'static Message,
+        buf: &'de [u8],
+        type_meta: Option<(&'de str, &'de str)>,
+    ) -> Result<Self> {
+        Ok(MessageAccess {
             cur: Frame::new(msg, buf),
             outer: Outer {
                 frames: [None, None, None],
@@ -249,7 +288,8 @@ impl<'de> MessageAccess<'de> {
             pending: Pending::None,
             type_meta,
             run_end: Cell::new(None),
-        }
+            _nested: Nested::enter()?,
+        })
     }
 }
 

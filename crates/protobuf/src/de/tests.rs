@@ -361,3 +361,54 @@ fn enums_and_flatten_work_through_deserialize_any() {
     assert_eq!(t.name, Policy::Never);
     assert_eq!(t.rest.get("n"), Some(&json!(4)));
 }
+
+/// A message that holds itself (Kubernetes 1.37's `CompositePodGroupTemplate` does), nested
+/// deeper than the decoder allows: a typed error, decoded or transcoded, not an overflowing
+/// stack; one level less decodes.
+#[test]
+fn messages_nested_past_the_limit_are_malformed_not_a_stack_overflow() {
+    static SELF_FIELDS: [Field; 1] = [Field {
+        number: 1,
+        json: "child",
+        ty: Ty::Message(&SELF),
+        flags: 0,
+    }];
+    static SELF: Message = Message {
+        name: "Self",
+        fields: &SELF_FIELDS,
+    };
+    // `levels` messages, each the `child` of the one around it.
+    let nested = |levels: usize| {
+        let mut b: Vec<u8> = Vec::new();
+        for _ in 1..levels {
+            let mut outer = vec![0x0a];
+            let mut len = b.len();
+            while len >= 0x80 {
+                outer.push((len as u8) | 0x80);
+                len >>= 7;
+            }
+            outer.push(len as u8);
+            outer.extend_from_slice(&b);
+            b = outer;
+        }
+        b
+    };
+    let fits = nested(super::MAX_MESSAGE_DEPTH);
+    assert!(decode::<Value>(&SELF, &fits).is_ok(), "as deep as allowed");
+    let deep = nested(100_000);
+    let err = decode::<Value>(&SELF, &deep).expect_err("too deep");
+    assert!(err.to_string().contains("nested too deep"), "{err}");
+    let failure = super::transcode::Failure::default();
+    let transcode = super::transcode::Transcode {
+        msg: &SELF,
+        buf: &deep,
+        type_meta: None,
+        failure: &failure,
+    };
+    assert!(
+        serde_json::to_value(&transcode).is_err(),
+        "transcoding refuses it too"
+    );
+    let err = failure.into_error(&SELF);
+    assert!(err.to_string().contains("nested too deep"), "{err}");
+}

@@ -86,7 +86,8 @@ impl Failure {
 impl Serialize for Transcode<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let failure = self.failure;
-        let mut access = MessageAccess::new(self.msg, self.buf, self.type_meta);
+        let mut access =
+            MessageAccess::new(self.msg, self.buf, self.type_meta).map_err(|e| failure.fail(e))?;
         // How many fields will be written is known only at the end (zero values and unset
         // fields are left out): the length given is the most there can be, which
         // self-describing formats take as a hint (serde_json writes `{}` at once for 0).

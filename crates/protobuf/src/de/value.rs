@@ -198,7 +198,7 @@ impl<'de> de::Deserializer<'de> for ValueDe<'de> {
             Ty::Int32 => visit_int(i64::from(self.varint()? as i32), visitor),
             Ty::Int64 => visit_int(self.varint()? as i64, visitor),
             Ty::Message(msg) => {
-                visitor.visit_map(MessageAccess::new(msg, self.len()?, nested_type_meta(msg)))
+                visitor.visit_map(MessageAccess::new(msg, self.len()?, nested_type_meta(msg))?)
             }
             _ => self.deserialize_other(visitor),
         }

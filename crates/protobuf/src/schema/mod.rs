@@ -241,24 +241,35 @@ mod tests {
         }
         let deepest = table::KINDS
             .iter()
-            .map(|k| depth_all(k.message, &depth))
+            .map(|k| depth_all(k.message, &depth, &mut Vec::new()))
             .max();
         assert_eq!(deepest, Some(2));
         assert!(deepest <= Some(crate::de::MAX_INLINE_DEPTH));
     }
 
-    /// The deepest inline nesting anywhere under `m`.
-    fn depth_all(m: &Message, depth: &dyn Fn(&Message) -> usize) -> usize {
+    /// The deepest inline nesting anywhere under `m`. Since 1.37 some kinds hold a message
+    /// that holds itself (through a field that is not inlined): a message already on `path`
+    /// is not walked again.
+    fn depth_all(
+        m: &'static Message,
+        depth: &dyn Fn(&Message) -> usize,
+        path: &mut Vec<*const Message>,
+    ) -> usize {
+        if path.contains(&std::ptr::from_ref(m)) {
+            return 0;
+        }
+        path.push(m);
         let nested = m
             .fields
             .iter()
             .filter_map(|f| match &f.ty {
-                Ty::Message(inner) => Some(depth_all(inner, depth)),
-                Ty::Map(Ty::Message(inner)) => Some(depth_all(inner, depth)),
+                Ty::Message(inner) => Some(depth_all(inner, depth, path)),
+                Ty::Map(Ty::Message(inner)) => Some(depth_all(inner, depth, path)),
                 _ => None,
             })
             .max()
             .unwrap_or(0);
+        path.pop();
         depth(m).max(nested)
     }
 

@@ -47,16 +47,16 @@ impl<'a> ControllerRevisionView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `data`.
+    /// `data` (empty when absent).
     #[inline]
-    pub fn data(&self) -> Option<JsonView<'a>> {
-        field(self.0, &F_DATA)
+    pub fn data(&self) -> JsonView<'a> {
+        field(self.0, &F_DATA).unwrap_or_default()
     }
 
-    /// `revision` (empty when absent).
+    /// `revision`.
     #[inline]
-    pub fn revision(&self) -> i64 {
-        field(self.0, &F_REVISION).unwrap_or_default()
+    pub fn revision(&self) -> Option<i64> {
+        field(self.0, &F_REVISION)
     }
 }
 
@@ -71,10 +71,10 @@ impl serde::Serialize for ControllerRevisionView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        if let Some(v) = self.data() {
-            map.serialize_entry("data", &v)?;
+        map.serialize_entry("data", &self.data())?;
+        if let Some(v) = self.revision() {
+            map.serialize_entry("revision", &v)?;
         }
-        map.serialize_entry("revision", &self.revision())?;
         map.end()
     }
 }
@@ -120,10 +120,10 @@ impl<'a> DaemonSetView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec`.
+    /// `spec` (empty when absent).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::DaemonSetSpecView<'a>> {
-        field(self.0, &F_SPEC)
+    pub fn spec(&self) -> crate::view::api::apps::v1::DaemonSetSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
     }
 
     /// `status`.
@@ -144,9 +144,7 @@ impl serde::Serialize for DaemonSetView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        if let Some(v) = self.spec() {
-            map.serialize_entry("spec", &v)?;
-        }
+        map.serialize_entry("spec", &self.spec())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -177,16 +175,16 @@ impl<'a> DaemonSetConditionView<'a> {
         Object::new(self.0)
     }
 
-    /// `type` (empty when absent).
+    /// `type`.
     #[inline]
-    pub fn type_(&self) -> &'a str {
-        field(self.0, &F_TYPE).unwrap_or_default()
+    pub fn type_(&self) -> Option<&'a str> {
+        field(self.0, &F_TYPE)
     }
 
-    /// `status` (empty when absent).
+    /// `status`.
     #[inline]
-    pub fn status(&self) -> &'a str {
-        field(self.0, &F_STATUS).unwrap_or_default()
+    pub fn status(&self) -> Option<&'a str> {
+        field(self.0, &F_STATUS)
     }
 
     /// `lastTransitionTime`.
@@ -212,8 +210,12 @@ impl serde::Serialize for DaemonSetConditionView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("type", &self.type_())?;
-        map.serialize_entry("status", &self.status())?;
+        if let Some(v) = self.type_() {
+            map.serialize_entry("type", &v)?;
+        }
+        if let Some(v) = self.status() {
+            map.serialize_entry("status", &v)?;
+        }
         if let Some(v) = self.last_transition_time() {
             map.serialize_entry("lastTransitionTime", &v)?;
         }
@@ -505,10 +507,10 @@ impl<'a> DeploymentView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec`.
+    /// `spec` (empty when absent).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::DeploymentSpecView<'a>> {
-        field(self.0, &F_SPEC)
+    pub fn spec(&self) -> crate::view::api::apps::v1::DeploymentSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
     }
 
     /// `status`.
@@ -529,9 +531,7 @@ impl serde::Serialize for DeploymentView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        if let Some(v) = self.spec() {
-            map.serialize_entry("spec", &v)?;
-        }
+        map.serialize_entry("spec", &self.spec())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -562,16 +562,16 @@ impl<'a> DeploymentConditionView<'a> {
         Object::new(self.0)
     }
 
-    /// `type` (empty when absent).
+    /// `type`.
     #[inline]
-    pub fn type_(&self) -> &'a str {
-        field(self.0, &F_TYPE).unwrap_or_default()
+    pub fn type_(&self) -> Option<&'a str> {
+        field(self.0, &F_TYPE)
     }
 
-    /// `status` (empty when absent).
+    /// `status`.
     #[inline]
-    pub fn status(&self) -> &'a str {
-        field(self.0, &F_STATUS).unwrap_or_default()
+    pub fn status(&self) -> Option<&'a str> {
+        field(self.0, &F_STATUS)
     }
 
     /// `reason`.
@@ -603,8 +603,12 @@ impl serde::Serialize for DeploymentConditionView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("type", &self.type_())?;
-        map.serialize_entry("status", &self.status())?;
+        if let Some(v) = self.type_() {
+            map.serialize_entry("type", &v)?;
+        }
+        if let Some(v) = self.status() {
+            map.serialize_entry("status", &v)?;
+        }
         if let Some(v) = self.reason() {
             map.serialize_entry("reason", &v)?;
         }
@@ -925,10 +929,10 @@ impl<'a> ReplicaSetView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec`.
+    /// `spec` (empty when absent).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::ReplicaSetSpecView<'a>> {
-        field(self.0, &F_SPEC)
+    pub fn spec(&self) -> crate::view::api::apps::v1::ReplicaSetSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
     }
 
     /// `status`.
@@ -949,9 +953,7 @@ impl serde::Serialize for ReplicaSetView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        if let Some(v) = self.spec() {
-            map.serialize_entry("spec", &v)?;
-        }
+        map.serialize_entry("spec", &self.spec())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -982,16 +984,16 @@ impl<'a> ReplicaSetConditionView<'a> {
         Object::new(self.0)
     }
 
-    /// `type` (empty when absent).
+    /// `type`.
     #[inline]
-    pub fn type_(&self) -> &'a str {
-        field(self.0, &F_TYPE).unwrap_or_default()
+    pub fn type_(&self) -> Option<&'a str> {
+        field(self.0, &F_TYPE)
     }
 
-    /// `status` (empty when absent).
+    /// `status`.
     #[inline]
-    pub fn status(&self) -> &'a str {
-        field(self.0, &F_STATUS).unwrap_or_default()
+    pub fn status(&self) -> Option<&'a str> {
+        field(self.0, &F_STATUS)
     }
 
     /// `lastTransitionTime`.
@@ -1017,8 +1019,12 @@ impl serde::Serialize for ReplicaSetConditionView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("type", &self.type_())?;
-        map.serialize_entry("status", &self.status())?;
+        if let Some(v) = self.type_() {
+            map.serialize_entry("type", &v)?;
+        }
+        if let Some(v) = self.status() {
+            map.serialize_entry("status", &v)?;
+        }
         if let Some(v) = self.last_transition_time() {
             map.serialize_entry("lastTransitionTime", &v)?;
         }
@@ -1382,10 +1388,10 @@ impl<'a> StatefulSetView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec`.
+    /// `spec` (empty when absent).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::StatefulSetSpecView<'a>> {
-        field(self.0, &F_SPEC)
+    pub fn spec(&self) -> crate::view::api::apps::v1::StatefulSetSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
     }
 
     /// `status`.
@@ -1406,9 +1412,7 @@ impl serde::Serialize for StatefulSetView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        if let Some(v) = self.spec() {
-            map.serialize_entry("spec", &v)?;
-        }
+        map.serialize_entry("spec", &self.spec())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -1439,16 +1443,16 @@ impl<'a> StatefulSetConditionView<'a> {
         Object::new(self.0)
     }
 
-    /// `type` (empty when absent).
+    /// `type`.
     #[inline]
-    pub fn type_(&self) -> &'a str {
-        field(self.0, &F_TYPE).unwrap_or_default()
+    pub fn type_(&self) -> Option<&'a str> {
+        field(self.0, &F_TYPE)
     }
 
-    /// `status` (empty when absent).
+    /// `status`.
     #[inline]
-    pub fn status(&self) -> &'a str {
-        field(self.0, &F_STATUS).unwrap_or_default()
+    pub fn status(&self) -> Option<&'a str> {
+        field(self.0, &F_STATUS)
     }
 
     /// `lastTransitionTime`.
@@ -1474,8 +1478,12 @@ impl serde::Serialize for StatefulSetConditionView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("type", &self.type_())?;
-        map.serialize_entry("status", &self.status())?;
+        if let Some(v) = self.type_() {
+            map.serialize_entry("type", &v)?;
+        }
+        if let Some(v) = self.status() {
+            map.serialize_entry("status", &v)?;
+        }
         if let Some(v) = self.last_transition_time() {
             map.serialize_entry("lastTransitionTime", &v)?;
         }

@@ -296,6 +296,12 @@ impl<'a> TokenRequestSpecView<'a> {
     pub fn expiration_seconds(&self) -> Option<i64> {
         field(self.0, &F_EXPIRATIONS_ECONDS)
     }
+
+    /// `attestations`.
+    #[inline]
+    pub fn attestations(&self) -> Option<Map<'a, Seq<'a, &'a str>>> {
+        field(self.0, &F_ATTESTATIONS)
+    }
 }
 
 impl serde::Serialize for TokenRequestSpecView<'_> {
@@ -310,6 +316,9 @@ impl serde::Serialize for TokenRequestSpecView<'_> {
         }
         if let Some(v) = self.expiration_seconds() {
             map.serialize_entry("expirationSeconds", &v)?;
+        }
+        if let Some(v) = self.attestations() {
+            map.serialize_entry("attestations", &v)?;
         }
         map.end()
     }

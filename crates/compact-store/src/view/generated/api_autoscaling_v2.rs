@@ -555,6 +555,12 @@ impl<'a> HorizontalPodAutoscalerConditionView<'a> {
     pub fn message(&self) -> Option<&'a str> {
         field(self.0, &F_MESSAGE)
     }
+
+    /// `observedGeneration`.
+    #[inline]
+    pub fn observed_generation(&self) -> Option<i64> {
+        field(self.0, &F_OBSERVEDG_ENERATION)
+    }
 }
 
 impl serde::Serialize for HorizontalPodAutoscalerConditionView<'_> {
@@ -571,6 +577,9 @@ impl serde::Serialize for HorizontalPodAutoscalerConditionView<'_> {
         }
         if let Some(v) = self.message() {
             map.serialize_entry("message", &v)?;
+        }
+        if let Some(v) = self.observed_generation() {
+            map.serialize_entry("observedGeneration", &v)?;
         }
         map.end()
     }

@@ -395,6 +395,74 @@ impl serde::Serialize for JobConditionView<'_> {
     }
 }
 
+/// A read view of a `JobSchedulingConfiguration` where it lies in the encoding (k8s-openapi's
+/// `api::batch::v1::JobSchedulingConfiguration`, in the Kubernetes versions that have it); `k8s.io.api.batch.v1.JobSchedulingConfiguration` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct JobSchedulingConfigurationView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for JobSchedulingConfigurationView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for JobSchedulingConfigurationView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("JobSchedulingConfigurationView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> JobSchedulingConfigurationView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `schedulingPolicy`.
+    #[inline]
+    pub fn scheduling_policy(&self) -> Option<crate::view::api::scheduling::v1alpha3::WorkloadPodGroupSchedulingPolicyView<'a>> {
+        field(self.0, &F_SCHEDULINGP_OLICY)
+    }
+
+    /// `schedulingConstraints`.
+    #[inline]
+    pub fn scheduling_constraints(&self) -> Option<crate::view::api::scheduling::v1alpha3::WorkloadPodGroupSchedulingConstraintsView<'a>> {
+        field(self.0, &F_SCHEDULINGC_ONSTRAINTS)
+    }
+
+    /// `disruptionMode`.
+    #[inline]
+    pub fn disruption_mode(&self) -> Option<crate::view::api::scheduling::v1alpha3::WorkloadPodGroupDisruptionModeView<'a>> {
+        field(self.0, &F_DISRUPTIONM_ODE)
+    }
+
+    /// `resourceClaims`.
+    #[inline]
+    pub fn resource_claims(&self) -> Option<Seq<'a, crate::view::api::scheduling::v1alpha3::WorkloadPodGroupResourceClaimView<'a>>> {
+        field(self.0, &F_RESOURCEC_LAIMS)
+    }
+}
+
+impl serde::Serialize for JobSchedulingConfigurationView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.scheduling_policy() {
+            map.serialize_entry("schedulingPolicy", &v)?;
+        }
+        if let Some(v) = self.scheduling_constraints() {
+            map.serialize_entry("schedulingConstraints", &v)?;
+        }
+        if let Some(v) = self.disruption_mode() {
+            map.serialize_entry("disruptionMode", &v)?;
+        }
+        if let Some(v) = self.resource_claims() {
+            map.serialize_entry("resourceClaims", &v)?;
+        }
+        map.end()
+    }
+}
+
 /// A read view of a `JobSpec` where it lies in the encoding (k8s-openapi's
 /// [`JobSpec`](k8s_openapi::api::batch::v1::JobSpec)); `k8s.io.api.batch.v1.JobSpec` in Go.
 #[derive(Clone, Copy, Default)]
@@ -513,6 +581,12 @@ impl<'a> JobSpecView<'a> {
     pub fn success_policy(&self) -> Option<crate::view::api::batch::v1::SuccessPolicyView<'a>> {
         field(self.0, &F_SUCCESSP_OLICY)
     }
+
+    /// `scheduling`.
+    #[inline]
+    pub fn scheduling(&self) -> Option<crate::view::api::batch::v1::JobSchedulingConfigurationView<'a>> {
+        field(self.0, &F_SCHEDULING)
+    }
 }
 
 impl serde::Serialize for JobSpecView<'_> {
@@ -564,6 +638,9 @@ impl serde::Serialize for JobSpecView<'_> {
         }
         if let Some(v) = self.success_policy() {
             map.serialize_entry("successPolicy", &v)?;
+        }
+        if let Some(v) = self.scheduling() {
+            map.serialize_entry("scheduling", &v)?;
         }
         map.end()
     }

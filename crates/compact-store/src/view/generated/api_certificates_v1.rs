@@ -310,3 +310,371 @@ impl serde::Serialize for CertificateSigningRequestStatusView<'_> {
         map.end()
     }
 }
+
+/// A read view of a `ClusterTrustBundle` where it lies in the encoding (k8s-openapi's
+/// `api::certificates::v1::ClusterTrustBundle`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1.ClusterTrustBundle` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct ClusterTrustBundleView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for ClusterTrustBundleView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for ClusterTrustBundleView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ClusterTrustBundleView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> ClusterTrustBundleView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `apiVersion`.
+    #[inline]
+    pub fn api_version(&self) -> Option<&'a str> {
+        field(self.0, &F_APIV_ERSION)
+    }
+
+    /// `kind`.
+    #[inline]
+    pub fn kind(&self) -> Option<&'a str> {
+        field(self.0, &F_KIND)
+    }
+
+    /// `metadata` (empty when absent).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'a> {
+        field(self.0, &F_METADATA).unwrap_or_default()
+    }
+
+    /// `spec` (empty when absent).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::certificates::v1::ClusterTrustBundleSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for ClusterTrustBundleView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.api_version() {
+            map.serialize_entry("apiVersion", &v)?;
+        }
+        if let Some(v) = self.kind() {
+            map.serialize_entry("kind", &v)?;
+        }
+        map.serialize_entry("metadata", &self.metadata())?;
+        map.serialize_entry("spec", &self.spec())?;
+        map.end()
+    }
+}
+
+/// A read view of a `ClusterTrustBundleSpec` where it lies in the encoding (k8s-openapi's
+/// `api::certificates::v1::ClusterTrustBundleSpec`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1.ClusterTrustBundleSpec` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct ClusterTrustBundleSpecView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for ClusterTrustBundleSpecView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for ClusterTrustBundleSpecView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ClusterTrustBundleSpecView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> ClusterTrustBundleSpecView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `signerName`.
+    #[inline]
+    pub fn signer_name(&self) -> Option<&'a str> {
+        field(self.0, &F_SIGNERN_AME)
+    }
+
+    /// `trustBundle` (empty when absent).
+    #[inline]
+    pub fn trust_bundle(&self) -> &'a str {
+        field(self.0, &F_TRUSTB_UNDLE).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for ClusterTrustBundleSpecView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.signer_name() {
+            map.serialize_entry("signerName", &v)?;
+        }
+        map.serialize_entry("trustBundle", &self.trust_bundle())?;
+        map.end()
+    }
+}
+
+/// A read view of a `PodCertificateRequest` where it lies in the encoding (k8s-openapi's
+/// `api::certificates::v1::PodCertificateRequest`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1.PodCertificateRequest` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct PodCertificateRequestView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for PodCertificateRequestView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for PodCertificateRequestView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PodCertificateRequestView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> PodCertificateRequestView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `apiVersion`.
+    #[inline]
+    pub fn api_version(&self) -> Option<&'a str> {
+        field(self.0, &F_APIV_ERSION)
+    }
+
+    /// `kind`.
+    #[inline]
+    pub fn kind(&self) -> Option<&'a str> {
+        field(self.0, &F_KIND)
+    }
+
+    /// `metadata` (empty when absent).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'a> {
+        field(self.0, &F_METADATA).unwrap_or_default()
+    }
+
+    /// `spec` (empty when absent).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::certificates::v1::PodCertificateRequestSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
+    }
+
+    /// `status`.
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::certificates::v1::PodCertificateRequestStatusView<'a>> {
+        field(self.0, &F_STATUS)
+    }
+}
+
+impl serde::Serialize for PodCertificateRequestView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.api_version() {
+            map.serialize_entry("apiVersion", &v)?;
+        }
+        if let Some(v) = self.kind() {
+            map.serialize_entry("kind", &v)?;
+        }
+        map.serialize_entry("metadata", &self.metadata())?;
+        map.serialize_entry("spec", &self.spec())?;
+        if let Some(v) = self.status() {
+            map.serialize_entry("status", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `PodCertificateRequestSpec` where it lies in the encoding (k8s-openapi's
+/// `api::certificates::v1::PodCertificateRequestSpec`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1.PodCertificateRequestSpec` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct PodCertificateRequestSpecView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for PodCertificateRequestSpecView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for PodCertificateRequestSpecView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PodCertificateRequestSpecView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> PodCertificateRequestSpecView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `signerName` (empty when absent).
+    #[inline]
+    pub fn signer_name(&self) -> &'a str {
+        field(self.0, &F_SIGNERN_AME).unwrap_or_default()
+    }
+
+    /// `podName` (empty when absent).
+    #[inline]
+    pub fn pod_name(&self) -> &'a str {
+        field(self.0, &F_PODN_AME).unwrap_or_default()
+    }
+
+    /// `podUID` (empty when absent).
+    #[inline]
+    pub fn pod_uid(&self) -> &'a str {
+        field(self.0, &F_PODU_I_D_).unwrap_or_default()
+    }
+
+    /// `serviceAccountName` (empty when absent).
+    #[inline]
+    pub fn service_account_name(&self) -> &'a str {
+        field(self.0, &F_SERVICEA_CCOUNTN_AME).unwrap_or_default()
+    }
+
+    /// `serviceAccountUID` (empty when absent).
+    #[inline]
+    pub fn service_account_uid(&self) -> &'a str {
+        field(self.0, &F_SERVICEA_CCOUNTU_I_D_).unwrap_or_default()
+    }
+
+    /// `nodeName` (empty when absent).
+    #[inline]
+    pub fn node_name(&self) -> &'a str {
+        field(self.0, &F_NODEN_AME).unwrap_or_default()
+    }
+
+    /// `nodeUID` (empty when absent).
+    #[inline]
+    pub fn node_uid(&self) -> &'a str {
+        field(self.0, &F_NODEU_I_D_).unwrap_or_default()
+    }
+
+    /// `maxExpirationSeconds`.
+    #[inline]
+    pub fn max_expiration_seconds(&self) -> Option<i32> {
+        field(self.0, &F_MAXE_XPIRATIONS_ECONDS)
+    }
+
+    /// `unverifiedUserAnnotations`.
+    #[inline]
+    pub fn unverified_user_annotations(&self) -> Option<Map<'a, &'a str>> {
+        field(self.0, &F_UNVERIFIEDU_SERA_NNOTATIONS)
+    }
+
+    /// `stubPKCS10Request` (empty when absent).
+    #[inline]
+    pub fn stub_pkc_s10_request(&self) -> BytesView<'a> {
+        field(self.0, &F_STUBP_K_C_S_10R_EQUEST).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for PodCertificateRequestSpecView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("signerName", &self.signer_name())?;
+        map.serialize_entry("podName", &self.pod_name())?;
+        map.serialize_entry("podUID", &self.pod_uid())?;
+        map.serialize_entry("serviceAccountName", &self.service_account_name())?;
+        map.serialize_entry("serviceAccountUID", &self.service_account_uid())?;
+        map.serialize_entry("nodeName", &self.node_name())?;
+        map.serialize_entry("nodeUID", &self.node_uid())?;
+        if let Some(v) = self.max_expiration_seconds() {
+            map.serialize_entry("maxExpirationSeconds", &v)?;
+        }
+        if let Some(v) = self.unverified_user_annotations() {
+            map.serialize_entry("unverifiedUserAnnotations", &v)?;
+        }
+        map.serialize_entry("stubPKCS10Request", &self.stub_pkc_s10_request())?;
+        map.end()
+    }
+}
+
+/// A read view of a `PodCertificateRequestStatus` where it lies in the encoding (k8s-openapi's
+/// `api::certificates::v1::PodCertificateRequestStatus`, in the Kubernetes versions that have it); `k8s.io.api.certificates.v1.PodCertificateRequestStatus` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct PodCertificateRequestStatusView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for PodCertificateRequestStatusView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for PodCertificateRequestStatusView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PodCertificateRequestStatusView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> PodCertificateRequestStatusView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `conditions`.
+    #[inline]
+    pub fn conditions(&self) -> Option<Seq<'a, crate::view::apimachinery::pkg::apis::meta::v1::ConditionView<'a>>> {
+        field(self.0, &F_CONDITIONS)
+    }
+
+    /// `certificateChain`.
+    #[inline]
+    pub fn certificate_chain(&self) -> Option<&'a str> {
+        field(self.0, &F_CERTIFICATEC_HAIN)
+    }
+
+    /// `notBefore`.
+    #[inline]
+    pub fn not_before(&self) -> Option<TimeView<'a>> {
+        field(self.0, &F_NOTB_EFORE)
+    }
+
+    /// `beginRefreshAt`.
+    #[inline]
+    pub fn begin_refresh_at(&self) -> Option<TimeView<'a>> {
+        field(self.0, &F_BEGINR_EFRESHA_T)
+    }
+
+    /// `notAfter`.
+    #[inline]
+    pub fn not_after(&self) -> Option<TimeView<'a>> {
+        field(self.0, &F_NOTA_FTER)
+    }
+}
+
+impl serde::Serialize for PodCertificateRequestStatusView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.conditions() {
+            map.serialize_entry("conditions", &v)?;
+        }
+        if let Some(v) = self.certificate_chain() {
+            map.serialize_entry("certificateChain", &v)?;
+        }
+        if let Some(v) = self.not_before() {
+            map.serialize_entry("notBefore", &v)?;
+        }
+        if let Some(v) = self.begin_refresh_at() {
+            map.serialize_entry("beginRefreshAt", &v)?;
+        }
+        if let Some(v) = self.not_after() {
+            map.serialize_entry("notAfter", &v)?;
+        }
+        map.end()
+    }
+}

@@ -1126,6 +1126,12 @@ impl<'a> ClusterTrustBundleProjectionView<'a> {
     pub fn optional(&self) -> Option<bool> {
         field(self.0, &F_OPTIONAL)
     }
+
+    /// `user`.
+    #[inline]
+    pub fn user(&self) -> Option<i64> {
+        field(self.0, &F_USER)
+    }
 }
 
 impl serde::Serialize for ClusterTrustBundleProjectionView<'_> {
@@ -1144,6 +1150,9 @@ impl serde::Serialize for ClusterTrustBundleProjectionView<'_> {
         map.serialize_entry("path", &self.path())?;
         if let Some(v) = self.optional() {
             map.serialize_entry("optional", &v)?;
+        }
+        if let Some(v) = self.user() {
+            map.serialize_entry("user", &v)?;
         }
         map.end()
     }
@@ -1640,6 +1649,12 @@ impl<'a> ConfigMapVolumeSourceView<'a> {
     pub fn optional(&self) -> Option<bool> {
         field(self.0, &F_OPTIONAL)
     }
+
+    /// `defaultUser`.
+    #[inline]
+    pub fn default_user(&self) -> Option<i64> {
+        field(self.0, &F_DEFAULTU_SER)
+    }
 }
 
 impl serde::Serialize for ConfigMapVolumeSourceView<'_> {
@@ -1655,6 +1670,9 @@ impl serde::Serialize for ConfigMapVolumeSourceView<'_> {
         }
         if let Some(v) = self.optional() {
             map.serialize_entry("optional", &v)?;
+        }
+        if let Some(v) = self.default_user() {
+            map.serialize_entry("defaultUser", &v)?;
         }
         map.end()
     }
@@ -2802,6 +2820,12 @@ impl<'a> DownwardAPIVolumeFileView<'a> {
     pub fn mode(&self) -> Option<i32> {
         field(self.0, &F_MODE)
     }
+
+    /// `user`.
+    #[inline]
+    pub fn user(&self) -> Option<i64> {
+        field(self.0, &F_USER)
+    }
 }
 
 impl serde::Serialize for DownwardAPIVolumeFileView<'_> {
@@ -2817,6 +2841,9 @@ impl serde::Serialize for DownwardAPIVolumeFileView<'_> {
         }
         if let Some(v) = self.mode() {
             map.serialize_entry("mode", &v)?;
+        }
+        if let Some(v) = self.user() {
+            map.serialize_entry("user", &v)?;
         }
         map.end()
     }
@@ -2856,6 +2883,12 @@ impl<'a> DownwardAPIVolumeSourceView<'a> {
     pub fn default_mode(&self) -> Option<i32> {
         field(self.0, &F_DEFAULTM_ODE)
     }
+
+    /// `defaultUser`.
+    #[inline]
+    pub fn default_user(&self) -> Option<i64> {
+        field(self.0, &F_DEFAULTU_SER)
+    }
 }
 
 impl serde::Serialize for DownwardAPIVolumeSourceView<'_> {
@@ -2867,6 +2900,9 @@ impl serde::Serialize for DownwardAPIVolumeSourceView<'_> {
         }
         if let Some(v) = self.default_mode() {
             map.serialize_entry("defaultMode", &v)?;
+        }
+        if let Some(v) = self.default_user() {
+            map.serialize_entry("defaultUser", &v)?;
         }
         map.end()
     }
@@ -2906,6 +2942,12 @@ impl<'a> EmptyDirVolumeSourceView<'a> {
     pub fn size_limit(&self) -> Option<QuantityView<'a>> {
         field(self.0, &F_SIZEL_IMIT)
     }
+
+    /// `mode`.
+    #[inline]
+    pub fn mode(&self) -> Option<i32> {
+        field(self.0, &F_MODE)
+    }
 }
 
 impl serde::Serialize for EmptyDirVolumeSourceView<'_> {
@@ -2917,6 +2959,9 @@ impl serde::Serialize for EmptyDirVolumeSourceView<'_> {
         }
         if let Some(v) = self.size_limit() {
             map.serialize_entry("sizeLimit", &v)?;
+        }
+        if let Some(v) = self.mode() {
+            map.serialize_entry("mode", &v)?;
         }
         map.end()
     }
@@ -4215,6 +4260,52 @@ impl serde::Serialize for EventSourceView<'_> {
     }
 }
 
+/// A read view of a `EvictionResponder` where it lies in the encoding (k8s-openapi's
+/// `api::core::v1::EvictionResponder`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.EvictionResponder` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct EvictionResponderView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for EvictionResponderView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for EvictionResponderView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("EvictionResponderView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> EvictionResponderView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `name` (empty when absent).
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        field(self.0, &F_NAME).unwrap_or_default()
+    }
+
+    /// `priority` (empty when absent).
+    #[inline]
+    pub fn priority(&self) -> i32 {
+        field(self.0, &F_PRIORITY).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for EvictionResponderView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name())?;
+        map.serialize_entry("priority", &self.priority())?;
+        map.end()
+    }
+}
+
 /// A read view of a `ExecAction` where it lies in the encoding (k8s-openapi's
 /// [`ExecAction`](k8s_openapi::api::core::v1::ExecAction)); `k8s.io.api.core.v1.ExecAction` in Go.
 #[derive(Clone, Copy, Default)]
@@ -4695,6 +4786,12 @@ impl<'a> GRPCActionView<'a> {
     pub fn service(&self) -> Option<&'a str> {
         field(self.0, &F_SERVICE)
     }
+
+    /// `mode`.
+    #[inline]
+    pub fn mode(&self) -> Option<&'a str> {
+        field(self.0, &F_MODE)
+    }
 }
 
 impl serde::Serialize for GRPCActionView<'_> {
@@ -4704,6 +4801,9 @@ impl serde::Serialize for GRPCActionView<'_> {
         map.serialize_entry("port", &self.port())?;
         if let Some(v) = self.service() {
             map.serialize_entry("service", &v)?;
+        }
+        if let Some(v) = self.mode() {
+            map.serialize_entry("mode", &v)?;
         }
         map.end()
     }
@@ -4937,6 +5037,12 @@ impl<'a> HTTPGetActionView<'a> {
     pub fn http_headers(&self) -> Option<Seq<'a, crate::view::api::core::v1::HTTPHeaderView<'a>>> {
         field(self.0, &F_HTTPH_EADERS)
     }
+
+    /// `protocol`.
+    #[inline]
+    pub fn protocol(&self) -> Option<&'a str> {
+        field(self.0, &F_PROTOCOL)
+    }
 }
 
 impl serde::Serialize for HTTPGetActionView<'_> {
@@ -4955,6 +5061,9 @@ impl serde::Serialize for HTTPGetActionView<'_> {
         }
         if let Some(v) = self.http_headers() {
             map.serialize_entry("httpHeaders", &v)?;
+        }
+        if let Some(v) = self.protocol() {
+            map.serialize_entry("protocol", &v)?;
         }
         map.end()
     }
@@ -5520,6 +5629,12 @@ impl<'a> KeyToPathView<'a> {
     pub fn mode(&self) -> Option<i32> {
         field(self.0, &F_MODE)
     }
+
+    /// `user`.
+    #[inline]
+    pub fn user(&self) -> Option<i64> {
+        field(self.0, &F_USER)
+    }
 }
 
 impl serde::Serialize for KeyToPathView<'_> {
@@ -5530,6 +5645,9 @@ impl serde::Serialize for KeyToPathView<'_> {
         map.serialize_entry("path", &self.path())?;
         if let Some(v) = self.mode() {
             map.serialize_entry("mode", &v)?;
+        }
+        if let Some(v) = self.user() {
+            map.serialize_entry("user", &v)?;
         }
         map.end()
     }
@@ -6615,6 +6733,109 @@ impl serde::Serialize for NodeAffinityView<'_> {
     }
 }
 
+/// A read view of a `NodeAllocatableMappedResources` where it lies in the encoding (k8s-openapi's
+/// `api::core::v1::NodeAllocatableMappedResources`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.NodeAllocatableMappedResources` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct NodeAllocatableMappedResourcesView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for NodeAllocatableMappedResourcesView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for NodeAllocatableMappedResourcesView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NodeAllocatableMappedResourcesView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> NodeAllocatableMappedResourcesView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `name` (empty when absent).
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        field(self.0, &F_NAME).unwrap_or_default()
+    }
+
+    /// `quantity` (empty when absent).
+    #[inline]
+    pub fn quantity(&self) -> QuantityView<'a> {
+        field(self.0, &F_QUANTITY).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for NodeAllocatableMappedResourcesView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name())?;
+        map.serialize_entry("quantity", &self.quantity())?;
+        map.end()
+    }
+}
+
+/// A read view of a `NodeAllocatableOverheadResources` where it lies in the encoding (k8s-openapi's
+/// `api::core::v1::NodeAllocatableOverheadResources`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.NodeAllocatableOverheadResources` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct NodeAllocatableOverheadResourcesView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for NodeAllocatableOverheadResourcesView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for NodeAllocatableOverheadResourcesView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NodeAllocatableOverheadResourcesView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> NodeAllocatableOverheadResourcesView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `name` (empty when absent).
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        field(self.0, &F_NAME).unwrap_or_default()
+    }
+
+    /// `perPod`.
+    #[inline]
+    pub fn per_pod(&self) -> Option<QuantityView<'a>> {
+        field(self.0, &F_PERP_OD)
+    }
+
+    /// `perContainer`.
+    #[inline]
+    pub fn per_container(&self) -> Option<QuantityView<'a>> {
+        field(self.0, &F_PERC_ONTAINER)
+    }
+}
+
+impl serde::Serialize for NodeAllocatableOverheadResourcesView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name())?;
+        if let Some(v) = self.per_pod() {
+            map.serialize_entry("perPod", &v)?;
+        }
+        if let Some(v) = self.per_container() {
+            map.serialize_entry("perContainer", &v)?;
+        }
+        map.end()
+    }
+}
+
 /// A read view of a `NodeAllocatableResourceClaimStatus` where it lies in the encoding (k8s-openapi's
 /// `api::core::v1::NodeAllocatableResourceClaimStatus`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.NodeAllocatableResourceClaimStatus` in Go.
 #[derive(Clone, Copy, Default)]
@@ -6650,10 +6871,16 @@ impl<'a> NodeAllocatableResourceClaimStatusView<'a> {
         field(self.0, &F_CONTAINERS)
     }
 
-    /// `resources` (empty when absent).
+    /// `mapping`.
     #[inline]
-    pub fn resources(&self) -> Map<'a, QuantityView<'a>> {
-        field(self.0, &F_RESOURCES).unwrap_or_default()
+    pub fn mapping(&self) -> Option<Seq<'a, crate::view::api::core::v1::NodeAllocatableMappedResourcesView<'a>>> {
+        field(self.0, &F_MAPPING)
+    }
+
+    /// `overhead`.
+    #[inline]
+    pub fn overhead(&self) -> Option<Seq<'a, crate::view::api::core::v1::NodeAllocatableOverheadResourcesView<'a>>> {
+        field(self.0, &F_OVERHEAD)
     }
 }
 
@@ -6665,7 +6892,12 @@ impl serde::Serialize for NodeAllocatableResourceClaimStatusView<'_> {
         if let Some(v) = self.containers() {
             map.serialize_entry("containers", &v)?;
         }
-        map.serialize_entry("resources", &self.resources())?;
+        if let Some(v) = self.mapping() {
+            map.serialize_entry("mapping", &v)?;
+        }
+        if let Some(v) = self.overhead() {
+            map.serialize_entry("overhead", &v)?;
+        }
         map.end()
     }
 }
@@ -6938,6 +7170,47 @@ impl serde::Serialize for NodeFeaturesView<'_> {
         let mut map = serializer.serialize_map(None)?;
         if let Some(v) = self.supplemental_groups_policy() {
             map.serialize_entry("supplementalGroupsPolicy", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `NodePodPreemptionPolicy` where it lies in the encoding (k8s-openapi's
+/// `api::core::v1::NodePodPreemptionPolicy`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.NodePodPreemptionPolicy` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct NodePodPreemptionPolicyView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for NodePodPreemptionPolicyView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for NodePodPreemptionPolicyView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NodePodPreemptionPolicyView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> NodePodPreemptionPolicyView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `disableResizePreemption`.
+    #[inline]
+    pub fn disable_resize_preemption(&self) -> Option<Seq<'a, &'a str>> {
+        field(self.0, &F_DISABLER_ESIZEP_REEMPTION)
+    }
+}
+
+impl serde::Serialize for NodePodPreemptionPolicyView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.disable_resize_preemption() {
+            map.serialize_entry("disableResizePreemption", &v)?;
         }
         map.end()
     }
@@ -7251,6 +7524,12 @@ impl<'a> NodeSpecView<'a> {
     pub fn pod_cidrs(&self) -> Option<Seq<'a, &'a str>> {
         field(self.0, &F_PODC_I_D_R_S)
     }
+
+    /// `podPreemptionPolicy`.
+    #[inline]
+    pub fn pod_preemption_policy(&self) -> Option<crate::view::api::core::v1::NodePodPreemptionPolicyView<'a>> {
+        field(self.0, &F_PODP_REEMPTIONP_OLICY)
+    }
 }
 
 impl serde::Serialize for NodeSpecView<'_> {
@@ -7277,6 +7556,9 @@ impl serde::Serialize for NodeSpecView<'_> {
         }
         if let Some(v) = self.pod_cidrs() {
             map.serialize_entry("podCIDRs", &v)?;
+        }
+        if let Some(v) = self.pod_preemption_policy() {
+            map.serialize_entry("podPreemptionPolicy", &v)?;
         }
         map.end()
     }
@@ -7569,6 +7851,12 @@ impl<'a> NodeSystemInfoView<'a> {
     pub fn swap(&self) -> Option<crate::view::api::core::v1::NodeSwapStatusView<'a>> {
         field(self.0, &F_SWAP)
     }
+
+    /// `runningInUserNamespace`.
+    #[inline]
+    pub fn running_in_user_namespace(&self) -> Option<bool> {
+        field(self.0, &F_RUNNINGI_NU_SERN_AMESPACE)
+    }
 }
 
 impl serde::Serialize for NodeSystemInfoView<'_> {
@@ -7587,6 +7875,9 @@ impl serde::Serialize for NodeSystemInfoView<'_> {
         map.serialize_entry("architecture", &self.architecture())?;
         if let Some(v) = self.swap() {
             map.serialize_entry("swap", &v)?;
+        }
+        if let Some(v) = self.running_in_user_namespace() {
+            map.serialize_entry("runningInUserNamespace", &v)?;
         }
         map.end()
     }
@@ -8150,6 +8441,12 @@ impl<'a> PersistentVolumeClaimStatusView<'a> {
     pub fn modify_volume_status(&self) -> Option<crate::view::api::core::v1::ModifyVolumeStatusView<'a>> {
         field(self.0, &F_MODIFYV_OLUMES_TATUS)
     }
+
+    /// `healthStatus`.
+    #[inline]
+    pub fn health_status(&self) -> Option<crate::view::api::core::v1::VolumeHealthStatusView<'a>> {
+        field(self.0, &F_HEALTHS_TATUS)
+    }
 }
 
 impl serde::Serialize for PersistentVolumeClaimStatusView<'_> {
@@ -8179,6 +8476,9 @@ impl serde::Serialize for PersistentVolumeClaimStatusView<'_> {
         }
         if let Some(v) = self.modify_volume_status() {
             map.serialize_entry("modifyVolumeStatus", &v)?;
+        }
+        if let Some(v) = self.health_status() {
+            map.serialize_entry("healthStatus", &v)?;
         }
         map.end()
     }
@@ -9260,6 +9560,12 @@ impl<'a> PodCertificateProjectionView<'a> {
     pub fn user_annotations(&self) -> Option<Map<'a, &'a str>> {
         field(self.0, &F_USERA_NNOTATIONS)
     }
+
+    /// `user`.
+    #[inline]
+    pub fn user(&self) -> Option<i64> {
+        field(self.0, &F_USER)
+    }
 }
 
 impl serde::Serialize for PodCertificateProjectionView<'_> {
@@ -9282,6 +9588,9 @@ impl serde::Serialize for PodCertificateProjectionView<'_> {
         }
         if let Some(v) = self.user_annotations() {
             map.serialize_entry("userAnnotations", &v)?;
+        }
+        if let Some(v) = self.user() {
+            map.serialize_entry("user", &v)?;
         }
         map.end()
     }
@@ -10258,6 +10567,12 @@ impl<'a> PodSpecView<'a> {
     pub fn scheduling_group(&self) -> Option<crate::view::api::core::v1::PodSchedulingGroupView<'a>> {
         field(self.0, &F_SCHEDULINGG_ROUP)
     }
+
+    /// `evictionResponders`.
+    #[inline]
+    pub fn eviction_responders(&self) -> Option<Seq<'a, crate::view::api::core::v1::EvictionResponderView<'a>>> {
+        field(self.0, &F_EVICTIONR_ESPONDERS)
+    }
 }
 
 impl serde::Serialize for PodSpecView<'_> {
@@ -10387,6 +10702,9 @@ impl serde::Serialize for PodSpecView<'_> {
         }
         if let Some(v) = self.scheduling_group() {
             map.serialize_entry("schedulingGroup", &v)?;
+        }
+        if let Some(v) = self.eviction_responders() {
+            map.serialize_entry("evictionResponders", &v)?;
         }
         map.end()
     }
@@ -10540,6 +10858,12 @@ impl<'a> PodStatusView<'a> {
     pub fn node_allocatable_resource_claim_statuses(&self) -> Option<Seq<'a, crate::view::api::core::v1::NodeAllocatableResourceClaimStatusView<'a>>> {
         field(self.0, &F_NODEA_LLOCATABLER_ESOURCEC_LAIMS_TATUSES)
     }
+
+    /// `volumeHealth`.
+    #[inline]
+    pub fn volume_health(&self) -> Option<Seq<'a, crate::view::api::core::v1::PodVolumeHealthView<'a>>> {
+        field(self.0, &F_VOLUMEH_EALTH)
+    }
 }
 
 impl serde::Serialize for PodStatusView<'_> {
@@ -10608,6 +10932,9 @@ impl serde::Serialize for PodStatusView<'_> {
         }
         if let Some(v) = self.node_allocatable_resource_claim_statuses() {
             map.serialize_entry("nodeAllocatableResourceClaimStatuses", &v)?;
+        }
+        if let Some(v) = self.volume_health() {
+            map.serialize_entry("volumeHealth", &v)?;
         }
         map.end()
     }
@@ -10724,6 +11051,63 @@ impl serde::Serialize for PodTemplateSpecView<'_> {
         }
         if let Some(v) = self.spec() {
             map.serialize_entry("spec", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `PodVolumeHealth` where it lies in the encoding (k8s-openapi's
+/// `api::core::v1::PodVolumeHealth`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.PodVolumeHealth` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct PodVolumeHealthView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for PodVolumeHealthView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for PodVolumeHealthView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PodVolumeHealthView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> PodVolumeHealthView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `name` (empty when absent).
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        field(self.0, &F_NAME).unwrap_or_default()
+    }
+
+    /// `healthConditions`.
+    #[inline]
+    pub fn health_conditions(&self) -> Option<Seq<'a, crate::view::api::core::v1::VolumeHealthConditionView<'a>>> {
+        field(self.0, &F_HEALTHC_ONDITIONS)
+    }
+
+    /// `lastTransitionTime`.
+    #[inline]
+    pub fn last_transition_time(&self) -> Option<TimeView<'a>> {
+        field(self.0, &F_LASTT_RANSITIONT_IME)
+    }
+}
+
+impl serde::Serialize for PodVolumeHealthView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name())?;
+        if let Some(v) = self.health_conditions() {
+            map.serialize_entry("healthConditions", &v)?;
+        }
+        if let Some(v) = self.last_transition_time() {
+            map.serialize_entry("lastTransitionTime", &v)?;
         }
         map.end()
     }
@@ -11111,6 +11495,12 @@ impl<'a> ProjectedVolumeSourceView<'a> {
     pub fn default_mode(&self) -> Option<i32> {
         field(self.0, &F_DEFAULTM_ODE)
     }
+
+    /// `defaultUser`.
+    #[inline]
+    pub fn default_user(&self) -> Option<i64> {
+        field(self.0, &F_DEFAULTU_SER)
+    }
 }
 
 impl serde::Serialize for ProjectedVolumeSourceView<'_> {
@@ -11122,6 +11512,9 @@ impl serde::Serialize for ProjectedVolumeSourceView<'_> {
         }
         if let Some(v) = self.default_mode() {
             map.serialize_entry("defaultMode", &v)?;
+        }
+        if let Some(v) = self.default_user() {
+            map.serialize_entry("defaultUser", &v)?;
         }
         map.end()
     }
@@ -12955,6 +13348,12 @@ impl<'a> SecretVolumeSourceView<'a> {
     pub fn optional(&self) -> Option<bool> {
         field(self.0, &F_OPTIONAL)
     }
+
+    /// `defaultUser`.
+    #[inline]
+    pub fn default_user(&self) -> Option<i64> {
+        field(self.0, &F_DEFAULTU_SER)
+    }
 }
 
 impl serde::Serialize for SecretVolumeSourceView<'_> {
@@ -12972,6 +13371,9 @@ impl serde::Serialize for SecretVolumeSourceView<'_> {
         }
         if let Some(v) = self.optional() {
             map.serialize_entry("optional", &v)?;
+        }
+        if let Some(v) = self.default_user() {
+            map.serialize_entry("defaultUser", &v)?;
         }
         map.end()
     }
@@ -13316,6 +13718,12 @@ impl<'a> ServiceAccountTokenProjectionView<'a> {
     pub fn path(&self) -> &'a str {
         field(self.0, &F_PATH).unwrap_or_default()
     }
+
+    /// `user`.
+    #[inline]
+    pub fn user(&self) -> Option<i64> {
+        field(self.0, &F_USER)
+    }
 }
 
 impl serde::Serialize for ServiceAccountTokenProjectionView<'_> {
@@ -13329,6 +13737,9 @@ impl serde::Serialize for ServiceAccountTokenProjectionView<'_> {
             map.serialize_entry("expirationSeconds", &v)?;
         }
         map.serialize_entry("path", &self.path())?;
+        if let Some(v) = self.user() {
+            map.serialize_entry("user", &v)?;
+        }
         map.end()
     }
 }
@@ -14807,6 +15218,111 @@ impl serde::Serialize for VolumeDeviceView<'_> {
     }
 }
 
+/// A read view of a `VolumeHealthCondition` where it lies in the encoding (k8s-openapi's
+/// `api::core::v1::VolumeHealthCondition`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.VolumeHealthCondition` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct VolumeHealthConditionView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for VolumeHealthConditionView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for VolumeHealthConditionView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("VolumeHealthConditionView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> VolumeHealthConditionView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `status` (empty when absent).
+    #[inline]
+    pub fn status(&self) -> &'a str {
+        field(self.0, &F_STATUS).unwrap_or_default()
+    }
+
+    /// `reason` (empty when absent).
+    #[inline]
+    pub fn reason(&self) -> &'a str {
+        field(self.0, &F_REASON).unwrap_or_default()
+    }
+
+    /// `message`.
+    #[inline]
+    pub fn message(&self) -> Option<&'a str> {
+        field(self.0, &F_MESSAGE)
+    }
+}
+
+impl serde::Serialize for VolumeHealthConditionView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("status", &self.status())?;
+        map.serialize_entry("reason", &self.reason())?;
+        if let Some(v) = self.message() {
+            map.serialize_entry("message", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `VolumeHealthStatus` where it lies in the encoding (k8s-openapi's
+/// `api::core::v1::VolumeHealthStatus`, in the Kubernetes versions that have it); `k8s.io.api.core.v1.VolumeHealthStatus` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct VolumeHealthStatusView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for VolumeHealthStatusView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for VolumeHealthStatusView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("VolumeHealthStatusView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> VolumeHealthStatusView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `healthConditions`.
+    #[inline]
+    pub fn health_conditions(&self) -> Option<Seq<'a, crate::view::api::core::v1::VolumeHealthConditionView<'a>>> {
+        field(self.0, &F_HEALTHC_ONDITIONS)
+    }
+
+    /// `lastTransitionTime`.
+    #[inline]
+    pub fn last_transition_time(&self) -> Option<TimeView<'a>> {
+        field(self.0, &F_LASTT_RANSITIONT_IME)
+    }
+}
+
+impl serde::Serialize for VolumeHealthStatusView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.health_conditions() {
+            map.serialize_entry("healthConditions", &v)?;
+        }
+        if let Some(v) = self.last_transition_time() {
+            map.serialize_entry("lastTransitionTime", &v)?;
+        }
+        map.end()
+    }
+}
+
 /// A read view of a `VolumeMount` where it lies in the encoding (k8s-openapi's
 /// [`VolumeMount`](k8s_openapi::api::core::v1::VolumeMount)); `k8s.io.api.core.v1.VolumeMount` in Go.
 #[derive(Clone, Copy, Default)]
@@ -14871,6 +15387,12 @@ impl<'a> VolumeMountView<'a> {
     pub fn recursive_read_only(&self) -> Option<&'a str> {
         field(self.0, &F_RECURSIVER_EADO_NLY)
     }
+
+    /// `bindMountOptions`.
+    #[inline]
+    pub fn bind_mount_options(&self) -> Option<Seq<'a, &'a str>> {
+        field(self.0, &F_BINDM_OUNTO_PTIONS)
+    }
 }
 
 impl serde::Serialize for VolumeMountView<'_> {
@@ -14893,6 +15415,9 @@ impl serde::Serialize for VolumeMountView<'_> {
         }
         if let Some(v) = self.recursive_read_only() {
             map.serialize_entry("recursiveReadOnly", &v)?;
+        }
+        if let Some(v) = self.bind_mount_options() {
+            map.serialize_entry("bindMountOptions", &v)?;
         }
         map.end()
     }

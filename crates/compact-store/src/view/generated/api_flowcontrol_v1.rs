@@ -136,10 +136,10 @@ impl<'a> FlowSchemaView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec`.
+    /// `spec` (empty when absent).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::flowcontrol::v1::FlowSchemaSpecView<'a>> {
-        field(self.0, &F_SPEC)
+    pub fn spec(&self) -> crate::view::api::flowcontrol::v1::FlowSchemaSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
     }
 
     /// `status`.
@@ -160,9 +160,7 @@ impl serde::Serialize for FlowSchemaView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        if let Some(v) = self.spec() {
-            map.serialize_entry("spec", &v)?;
-        }
+        map.serialize_entry("spec", &self.spec())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -193,10 +191,10 @@ impl<'a> FlowSchemaConditionView<'a> {
         Object::new(self.0)
     }
 
-    /// `type`.
+    /// `type` (empty when absent).
     #[inline]
-    pub fn type_(&self) -> Option<&'a str> {
-        field(self.0, &F_TYPE)
+    pub fn type_(&self) -> &'a str {
+        field(self.0, &F_TYPE).unwrap_or_default()
     }
 
     /// `status`.
@@ -228,9 +226,7 @@ impl serde::Serialize for FlowSchemaConditionView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        if let Some(v) = self.type_() {
-            map.serialize_entry("type", &v)?;
-        }
+        map.serialize_entry("type", &self.type_())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -470,10 +466,10 @@ impl<'a> LimitedPriorityLevelConfigurationView<'a> {
         field(self.0, &F_NOMINALC_ONCURRENCYS_HARES)
     }
 
-    /// `limitResponse`.
+    /// `limitResponse` (empty when absent).
     #[inline]
-    pub fn limit_response(&self) -> Option<crate::view::api::flowcontrol::v1::LimitResponseView<'a>> {
-        field(self.0, &F_LIMITR_ESPONSE)
+    pub fn limit_response(&self) -> crate::view::api::flowcontrol::v1::LimitResponseView<'a> {
+        field(self.0, &F_LIMITR_ESPONSE).unwrap_or_default()
     }
 
     /// `lendablePercent`.
@@ -496,9 +492,7 @@ impl serde::Serialize for LimitedPriorityLevelConfigurationView<'_> {
         if let Some(v) = self.nominal_concurrency_shares() {
             map.serialize_entry("nominalConcurrencyShares", &v)?;
         }
-        if let Some(v) = self.limit_response() {
-            map.serialize_entry("limitResponse", &v)?;
-        }
+        map.serialize_entry("limitResponse", &self.limit_response())?;
         if let Some(v) = self.lendable_percent() {
             map.serialize_entry("lendablePercent", &v)?;
         }
@@ -653,10 +647,10 @@ impl<'a> PriorityLevelConfigurationView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec`.
+    /// `spec` (empty when absent).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::flowcontrol::v1::PriorityLevelConfigurationSpecView<'a>> {
-        field(self.0, &F_SPEC)
+    pub fn spec(&self) -> crate::view::api::flowcontrol::v1::PriorityLevelConfigurationSpecView<'a> {
+        field(self.0, &F_SPEC).unwrap_or_default()
     }
 
     /// `status`.
@@ -677,9 +671,7 @@ impl serde::Serialize for PriorityLevelConfigurationView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        if let Some(v) = self.spec() {
-            map.serialize_entry("spec", &v)?;
-        }
+        map.serialize_entry("spec", &self.spec())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -710,10 +702,10 @@ impl<'a> PriorityLevelConfigurationConditionView<'a> {
         Object::new(self.0)
     }
 
-    /// `type`.
+    /// `type` (empty when absent).
     #[inline]
-    pub fn type_(&self) -> Option<&'a str> {
-        field(self.0, &F_TYPE)
+    pub fn type_(&self) -> &'a str {
+        field(self.0, &F_TYPE).unwrap_or_default()
     }
 
     /// `status`.
@@ -745,9 +737,7 @@ impl serde::Serialize for PriorityLevelConfigurationConditionView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
-        if let Some(v) = self.type_() {
-            map.serialize_entry("type", &v)?;
-        }
+        map.serialize_entry("type", &self.type_())?;
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }

@@ -291,6 +291,66 @@ impl serde::Serialize for DeviceTaintSelectorView<'_> {
     }
 }
 
+/// A read view of a `PartitionTypeStatus` where it lies in the encoding (k8s-openapi's
+/// `api::resource::v1alpha3::PartitionTypeStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.PartitionTypeStatus` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct PartitionTypeStatusView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for PartitionTypeStatusView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for PartitionTypeStatusView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PartitionTypeStatusView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> PartitionTypeStatusView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `type` (empty when absent).
+    #[inline]
+    pub fn type_(&self) -> &'a str {
+        field(self.0, &F_TYPE).unwrap_or_default()
+    }
+
+    /// `total` (empty when absent).
+    #[inline]
+    pub fn total(&self) -> i32 {
+        field(self.0, &F_TOTAL).unwrap_or_default()
+    }
+
+    /// `allocatable` (empty when absent).
+    #[inline]
+    pub fn allocatable(&self) -> i32 {
+        field(self.0, &F_ALLOCATABLE).unwrap_or_default()
+    }
+
+    /// `attribute` (empty when absent).
+    #[inline]
+    pub fn attribute(&self) -> &'a str {
+        field(self.0, &F_ATTRIBUTE).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for PartitionTypeStatusView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("type", &self.type_())?;
+        map.serialize_entry("total", &self.total())?;
+        map.serialize_entry("allocatable", &self.allocatable())?;
+        map.serialize_entry("attribute", &self.attribute())?;
+        map.end()
+    }
+}
+
 /// A read view of a `PoolStatus` where it lies in the encoding (k8s-openapi's
 /// `api::resource::v1alpha3::PoolStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.PoolStatus` in Go.
 #[derive(Clone, Copy, Default)]
@@ -373,6 +433,18 @@ impl<'a> PoolStatusView<'a> {
     pub fn validation_error(&self) -> Option<&'a str> {
         field(self.0, &F_VALIDATIONE_RROR)
     }
+
+    /// `partitionSummary`.
+    #[inline]
+    pub fn partition_summary(&self) -> Option<Seq<'a, crate::view::api::resource::v1alpha3::PartitionTypeStatusView<'a>>> {
+        field(self.0, &F_PARTITIONS_UMMARY)
+    }
+
+    /// `shareableSummary`.
+    #[inline]
+    pub fn shareable_summary(&self) -> Option<crate::view::api::resource::v1alpha3::ShareableSummaryStatusView<'a>> {
+        field(self.0, &F_SHAREABLES_UMMARY)
+    }
 }
 
 impl serde::Serialize for PoolStatusView<'_> {
@@ -402,6 +474,12 @@ impl serde::Serialize for PoolStatusView<'_> {
         map.serialize_entry("generation", &self.generation())?;
         if let Some(v) = self.validation_error() {
             map.serialize_entry("validationError", &v)?;
+        }
+        if let Some(v) = self.partition_summary() {
+            map.serialize_entry("partitionSummary", &v)?;
+        }
+        if let Some(v) = self.shareable_summary() {
+            map.serialize_entry("shareableSummary", &v)?;
         }
         map.end()
     }
@@ -520,6 +598,12 @@ impl<'a> ResourcePoolStatusRequestSpecView<'a> {
     pub fn limit(&self) -> Option<i32> {
         field(self.0, &F_LIMIT)
     }
+
+    /// `defaultPartitionTypeAttribute`.
+    #[inline]
+    pub fn default_partition_type_attribute(&self) -> Option<&'a str> {
+        field(self.0, &F_DEFAULTP_ARTITIONT_YPEA_TTRIBUTE)
+    }
 }
 
 impl serde::Serialize for ResourcePoolStatusRequestSpecView<'_> {
@@ -532,6 +616,9 @@ impl serde::Serialize for ResourcePoolStatusRequestSpecView<'_> {
         }
         if let Some(v) = self.limit() {
             map.serialize_entry("limit", &v)?;
+        }
+        if let Some(v) = self.default_partition_type_attribute() {
+            map.serialize_entry("defaultPartitionTypeAttribute", &v)?;
         }
         map.end()
     }
@@ -590,6 +677,121 @@ impl serde::Serialize for ResourcePoolStatusRequestStatusView<'_> {
             map.serialize_entry("conditions", &v)?;
         }
         map.serialize_entry("poolCount", &self.pool_count())?;
+        map.end()
+    }
+}
+
+/// A read view of a `ShareableCapacityStatus` where it lies in the encoding (k8s-openapi's
+/// `api::resource::v1alpha3::ShareableCapacityStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.ShareableCapacityStatus` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct ShareableCapacityStatusView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for ShareableCapacityStatusView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for ShareableCapacityStatusView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ShareableCapacityStatusView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> ShareableCapacityStatusView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `name` (empty when absent).
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        field(self.0, &F_NAME).unwrap_or_default()
+    }
+
+    /// `total` (empty when absent).
+    #[inline]
+    pub fn total(&self) -> QuantityView<'a> {
+        field(self.0, &F_TOTAL).unwrap_or_default()
+    }
+
+    /// `consumed` (empty when absent).
+    #[inline]
+    pub fn consumed(&self) -> QuantityView<'a> {
+        field(self.0, &F_CONSUMED).unwrap_or_default()
+    }
+
+    /// `available` (empty when absent).
+    #[inline]
+    pub fn available(&self) -> QuantityView<'a> {
+        field(self.0, &F_AVAILABLE).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for ShareableCapacityStatusView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name())?;
+        map.serialize_entry("total", &self.total())?;
+        map.serialize_entry("consumed", &self.consumed())?;
+        map.serialize_entry("available", &self.available())?;
+        map.end()
+    }
+}
+
+/// A read view of a `ShareableSummaryStatus` where it lies in the encoding (k8s-openapi's
+/// `api::resource::v1alpha3::ShareableSummaryStatus`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1alpha3.ShareableSummaryStatus` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct ShareableSummaryStatusView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for ShareableSummaryStatusView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for ShareableSummaryStatusView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ShareableSummaryStatusView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> ShareableSummaryStatusView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `fullyAvailableDevices` (empty when absent).
+    #[inline]
+    pub fn fully_available_devices(&self) -> i32 {
+        field(self.0, &F_FULLYA_VAILABLED_EVICES).unwrap_or_default()
+    }
+
+    /// `partiallyAvailableDevices` (empty when absent).
+    #[inline]
+    pub fn partially_available_devices(&self) -> i32 {
+        field(self.0, &F_PARTIALLYA_VAILABLED_EVICES).unwrap_or_default()
+    }
+
+    /// `capacity`.
+    #[inline]
+    pub fn capacity(&self) -> Option<Seq<'a, crate::view::api::resource::v1alpha3::ShareableCapacityStatusView<'a>>> {
+        field(self.0, &F_CAPACITY)
+    }
+}
+
+impl serde::Serialize for ShareableSummaryStatusView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("fullyAvailableDevices", &self.fully_available_devices())?;
+        map.serialize_entry("partiallyAvailableDevices", &self.partially_available_devices())?;
+        if let Some(v) = self.capacity() {
+            map.serialize_entry("capacity", &v)?;
+        }
         map.end()
     }
 }

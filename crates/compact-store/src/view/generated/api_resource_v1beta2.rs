@@ -530,10 +530,10 @@ impl<'a> DeviceView<'a> {
         field(self.0, &F_ALLOWM_ULTIPLEA_LLOCATIONS)
     }
 
-    /// `nodeAllocatableResourceMappings`.
+    /// `nodeAllocatableResources`.
     #[inline]
-    pub fn node_allocatable_resource_mappings(&self) -> Option<Map<'a, crate::view::api::resource::v1beta2::NodeAllocatableResourceMappingView<'a>>> {
-        field(self.0, &F_NODEA_LLOCATABLER_ESOURCEM_APPINGS)
+    pub fn node_allocatable_resources(&self) -> Option<Map<'a, crate::view::api::resource::v1beta2::NodeAllocatableResourceView<'a>>> {
+        field(self.0, &F_NODEA_LLOCATABLER_ESOURCES)
     }
 }
 
@@ -575,8 +575,8 @@ impl serde::Serialize for DeviceView<'_> {
         if let Some(v) = self.allow_multiple_allocations() {
             map.serialize_entry("allowMultipleAllocations", &v)?;
         }
-        if let Some(v) = self.node_allocatable_resource_mappings() {
-            map.serialize_entry("nodeAllocatableResourceMappings", &v)?;
+        if let Some(v) = self.node_allocatable_resources() {
+            map.serialize_entry("nodeAllocatableResources", &v)?;
         }
         map.end()
     }
@@ -991,10 +991,10 @@ impl<'a> DeviceClassView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec` (empty when absent).
+    /// `spec`.
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta2::DeviceClassSpecView<'a> {
-        field(self.0, &F_SPEC).unwrap_or_default()
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta2::DeviceClassSpecView<'a>> {
+        field(self.0, &F_SPEC)
     }
 }
 
@@ -1009,7 +1009,9 @@ impl serde::Serialize for DeviceClassView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        map.serialize_entry("spec", &self.spec())?;
+        if let Some(v) = self.spec() {
+            map.serialize_entry("spec", &v)?;
+        }
         map.end()
     }
 }
@@ -1248,6 +1250,12 @@ impl<'a> DeviceCounterConsumptionView<'a> {
     pub fn counters(&self) -> Map<'a, crate::view::api::resource::v1beta2::CounterView<'a>> {
         field(self.0, &F_COUNTERS).unwrap_or_default()
     }
+
+    /// `compatibilityGroups`.
+    #[inline]
+    pub fn compatibility_groups(&self) -> Option<Seq<'a, &'a str>> {
+        field(self.0, &F_COMPATIBILITYG_ROUPS)
+    }
 }
 
 impl serde::Serialize for DeviceCounterConsumptionView<'_> {
@@ -1256,6 +1264,55 @@ impl serde::Serialize for DeviceCounterConsumptionView<'_> {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("counterSet", &self.counter_set())?;
         map.serialize_entry("counters", &self.counters())?;
+        if let Some(v) = self.compatibility_groups() {
+            map.serialize_entry("compatibilityGroups", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `DeviceDerivedAttribute` where it lies in the encoding (k8s-openapi's
+/// `api::resource::v1beta2::DeviceDerivedAttribute`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.DeviceDerivedAttribute` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct DeviceDerivedAttributeView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for DeviceDerivedAttributeView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for DeviceDerivedAttributeView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DeviceDerivedAttributeView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> DeviceDerivedAttributeView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `name` (empty when absent).
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        field(self.0, &F_NAME).unwrap_or_default()
+    }
+
+    /// `expression` (empty when absent).
+    #[inline]
+    pub fn expression(&self) -> &'a str {
+        field(self.0, &F_EXPRESSION).unwrap_or_default()
+    }
+}
+
+impl serde::Serialize for DeviceDerivedAttributeView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name())?;
+        map.serialize_entry("expression", &self.expression())?;
         map.end()
     }
 }
@@ -1399,6 +1456,12 @@ impl<'a> DeviceRequestAllocationResultView<'a> {
     pub fn consumed_capacity(&self) -> Option<Map<'a, QuantityView<'a>>> {
         field(self.0, &F_CONSUMEDC_APACITY)
     }
+
+    /// `skipNodeOperations`.
+    #[inline]
+    pub fn skip_node_operations(&self) -> Option<Seq<'a, &'a str>> {
+        field(self.0, &F_SKIPN_ODEO_PERATIONS)
+    }
 }
 
 impl serde::Serialize for DeviceRequestAllocationResultView<'_> {
@@ -1426,6 +1489,9 @@ impl serde::Serialize for DeviceRequestAllocationResultView<'_> {
         }
         if let Some(v) = self.consumed_capacity() {
             map.serialize_entry("consumedCapacity", &v)?;
+        }
+        if let Some(v) = self.skip_node_operations() {
+            map.serialize_entry("skipNodeOperations", &v)?;
         }
         map.end()
     }
@@ -1536,6 +1602,12 @@ impl<'a> DeviceSubRequestView<'a> {
     pub fn capacity(&self) -> Option<crate::view::api::resource::v1beta2::CapacityRequirementsView<'a>> {
         field(self.0, &F_CAPACITY)
     }
+
+    /// `derivedAttributes`.
+    #[inline]
+    pub fn derived_attributes(&self) -> Option<Seq<'a, crate::view::api::resource::v1beta2::DeviceDerivedAttributeView<'a>>> {
+        field(self.0, &F_DERIVEDA_TTRIBUTES)
+    }
 }
 
 impl serde::Serialize for DeviceSubRequestView<'_> {
@@ -1558,6 +1630,9 @@ impl serde::Serialize for DeviceSubRequestView<'_> {
         }
         if let Some(v) = self.capacity() {
             map.serialize_entry("capacity", &v)?;
+        }
+        if let Some(v) = self.derived_attributes() {
+            map.serialize_entry("derivedAttributes", &v)?;
         }
         map.end()
     }
@@ -1989,6 +2064,12 @@ impl<'a> ExactDeviceRequestView<'a> {
     pub fn capacity(&self) -> Option<crate::view::api::resource::v1beta2::CapacityRequirementsView<'a>> {
         field(self.0, &F_CAPACITY)
     }
+
+    /// `derivedAttributes`.
+    #[inline]
+    pub fn derived_attributes(&self) -> Option<Seq<'a, crate::view::api::resource::v1beta2::DeviceDerivedAttributeView<'a>>> {
+        field(self.0, &F_DERIVEDA_TTRIBUTES)
+    }
 }
 
 impl serde::Serialize for ExactDeviceRequestView<'_> {
@@ -2013,6 +2094,9 @@ impl serde::Serialize for ExactDeviceRequestView<'_> {
         }
         if let Some(v) = self.capacity() {
             map.serialize_entry("capacity", &v)?;
+        }
+        if let Some(v) = self.derived_attributes() {
+            map.serialize_entry("derivedAttributes", &v)?;
         }
         map.end()
     }
@@ -2077,24 +2161,24 @@ impl serde::Serialize for NetworkDeviceDataView<'_> {
     }
 }
 
-/// A read view of a `NodeAllocatableResourceMapping` where it lies in the encoding (k8s-openapi's
-/// `api::resource::v1beta2::NodeAllocatableResourceMapping`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.NodeAllocatableResourceMapping` in Go.
+/// A read view of a `NodeAllocatableMapping` where it lies in the encoding (k8s-openapi's
+/// `api::resource::v1beta2::NodeAllocatableMapping`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.NodeAllocatableMapping` in Go.
 #[derive(Clone, Copy, Default)]
-pub struct NodeAllocatableResourceMappingView<'a>(pub(crate) Fields<'a>);
+pub struct NodeAllocatableMappingView<'a>(pub(crate) Fields<'a>);
 
-impl<'a> ViewValue<'a> for NodeAllocatableResourceMappingView<'a> {
+impl<'a> ViewValue<'a> for NodeAllocatableMappingView<'a> {
     fn from_raw(raw: Raw<'a>) -> Option<Self> {
         raw.as_struct().map(Self)
     }
 }
 
-impl std::fmt::Debug for NodeAllocatableResourceMappingView<'_> {
+impl std::fmt::Debug for NodeAllocatableMappingView<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("NodeAllocatableResourceMappingView").field(&self.as_object()).finish()
+        f.debug_tuple("NodeAllocatableMappingView").field(&self.as_object()).finish()
     }
 }
 
-impl<'a> NodeAllocatableResourceMappingView<'a> {
+impl<'a> NodeAllocatableMappingView<'a> {
     /// The same fields, read by name.
     pub fn as_object(&self) -> Object<'a> {
         Object::new(self.0)
@@ -2106,22 +2190,131 @@ impl<'a> NodeAllocatableResourceMappingView<'a> {
         field(self.0, &F_CAPACITYK_EY)
     }
 
-    /// `allocationMultiplier`.
+    /// `capacityMultiplier`.
     #[inline]
-    pub fn allocation_multiplier(&self) -> Option<QuantityView<'a>> {
-        field(self.0, &F_ALLOCATIONM_ULTIPLIER)
+    pub fn capacity_multiplier(&self) -> Option<QuantityView<'a>> {
+        field(self.0, &F_CAPACITYM_ULTIPLIER)
+    }
+
+    /// `deviceMultiplier`.
+    #[inline]
+    pub fn device_multiplier(&self) -> Option<QuantityView<'a>> {
+        field(self.0, &F_DEVICEM_ULTIPLIER)
     }
 }
 
-impl serde::Serialize for NodeAllocatableResourceMappingView<'_> {
+impl serde::Serialize for NodeAllocatableMappingView<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
         if let Some(v) = self.capacity_key() {
             map.serialize_entry("capacityKey", &v)?;
         }
-        if let Some(v) = self.allocation_multiplier() {
-            map.serialize_entry("allocationMultiplier", &v)?;
+        if let Some(v) = self.capacity_multiplier() {
+            map.serialize_entry("capacityMultiplier", &v)?;
+        }
+        if let Some(v) = self.device_multiplier() {
+            map.serialize_entry("deviceMultiplier", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `NodeAllocatableOverhead` where it lies in the encoding (k8s-openapi's
+/// `api::resource::v1beta2::NodeAllocatableOverhead`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.NodeAllocatableOverhead` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct NodeAllocatableOverheadView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for NodeAllocatableOverheadView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for NodeAllocatableOverheadView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NodeAllocatableOverheadView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> NodeAllocatableOverheadView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `perPod`.
+    #[inline]
+    pub fn per_pod(&self) -> Option<QuantityView<'a>> {
+        field(self.0, &F_PERP_OD)
+    }
+
+    /// `perContainer`.
+    #[inline]
+    pub fn per_container(&self) -> Option<QuantityView<'a>> {
+        field(self.0, &F_PERC_ONTAINER)
+    }
+}
+
+impl serde::Serialize for NodeAllocatableOverheadView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.per_pod() {
+            map.serialize_entry("perPod", &v)?;
+        }
+        if let Some(v) = self.per_container() {
+            map.serialize_entry("perContainer", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `NodeAllocatableResource` where it lies in the encoding (k8s-openapi's
+/// `api::resource::v1beta2::NodeAllocatableResource`, in the Kubernetes versions that have it); `k8s.io.api.resource.v1beta2.NodeAllocatableResource` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct NodeAllocatableResourceView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for NodeAllocatableResourceView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for NodeAllocatableResourceView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("NodeAllocatableResourceView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> NodeAllocatableResourceView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `mapping`.
+    #[inline]
+    pub fn mapping(&self) -> Option<crate::view::api::resource::v1beta2::NodeAllocatableMappingView<'a>> {
+        field(self.0, &F_MAPPING)
+    }
+
+    /// `overhead`.
+    #[inline]
+    pub fn overhead(&self) -> Option<crate::view::api::resource::v1beta2::NodeAllocatableOverheadView<'a>> {
+        field(self.0, &F_OVERHEAD)
+    }
+}
+
+impl serde::Serialize for NodeAllocatableResourceView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.mapping() {
+            map.serialize_entry("mapping", &v)?;
+        }
+        if let Some(v) = self.overhead() {
+            map.serialize_entry("overhead", &v)?;
         }
         map.end()
     }
@@ -2214,10 +2407,10 @@ impl<'a> ResourceClaimView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec` (empty when absent).
+    /// `spec`.
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta2::ResourceClaimSpecView<'a> {
-        field(self.0, &F_SPEC).unwrap_or_default()
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta2::ResourceClaimSpecView<'a>> {
+        field(self.0, &F_SPEC)
     }
 
     /// `status`.
@@ -2238,7 +2431,9 @@ impl serde::Serialize for ResourceClaimView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        map.serialize_entry("spec", &self.spec())?;
+        if let Some(v) = self.spec() {
+            map.serialize_entry("spec", &v)?;
+        }
         if let Some(v) = self.status() {
             map.serialize_entry("status", &v)?;
         }
@@ -2449,10 +2644,10 @@ impl<'a> ResourceClaimTemplateView<'a> {
         field(self.0, &F_METADATA).unwrap_or_default()
     }
 
-    /// `spec` (empty when absent).
+    /// `spec`.
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta2::ResourceClaimTemplateSpecView<'a> {
-        field(self.0, &F_SPEC).unwrap_or_default()
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta2::ResourceClaimTemplateSpecView<'a>> {
+        field(self.0, &F_SPEC)
     }
 }
 
@@ -2467,7 +2662,9 @@ impl serde::Serialize for ResourceClaimTemplateView<'_> {
             map.serialize_entry("kind", &v)?;
         }
         map.serialize_entry("metadata", &self.metadata())?;
-        map.serialize_entry("spec", &self.spec())?;
+        if let Some(v) = self.spec() {
+            map.serialize_entry("spec", &v)?;
+        }
         map.end()
     }
 }
@@ -2501,10 +2698,10 @@ impl<'a> ResourceClaimTemplateSpecView<'a> {
         field(self.0, &F_METADATA)
     }
 
-    /// `spec` (empty when absent).
+    /// `spec`.
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta2::ResourceClaimSpecView<'a> {
-        field(self.0, &F_SPEC).unwrap_or_default()
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta2::ResourceClaimSpecView<'a>> {
+        field(self.0, &F_SPEC)
     }
 }
 
@@ -2515,7 +2712,9 @@ impl serde::Serialize for ResourceClaimTemplateSpecView<'_> {
         if let Some(v) = self.metadata() {
             map.serialize_entry("metadata", &v)?;
         }
-        map.serialize_entry("spec", &self.spec())?;
+        if let Some(v) = self.spec() {
+            map.serialize_entry("spec", &v)?;
+        }
         map.end()
     }
 }
@@ -2707,6 +2906,18 @@ impl<'a> ResourceSliceSpecView<'a> {
     pub fn shared_counters(&self) -> Option<Seq<'a, crate::view::api::resource::v1beta2::CounterSetView<'a>>> {
         field(self.0, &F_SHAREDC_OUNTERS)
     }
+
+    /// `partitionTypeAttribute`.
+    #[inline]
+    pub fn partition_type_attribute(&self) -> Option<&'a str> {
+        field(self.0, &F_PARTITIONT_YPEA_TTRIBUTE)
+    }
+
+    /// `skipNodeOperations`.
+    #[inline]
+    pub fn skip_node_operations(&self) -> Option<Seq<'a, &'a str>> {
+        field(self.0, &F_SKIPN_ODEO_PERATIONS)
+    }
 }
 
 impl serde::Serialize for ResourceSliceSpecView<'_> {
@@ -2732,6 +2943,12 @@ impl serde::Serialize for ResourceSliceSpecView<'_> {
         }
         if let Some(v) = self.shared_counters() {
             map.serialize_entry("sharedCounters", &v)?;
+        }
+        if let Some(v) = self.partition_type_attribute() {
+            map.serialize_entry("partitionTypeAttribute", &v)?;
+        }
+        if let Some(v) = self.skip_node_operations() {
+            map.serialize_entry("skipNodeOperations", &v)?;
         }
         map.end()
     }

@@ -247,6 +247,12 @@ impl<'a> CSINodeView<'a> {
     pub fn spec(&self) -> crate::view::api::storage::v1::CSINodeSpecView<'a> {
         field(self.0, &F_SPEC).unwrap_or_default()
     }
+
+    /// `status`.
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::storage::v1::CSINodeStatusView<'a>> {
+        field(self.0, &F_STATUS)
+    }
 }
 
 impl serde::Serialize for CSINodeView<'_> {
@@ -261,6 +267,9 @@ impl serde::Serialize for CSINodeView<'_> {
         }
         map.serialize_entry("metadata", &self.metadata())?;
         map.serialize_entry("spec", &self.spec())?;
+        if let Some(v) = self.status() {
+            map.serialize_entry("status", &v)?;
+        }
         map.end()
     }
 }
@@ -364,6 +373,47 @@ impl serde::Serialize for CSINodeSpecView<'_> {
         use serde::ser::SerializeMap as _;
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("drivers", &self.drivers())?;
+        map.end()
+    }
+}
+
+/// A read view of a `CSINodeStatus` where it lies in the encoding (k8s-openapi's
+/// `api::storage::v1::CSINodeStatus`, in the Kubernetes versions that have it); `k8s.io.api.storage.v1.CSINodeStatus` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct CSINodeStatusView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for CSINodeStatusView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for CSINodeStatusView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CSINodeStatusView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> CSINodeStatusView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `storageHealth`.
+    #[inline]
+    pub fn storage_health(&self) -> Option<Seq<'a, crate::view::api::storage::v1::StorageHealthView<'a>>> {
+        field(self.0, &F_STORAGEH_EALTH)
+    }
+}
+
+impl serde::Serialize for CSINodeStatusView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(v) = self.storage_health() {
+            map.serialize_entry("storageHealth", &v)?;
+        }
         map.end()
     }
 }
@@ -572,6 +622,136 @@ impl serde::Serialize for StorageClassView<'_> {
         }
         if let Some(v) = self.allowed_topologies() {
             map.serialize_entry("allowedTopologies", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `StorageHealth` where it lies in the encoding (k8s-openapi's
+/// `api::storage::v1::StorageHealth`, in the Kubernetes versions that have it); `k8s.io.api.storage.v1.StorageHealth` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct StorageHealthView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for StorageHealthView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for StorageHealthView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StorageHealthView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> StorageHealthView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `name` (empty when absent).
+    #[inline]
+    pub fn name(&self) -> &'a str {
+        field(self.0, &F_NAME).unwrap_or_default()
+    }
+
+    /// `healthConditions`.
+    #[inline]
+    pub fn health_conditions(&self) -> Option<Seq<'a, crate::view::api::storage::v1::StorageHealthConditionView<'a>>> {
+        field(self.0, &F_HEALTHC_ONDITIONS)
+    }
+}
+
+impl serde::Serialize for StorageHealthView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name())?;
+        if let Some(v) = self.health_conditions() {
+            map.serialize_entry("healthConditions", &v)?;
+        }
+        map.end()
+    }
+}
+
+/// A read view of a `StorageHealthCondition` where it lies in the encoding (k8s-openapi's
+/// `api::storage::v1::StorageHealthCondition`, in the Kubernetes versions that have it); `k8s.io.api.storage.v1.StorageHealthCondition` in Go.
+#[derive(Clone, Copy, Default)]
+pub struct StorageHealthConditionView<'a>(pub(crate) Fields<'a>);
+
+impl<'a> ViewValue<'a> for StorageHealthConditionView<'a> {
+    fn from_raw(raw: Raw<'a>) -> Option<Self> {
+        raw.as_struct().map(Self)
+    }
+}
+
+impl std::fmt::Debug for StorageHealthConditionView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StorageHealthConditionView").field(&self.as_object()).finish()
+    }
+}
+
+impl<'a> StorageHealthConditionView<'a> {
+    /// The same fields, read by name.
+    pub fn as_object(&self) -> Object<'a> {
+        Object::new(self.0)
+    }
+
+    /// `status` (empty when absent).
+    #[inline]
+    pub fn status(&self) -> &'a str {
+        field(self.0, &F_STATUS).unwrap_or_default()
+    }
+
+    /// `reason` (empty when absent).
+    #[inline]
+    pub fn reason(&self) -> &'a str {
+        field(self.0, &F_REASON).unwrap_or_default()
+    }
+
+    /// `message`.
+    #[inline]
+    pub fn message(&self) -> Option<&'a str> {
+        field(self.0, &F_MESSAGE)
+    }
+
+    /// `accessMode`.
+    #[inline]
+    pub fn access_mode(&self) -> Option<&'a str> {
+        field(self.0, &F_ACCESSM_ODE)
+    }
+
+    /// `volumeMode`.
+    #[inline]
+    pub fn volume_mode(&self) -> Option<&'a str> {
+        field(self.0, &F_VOLUMEM_ODE)
+    }
+
+    /// `lastTransitionTime`.
+    #[inline]
+    pub fn last_transition_time(&self) -> Option<TimeView<'a>> {
+        field(self.0, &F_LASTT_RANSITIONT_IME)
+    }
+}
+
+impl serde::Serialize for StorageHealthConditionView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("status", &self.status())?;
+        map.serialize_entry("reason", &self.reason())?;
+        if let Some(v) = self.message() {
+            map.serialize_entry("message", &v)?;
+        }
+        if let Some(v) = self.access_mode() {
+            map.serialize_entry("accessMode", &v)?;
+        }
+        if let Some(v) = self.volume_mode() {
+            map.serialize_entry("volumeMode", &v)?;
+        }
+        if let Some(v) = self.last_transition_time() {
+            map.serialize_entry("lastTransitionTime", &v)?;
         }
         map.end()
     }

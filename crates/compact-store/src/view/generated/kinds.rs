@@ -747,12 +747,12 @@ impl Cached<k8s_openapi::api::apps::v1::ControllerRevision> {
     }
     /// The view's [`data`](crate::view::api::apps::v1::ControllerRevisionView::data).
     #[inline]
-    pub fn data(&self) -> Option<JsonView<'_>> {
+    pub fn data(&self) -> JsonView<'_> {
         self.view().data()
     }
     /// The view's [`revision`](crate::view::api::apps::v1::ControllerRevisionView::revision).
     #[inline]
-    pub fn revision(&self) -> i64 {
+    pub fn revision(&self) -> Option<i64> {
         self.view().revision()
     }
 }
@@ -784,7 +784,7 @@ impl Cached<k8s_openapi::api::apps::v1::DaemonSet> {
     }
     /// The view's [`spec`](crate::view::api::apps::v1::DaemonSetView::spec).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::DaemonSetSpecView<'_>> {
+    pub fn spec(&self) -> crate::view::api::apps::v1::DaemonSetSpecView<'_> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::apps::v1::DaemonSetView::status).
@@ -821,7 +821,7 @@ impl Cached<k8s_openapi::api::apps::v1::Deployment> {
     }
     /// The view's [`spec`](crate::view::api::apps::v1::DeploymentView::spec).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::DeploymentSpecView<'_>> {
+    pub fn spec(&self) -> crate::view::api::apps::v1::DeploymentSpecView<'_> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::apps::v1::DeploymentView::status).
@@ -858,7 +858,7 @@ impl Cached<k8s_openapi::api::apps::v1::ReplicaSet> {
     }
     /// The view's [`spec`](crate::view::api::apps::v1::ReplicaSetView::spec).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::ReplicaSetSpecView<'_>> {
+    pub fn spec(&self) -> crate::view::api::apps::v1::ReplicaSetSpecView<'_> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::apps::v1::ReplicaSetView::status).
@@ -895,7 +895,7 @@ impl Cached<k8s_openapi::api::apps::v1::StatefulSet> {
     }
     /// The view's [`spec`](crate::view::api::apps::v1::StatefulSetView::spec).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::apps::v1::StatefulSetSpecView<'_>> {
+    pub fn spec(&self) -> crate::view::api::apps::v1::StatefulSetSpecView<'_> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::apps::v1::StatefulSetView::status).
@@ -1379,6 +1379,79 @@ impl Cached<k8s_openapi::api::certificates::v1::CertificateSigningRequest> {
     pub fn status(&self) -> Option<crate::view::api::certificates::v1::CertificateSigningRequestStatusView<'_>> {
         self.view().status()
     }
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::certificates::v1::ClusterTrustBundle {
+    type View<'a> = crate::view::api::certificates::v1::ClusterTrustBundleView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::certificates::v1::ClusterTrustBundleView(fields)
+    }
+}
+
+/// `ClusterTrustBundle`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::certificates::v1::ClusterTrustBundle> {
+    /// The view's [`api_version`](crate::view::api::certificates::v1::ClusterTrustBundleView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::certificates::v1::ClusterTrustBundleView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::certificates::v1::ClusterTrustBundleView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::certificates::v1::ClusterTrustBundleView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::certificates::v1::ClusterTrustBundleSpecView<'_> {
+        self.view().spec()
+    }
+}
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::certificates::v1::PodCertificateRequest {
+    type View<'a> = crate::view::api::certificates::v1::PodCertificateRequestView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::certificates::v1::PodCertificateRequestView(fields)
+    }
+}
+
+/// `PodCertificateRequest`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::certificates::v1::PodCertificateRequest> {
+    /// The view's [`api_version`](crate::view::api::certificates::v1::PodCertificateRequestView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::certificates::v1::PodCertificateRequestView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::certificates::v1::PodCertificateRequestView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::certificates::v1::PodCertificateRequestView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::certificates::v1::PodCertificateRequestSpecView<'_> {
+        self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::certificates::v1::PodCertificateRequestView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::certificates::v1::PodCertificateRequestStatusView<'_>> {
+        self.view().status()
+    }
+}
 }
 
 k8s_openapi::k8s_if_1_33! {
@@ -2612,7 +2685,7 @@ impl Cached<k8s_openapi::api::flowcontrol::v1::FlowSchema> {
     }
     /// The view's [`spec`](crate::view::api::flowcontrol::v1::FlowSchemaView::spec).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::flowcontrol::v1::FlowSchemaSpecView<'_>> {
+    pub fn spec(&self) -> crate::view::api::flowcontrol::v1::FlowSchemaSpecView<'_> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::flowcontrol::v1::FlowSchemaView::status).
@@ -2649,7 +2722,7 @@ impl Cached<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration> {
     }
     /// The view's [`spec`](crate::view::api::flowcontrol::v1::PriorityLevelConfigurationView::spec).
     #[inline]
-    pub fn spec(&self) -> Option<crate::view::api::flowcontrol::v1::PriorityLevelConfigurationSpecView<'_>> {
+    pub fn spec(&self) -> crate::view::api::flowcontrol::v1::PriorityLevelConfigurationSpecView<'_> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::flowcontrol::v1::PriorityLevelConfigurationView::status).
@@ -2657,6 +2730,84 @@ impl Cached<k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration> {
     pub fn status(&self) -> Option<crate::view::api::flowcontrol::v1::PriorityLevelConfigurationStatusView<'_>> {
         self.view().status()
     }
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::lifecycle::v1alpha1::Eviction {
+    type View<'a> = crate::view::api::lifecycle::v1alpha1::EvictionView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::lifecycle::v1alpha1::EvictionView(fields)
+    }
+}
+
+/// `Eviction`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::lifecycle::v1alpha1::Eviction> {
+    /// The view's [`api_version`](crate::view::api::lifecycle::v1alpha1::EvictionView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::lifecycle::v1alpha1::EvictionView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::lifecycle::v1alpha1::EvictionView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::lifecycle::v1alpha1::EvictionView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::lifecycle::v1alpha1::EvictionSpecView<'_> {
+        self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::lifecycle::v1alpha1::EvictionView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::lifecycle::v1alpha1::EvictionStatusView<'_>> {
+        self.view().status()
+    }
+}
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest {
+    type View<'a> = crate::view::api::lifecycle::v1alpha1::EvictionRequestView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::lifecycle::v1alpha1::EvictionRequestView(fields)
+    }
+}
+
+/// `EvictionRequest`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::lifecycle::v1alpha1::EvictionRequest> {
+    /// The view's [`api_version`](crate::view::api::lifecycle::v1alpha1::EvictionRequestView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::lifecycle::v1alpha1::EvictionRequestView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::lifecycle::v1alpha1::EvictionRequestView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::lifecycle::v1alpha1::EvictionRequestView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::lifecycle::v1alpha1::EvictionRequestSpecView<'_> {
+        self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::lifecycle::v1alpha1::EvictionRequestView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::lifecycle::v1alpha1::EvictionRequestStatusView<'_>> {
+        self.view().status()
+    }
+}
 }
 
 impl HasView for k8s_openapi::api::networking::v1::IPAddress {
@@ -3403,7 +3554,7 @@ impl Cached<k8s_openapi::api::resource::v1::DeviceClass> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::DeviceClassView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::DeviceClassSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::DeviceClassSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -3437,7 +3588,7 @@ impl Cached<k8s_openapi::api::resource::v1::DeviceClass> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::DeviceClassView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::DeviceClassSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::DeviceClassSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -3471,7 +3622,7 @@ impl Cached<k8s_openapi::api::resource::v1::DeviceClass> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::DeviceClassView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::DeviceClassSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::DeviceClassSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -3505,8 +3656,47 @@ impl Cached<k8s_openapi::api::resource::v1::DeviceClass> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::DeviceClassView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::DeviceClassSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::DeviceClassSpecView<'_>> {
         self.view().spec()
+    }
+}
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::resource::v1::DeviceTaintRule {
+    type View<'a> = crate::view::api::resource::v1::DeviceTaintRuleView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::resource::v1::DeviceTaintRuleView(fields)
+    }
+}
+
+/// `DeviceTaintRule`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::resource::v1::DeviceTaintRule> {
+    /// The view's [`api_version`](crate::view::api::resource::v1::DeviceTaintRuleView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::resource::v1::DeviceTaintRuleView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::resource::v1::DeviceTaintRuleView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::resource::v1::DeviceTaintRuleView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::resource::v1::DeviceTaintRuleSpecView<'_> {
+        self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::resource::v1::DeviceTaintRuleView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::resource::v1::DeviceTaintRuleStatusView<'_>> {
+        self.view().status()
     }
 }
 }
@@ -3539,7 +3729,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaim> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimSpecView<'_>> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::resource::v1::ResourceClaimView::status).
@@ -3578,7 +3768,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaim> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimSpecView<'_>> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::resource::v1::ResourceClaimView::status).
@@ -3617,7 +3807,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaim> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimSpecView<'_>> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::resource::v1::ResourceClaimView::status).
@@ -3656,7 +3846,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaim> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimSpecView<'_>> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::resource::v1::ResourceClaimView::status).
@@ -3695,7 +3885,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimTemplateView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -3729,7 +3919,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimTemplateView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -3763,7 +3953,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimTemplateView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -3797,7 +3987,7 @@ impl Cached<k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1::ResourceClaimTemplateView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1::ResourceClaimTemplateSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -4081,7 +4271,7 @@ impl Cached<k8s_openapi::api::resource::v1beta1::DeviceClass> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1beta1::DeviceClassView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta1::DeviceClassSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta1::DeviceClassSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -4113,7 +4303,7 @@ impl Cached<k8s_openapi::api::resource::v1beta1::ResourceClaim> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1beta1::ResourceClaimView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta1::ResourceClaimSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta1::ResourceClaimSpecView<'_>> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::resource::v1beta1::ResourceClaimView::status).
@@ -4150,7 +4340,7 @@ impl Cached<k8s_openapi::api::resource::v1beta1::ResourceClaimTemplate> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1beta1::ResourceClaimTemplateView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta1::ResourceClaimTemplateSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta1::ResourceClaimTemplateSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -4214,7 +4404,7 @@ impl Cached<k8s_openapi::api::resource::v1beta2::DeviceClass> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1beta2::DeviceClassView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta2::DeviceClassSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta2::DeviceClassSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -4324,7 +4514,7 @@ impl Cached<k8s_openapi::api::resource::v1beta2::ResourceClaim> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1beta2::ResourceClaimView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta2::ResourceClaimSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta2::ResourceClaimSpecView<'_>> {
         self.view().spec()
     }
     /// The view's [`status`](crate::view::api::resource::v1beta2::ResourceClaimView::status).
@@ -4361,7 +4551,7 @@ impl Cached<k8s_openapi::api::resource::v1beta2::ResourceClaimTemplate> {
     }
     /// The view's [`spec`](crate::view::api::resource::v1beta2::ResourceClaimTemplateView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::resource::v1beta2::ResourceClaimTemplateSpecView<'_> {
+    pub fn spec(&self) -> Option<crate::view::api::resource::v1beta2::ResourceClaimTemplateSpecView<'_>> {
         self.view().spec()
     }
 }
@@ -4445,74 +4635,186 @@ impl Cached<k8s_openapi::api::scheduling::v1::PriorityClass> {
     }
 }
 
-k8s_openapi::k8s_if_1_36! {
-impl HasView for k8s_openapi::api::scheduling::v1alpha2::PodGroup {
-    type View<'a> = crate::view::api::scheduling::v1alpha2::PodGroupView<'a>;
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup {
+    type View<'a> = crate::view::api::scheduling::v1alpha3::CompositePodGroupView<'a>;
     #[inline]
     fn view(fields: Fields<'_>) -> Self::View<'_> {
-        crate::view::api::scheduling::v1alpha2::PodGroupView(fields)
+        crate::view::api::scheduling::v1alpha3::CompositePodGroupView(fields)
     }
 }
 
-/// `PodGroup`'s top-level accessors on the handle itself.
-impl Cached<k8s_openapi::api::scheduling::v1alpha2::PodGroup> {
-    /// The view's [`api_version`](crate::view::api::scheduling::v1alpha2::PodGroupView::api_version).
+/// `CompositePodGroup`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::scheduling::v1alpha3::CompositePodGroup> {
+    /// The view's [`api_version`](crate::view::api::scheduling::v1alpha3::CompositePodGroupView::api_version).
     #[inline]
     pub fn api_version(&self) -> Option<&'_ str> {
         self.view().api_version()
     }
-    /// The view's [`kind`](crate::view::api::scheduling::v1alpha2::PodGroupView::kind).
+    /// The view's [`kind`](crate::view::api::scheduling::v1alpha3::CompositePodGroupView::kind).
     #[inline]
     pub fn kind(&self) -> Option<&'_ str> {
         self.view().kind()
     }
-    /// The view's [`metadata`](crate::view::api::scheduling::v1alpha2::PodGroupView::metadata).
+    /// The view's [`metadata`](crate::view::api::scheduling::v1alpha3::CompositePodGroupView::metadata).
     #[inline]
     pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
         self.view().metadata()
     }
-    /// The view's [`spec`](crate::view::api::scheduling::v1alpha2::PodGroupView::spec).
+    /// The view's [`spec`](crate::view::api::scheduling::v1alpha3::CompositePodGroupView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::scheduling::v1alpha2::PodGroupSpecView<'_> {
+    pub fn spec(&self) -> crate::view::api::scheduling::v1alpha3::CompositePodGroupSpecView<'_> {
         self.view().spec()
     }
-    /// The view's [`status`](crate::view::api::scheduling::v1alpha2::PodGroupView::status).
+    /// The view's [`status`](crate::view::api::scheduling::v1alpha3::CompositePodGroupView::status).
     #[inline]
-    pub fn status(&self) -> Option<crate::view::api::scheduling::v1alpha2::PodGroupStatusView<'_>> {
+    pub fn status(&self) -> Option<crate::view::api::scheduling::v1alpha3::CompositePodGroupStatusView<'_>> {
         self.view().status()
     }
 }
 }
 
-k8s_openapi::k8s_if_1_36! {
-impl HasView for k8s_openapi::api::scheduling::v1alpha2::Workload {
-    type View<'a> = crate::view::api::scheduling::v1alpha2::WorkloadView<'a>;
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::scheduling::v1alpha3::PodGroup {
+    type View<'a> = crate::view::api::scheduling::v1alpha3::PodGroupView<'a>;
     #[inline]
     fn view(fields: Fields<'_>) -> Self::View<'_> {
-        crate::view::api::scheduling::v1alpha2::WorkloadView(fields)
+        crate::view::api::scheduling::v1alpha3::PodGroupView(fields)
     }
 }
 
-/// `Workload`'s top-level accessors on the handle itself.
-impl Cached<k8s_openapi::api::scheduling::v1alpha2::Workload> {
-    /// The view's [`api_version`](crate::view::api::scheduling::v1alpha2::WorkloadView::api_version).
+/// `PodGroup`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::scheduling::v1alpha3::PodGroup> {
+    /// The view's [`api_version`](crate::view::api::scheduling::v1alpha3::PodGroupView::api_version).
     #[inline]
     pub fn api_version(&self) -> Option<&'_ str> {
         self.view().api_version()
     }
-    /// The view's [`kind`](crate::view::api::scheduling::v1alpha2::WorkloadView::kind).
+    /// The view's [`kind`](crate::view::api::scheduling::v1alpha3::PodGroupView::kind).
     #[inline]
     pub fn kind(&self) -> Option<&'_ str> {
         self.view().kind()
     }
-    /// The view's [`metadata`](crate::view::api::scheduling::v1alpha2::WorkloadView::metadata).
+    /// The view's [`metadata`](crate::view::api::scheduling::v1alpha3::PodGroupView::metadata).
     #[inline]
     pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
         self.view().metadata()
     }
-    /// The view's [`spec`](crate::view::api::scheduling::v1alpha2::WorkloadView::spec).
+    /// The view's [`spec`](crate::view::api::scheduling::v1alpha3::PodGroupView::spec).
     #[inline]
-    pub fn spec(&self) -> crate::view::api::scheduling::v1alpha2::WorkloadSpecView<'_> {
+    pub fn spec(&self) -> crate::view::api::scheduling::v1alpha3::PodGroupSpecView<'_> {
+        self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::scheduling::v1alpha3::PodGroupView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::scheduling::v1alpha3::PodGroupStatusView<'_>> {
+        self.view().status()
+    }
+}
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::scheduling::v1alpha3::Workload {
+    type View<'a> = crate::view::api::scheduling::v1alpha3::WorkloadView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::scheduling::v1alpha3::WorkloadView(fields)
+    }
+}
+
+/// `Workload`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::scheduling::v1alpha3::Workload> {
+    /// The view's [`api_version`](crate::view::api::scheduling::v1alpha3::WorkloadView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::scheduling::v1alpha3::WorkloadView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::scheduling::v1alpha3::WorkloadView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::scheduling::v1alpha3::WorkloadView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::scheduling::v1alpha3::WorkloadSpecView<'_> {
+        self.view().spec()
+    }
+}
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::scheduling::v1beta1::PodGroup {
+    type View<'a> = crate::view::api::scheduling::v1beta1::PodGroupView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::scheduling::v1beta1::PodGroupView(fields)
+    }
+}
+
+/// `PodGroup`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::scheduling::v1beta1::PodGroup> {
+    /// The view's [`api_version`](crate::view::api::scheduling::v1beta1::PodGroupView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::scheduling::v1beta1::PodGroupView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::scheduling::v1beta1::PodGroupView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::scheduling::v1beta1::PodGroupView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::scheduling::v1beta1::PodGroupSpecView<'_> {
+        self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::scheduling::v1beta1::PodGroupView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::scheduling::v1beta1::PodGroupStatusView<'_>> {
+        self.view().status()
+    }
+}
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::scheduling::v1beta1::Workload {
+    type View<'a> = crate::view::api::scheduling::v1beta1::WorkloadView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::scheduling::v1beta1::WorkloadView(fields)
+    }
+}
+
+/// `Workload`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::scheduling::v1beta1::Workload> {
+    /// The view's [`api_version`](crate::view::api::scheduling::v1beta1::WorkloadView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::scheduling::v1beta1::WorkloadView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::scheduling::v1beta1::WorkloadView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::scheduling::v1beta1::WorkloadView::spec).
+    #[inline]
+    pub fn spec(&self) -> crate::view::api::scheduling::v1beta1::WorkloadSpecView<'_> {
         self.view().spec()
     }
 }
@@ -4579,6 +4881,11 @@ impl Cached<k8s_openapi::api::storage::v1::CSINode> {
     #[inline]
     pub fn spec(&self) -> crate::view::api::storage::v1::CSINodeSpecView<'_> {
         self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::storage::v1::CSINodeView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::storage::v1::CSINodeStatusView<'_>> {
+        self.view().status()
     }
 }
 
@@ -5114,6 +5421,45 @@ impl Cached<k8s_openapi::api::storage::v1beta1::VolumeAttributesClass> {
     #[inline]
     pub fn parameters(&self) -> Option<Map<'_, &'_ str>> {
         self.view().parameters()
+    }
+}
+}
+
+k8s_openapi::k8s_if_1_37! {
+impl HasView for k8s_openapi::api::storagemigration::v1::StorageVersionMigration {
+    type View<'a> = crate::view::api::storagemigration::v1::StorageVersionMigrationView<'a>;
+    #[inline]
+    fn view(fields: Fields<'_>) -> Self::View<'_> {
+        crate::view::api::storagemigration::v1::StorageVersionMigrationView(fields)
+    }
+}
+
+/// `StorageVersionMigration`'s top-level accessors on the handle itself.
+impl Cached<k8s_openapi::api::storagemigration::v1::StorageVersionMigration> {
+    /// The view's [`api_version`](crate::view::api::storagemigration::v1::StorageVersionMigrationView::api_version).
+    #[inline]
+    pub fn api_version(&self) -> Option<&'_ str> {
+        self.view().api_version()
+    }
+    /// The view's [`kind`](crate::view::api::storagemigration::v1::StorageVersionMigrationView::kind).
+    #[inline]
+    pub fn kind(&self) -> Option<&'_ str> {
+        self.view().kind()
+    }
+    /// The view's [`metadata`](crate::view::api::storagemigration::v1::StorageVersionMigrationView::metadata).
+    #[inline]
+    pub fn metadata(&self) -> crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView<'_> {
+        self.view().metadata()
+    }
+    /// The view's [`spec`](crate::view::api::storagemigration::v1::StorageVersionMigrationView::spec).
+    #[inline]
+    pub fn spec(&self) -> Option<crate::view::api::storagemigration::v1::StorageVersionMigrationSpecView<'_>> {
+        self.view().spec()
+    }
+    /// The view's [`status`](crate::view::api::storagemigration::v1::StorageVersionMigrationView::status).
+    #[inline]
+    pub fn status(&self) -> Option<crate::view::api::storagemigration::v1::StorageVersionMigrationStatusView<'_>> {
+        self.view().status()
     }
 }
 }

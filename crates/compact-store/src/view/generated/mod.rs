@@ -159,6 +159,15 @@ pub mod api {
         }
     }
 
+    /// Views of k8s-openapi's `api::lifecycle`.
+    pub mod lifecycle {
+
+        /// Views of k8s-openapi's `api::lifecycle::v1alpha1`.
+        pub mod v1alpha1 {
+            include!("api_lifecycle_v1alpha1.rs");
+        }
+    }
+
     /// Views of k8s-openapi's `api::networking`.
     pub mod networking {
 
@@ -232,9 +241,14 @@ pub mod api {
             include!("api_scheduling_v1.rs");
         }
 
-        /// Views of k8s-openapi's `api::scheduling::v1alpha2`.
-        pub mod v1alpha2 {
-            include!("api_scheduling_v1alpha2.rs");
+        /// Views of k8s-openapi's `api::scheduling::v1alpha3`.
+        pub mod v1alpha3 {
+            include!("api_scheduling_v1alpha3.rs");
+        }
+
+        /// Views of k8s-openapi's `api::scheduling::v1beta1`.
+        pub mod v1beta1 {
+            include!("api_scheduling_v1beta1.rs");
         }
     }
 
@@ -259,6 +273,11 @@ pub mod api {
 
     /// Views of k8s-openapi's `api::storagemigration`.
     pub mod storagemigration {
+
+        /// Views of k8s-openapi's `api::storagemigration::v1`.
+        pub mod v1 {
+            include!("api_storagemigration_v1.rs");
+        }
 
         /// Views of k8s-openapi's `api::storagemigration::v1beta1`.
         pub mod v1beta1 {
