@@ -311,8 +311,9 @@ where
             match self.update(ctx, &obj).await {
                 Err(e) if e.is_conflict() && attempt < CONFLICT_RETRIES => {
                     attempt += 1;
-                    // client-go's DefaultRetry: 10 ms, then more, with jitter.
-                    tokio::time::sleep(Duration::from_millis(10 << attempt.min(4))).await;
+                    // client-go's DefaultRetry waits 10 ms between attempts (it adds up to
+                    // 10% jitter, left out here).
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                 }
                 result => return result,
             }

@@ -271,10 +271,11 @@ impl Crd {
 ///
 /// ```no_run
 /// # async fn f(client: kube::Client) -> Result<(), kinformer_testenv::Error> {
-/// # let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = todo!();
-/// // `crd` from `CronJob::crd()` (kube's `CustomResourceExt`).
-/// let cronjobs = kinformer_testenv::install_crd(&client, &crd).await?;
-/// assert_eq!(cronjobs.plural, crd.spec.names.plural);
+/// // Any `CustomResourceDefinition`: `CronJob::crd()` (kube's `CustomResourceExt`), or here
+/// // one this crate builds.
+/// let crd = kinformer_testenv::Crd::new("example.com", "Widget", "widgets").definition()?;
+/// let widgets = kinformer_testenv::install_crd(&client, &crd).await?;
+/// assert_eq!(widgets.plural, crd.spec.names.plural);
 /// # Ok(()) }
 /// ```
 ///

@@ -142,8 +142,10 @@
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let cp = ControlPlane::start().await?; // stopped when dropped
 //!     let client = cp.client()?;
-//!     # let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition = todo!();
-//!     kinformer_testenv::install_crd(&client, &crd).await?; // `crd`: `CronJob::crd()`
+//!     // The program's own CRD: `CronJob::crd()` (kube's `CustomResourceExt`), or here one
+//!     // this crate builds.
+//!     let crd = kinformer_testenv::Crd::new("example.com", "Widget", "widgets").definition()?;
+//!     kinformer_testenv::install_crd(&client, &crd).await?;
 //!     // ... start the controller under test, create objects ...
 //!     let namespaces = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client);
 //!     try_eventually_async("the default namespace", Duration::from_secs(30), || async {
