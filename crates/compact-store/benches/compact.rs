@@ -345,6 +345,14 @@ fn bench_from_protobuf(c: &mut Criterion) {
         b.iter(|| decode_encode(black_box(POD_PB)))
     });
     g.bench_function("transcode", |b| b.iter(|| transcode(black_box(POD_PB))));
+    // `KubeListerWatcher::drop_managed_fields` where the server sends them anyway.
+    g.bench_function("transcode_without_managed_fields", |b| {
+        b.iter(|| {
+            let object =
+                kinformer_protobuf::Object::from_bytes(black_box(POD_PB)).expect("envelope");
+            Cached::<Pod>::from_protobuf_without_managed_fields(&object).expect("transcodes")
+        })
+    });
     g.finish();
 }
 

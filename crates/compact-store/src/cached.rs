@@ -9,7 +9,7 @@ use kinformer_core::MetaObject;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::codec::{self, CodecError};
+use crate::codec::{self, CodecError, Keep};
 use crate::labels::{self, Labels};
 use crate::view::apimachinery::pkg::apis::meta::v1::ObjectMetaView;
 use crate::view::read::{FieldName, Fields, NO_FIELDS, Raw, TopIndex};
@@ -179,11 +179,50 @@ impl<K> Cached<K> {
     pub fn from_protobuf(
         object: &kinformer_protobuf::Object<'_>,
     ) -> Result<Self, kinformer_protobuf::Error> {
+        Self::transcode(object, Keep::All).map(|(cached, _)| cached)
+    }
+
+    /// As [`from_protobuf`](Self::from_protobuf), leaving `metadata.managedFields` out:
+    /// their bytes are stepped over, not transcoded. The `bool` says whether the object had
+    /// any (whether this left something out).
+    ///
+    /// This is how an informer drops them (kinformer-kube's
+    /// `KubeListerWatcher::drop_managed_fields`) for less than keeping them costs, where a
+    /// transform on the informer decodes the object, changes it and encodes it again.
+    ///
+    /// ```
+    /// # let body = include_bytes!("../../protobuf/tests/data/pod.pb");
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_compact_store::Cached;
+    ///
+    /// let object = kinformer_protobuf::Object::from_bytes(body)?;
+    /// let (cached, dropped) = Cached::<Pod>::from_protobuf_without_managed_fields(&object)?;
+    /// assert!(dropped);
+    /// assert!(cached.metadata().managed_fields().is_none());
+    /// let mut pod = object.deserialize::<Pod>()?;
+    /// pod.metadata.managed_fields = None;
+    /// assert_eq!(cached.decode()?, pod);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`from_protobuf`](Self::from_protobuf); malformed bytes inside the left-out
+    /// `managedFields` are not looked at.
+    pub fn from_protobuf_without_managed_fields(
+        object: &kinformer_protobuf::Object<'_>,
+    ) -> Result<(Self, bool), kinformer_protobuf::Error> {
+        Self::transcode(object, Keep::AllButManagedFields)
+    }
+
+    fn transcode(
+        object: &kinformer_protobuf::Object<'_>,
+        keep: Keep,
+    ) -> Result<(Self, bool), kinformer_protobuf::Error> {
         let transcoder = object.transcoder()?;
         // The encoding is about the protobuf's size (BENCHMARKS.md): one allocation.
         let mut bytes = Vec::with_capacity(object.byte_len() + object.byte_len() / 8);
-        match codec::encode(&transcoder, &mut bytes) {
-            Ok(()) => Ok(Self::from_bytes(bytes)),
+        match codec::encode_with(&transcoder, &mut bytes, keep) {
+            Ok(left_out) => Ok((Self::from_bytes(bytes), left_out)),
             Err(_) => Err(transcoder.into_error()),
         }
     }
@@ -268,6 +307,33 @@ impl<K: Serialize> Cached<K> {
         let mut bytes = Vec::new();
         codec::encode(obj, &mut bytes)?;
         Ok(Self::from_bytes(bytes))
+    }
+
+    /// `obj` encoded without its `metadata.managedFields`; the `bool` says whether it had
+    /// any. The JSON path's (custom resources') counterpart of
+    /// [`from_protobuf_without_managed_fields`](Self::from_protobuf_without_managed_fields).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    /// use kinformer_compact_store::Cached;
+    ///
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("settings".into());
+    /// cm.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+    /// let (cached, dropped) = Cached::new_without_managed_fields(&cm)?;
+    /// assert!(dropped);
+    /// cm.metadata.managed_fields = None;
+    /// assert_eq!(cached.decode()?, cm);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_without_managed_fields(obj: &K) -> Result<(Self, bool), CodecError> {
+        let mut bytes = Vec::new();
+        let left_out = codec::encode_with(obj, &mut bytes, Keep::AllButManagedFields)?;
+        Ok((Self::from_bytes(bytes), left_out))
     }
 }
 

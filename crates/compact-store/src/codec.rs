@@ -63,6 +63,7 @@
 //! Decoding hands the type a `serde_json` deserializer over that text, so the type gets
 //! what it would get from the object's JSON.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{PoisonError, RwLock};
@@ -250,24 +251,57 @@ pub(crate) fn encode<T: Serialize + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<(), CodecError> {
+    encode_with(value, out, Keep::All).map(|_| ())
+}
+
+/// What [`encode_with`] keeps of a value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Keep {
+    /// Everything.
+    All,
+    /// Everything but the top-level value's `metadata.managedFields` (a field of the
+    /// struct or map at the top, whose value is a struct).
+    AllButManagedFields,
+}
+
+/// Appends the encoding of `value` to `out`, without what `keep` leaves out; `true` when
+/// something was left out.
+///
+/// # Errors
+/// As [`encode`].
+pub(crate) fn encode_with<T: Serialize + ?Sized>(
+    value: &T,
+    out: &mut Vec<u8>,
+    keep: Keep,
+) -> Result<bool, CodecError> {
     let start = out.len();
+    let level = match keep {
+        Keep::All => Level::Below,
+        Keep::AllButManagedFields => Level::Top,
+    };
+    let left_out = Cell::new(false);
     {
         let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
         let mut ids = Lookup(guard.as_ref());
         let mut spare = Vec::new();
-        match value.serialize(&mut Encoder::new(out, &mut ids, &mut spare)) {
-            Ok(()) => return Ok(()),
+        match value.serialize(&mut Encoder::new(
+            out, &mut ids, &mut spare, level, &left_out,
+        )) {
+            Ok(()) => return Ok(left_out.get()),
             Err(Stop::Failed(e)) => return Err(e),
             Err(Stop::NewName) => out.truncate(start),
         }
     }
+    left_out.set(false);
     // A name seen for the first time: encode again, numbering new names as they come.
     let mut guard = NAMES.write().unwrap_or_else(PoisonError::into_inner);
     let names = guard.get_or_insert_with(Names::default);
     let mut ids = Adding(names);
     let mut spare = Vec::new();
-    match value.serialize(&mut Encoder::new(out, &mut ids, &mut spare)) {
-        Ok(()) => Ok(()),
+    match value.serialize(&mut Encoder::new(
+        out, &mut ids, &mut spare, level, &left_out,
+    )) {
+        Ok(()) => Ok(left_out.get()),
         Err(Stop::Failed(e)) => Err(e),
         Err(Stop::NewName) => Err(CodecError::Encode(
             "a field name could not be numbered".into(),
@@ -312,11 +346,47 @@ struct Encoder<'a, N> {
     ids: &'a mut N,
     /// Buffers the structs being written hold their large fields in, reused.
     spare: &'a mut Vec<Vec<u8>>,
+    /// Where the value being written is, for what [`Keep`] leaves out.
+    level: Level,
+    /// Set when something was left out.
+    left_out: &'a Cell<bool>,
+}
+
+/// Where a value is in the object, as far as [`Keep::AllButManagedFields`] cares: the
+/// top-level value, its `metadata`, or anywhere else (every value, when all is kept).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Level {
+    Top,
+    Metadata,
+    Below,
+}
+
+impl Level {
+    /// The level of the value of field `key` of a compound at this level.
+    fn of_field(self, key: &str) -> Level {
+        if self == Level::Top && key == "metadata" {
+            Level::Metadata
+        } else {
+            Level::Below
+        }
+    }
 }
 
 impl<'a, N> Encoder<'a, N> {
-    fn new(out: &'a mut Vec<u8>, ids: &'a mut N, spare: &'a mut Vec<Vec<u8>>) -> Self {
-        Self { out, ids, spare }
+    fn new(
+        out: &'a mut Vec<u8>,
+        ids: &'a mut N,
+        spare: &'a mut Vec<Vec<u8>>,
+        level: Level,
+        left_out: &'a Cell<bool>,
+    ) -> Self {
+        Self {
+            out,
+            ids,
+            spare,
+            level,
+            left_out,
+        }
     }
 }
 
@@ -376,6 +446,14 @@ fn fill_len(out: &mut Vec<u8>, at: usize) {
 }
 
 impl<N: NameIds> Encoder<'_, N> {
+    /// Writes `value` at `level`, then goes back to this encoder's level.
+    fn at_level<T: Serialize + ?Sized>(&mut self, level: Level, value: &T) -> Result<(), Stop> {
+        let outer = std::mem::replace(&mut self.level, level);
+        let written = value.serialize(&mut *self);
+        self.level = outer;
+        written
+    }
+
     /// Opens a compound: its tag and its reserved length, after `{variant: ` for an enum
     /// variant (a one-entry map, whose length is filled in too).
     fn open(&mut self, variant: Option<&str>, tag: u8) -> Compound<'_, N> {
@@ -393,9 +471,12 @@ impl<N: NameIds> Encoder<'_, N> {
                 out: &mut *self.out,
                 ids: &mut *self.ids,
                 spare: &mut *self.spare,
+                level: self.level,
+                left_out: self.left_out,
             },
             lens: [Some(inner), outer],
             large,
+            value_level: Level::Below,
         }
     }
 
@@ -599,11 +680,15 @@ struct Compound<'a, N> {
     lens: [Option<usize>; 2],
     /// For a struct: its large fields, written after the others at its end.
     large: Option<Vec<u8>>,
+    /// For a map: the level of the value of the key just written.
+    value_level: Level,
 }
 
 impl<N> Compound<'_, N> {
     fn end(self) -> Result<(), Stop> {
-        let Compound { enc, lens, large } = self;
+        let Compound {
+            enc, lens, large, ..
+        } = self;
         if let Some(mut large) = large {
             enc.out.extend_from_slice(&large);
             large.clear();
@@ -633,7 +718,7 @@ macro_rules! elements_in_turn {
             type Ok = ();
             type Error = Stop;
             fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
-                value.serialize(&mut self.enc)
+                self.enc.at_level(Level::Below, value)
             }
             fn end(self) -> Result<(), Stop> {
                 Compound::end(self)
@@ -653,10 +738,31 @@ impl<N: NameIds> ser::SerializeMap for Compound<'_, N> {
     type Ok = ();
     type Error = Stop;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Stop> {
-        key.serialize(&mut self.enc)
+        let at = self.enc.out.len();
+        self.enc.at_level(Level::Below, key)?;
+        // The top-level map of a type with flattened fields (`DynamicObject`): its
+        // `metadata` entry's value is the metadata.
+        self.value_level = if self.enc.level == Level::Top
+            && self.enc.out[at..]
+                == [
+                    SHORT_STR | 8,
+                    b'm',
+                    b'e',
+                    b't',
+                    b'a',
+                    b'd',
+                    b'a',
+                    b't',
+                    b'a',
+                ] {
+            Level::Metadata
+        } else {
+            Level::Below
+        };
+        Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
-        value.serialize(&mut self.enc)
+        self.enc.at_level(self.value_level, value)
     }
     fn end(self) -> Result<(), Stop> {
         Compound::end(self)
@@ -675,9 +781,13 @@ macro_rules! fields_by_name {
                 key: &'static str,
                 value: &T,
             ) -> Result<(), Stop> {
+                if self.enc.level == Level::Metadata && key == "managedFields" {
+                    self.enc.left_out.set(true);
+                    return Ok(());
+                }
                 let at = self.enc.out.len();
                 self.enc.field_name(key)?;
-                value.serialize(&mut self.enc)?;
+                self.enc.at_level(self.enc.level.of_field(key), value)?;
                 self.place_field(at);
                 Ok(())
             }

@@ -220,6 +220,7 @@ struct Config {
     /// A `StoreMaker<T>` by `TypeId` of the informer's objects `T`.
     stores: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     transform: Option<MetaTransform>,
+    drop_managed_fields: bool,
     fifo: FifoKind,
     backoff: Backoff,
     clock: Arc<dyn Clock>,
@@ -361,6 +362,27 @@ impl SharedInformerFactoryBuilder {
         transform: impl Fn(&mut ObjectMeta) + Send + Sync + 'static,
     ) -> Self {
         self.config.transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// Leaves `managedFields` out of every informer's objects: asked of the server (KEP-5958,
+    /// which ignores the request where it is not served), stripped as each object is
+    /// transcoded where they come anyway (see [`KubeListerWatcher::drop_managed_fields`]).
+    /// The way to drop them: unlike a [`transform_meta`](Self::transform_meta) doing the
+    /// same, it keeps the default informers' transcoding, and costs less than keeping them.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kinformer_informer_factory::SharedInformerFactory;
+    /// # fn f(client: kube::Client) {
+    /// let factory = SharedInformerFactory::builder(client).drop_managed_fields().build();
+    /// let pods = factory.informer::<Pod>();
+    /// # let _ = pods;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn drop_managed_fields(mut self) -> Self {
+        self.config.drop_managed_fields = true;
         self
     }
 
@@ -532,6 +554,7 @@ impl SharedInformerFactory {
                 custom_resync: HashMap::new(),
                 stores: HashMap::new(),
                 transform: None,
+                drop_managed_fields: false,
                 fifo: FifoKind::default(),
                 backoff: Backoff::default(),
                 clock: Arc::new(TokioClock),
@@ -687,6 +710,9 @@ impl SharedInformerFactory {
         }
         if let Some(f) = &id.options.field_selector {
             lw = lw.fields(f);
+        }
+        if self.inner.config.drop_managed_fields {
+            lw = lw.drop_managed_fields();
         }
         if let Some(t) = self.inner.config.transform.clone() {
             // While decoding, object by object: a list never holds every object with the

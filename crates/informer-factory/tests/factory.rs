@@ -253,6 +253,32 @@ async fn factory_list_options_and_transform_apply_to_its_informers() {
     factory.shutdown().await.unwrap();
 }
 
+/// `drop_managed_fields`: the cached pods have none, on a server that sends them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn the_factory_drops_managed_fields_while_it_transcodes() {
+    let cp = ControlPlane::shared().await.expect("control plane");
+    let (client, ns) = admin_factory(cp).await;
+    let api = Api::<Pod>::namespaced(client.clone(), &ns);
+    let created = api
+        .create(&PostParams::default(), &pod("web"))
+        .await
+        .unwrap();
+    assert!(created.metadata.managed_fields.is_some());
+    let factory = SharedInformerFactory::builder(client)
+        .namespace(&ns)
+        .drop_managed_fields()
+        .build();
+    let pods = factory.informer::<Pod>();
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(TIMEOUT).await.all_synced());
+    let cached = pods.lister().list(&kinformer_indexer::everything());
+    assert_eq!(cached.len(), 1);
+    assert!(cached[0].metadata().managed_fields().is_none());
+    assert_eq!(cached[0].decode().unwrap().spec, created.spec);
+    factory.shutdown().await.unwrap();
+}
+
 /// The factory's transform runs exactly once per object from the server: a transform that
 /// is not idempotent (it appends a mark and counts its calls) leaves one mark on every
 /// cached object, and runs once per listed object and once per watch event.

@@ -154,9 +154,51 @@ pub struct KubeListerWatcher<K> {
     /// carried-over `modify`, which a protobuf object got while it was decoded.
     json_first: Option<Modify<K>>,
     protobuf: Option<ProtobufDecode<K>>,
+    /// [`drop_managed_fields`](Self::drop_managed_fields)' change of a decoded `K`, before
+    /// `modify` (a `Cached<K>` lister-watcher transcodes without them instead).
+    strip: Option<Modify<K>>,
     /// Bytes of response bodies received, shared by clones.
     received: Arc<AtomicU64>,
+    /// What [`drop_managed_fields`](Self::drop_managed_fields) saw, shared by clones.
+    managed_fields: Arc<ManagedFieldsSeen>,
     _k: PhantomData<fn() -> K>,
+}
+
+/// How many objects came with `managedFields` and how many without, since a
+/// [`KubeListerWatcher`] was told to [drop them](KubeListerWatcher::drop_managed_fields).
+#[derive(Debug, Default)]
+struct ManagedFieldsSeen {
+    stripped: AtomicU64,
+    arrived_without: AtomicU64,
+}
+
+impl ManagedFieldsSeen {
+    fn note(&self, stripped: bool) {
+        if stripped {
+            // Once a process: the server was asked and sent them anyway.
+            if self.stripped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::debug!(
+                    "the API server sent managedFields although asked to drop them (KEP-5958 \
+                     not served): stripped here"
+                );
+            }
+        } else {
+            self.arrived_without.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What became of `managedFields` since a [`KubeListerWatcher`] was told to
+/// [drop them](KubeListerWatcher::drop_managed_fields): how many objects arrived with them
+/// (the server did not drop them: stripped here) and how many without (dropped by the
+/// server, or never had any).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ManagedFieldsDropped {
+    /// Objects that arrived with `managedFields`, which this lister-watcher left out.
+    pub stripped_here: u64,
+    /// Objects that arrived without them.
+    pub arrived_without: u64,
 }
 
 /// How a [`KubeListerWatcher`] makes an object of one protobuf list item or watch event
@@ -174,7 +216,9 @@ impl<K> Clone for KubeListerWatcher<K> {
             modify: self.modify.clone(),
             json_first: self.json_first.clone(),
             protobuf: self.protobuf.clone(),
+            strip: self.strip.clone(),
             received: Arc::clone(&self.received),
+            managed_fields: Arc::clone(&self.managed_fields),
             _k: PhantomData,
         }
     }
@@ -256,13 +300,16 @@ impl<K> KubeListerWatcher<K> {
                 field_selector: None,
                 wire_format: WireFormat::Auto,
                 protobuf_by_default: false,
+                drop_managed_fields: false,
             },
             client: api.into_client(),
             expected,
             modify: None,
             json_first: None,
             protobuf: None,
+            strip: None,
             received: Arc::default(),
+            managed_fields: Arc::default(),
             _k: PhantomData,
         }
     }
@@ -367,9 +414,63 @@ impl<K> KubeListerWatcher<K> {
             modify: None,
             json_first: None,
             protobuf: Some(Arc::new(decode)),
+            strip: None,
             received: self.received,
+            managed_fields: self.managed_fields,
             _k: PhantomData,
         }
+    }
+
+    /// What became of `managedFields` since [`drop_managed_fields`](Self::drop_managed_fields)
+    /// was set: objects stripped here, objects that arrived without. Shared by clones.
+    pub fn managed_fields_dropped(&self) -> ManagedFieldsDropped {
+        ManagedFieldsDropped {
+            stripped_here: self.managed_fields.stripped.load(Ordering::Relaxed),
+            arrived_without: self.managed_fields.arrived_without.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<K: Resource> KubeListerWatcher<K> {
+    /// Leaves every object's `metadata.managedFields` out, from the server where it can,
+    /// here where it cannot: the field that is up to half of an object's bytes and that
+    /// few controllers read (server-side apply's bookkeeping).
+    ///
+    /// - **Asked of the server**: every request's media types carry KEP-5958's
+    ///   `;drop=metadata.managedFields` (alpha gate `ManagedFieldsOptOut`). A server
+    ///   without it ignores the parameter (as k8s.io/apiserver does every parameter it does
+    ///   not know: Kubernetes 1.37.2 does), so asking never fails a request.
+    /// - **Stripped here** when they come anyway, found per object, not assumed: a
+    ///   [`cached`](Self::cached) lister-watcher steps over their bytes while it transcodes
+    ///   protobuf (`Cached::from_protobuf_without_managed_fields`: cheaper than keeping
+    ///   them, where a transform decodes, changes and encodes each object); JSON objects and
+    ///   decoded `K`s lose them after decoding, before [`modify`](Self::modify).
+    ///
+    /// [`managed_fields_dropped`](Self::managed_fields_dropped) says which happened. This
+    /// replaces the transform users write for the same end (client-go's
+    /// `SetTransform` clearing `ManagedFields`, the factory's `transform_meta`).
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::Pod;
+    /// # use kinformer_kube::KubeListerWatcher;
+    /// # fn f(client: kube::Client) {
+    /// let pods = KubeListerWatcher::new(kube::Api::<Pod>::all(client)).drop_managed_fields();
+    /// let counter = pods.clone();
+    /// let informer_lw = pods.cached();
+    /// // ... once synced: the server did not drop them, so they were stripped here.
+    /// let seen = counter.managed_fields_dropped();
+    /// println!("{} stripped here, {} came without", seen.stripped_here, seen.arrived_without);
+    /// # let _ = informer_lw;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn drop_managed_fields(mut self) -> Self {
+        self.requests.drop_managed_fields = true;
+        let seen = Arc::clone(&self.managed_fields);
+        self.strip = Some(Arc::new(move |obj: &mut K| {
+            seen.note(obj.meta_mut().managed_fields.take().is_some());
+        }));
+        self
     }
 }
 
@@ -399,10 +500,23 @@ where
     /// # }
     /// ```
     pub fn cached(self) -> KubeListerWatcher<Cached<K>> {
-        let modify = self.modify.clone();
-        let lw = match self.protobuf.clone() {
-            None if modify.is_none() => self.decode_protobuf_with(Cached::from_protobuf),
-            custom => {
+        // A decoded object is changed as this lister-watcher would: stripped, then modified.
+        let modify = chain(self.strip.as_ref(), self.modify.as_ref());
+        let seen = self
+            .requests
+            .drop_managed_fields
+            .then(|| Arc::clone(&self.managed_fields));
+        let lw = match (self.protobuf.clone(), &seen) {
+            (None, None) if modify.is_none() => self.decode_protobuf_with(Cached::from_protobuf),
+            (None, Some(seen)) if self.modify.is_none() => {
+                let seen = Arc::clone(seen);
+                self.decode_protobuf_with(move |object| {
+                    let (cached, stripped) = Cached::from_protobuf_without_managed_fields(object)?;
+                    seen.note(stripped);
+                    Ok(cached)
+                })
+            }
+            (custom, _) => {
                 let modify = modify.clone();
                 self.decode_protobuf_with(move |object| {
                     let mut obj = match &custom {
@@ -434,6 +548,20 @@ where
     }
 }
 
+/// `first` then `then`, as one change.
+fn chain<K: 'static>(first: Option<&Modify<K>>, then: Option<&Modify<K>>) -> Option<Modify<K>> {
+    match (first, then) {
+        (Some(first), Some(then)) => {
+            let (first, then) = (Arc::clone(first), Arc::clone(then));
+            Some(Arc::new(move |obj: &mut K| {
+                first(obj);
+                then(obj);
+            }))
+        }
+        (first, then) => first.or(then).cloned(),
+    }
+}
+
 impl<K> KubeListerWatcher<K>
 where
     K: DeserializeOwned + Send + 'static,
@@ -442,18 +570,14 @@ where
         self.received.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 
-    /// What a JSON object gets: `json_first`, then `modify`.
+    /// What a protobuf object gets once decoded: `strip`, then `modify`.
+    fn protobuf_modify(&self) -> Option<Modify<K>> {
+        chain(self.strip.as_ref(), self.modify.as_ref())
+    }
+
+    /// What a JSON object gets: `json_first`, then `strip` and `modify`.
     fn json_modify(&self) -> Option<Modify<K>> {
-        match (&self.json_first, &self.modify) {
-            (Some(first), Some(then)) => {
-                let (first, then) = (Arc::clone(first), Arc::clone(then));
-                Some(Arc::new(move |obj: &mut K| {
-                    first(obj);
-                    then(obj);
-                }))
-            }
-            (first, then) => first.clone().or_else(|| then.clone()),
-        }
+        chain(self.json_first.as_ref(), self.protobuf_modify().as_ref())
     }
 
     async fn list_page(&self, o: &ListOptions) -> Result<ListPage<K>, Error> {
@@ -462,11 +586,14 @@ where
         let (format, body) = response::send(&self.client, req, asked_protobuf).await?;
         let body = response::read_body(body).await?;
         self.count(body.as_ref().len());
-        let (expected, modify) = (&self.expected, self.modify.as_ref());
+        let expected = &self.expected;
         match format {
-            Format::Protobuf => {
-                protobuf::decode_list(body.as_ref(), expected, modify, self.protobuf.as_ref())
-            }
+            Format::Protobuf => protobuf::decode_list(
+                body.as_ref(),
+                expected,
+                self.protobuf_modify().as_ref(),
+                self.protobuf.as_ref(),
+            ),
             Format::Json => {
                 let text = std::str::from_utf8(body.as_ref())
                     .map_err(|_| Error::decode("list", "not UTF-8"))?;
@@ -494,7 +621,7 @@ where
         let expected = self.expected.clone();
         Ok(match format {
             Format::Protobuf => {
-                let (modify, custom) = (self.modify.clone(), self.protobuf.clone());
+                let (modify, custom) = (self.protobuf_modify(), self.protobuf.clone());
                 framing::watch_frames(chunks, move |frame| {
                     protobuf::decode_frame(frame, &expected, modify.as_ref(), custom.as_ref())
                 })
@@ -634,6 +761,64 @@ mod tests {
             matches!(&events[0], Ok(WatchEvent::Added(p)) if p.metadata.name.as_deref() == Some("c"))
         );
         assert!(matches!(&events[1], Ok(WatchEvent::Bookmark(b)) if b.initial_events_end));
+    }
+
+    /// A pod message whose metadata has one `managedFields` entry.
+    fn pod_with_managed_fields(name: &str, rv: &str) -> Vec<u8> {
+        let mut fields_v1 = Vec::new();
+        pb::field(&mut fields_v1, 1, br#"{"f:spec":{}}"#);
+        let mut entry = Vec::new();
+        pb::field(&mut entry, 1, b"kubectl");
+        pb::field(&mut entry, 6, b"FieldsV1");
+        pb::field(&mut entry, 7, &fields_v1);
+        let mut meta = pb::object_meta(name, rv, &[]);
+        pb::field(&mut meta, 17, &entry);
+        let mut pod = Vec::new();
+        pb::field(&mut pod, 1, &meta);
+        pod
+    }
+
+    #[tokio::test]
+    async fn dropped_managed_fields_are_asked_for_and_stripped_here_when_they_come_anyway() {
+        let list = pb::pod_list(
+            &[pod_with_managed_fields("a", "1"), pb::pod("b", "2")],
+            "10",
+            "",
+        );
+        let options = ListOptions::new("0", Some(500));
+        // Decoded pods, then the default cache's entries (transcoded without them).
+        let (client, accepts) = canned(200, "application/vnd.kubernetes.protobuf", list.clone());
+        let lw = pods(client).drop_managed_fields();
+        let page = lw.list(&options).await.unwrap();
+        assert!(
+            page.items
+                .iter()
+                .all(|p| p.metadata.managed_fields.is_none())
+        );
+        assert!(accepts.lock().unwrap()[0].ends_with(";drop=metadata.managedFields"));
+        let (client, _) = canned(200, "application/vnd.kubernetes.protobuf", list);
+        let lw = pods(client).drop_managed_fields();
+        let counter = lw.clone();
+        let page = lw.cached().list(&options).await.unwrap();
+        assert!(
+            page.items
+                .iter()
+                .all(|p| p.meta().managed_fields().is_none())
+        );
+        assert_eq!(page.items[0].meta().name(), Some("a"));
+        let seen = counter.managed_fields_dropped();
+        assert_eq!((seen.stripped_here, seen.arrived_without), (1, 1));
+        // JSON (a custom resource's path), with a modify after the strip.
+        let json = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"10"},"items":[
+            {"metadata":{"name":"a","namespace":"ns","managedFields":[{"manager":"m","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}}]}"#;
+        let (client, _) = canned(200, "application/json", json.to_vec());
+        let lw = pods(client)
+            .drop_managed_fields()
+            .modify(|p: &mut Pod| assert!(p.metadata.managed_fields.is_none(), "stripped first"));
+        let counter = lw.clone();
+        let page = lw.cached().list(&options).await.unwrap();
+        assert!(page.items[0].meta().managed_fields().is_none());
+        assert_eq!(counter.managed_fields_dropped().stripped_here, 1);
     }
 
     #[tokio::test]

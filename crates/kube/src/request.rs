@@ -61,7 +61,15 @@ pub(super) struct Requests {
     /// Whether `Auto` asks for protobuf for this type: a built-in type the schema knows,
     /// with a type description fixed at compile time.
     pub(super) protobuf_by_default: bool,
+    /// Whether every media type asked for carries [`DROP_MANAGED_FIELDS`].
+    pub(super) drop_managed_fields: bool,
 }
+
+/// The media type parameter of KEP-5958 (`ManagedFieldsOptOut`): the server leaves
+/// `metadata.managedFields` out of what it sends. A server without it ignores the
+/// parameter (k8s.io/apiserver's `acceptMediaTypeOptions` collects unknown parameters and
+/// goes on), so asking never fails a request.
+pub(super) const DROP_MANAGED_FIELDS: &str = ";drop=metadata.managedFields";
 
 impl Requests {
     /// Whether the requests ask for protobuf first.
@@ -73,7 +81,23 @@ impl Requests {
         }
     }
 
-    fn accept(&self, list: bool) -> &'static str {
+    fn accept(&self, list: bool) -> std::borrow::Cow<'static, str> {
+        let media_types = self.media_types(list);
+        if !self.drop_managed_fields {
+            return media_types.into();
+        }
+        let mut accept = String::with_capacity(media_types.len() + 3 * DROP_MANAGED_FIELDS.len());
+        for (i, media_type) in media_types.split(',').enumerate() {
+            if i > 0 {
+                accept.push(',');
+            }
+            accept.push_str(media_type);
+            accept.push_str(DROP_MANAGED_FIELDS);
+        }
+        accept.into()
+    }
+
+    fn media_types(&self, list: bool) -> &'static str {
         match (self.metadata_only, self.asks_protobuf(), list) {
             (false, false, _) => JSON,
             (false, true, _) => PROTOBUF_THEN_JSON,
@@ -117,7 +141,7 @@ impl Requests {
                 qp.append_pair("resourceVersionMatch", "Exact");
             }
         }
-        build_get(&self.url_path, qp.finish(), self.accept(true))
+        build_get(&self.url_path, qp.finish(), &self.accept(true))
     }
 
     /// A watch, or a streaming list (`sendInitialEvents`).
@@ -136,7 +160,7 @@ impl Requests {
             qp.append_pair("sendInitialEvents", "true");
             qp.append_pair("resourceVersionMatch", "NotOlderThan");
         }
-        let mut req = build_get(&self.url_path, qp.finish(), self.accept(false))?;
+        let mut req = build_get(&self.url_path, qp.finish(), &self.accept(false))?;
         // Uncompressed, as kube-client asks for watches: an event must be readable as soon
         // as its bytes arrive.
         req.headers_mut().insert(
@@ -173,6 +197,7 @@ mod tests {
             field_selector: None,
             wire_format: WireFormat::Json,
             protobuf_by_default: true,
+            drop_managed_fields: false,
         }
     }
 
@@ -301,5 +326,24 @@ mod tests {
         }
         assert!(PROTOBUF_THEN_JSON.starts_with(PROTOBUF));
         assert!(METADATA_PROTOBUF.starts_with(PROTOBUF));
+    }
+
+    #[test]
+    fn dropping_managed_fields_adds_kep_5958s_parameter_to_every_media_type() {
+        let mut r = requests("/api/v1/pods", true);
+        r.drop_managed_fields = true;
+        r.wire_format = WireFormat::Auto;
+        let list = ListOptions::default();
+        let watch = WatchOptions::new("1", std::time::Duration::from_secs(1));
+        for (req, plain) in [
+            (r.list(&list).unwrap(), METADATA_LIST_PROTOBUF),
+            (r.watch(&watch).unwrap(), METADATA_PROTOBUF),
+        ] {
+            let want: Vec<String> = plain
+                .split(',')
+                .map(|m| format!("{m};drop=metadata.managedFields"))
+                .collect();
+            assert_eq!(accept(&req), want.join(","));
+        }
     }
 }

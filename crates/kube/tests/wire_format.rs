@@ -461,3 +461,62 @@ async fn a_compaction_during_a_partition_relists_each_format_exactly_once() {
     assert_agree(&all, 2);
     stop_all(all).await;
 }
+
+// ------------------------------------------------------------------ managedFields dropped
+
+/// `drop_managed_fields` on a server without KEP-5958 (Kubernetes 1.37.2 has no
+/// `ManagedFieldsOptOut`): the `drop` parameter is accepted and ignored, the server sends
+/// `managedFields`, and the lister-watcher strips them itself — in every wire format, from
+/// lists and from streaming lists and watch events — and says so.
+#[tokio::test]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn managed_fields_dropped_where_the_server_keeps_them_are_stripped_here_in_every_format() {
+    let scene = Scene::new(shared().await, "wire-drop", 3).await;
+    let with = scene.direct.get("p-0").await.unwrap();
+    assert!(
+        with.metadata.managed_fields.is_some(),
+        "the server keeps them"
+    );
+    for format in FORMATS {
+        let (client, types) = recording_client(scene.config.clone()).unwrap();
+        let pods = KubeListerWatcher::new(Api::<Pod>::namespaced(client, &scene.ns))
+            .wire_format(format)
+            .drop_managed_fields();
+        let counter = pods.clone();
+        let lw = pods.cached();
+        let page = lw.list(&ListOptions::new("0", Some(500))).await.unwrap();
+        assert_eq!(page.items.len(), 3, "{format:?}");
+        assert!(
+            page.items
+                .iter()
+                .all(|p| p.meta().managed_fields().is_none()),
+            "{format:?}"
+        );
+        let mut options = WatchOptions::new("", Duration::from_secs(30));
+        options.allow_bookmarks = true;
+        options.send_initial_events = true;
+        let mut events = lw.watch(&options).await.unwrap();
+        let mut added = 0;
+        while added < 3 {
+            if let kinformer_reflector::WatchEvent::Added(p) = events.next().await.unwrap().unwrap()
+            {
+                assert!(p.meta().managed_fields().is_none(), "{format:?}");
+                added += 1;
+            }
+        }
+        let seen = counter.managed_fields_dropped();
+        assert_eq!(
+            (seen.stripped_here, seen.arrived_without),
+            (6, 0),
+            "{format:?}"
+        );
+        assert!(
+            match format {
+                WireFormat::Json => types.all_json(),
+                _ => types.all_protobuf(),
+            },
+            "{format:?}: {:?}",
+            types.seen()
+        );
+    }
+}

@@ -90,7 +90,8 @@ pub(super) fn defaults_tables(
          (`WireFormat::Auto`: protobuf); \
          kube-runtime: `reflector` over `watcher` (JSON, kube-rs has no protobuf path). The JSON tables set \
          client-go's and kinformer's wire format to JSON; the stripped ones strip managedFields with each \
-         program's transform (client-go `WithTransform`, kinformer `set_transform`, kube-runtime `modify`). \
+         program's way (client-go `WithTransform`, kinformer `KubeListerWatcher::drop_managed_fields`, \
+         kube-runtime `modify`). \
          Pods as `kinformer_testenv::apply_realistic_pods` makes them: a ReplicaSet's pod (one container with \
          env, ports, resources, probe, volumes) applied by `kube-controller-manager` and its `Running` status \
          by `kubelet`, so managedFields have the two entries real pods have (bytes on the wire in the last \
@@ -182,10 +183,14 @@ pub(super) fn tables(
     use Contender::{ClientGo, Kinformer};
     let mut t = String::new();
     let label = |strip: bool| if strip { "stripped" } else { "kept" };
-    // kinformer (protobuf) with the transform, and with `modify` when stripping.
+    // kinformer (protobuf) with `drop_managed_fields`, and with `modify` when stripping.
     let kinformer_verdict = |strip: bool, k: f64, m: f64, ok: &dyn Fn(f64) -> bool| {
         if strip {
-            format!("transform {}, modify {}", verdict(ok(k)), verdict(ok(m)))
+            format!(
+                "drop_managed_fields {}, modify {}",
+                verdict(ok(k)),
+                verdict(ok(m))
+            )
         } else {
             verdict(ok(k)).to_owned()
         }
@@ -197,8 +202,8 @@ pub(super) fn tables(
         t,
         "Initial sync: time from spawning the process to its \"synced\" line, median of {} runs. \
          client-go and kinformer ask for protobuf by default (client-go's typed clients since v0.32), and for \
-         JSON in the JSON columns; kube-runtime speaks JSON only. kinformer strips with the informer's \
-         transform, kinformer (modify) with `KubeListerWatcher::modify`.\n\n\
+         JSON in the JSON columns; kube-runtime speaks JSON only. kinformer strips with \
+         `KubeListerWatcher::drop_managed_fields`, kinformer (modify) with `KubeListerWatcher::modify`.\n\n\
          | pods | managedFields | {} | kinformer ÷ client-go, protobuf | kinformer (modify) ÷ client-go, protobuf | \
          kinformer ÷ client-go, JSON | kube-runtime ÷ client-go, JSON | target: kinformer ≤ 0.8x client-go in protobuf, ≤ 1.0x in JSON |\n\
          | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
@@ -575,11 +580,11 @@ mod tests {
         assert_tables_rectangular(&d);
         for row in [
             "| 0 | kept | 10 | 5 | – | 30 | 25 | 20 | 0.50x | – | 0.83x | 0.67x | protobuf: met; JSON: met |",
-            "| 100 | stripped | 110 | 105 | 112 | 130 | 125 | 120 | 0.95x | 1.02x | 0.96x | 0.92x | protobuf: transform **missed**, modify **missed**; JSON: met |",
-            "| 0 | stripped | 2.0 | 1.0 | 1.1 | 3.0 | 2.5 | 1.5 | 0.50x | 0.83x | 0.67x | 0.54x | 0.72x | transform met, modify **missed** |",
+            "| 100 | stripped | 110 | 105 | 112 | 130 | 125 | 120 | 0.95x | 1.02x | 0.96x | 0.92x | protobuf: drop_managed_fields **missed**, modify **missed**; JSON: met |",
+            "| 0 | stripped | 2.0 | 1.0 | 1.1 | 3.0 | 2.5 | 1.5 | 0.50x | 0.83x | 0.67x | 0.54x | 0.72x | drop_managed_fields met, modify **missed** |",
             "| 100 | kept | 4.0 | 2.0 | – | 6.0 | 5.0 | 3.0 | 0.50x | 0.83x | 0.67x | – | – | **missed** |",
             "| kept | 21043 | 10557 | – | 31529 | 26286 | 15800 | 0.50x | – | 0.83x | – |",
-            "| stripped | 21043 | 10557 | 11336 | 31529 | 26286 | 15800 | 0.50x | 0.54x | 0.83x | transform **missed**, modify **missed** |",
+            "| stripped | 21043 | 10557 | 11336 | 31529 | 26286 | 15800 | 0.50x | 0.54x | 0.83x | drop_managed_fields **missed**, modify **missed** |",
         ] {
             assert!(t.lines().any(|line| line == row), "no row {row:?} in\n{t}");
         }

@@ -3,8 +3,10 @@
 //! `--store default`) it builds what the factory builds: the default informer, over
 //! `KubeListerWatcher::cached` (protobuf transcoded into `Cached<Pod>`s, read in place);
 //! `--store decoded` keeps decoded pods (the informer over `KubeListerWatcher::new`,
-//! client-go's cache). With `--strip` it strips `managedFields` with the informer's
-//! transform, or with `--strip --modify` while decoding (`KubeListerWatcher::modify`);
+//! client-go's cache). With `--strip` it drops `managedFields`: the default cache with
+//! `KubeListerWatcher::drop_managed_fields` (asked of the server, stripped while transcoding
+//! where the server sends them), the decoded store with the informer's transform; with
+//! `--strip --modify` while decoding (`KubeListerWatcher::modify`);
 //! `--project` caches `PodView`s (stripped while decoding), `--relist` measures a relist
 //! (see the crate docs for the protocol).
 //!
@@ -84,14 +86,14 @@ where
     let transform = args.strip && !args.modify && !args.project;
     match args.store {
         Store::Default => {
+            // The default cache drops them as it transcodes: what a user is told to use
+            // instead of a transform (which would decode, change and encode each pod).
+            if transform {
+                pods = pods.drop_managed_fields();
+            }
             let informer = SharedIndexInformer::builder(pods.cached())
                 .name("pods")
                 .build();
-            if transform {
-                informer.set_transform(|obj: Arc<Cached<K>>| {
-                    Ok(Arc::new(obj.map(|k| k.meta_mut().managed_fields = None)?))
-                })?;
-            }
             finish(informer, start, args).await
         }
         Store::Decoded => {

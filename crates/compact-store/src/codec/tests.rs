@@ -285,3 +285,50 @@ fn compounds_past_the_reserved_length_round_trip() {
     assert!(crate::view::read::next(&mut d).is_some());
     assert!(d.is_empty());
 }
+
+/// `Keep::AllButManagedFields` leaves out the top-level `metadata.managedFields` and
+/// nothing else: of a typed object, of `DynamicObject` (whose top level is a map, its fields
+/// flattened), and not a field of that name anywhere below.
+#[test]
+fn managed_fields_are_left_out_of_the_metadata_alone() {
+    let pod = pod_with_managed_fields();
+    let mut without = pod.clone();
+    without.metadata.managed_fields = None;
+    let mut buf = Vec::new();
+    assert!(encode_with(&pod, &mut buf, Keep::AllButManagedFields).unwrap());
+    assert_eq!(
+        decode::<k8s_openapi::api::core::v1::Pod>(&buf).unwrap(),
+        without
+    );
+    let mut plain = Vec::new();
+    encode(&without, &mut plain).unwrap();
+    assert_eq!(
+        buf, plain,
+        "the same bytes as an object that never had them"
+    );
+    // Nothing to leave out: nothing left out, the same bytes.
+    let mut again = Vec::new();
+    assert!(!encode_with(&without, &mut again, Keep::AllButManagedFields).unwrap());
+    assert_eq!(again, plain);
+
+    let dynamic: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": serde_json::to_value(&pod.metadata).unwrap(),
+        "spec": {"managedFields": ["kept: not the metadata's"],
+                 "metadata": {"managedFields": "kept: below the top"}}
+    }))
+    .unwrap();
+    let mut buf = Vec::new();
+    assert!(encode_with(&dynamic, &mut buf, Keep::AllButManagedFields).unwrap());
+    let back: Value = decode(&buf).unwrap();
+    let mut want = serde_json::to_value(&dynamic).unwrap();
+    want["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("managedFields");
+    assert_eq!(back, want);
+    assert_eq!(
+        back["spec"]["metadata"]["managedFields"],
+        "kept: below the top"
+    );
+}
