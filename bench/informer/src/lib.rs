@@ -5,7 +5,7 @@
 //! driver as
 //!
 //! ```text
-//! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M]
+//! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--compression gzip|none] [--strip [--modify]] [--latency M]
 //!              [--store default|decoded] [--project] [--relist] [--settle [--trim]]
 //! <contender> --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] --reads
 //! <contender> --kubeconfig PATH --namespace NS --expect N --resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]
@@ -156,6 +156,9 @@ pub struct Args {
     pub dynamic: bool,
     /// After the sync, run the read workload of [`reads`] (pods, each side's defaults).
     pub reads: bool,
+    /// Whether to ask for gzip (`--compression gzip|none`; `None`: the contender's
+    /// default). kinformer and client-go only.
+    pub gzip: Option<bool>,
 }
 
 /// A custom resource to sync (`--resource GROUP/VERSION/PLURAL --kind KIND`).
@@ -256,6 +259,7 @@ impl Args {
         let (mut project, mut relist, mut trim, mut settle) = (false, false, false, false);
         let (mut resource, mut kind, mut dynamic) = (None, None, false);
         let mut reads = false;
+        let mut gzip = None;
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -288,8 +292,15 @@ impl Args {
                 "--kind" => kind = Some(value()?),
                 "--dynamic" => dynamic = true,
                 "--reads" => reads = true,
+                "--compression" => {
+                    gzip = Some(match value()?.as_str() {
+                        "gzip" => true,
+                        "none" => false,
+                        other => bail!("--compression {other:?}: want gzip or none"),
+                    });
+                }
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip [--modify]] [--latency M] [--store default|decoded] [--project] [--relist] [--trim] [--settle] [--resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]] [--reads]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--compression gzip|none] [--strip [--modify]] [--latency M] [--store default|decoded] [--project] [--relist] [--trim] [--settle] [--resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]] [--reads]"
                 ),
             }
         }
@@ -342,6 +353,7 @@ impl Args {
             resource,
             dynamic,
             reads,
+            gzip,
         })
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kinformer_compact_store::Cached;
 use kinformer_core::{Clock, ErrorChain, MetaObject, TokioClock};
 use kinformer_indexer::IndexerWriter;
-use kinformer_kube::{KubeListerWatcher, WireFormat};
+use kinformer_kube::{Compression, KubeListerWatcher, WireFormat};
 use kinformer_reflector::{Backoff, ShardSelector};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
@@ -221,6 +221,7 @@ struct Config {
     stores: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     transform: Option<MetaTransform>,
     drop_managed_fields: bool,
+    compression: Compression,
     fifo: FifoKind,
     backoff: Backoff,
     clock: Arc<dyn Clock>,
@@ -421,6 +422,14 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
+    /// Whether every informer's lists and streaming lists ask for gzip (default
+    /// [`Compression::Gzip`], as client-go; see there for what it costs).
+    #[must_use]
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.config.compression = compression;
+        self
+    }
+
     /// The `name` label of the factory's informers in client-go 1.36's informer metrics
     /// (client-go's `WithInformerName`; empty by default). Each informer's identity there is
     /// this name and its group, version and resource ([`InformerStats::identity`](crate::InformerStats::identity)).
@@ -555,6 +564,7 @@ impl SharedInformerFactory {
                 stores: HashMap::new(),
                 transform: None,
                 drop_managed_fields: false,
+                compression: Compression::default(),
                 fifo: FifoKind::default(),
                 backoff: Backoff::default(),
                 clock: Arc::new(TokioClock),
@@ -704,7 +714,8 @@ impl SharedInformerFactory {
             dyntype,
             id.options.namespace.as_deref(),
         )
-        .wire_format(self.inner.config.wire_format);
+        .wire_format(self.inner.config.wire_format)
+        .compression(self.inner.config.compression);
         if let Some(l) = &id.options.label_selector {
             lw = lw.labels(l);
         }

@@ -112,28 +112,69 @@ where
     .boxed()
 }
 
-/// Turns a watch response body of length-delimited frames (a 4-byte big-endian length,
-/// then the frame: `application/vnd.kubernetes.protobuf;stream=watch`) into a stream of
-/// events: `decode` gets each frame and says what it is. A connection that ends mid-frame,
-/// or that the peer cuts, ends the stream cleanly; a frame longer than client-go's limit
-/// (16 MiB) is a decode error and the last item (the stream cannot be resynchronised), as
-/// is any other read failure.
-pub(super) fn watch_frames<K, S, B, D>(body: S, decode: D) -> WatchStream<K>
+/// Cuts a watch body into its events as its chunks arrive: protobuf's length-delimited
+/// frames ([`FrameDecoder`]) or a CBOR sequence's data items
+/// ([`Sequence`](crate::cbor::Sequence)).
+pub(super) trait Frames: Send + 'static {
+    /// Appends a chunk of the body.
+    fn push(&mut self, bytes: &[u8]);
+    /// The next whole event, `None` until all of it is in.
+    ///
+    /// # Errors
+    /// When the stream cannot go on (a malformed or oversized event).
+    fn next_frame(&mut self) -> Result<Option<&[u8]>, Error>;
+    /// Bytes of an event not all in (what a cut mid-event leaves).
+    fn unfinished(&self) -> usize;
+}
+
+impl Frames for FrameDecoder {
+    fn push(&mut self, bytes: &[u8]) {
+        FrameDecoder::push(self, bytes);
+    }
+    fn next_frame(&mut self) -> Result<Option<&[u8]>, Error> {
+        FrameDecoder::next_frame(self).map_err(|e| Error::decode("watch stream", e.to_string()))
+    }
+    fn unfinished(&self) -> usize {
+        self.buffered()
+    }
+}
+
+impl Frames for crate::cbor::Sequence {
+    fn push(&mut self, bytes: &[u8]) {
+        crate::cbor::Sequence::push(self, bytes);
+    }
+    fn next_frame(&mut self) -> Result<Option<&[u8]>, Error> {
+        self.next_item()
+    }
+    fn unfinished(&self) -> usize {
+        self.buffered()
+    }
+}
+
+/// Turns a watch response body of events that `frames` cuts out (protobuf's
+/// length-delimited frames, `application/vnd.kubernetes.protobuf;stream=watch`; a CBOR
+/// sequence, `application/cbor-seq`) into a stream of events: `decode` gets each and says
+/// what it is. A connection that ends mid-event, or that the peer cuts, ends the stream
+/// cleanly; an event longer than client-go's limit (16 MiB) or malformed framing is a
+/// decode error and the last item (the stream cannot be resynchronised), as is any other
+/// read failure.
+pub(super) fn watch_frames<K, S, B, F, D>(body: S, frames: F, decode: D) -> WatchStream<K>
 where
     K: Send + 'static,
     S: Stream<Item = Result<B, io::Error>> + Send + 'static,
     B: AsRef<[u8]>,
+    F: Frames,
     D: FnMut(&[u8]) -> Result<WatchEvent<K>, Error> + Send + 'static,
 {
-    struct State<S, D> {
+    struct State<S, F, D> {
         body: std::pin::Pin<Box<S>>,
-        frames: FrameDecoder,
+        frames: F,
         decode: D,
         done: bool,
     }
     let state = State {
         body: Box::pin(body),
-        frames: FrameDecoder::new(),
+        frames,
         decode,
         done: false,
     };
@@ -150,15 +191,16 @@ where
                 Ok(None) => {}
                 Err(e) => {
                     st.done = true;
-                    return Some((Err(Error::decode("watch stream", e.to_string())), st));
+                    return Some((Err(e), st));
                 }
             }
             match st.body.next().await {
                 Some(Ok(chunk)) => st.frames.push(chunk.as_ref()),
                 None => {
-                    if let Err(e) = st.frames.finish() {
+                    let unfinished = st.frames.unfinished();
+                    if unfinished > 0 {
                         // A cut, not a malformed event.
-                        tracing::debug!(error = %e, "watch connection ended mid-event");
+                        tracing::debug!(unfinished, "watch connection ended mid-event");
                     }
                     return None;
                 }
@@ -237,6 +279,7 @@ mod frame_tests {
         chunks.extend(tail.map(Err));
         let stream: WatchStream<String> = watch_frames(
             futures::stream::iter(chunks),
+            FrameDecoder::new(),
             |frame: &[u8]| match std::str::from_utf8(frame) {
                 Ok(s) => Ok(WatchEvent::Bookmark(Bookmark::new(s, false))),
                 Err(_) => Err(Error::decode("frame", "not UTF-8")),

@@ -75,6 +75,8 @@
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod cbor;
+mod compression;
 mod decode;
 mod framing;
 mod json;
@@ -88,6 +90,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kinformer_compact_store::Cached;
+use kinformer_protobuf::FrameDecoder;
 use kinformer_reflector::BoxFuture;
 use kube::Resource;
 use kube::core::PartialObjectMeta;
@@ -99,7 +102,7 @@ use decode::{Expected, Modify};
 /// [`KubeListerWatcher`]'s client with [`reflector_client`].
 pub use kinformer_client::{ReflectorConnection, reflector_client, reflector_connection};
 use request::Requests;
-pub use request::WireFormat;
+pub use request::{Compression, WireFormat};
 use response::Format;
 
 use kinformer_reflector::{Error, ListOptions, ListPage, ListerWatcher, WatchOptions, WatchStream};
@@ -301,6 +304,7 @@ impl<K> KubeListerWatcher<K> {
                 wire_format: WireFormat::Auto,
                 protobuf_by_default: false,
                 drop_managed_fields: false,
+                compression: Compression::default(),
             },
             client: api.into_client(),
             expected,
@@ -335,6 +339,16 @@ impl<K> KubeListerWatcher<K> {
     #[must_use]
     pub fn wire_format(mut self, format: WireFormat) -> Self {
         self.requests.wire_format = format;
+        self
+    }
+
+    /// Whether lists and streaming lists ask for gzip (default [`Compression::Gzip`], as
+    /// client-go; see there for what the server compresses and what it costs). A gzip response is decoded
+    /// whatever was asked; [`bytes_received`](Self::bytes_received) counts its compressed
+    /// bytes.
+    #[must_use]
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.requests.compression = compression;
         self
     }
 
@@ -582,23 +596,30 @@ where
 
     async fn list_page(&self, o: &ListOptions) -> Result<ListPage<K>, Error> {
         let req = self.requests.list(o)?;
-        let asked_protobuf = self.requests.asks_protobuf();
-        let (format, body) = response::send(&self.client, req, asked_protobuf).await?;
-        let body = response::read_body(body).await?;
+        let resp = response::send(&self.client, req, self.requests.asks()).await?;
+        let body = response::read_body(resp.body).await?;
         self.count(body.as_ref().len());
+        let unzipped;
+        let body: &[u8] = if resp.gzip {
+            unzipped = compression::gunzip(body.as_ref()).await?;
+            &unzipped
+        } else {
+            body.as_ref()
+        };
         let expected = &self.expected;
-        match format {
+        match resp.format {
             Format::Protobuf => protobuf::decode_list(
-                body.as_ref(),
+                body,
                 expected,
                 self.protobuf_modify().as_ref(),
                 self.protobuf.as_ref(),
             ),
             Format::Json => {
-                let text = std::str::from_utf8(body.as_ref())
-                    .map_err(|_| Error::decode("list", "not UTF-8"))?;
+                let text =
+                    std::str::from_utf8(body).map_err(|_| Error::decode("list", "not UTF-8"))?;
                 json::decode_list(text, expected, self.json_modify().as_ref())
             }
+            Format::Cbor => cbor::decode_list(body, expected, self.json_modify().as_ref()),
         }
     }
 
@@ -607,22 +628,27 @@ where
         use http_body_util::BodyExt;
 
         let req = self.requests.watch(o)?;
-        let asked_protobuf = self.requests.asks_protobuf();
-        let (format, body) = response::send(&self.client, req, asked_protobuf).await?;
+        let resp = response::send(&self.client, req, self.requests.asks()).await?;
         // kube's client wraps body errors; the framing tells a cut from a failure by the
         // I/O error inside.
         let received = Arc::clone(&self.received);
-        let chunks = body
+        let chunks = resp
+            .body
             .into_data_stream()
             .inspect_ok(move |chunk| {
                 received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             })
             .map_err(std::io::Error::other);
+        let chunks = if resp.gzip {
+            futures::StreamExt::boxed(compression::gunzip_stream(chunks.into_async_read()))
+        } else {
+            futures::StreamExt::boxed(chunks)
+        };
         let expected = self.expected.clone();
-        Ok(match format {
+        Ok(match resp.format {
             Format::Protobuf => {
                 let (modify, custom) = (self.protobuf_modify(), self.protobuf.clone());
-                framing::watch_frames(chunks, move |frame| {
+                framing::watch_frames(chunks, FrameDecoder::new(), move |frame| {
                     protobuf::decode_frame(frame, &expected, modify.as_ref(), custom.as_ref())
                 })
             }
@@ -630,6 +656,12 @@ where
                 let modify = self.json_modify();
                 framing::watch_lines(chunks.into_async_read(), move |line| {
                     json::decode_line(line, &expected, modify.as_ref())
+                })
+            }
+            Format::Cbor => {
+                let modify = self.json_modify();
+                framing::watch_frames(chunks, cbor::Sequence::default(), move |item| {
+                    cbor::decode_event(item, &expected, modify.as_ref())
                 })
             }
         })
@@ -942,32 +974,21 @@ mod tests {
         let cfg = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
         let client = kube::Client::try_from(cfg).unwrap();
         let typed = KubeListerWatcher::new(kube::Api::<Pod>::all(client.clone()));
-        assert!(typed.requests.asks_protobuf());
-        assert!(
-            !typed
-                .clone()
-                .wire_format(WireFormat::Json)
-                .requests
-                .asks_protobuf()
-        );
+        assert!(typed.requests.asks() == Format::Protobuf);
+        assert!(typed.clone().wire_format(WireFormat::Json).requests.asks() != Format::Protobuf);
         let meta = KubeListerWatcher::metadata_only(kube::Api::<Pod>::all(client.clone()));
-        assert!(meta.requests.asks_protobuf());
+        assert!(meta.requests.asks() == Format::Protobuf);
         // DynamicObject, even for a built-in type, and a custom resource: JSON, unless asked.
         let pod_ar = ApiResource::erase::<Pod>(&());
         let dynamic = KubeListerWatcher::new_with(
             kube::Api::<DynamicObject>::all_with(client.clone(), &pod_ar),
             &pod_ar,
         );
-        assert!(!dynamic.requests.asks_protobuf());
-        assert!(
-            dynamic
-                .wire_format(WireFormat::Protobuf)
-                .requests
-                .asks_protobuf()
-        );
+        assert!(dynamic.requests.asks() != Format::Protobuf);
+        assert!(dynamic.wire_format(WireFormat::Protobuf).requests.asks() == Format::Protobuf);
         let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
         let crd =
             KubeListerWatcher::new_with(kube::Api::<DynamicObject>::all_with(client, &ar), &ar);
-        assert!(!crd.requests.asks_protobuf());
+        assert!(crd.requests.asks() != Format::Protobuf);
     }
 }

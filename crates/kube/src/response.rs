@@ -3,6 +3,8 @@
 
 use kinformer_protobuf::MEDIA_TYPE as PROTOBUF;
 
+use super::cbor;
+use super::compression;
 use super::decode::truncate;
 use super::json::describe_json_error;
 use super::protobuf;
@@ -16,6 +18,9 @@ pub(super) enum Format {
     /// `application/vnd.kubernetes.protobuf` (`;stream=watch` for a watch): a `k8s\0`
     /// envelope, or a watch stream of length-delimited frames.
     Protobuf,
+    /// `application/cbor`: one data item; `application/cbor-seq` for a watch: a CBOR
+    /// sequence of events.
+    Cbor,
 }
 
 impl Format {
@@ -25,13 +30,9 @@ impl Format {
     ///
     /// # Errors
     /// [`Error::Decode`] for any other media type (what a proxy's HTML error page has).
-    pub(super) fn of(content_type: Option<&[u8]>, asked_protobuf: bool) -> Result<Self, Error> {
+    pub(super) fn of(content_type: Option<&[u8]>, asked: Format) -> Result<Self, Error> {
         let Some(raw) = content_type else {
-            return Ok(if asked_protobuf {
-                Self::Protobuf
-            } else {
-                Self::Json
-            });
+            return Ok(asked);
         };
         let media = std::str::from_utf8(raw)
             .ok()
@@ -42,6 +43,10 @@ impl Format {
             Ok(Self::Json)
         } else if media.eq_ignore_ascii_case(PROTOBUF) {
             Ok(Self::Protobuf)
+        } else if media.eq_ignore_ascii_case(cbor::MEDIA_TYPE)
+            || media.eq_ignore_ascii_case(cbor::SEQUENCE_MEDIA_TYPE)
+        {
+            Ok(Self::Cbor)
         } else {
             Err(Error::decode(
                 "response",
@@ -61,8 +66,8 @@ impl Format {
 pub(super) async fn send(
     client: &kube::Client,
     req: http::Request<Vec<u8>>,
-    asked_protobuf: bool,
-) -> Result<(Format, kube::client::Body), Error> {
+    asked: Format,
+) -> Result<Response, Error> {
     let resp = client
         .send(req.map(kube::client::Body::from))
         .await
@@ -72,13 +77,30 @@ pub(super) async fn send(
         resp.headers()
             .get(http::header::CONTENT_TYPE)
             .map(http::HeaderValue::as_bytes),
-        asked_protobuf,
+        asked,
     );
+    let gzip = compression::is_gzip(resp.headers().get(http::header::CONTENT_ENCODING));
     if code.is_client_error() || code.is_server_error() {
         let body = resp.into_body().collect_bytes().await.map_err(from_kube)?;
+        let body = match gzip {
+            true => compression::gunzip(&body).await.unwrap_or_default(),
+            false => body.to_vec(),
+        };
         return Err(Error::Api(error_status(code, format.ok(), &body)));
     }
-    Ok((format?, resp.into_body()))
+    Ok(Response {
+        format: format?,
+        gzip,
+        body: resp.into_body(),
+    })
+}
+
+/// A successful response: its body, how to decode it, whether it is gzip.
+pub(super) struct Response {
+    pub(super) format: Format,
+    /// `Content-Encoding: gzip`.
+    pub(super) gzip: bool,
+    pub(super) body: kube::client::Body,
 }
 
 /// Reads the whole body of a successful response.
@@ -93,6 +115,7 @@ fn error_status(code: http::StatusCode, format: Option<Format>, body: &[u8]) -> 
     let decoded = match format {
         Some(Format::Json) => serde_json::from_slice::<kube::core::Status>(body).ok(),
         Some(Format::Protobuf) => protobuf::decode_status(body).ok(),
+        Some(Format::Cbor) => cbor::decode_status(body),
         None => None,
     };
     match decoded {
@@ -155,8 +178,10 @@ mod tests {
                 "application/vnd.kubernetes.protobuf;stream=watch",
                 Format::Protobuf,
             ),
+            ("application/cbor", Format::Cbor),
+            ("application/cbor-seq", Format::Cbor),
         ] {
-            for asked in [false, true] {
+            for asked in [Format::Json, Format::Protobuf, Format::Cbor] {
                 assert_eq!(
                     Format::of(Some(ct.as_bytes()), asked).unwrap(),
                     want,
@@ -164,10 +189,11 @@ mod tests {
                 );
             }
         }
-        assert_eq!(Format::of(None, true).unwrap(), Format::Protobuf);
-        assert_eq!(Format::of(None, false).unwrap(), Format::Json);
+        for asked in [Format::Json, Format::Protobuf, Format::Cbor] {
+            assert_eq!(Format::of(None, asked).unwrap(), asked);
+        }
         for other in [&b"text/html"[..], b"application/yaml", b"\xff\xfe"] {
-            let err = Format::of(Some(other), true).unwrap_err();
+            let err = Format::of(Some(other), Format::Protobuf).unwrap_err();
             assert!(matches!(err, Error::Decode { .. }), "{err:?}");
         }
     }

@@ -17,7 +17,9 @@ use crate::error::{Error, io as io_err};
 /// accepted and closed at once, as a dead network path looks to a TLS client);
 /// [`TcpProxy::heal`] lets connections through again. [`TcpProxy::slow_connections`] makes
 /// every new connection wait before it reaches the server (a TLS handshake that takes that
-/// long, as on a loaded machine). Plain threads move the bytes, so
+/// long, as on a loaded machine). [`TcpProxy::limit_bandwidth`] paces what the server sends
+/// each connection (a slow link), and [`TcpProxy::bytes_to_clients`] counts it (what a
+/// client received, whatever client it is). Plain threads move the bytes, so
 /// the proxy works whatever async runtime (or none) the test uses. Dropping it stops
 /// the listener and closes all connections.
 #[derive(Debug)]
@@ -32,6 +34,10 @@ struct Shared {
     partitioned: AtomicBool,
     /// How long a new connection waits before it reaches the server, in milliseconds.
     connect_delay_ms: AtomicU64,
+    /// Bytes a second the server may send each connection; 0: no limit.
+    bandwidth: AtomicU64,
+    /// Bytes the server sent clients, through every connection so far.
+    to_clients: AtomicU64,
     stopped: AtomicBool,
     next_id: AtomicU64,
     /// Both sockets of every open connection, so `partition` can cut them.
@@ -82,6 +88,8 @@ impl TcpProxy {
             target,
             partitioned: AtomicBool::new(false),
             connect_delay_ms: AtomicU64::new(0),
+            bandwidth: AtomicU64::new(0),
+            to_clients: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             conns: Mutex::new(HashMap::new()),
@@ -116,6 +124,21 @@ impl TcpProxy {
     pub fn slow_connections(&self, delay: std::time::Duration) {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self.shared.connect_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Paces what the server sends each connection to `bytes_per_second` from now on, open
+    /// connections too (`None`: as fast as loopback goes): a link of that bandwidth per
+    /// connection, without the burst an idle connection would have saved up.
+    pub fn limit_bandwidth(&self, bytes_per_second: Option<u64>) {
+        self.shared
+            .bandwidth
+            .store(bytes_per_second.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// Bytes the server has sent clients through this proxy so far (TLS records, HTTP
+    /// framing and all): what the clients received, counted the same way for any client.
+    pub fn bytes_to_clients(&self) -> u64 {
+        self.shared.to_clients.load(Ordering::SeqCst)
     }
 
     /// Whether the proxy is partitioned.
@@ -189,20 +212,53 @@ fn connect_pair(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         shared.cut(id);
         return Ok(());
     }
-    for (mut from, mut to) in [
-        (client.try_clone()?, upstream.try_clone()?),
-        (upstream, client),
+    for (mut from, mut to, to_client) in [
+        (client.try_clone()?, upstream.try_clone()?, false),
+        (upstream, client, true),
     ] {
         let s = Arc::clone(shared);
         thread::Builder::new()
             .name("testenv-proxy-copy".into())
             .spawn(move || {
-                let _ = io::copy(&mut from, &mut to);
+                let _ = if to_client {
+                    paced_copy(&mut from, &mut to, &s)
+                } else {
+                    io::copy(&mut from, &mut to).map(|_| ())
+                };
                 // Either side ending ends the connection: HTTP clients never half-close.
                 s.cut(id);
             })?;
     }
     Ok(())
+}
+
+/// Copies what the server sends to the client, counted, at most at the proxy's bandwidth:
+/// each chunk leaves when the link would have carried the ones before it (no credit for
+/// idle time).
+fn paced_copy(from: &mut TcpStream, to: &mut TcpStream, shared: &Shared) -> io::Result<()> {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    let mut buf = vec![0; 16 * 1024];
+    let mut link_free = Instant::now();
+    loop {
+        let n = from.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let rate = shared.bandwidth.load(Ordering::Relaxed);
+        if rate > 0 {
+            #[allow(clippy::cast_precision_loss)]
+            let busy = Duration::from_secs_f64(n as f64 / rate as f64);
+            let now = Instant::now();
+            link_free = link_free.max(now) + busy;
+            // The chunk is on the wire until `link_free`: it arrives then.
+            thread::sleep(link_free.saturating_duration_since(now));
+        }
+        // Counted before it is written: a client that read it all sees it counted.
+        shared.to_clients.fetch_add(n as u64, Ordering::SeqCst);
+        to.write_all(&buf[..n])?;
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +310,30 @@ mod tests {
         proxy.heal();
         let mut after = TcpStream::connect(proxy.addr()).unwrap();
         roundtrip(&mut after).unwrap();
+    }
+
+    #[test]
+    fn a_bandwidth_limit_paces_what_the_server_sends_and_every_byte_is_counted() {
+        let proxy = TcpProxy::start(echo()).unwrap();
+        let mut c = TcpStream::connect(proxy.addr()).unwrap();
+        roundtrip(&mut c).unwrap();
+        assert_eq!(proxy.bytes_to_clients(), 4);
+        // 64 KiB at 256 KiB/s: a quarter of a second, give or take the first chunk.
+        proxy.limit_bandwidth(Some(256 * 1024));
+        let data = vec![7u8; 64 * 1024];
+        let start = std::time::Instant::now();
+        let mut w = c.try_clone().unwrap();
+        let writer = thread::spawn(move || w.write_all(&data));
+        let mut back = vec![0; 64 * 1024];
+        c.read_exact(&mut back).unwrap();
+        writer.join().unwrap().unwrap();
+        let took = start.elapsed();
+        assert!(took >= std::time::Duration::from_millis(180), "{took:?}");
+        assert_eq!(proxy.bytes_to_clients(), 4 + 64 * 1024);
+        proxy.limit_bandwidth(None);
+        let start = std::time::Instant::now();
+        roundtrip(&mut c).unwrap();
+        assert!(start.elapsed() < std::time::Duration::from_millis(100));
     }
 
     #[test]

@@ -60,6 +60,11 @@
 //!    table per count, recorded in their own section. Every side's checksums of what it
 //!    read must agree.
 //!
+//! 7. gzip ([`gzip`]), with `--gzip` (and nothing else): for every `--pods` count above 0,
+//!    client-go and kinformer each with and without gzip, syncing through testenv's proxy
+//!    on loopback and paced to `--bandwidth-mbit`; sync, CPU, the API server's CPU and the
+//!    bytes the proxy carried, recorded in their own section.
+//!
 //! Medians, ratios to client-go, the exact command and three SVG charts
 //! (`bench/informer/charts/`) go to BENCHMARKS.md. With no mode flag the bench runs steps
 //! 1–4; `--defaults-only`, `--memory-only`, `--crd-only` and `--reads` run one part each.
@@ -71,6 +76,7 @@
 mod charts;
 mod contenders;
 mod crd;
+mod gzip;
 mod measure;
 mod memory;
 mod reads;
@@ -143,6 +149,14 @@ struct Opts {
     /// handler), `--runs` processes each, rotating (recorded in their own section).
     #[arg(long, conflicts_with_all = ["memory_only", "defaults_only", "crd_only"])]
     reads: bool,
+    /// Only gzip: for every `--pods` count above 0, client-go and kinformer with and
+    /// without gzip, on loopback and through a proxy paced to `--bandwidth-mbit`, `--runs`
+    /// processes each (recorded in their own section).
+    #[arg(long, conflicts_with_all = ["memory_only", "defaults_only", "crd_only", "reads"])]
+    gzip: bool,
+    /// `--gzip`: the paced link's bandwidth per connection, in Mbit/s.
+    #[arg(long, default_value_t = 100.0)]
+    bandwidth_mbit: f64,
     /// Print the results without writing BENCHMARKS.md and the charts.
     #[arg(long)]
     no_record: bool,
@@ -217,6 +231,40 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                 " `--pods` counts scaled objects here.",
                 &tables,
             )?;
+        }
+        return Ok(());
+    }
+
+    if opts.gzip {
+        let counts: Vec<usize> = pods.iter().copied().filter(|&n| n > 0).collect();
+        let mut runs = gzip::GzipRuns::default();
+        for &n in &counts {
+            let ns = rt.block_on(cp.create_namespace(&format!("gzip-{n}")))?;
+            let api = Api::<Pod>::namespaced(client.clone(), &ns);
+            create_pods(&rt, &api, n)?;
+            gzip::measure(
+                &mut runs,
+                &rt,
+                &cp,
+                &bins,
+                &ns,
+                n,
+                opts.runs,
+                opts.bandwidth_mbit,
+            )?;
+        }
+        drop(cp);
+        let load_after = load_average();
+        let run = report::Run {
+            command: &command,
+            load_before: &load_before,
+            load_after: &load_after,
+            elapsed: began.elapsed(),
+        };
+        let tables = runs.tables(&counts, opts.runs, opts.bandwidth_mbit);
+        println!("\n{}", report::part_body(&run, "", &tables));
+        if !opts.no_record {
+            report::record_part(&root, "gzip", &run, "", &tables)?;
         }
         return Ok(());
     }

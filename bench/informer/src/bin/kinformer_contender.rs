@@ -34,7 +34,7 @@ use kinformer_compact_store::Cached;
 use kinformer_core::KnownObjects as _;
 use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, Selector, parse_selector};
 use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
-use kinformer_kube::{KubeListerWatcher, WireFormat, reflector_client};
+use kinformer_kube::{Compression, KubeListerWatcher, WireFormat, reflector_client};
 use kube::api::DynamicObject;
 use kube::{Api, Resource};
 use serde::Serialize;
@@ -76,7 +76,8 @@ where
 {
     let client = reflector_client(kube_config(&args).await?)?;
     let mut pods = KubeListerWatcher::new(Api::<K>::namespaced(client, &args.namespace))
-        .wire_format(wire_format(&args));
+        .wire_format(wire_format(&args))
+        .compression(compression(&args));
     // A projection is always stripped: client-go's projecting transform clears
     // managedFields too.
     if (args.strip && args.modify) || args.project {
@@ -111,6 +112,15 @@ where
             }
             finish(informer, start, args).await
         }
+    }
+}
+
+/// What `--compression` asks for; the default without it.
+fn compression(args: &Args) -> Compression {
+    match args.gzip {
+        None => Compression::default(),
+        Some(true) => Compression::Gzip,
+        Some(false) => Compression::None,
     }
 }
 

@@ -1,8 +1,8 @@
 // Command informer-peer is client-go's contender in `cargo xtask bench informer`: a
 // SharedInformerFactory's pod informer over one namespace, run as a separate process.
 //
-//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--strip] [--latency M] [--project] [--relist] [--settle]
-//	informer-peer --kubeconfig PATH --namespace NS --expect N --resource GROUP/VERSION/PLURAL [--latency M] [--relist] [--settle]
+//	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--compression gzip|none] [--strip] [--latency M] [--project] [--relist] [--settle]
+//	informer-peer --kubeconfig PATH --namespace NS --expect N --resource GROUP/VERSION/PLURAL [--compression gzip|none] [--latency M] [--relist] [--settle]
 //	informer-peer --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] --reads
 //
 // --resource syncs that custom resource instead of pods, with client-go's default for a
@@ -11,6 +11,11 @@
 // NewDynamicSharedInformerFactory for one namespace) caching unstructured objects, no
 // transform. The dynamic client speaks JSON (it sets the config's content type itself), so
 // --wire is json there; --strip and --project are for pods only.
+//
+// --compression none sets the config's DisableCompression, so that Go's transport stops
+// asking for gzip; gzip (the default) is client-go's: every request says
+// Accept-Encoding: gzip, and the API server compresses lists over 128 KiB and (1.37,
+// WatchListCompression) streaming lists.
 //
 // --wire picks the encoding client-go asks the API server for. protobuf is client-go's
 // default for built-in types since v0.32 (typed clients are built with
@@ -87,7 +92,16 @@ func main() {
 	settle := flag.Bool("settle", false, "print the RSS two seconds after the sync")
 	resource := flag.String("resource", "", "sync this custom resource (group/version/plural) with a dynamic informer instead of pods")
 	reads := flag.Bool("reads", false, "after the sync, run the read workload (pods, the default informer with a byNode index)")
+	compression := flag.String("compression", "gzip", "gzip (client-go's default: Accept-Encoding: gzip) or none (DisableCompression)")
 	flag.Parse()
+	switch *compression {
+	case "gzip":
+	case "none":
+		disableCompression = true
+	default:
+		fmt.Fprintln(os.Stderr, "informer-peer: --compression", *compression, ": want gzip or none")
+		os.Exit(2)
+	}
 	if *reads {
 		if *strip || *project || *relist || *settle || *latency != 0 || *resource != "" {
 			fmt.Fprintln(os.Stderr, "informer-peer: --reads reads the default pod informer's cache: no --strip, --project, --resource, --latency, --relist or --settle")
@@ -130,11 +144,15 @@ type informer struct {
 	start func(stop <-chan struct{})
 }
 
+// disableCompression is --compression none.
+var disableCompression bool
+
 func run(start time.Time, kubeconfig, namespace string, expect int, wire, resource string, strip bool, want int, project, relist, settle bool) error {
 	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
 	}
+	config.DisableCompression = disableCompression
 	var inf informer
 	if resource != "" {
 		inf, err = dynamicInformer(config, namespace, resource)
