@@ -100,6 +100,8 @@ pub enum Wire {
     Protobuf,
     /// JSON.
     Json,
+    /// CBOR (`application/cbor`; the API server serves it behind `CBORServingAndStorage`).
+    Cbor,
 }
 
 impl Wire {
@@ -108,6 +110,7 @@ impl Wire {
         match self {
             Self::Protobuf => "protobuf",
             Self::Json => "json",
+            Self::Cbor => "cbor",
         }
     }
 }
@@ -272,7 +275,8 @@ impl Args {
                     wire = Some(match value()?.as_str() {
                         "protobuf" => Wire::Protobuf,
                         "json" => Wire::Json,
-                        other => bail!("--wire {other:?}: want protobuf or json"),
+                        "cbor" => Wire::Cbor,
+                        other => bail!("--wire {other:?}: want protobuf, json or cbor"),
                     });
                 }
                 "--store" => {
@@ -317,7 +321,7 @@ impl Args {
                 || wire == Some(Wire::Protobuf))
         {
             bail!(
-                "--resource syncs with each program's defaults in JSON: no --strip, --modify, --project, --store or --wire protobuf"
+                "--resource syncs with each program's defaults in JSON (or --wire cbor): no --strip, --modify, --project, --store or --wire protobuf"
             );
         }
         if dynamic && resource.is_none() {

@@ -1,5 +1,6 @@
-//! `--crd-only`: custom resources with each program's defaults (JSON, the only format the
-//! API server serves them in; `managedFields` kept, no transform).
+//! `--crd-only`: custom resources with each program's defaults (JSON; `managedFields` kept,
+//! no transform), and client-go and kinformer in CBOR, on a control plane that serves it
+//! (`CBORServingAndStorage`, alpha in 1.37).
 //!
 //! The CRD of KEDA's `ScaledObject` (a structural schema and a status subresource:
 //! [`kinformer_testenv::create_scaled_object_crd`]), then for every `--pods` count a
@@ -8,9 +9,11 @@
 //! `keda-operator`), their bytes on the wire (a list and a streaming list, JSON), and
 //! `--runs` rounds of one process per contender, the order rotating each round: client-go's
 //! dynamic informer (unstructured), kinformer's default informer over the typed
-//! `ScaledObject` and over `DynamicObject`, kube-runtime's reflector over the typed one. The
-//! table: sync time, CPU time, peak and settled RSS, bytes per cached object, each with
-//! its ratio to client-go and the targets (bytes per object ≤ 0.5x client-go, sync ≤ 1.0x).
+//! `ScaledObject` and over `DynamicObject`, kube-runtime's reflector over the typed one, and
+//! client-go's and kinformer's (both types) asking for CBOR. The table: sync time, CPU
+//! time, peak and settled RSS, bytes per cached object, each with its ratio to client-go's
+//! default and the targets (bytes per object ≤ 0.5x client-go, sync ≤ 1.0x; in CBOR ≤ 0.2x
+//! and ≤ 0.5x).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,15 +41,25 @@ pub(super) enum CrdContender {
     KinformerDynamic,
     /// kube-runtime's `reflector` over `watcher` of the typed `ScaledObject`.
     KubeRuntime,
+    /// client-go's dynamic informer asking for CBOR (its alpha gates `ClientsAllowCBOR`
+    /// and `ClientsPreferCBOR` on).
+    ClientGoCbor,
+    /// kinformer's default informer of the typed `ScaledObject`, `WireFormat::Cbor`.
+    KinformerTypedCbor,
+    /// kinformer's default informer of `DynamicObject`, `WireFormat::Cbor`.
+    KinformerDynamicCbor,
 }
 
 impl CrdContender {
-    /// Every contender, client-go first.
-    pub(super) const ALL: [Self; 4] = [
+    /// Every contender, client-go's default first (what the ratios divide by).
+    pub(super) const ALL: [Self; 7] = [
         Self::ClientGo,
         Self::KinformerTyped,
         Self::KinformerDynamic,
         Self::KubeRuntime,
+        Self::ClientGoCbor,
+        Self::KinformerTypedCbor,
+        Self::KinformerDynamicCbor,
     ];
 
     /// The name in progress lines and tables.
@@ -56,12 +69,29 @@ impl CrdContender {
             Self::KinformerTyped => "kinformer (typed ScaledObject)",
             Self::KinformerDynamic => "kinformer (DynamicObject)",
             Self::KubeRuntime => "kube-runtime (typed ScaledObject)",
+            Self::ClientGoCbor => "client-go (dynamic, CBOR)",
+            Self::KinformerTypedCbor => "kinformer (typed, CBOR)",
+            Self::KinformerDynamicCbor => "kinformer (DynamicObject, CBOR)",
         }
     }
 
-    /// Whether it is one of kinformer's, which the targets are about.
-    fn is_kinformer(self) -> bool {
-        matches!(self, Self::KinformerTyped | Self::KinformerDynamic)
+    /// The short name of one of kinformer's in the targets' verdicts; `None` for the
+    /// others (the targets are about kinformer).
+    fn verdict_name(self) -> Option<&'static str> {
+        match self {
+            Self::KinformerTyped => Some("typed"),
+            Self::KinformerDynamic => Some("DynamicObject"),
+            Self::KinformerTypedCbor => Some("typed CBOR"),
+            Self::KinformerDynamicCbor => Some("DynamicObject CBOR"),
+            Self::ClientGo | Self::KubeRuntime | Self::ClientGoCbor => None,
+        }
+    }
+
+    fn cbor(self) -> bool {
+        matches!(
+            self,
+            Self::ClientGoCbor | Self::KinformerTypedCbor | Self::KinformerDynamicCbor
+        )
     }
 
     /// Its process, to sync the `n` objects of `ar` in `ns` and settle.
@@ -74,8 +104,11 @@ impl CrdContender {
         ar: &ApiResource,
     ) -> Command {
         let program = match self {
-            Self::ClientGo => Contender::ClientGo,
-            Self::KinformerTyped | Self::KinformerDynamic => Contender::Kinformer,
+            Self::ClientGo | Self::ClientGoCbor => Contender::ClientGo,
+            Self::KinformerTyped
+            | Self::KinformerDynamic
+            | Self::KinformerTypedCbor
+            | Self::KinformerDynamicCbor => Contender::Kinformer,
             Self::KubeRuntime => Contender::KubeRuntime,
         };
         let mut cmd = Command::new(bins.path(program));
@@ -89,11 +122,19 @@ impl CrdContender {
             "--settle",
         ]);
         // client-go's dynamic informer needs no kind; kube's types carry one.
-        if self != Self::ClientGo {
+        if program != Contender::ClientGo {
             cmd.args(["--kind", &ar.kind]);
         }
-        if self == Self::KinformerDynamic {
+        if matches!(self, Self::KinformerDynamic | Self::KinformerDynamicCbor) {
             cmd.arg("--dynamic");
+        }
+        if self.cbor() {
+            cmd.args(["--wire", "cbor"]);
+        }
+        if self == Self::ClientGoCbor {
+            // Also set by the peer itself; here too in case a gate is read before it runs.
+            cmd.env("KUBE_FEATURE_ClientsAllowCBOR", "true")
+                .env("KUBE_FEATURE_ClientsPreferCBOR", "true");
         }
         cmd
     }
@@ -107,8 +148,9 @@ struct Row {
     measure: fn(&CrdRuns, usize, CrdContender) -> f64,
     /// Decimals shown.
     precision: usize,
-    /// The target: kinformer ÷ client-go at most this, and how the table says it.
-    target: Option<(f64, &'static str)>,
+    /// The target: kinformer ÷ client-go at most this in JSON, at most this in CBOR, and
+    /// how the table says it.
+    target: Option<(f64, f64, &'static str)>,
 }
 
 /// The rows, in order.
@@ -117,7 +159,7 @@ const ROWS: [Row; 6] = [
         what: "sync ms",
         measure: |r, n, c| r.med(n, c, |s| s.spawn_ms),
         precision: 0,
-        target: Some((1.0, "≤ 1.0x")),
+        target: Some((1.0, 0.5, "≤ 1.0x, CBOR ≤ 0.5x")),
     },
     Row {
         what: "CPU ms",
@@ -141,13 +183,13 @@ const ROWS: [Row; 6] = [
         what: "bytes per cached object (peak)",
         measure: |r, n, c| r.per_object(n, c, |s| s.rss_kib),
         precision: 0,
-        target: Some((0.5, "≤ 0.5x")),
+        target: Some((0.5, 0.2, "≤ 0.5x, CBOR ≤ 0.2x")),
     },
     Row {
         what: "bytes per cached object (2 s later)",
         measure: |r, n, c| r.per_object(n, c, |s| s.settled_kib),
         precision: 0,
-        target: Some((0.5, "≤ 0.5x")),
+        target: Some((0.5, 0.2, "≤ 0.5x, CBOR ≤ 0.2x")),
     },
 ];
 
@@ -156,8 +198,9 @@ const ROWS: [Row; 6] = [
 pub(super) struct CrdRuns {
     /// Sync samples by object count and contender.
     samples: BTreeMap<(usize, CrdContender), Vec<Sample>>,
-    /// Bytes per object on the wire in JSON by object count: (list, streaming list).
-    wire: BTreeMap<usize, (f64, f64)>,
+    /// Bytes per object on the wire by object count: (list, streaming list) in JSON, then
+    /// in CBOR.
+    wire: BTreeMap<usize, [(f64, f64); 2]>,
 }
 
 /// Creates the CRD and, for every count of `counts`, the objects, their bytes on the wire
@@ -179,12 +222,14 @@ pub(super) fn measure(
         let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ar);
         create_objects(rt, &api, n)?;
         if n > 0 {
-            let step = Step::start(format!("bytes on the wire per object ({n} objects, JSON)"));
-            let wire =
-                measure::bytes_per_object(rt, &client, api.resource_url(), n, "application/json")?;
+            let step = Step::start(format!("bytes on the wire per object ({n} objects)"));
+            let [json, cbor] = ["application/json", "application/cbor"].map(|accept| {
+                measure::bytes_per_object(rt, &client, api.resource_url(), n, accept)
+            });
+            let wire = [json?, cbor?];
             step.finish(&format!(
-                "list {:.0} B, streaming list {:.0} B",
-                wire.0, wire.1
+                "list {:.0} / {:.0} B, streaming list {:.0} / {:.0} B (JSON / CBOR)",
+                wire[0].0, wire[1].0, wire[0].1, wire[1].1
             ));
             out.wire.insert(n, wire);
         }
@@ -267,7 +312,6 @@ impl CrdRuns {
     /// The table of every count > 0 and the bytes on the wire, with the prose that says
     /// what each contender is.
     pub(super) fn tables(&self, counts: &[usize], runs: usize) -> String {
-        use CrdContender::{ClientGo, KinformerDynamic, KinformerTyped, KubeRuntime};
         let mut t = String::new();
         let counts: Vec<usize> = counts.iter().copied().filter(|&n| n > 0).collect();
         if counts.is_empty() {
@@ -275,28 +319,44 @@ impl CrdRuns {
         }
         let _ = writeln!(
             t,
-            "Custom resources, each program with its defaults: JSON (the only format the API server serves \
-             custom resources in), managedFields kept, no transform. client-go: `informer-peer --resource`, \
+            "Custom resources, each program with its defaults (JSON), and client-go and kinformer asking for \
+             CBOR: the API server runs with `CBORServingAndStorage` on (alpha in 1.37, off by default), which \
+             serves custom resources in CBOR to a client that asks; managedFields kept, no transform. \
+             client-go: `informer-peer --resource`, \
              `dynamicinformer.NewFilteredDynamicSharedInformerFactory` (`NewDynamicSharedInformerFactory` for one \
              namespace: client-go's informer for a resource without generated clients), caching \
-             `unstructured.Unstructured`; kinformer: `SharedIndexInformer::builder(lw).build()` (its default \
+             `unstructured.Unstructured`, in JSON (its default) and with its alpha gates `ClientsAllowCBOR` and \
+             `ClientsPreferCBOR` on (CBOR); kinformer: `SharedIndexInformer::builder(lw).build()` (its default \
              cache, objects kept encoded) over `KubeListerWatcher` (`WireFormat::Auto`: JSON for custom \
-             resources), once over a typed `ScaledObject` (`#[derive(CustomResource)]`, fields as kopium \
-             generates them) and once over kube's `DynamicObject`; kube-runtime: `reflector` over `watcher` of \
-             the typed `ScaledObject`. Objects as `kinformer_testenv::apply_realistic_scaled_objects` makes them: \
+             resources; `WireFormat::Cbor` in the CBOR columns), once over a typed `ScaledObject` \
+             (`#[derive(CustomResource)]`, fields as kopium generates them) and once over kube's \
+             `DynamicObject`; kube-runtime: `reflector` over `watcher` of \
+             the typed `ScaledObject` (JSON: kube-rs has no CBOR). Every ratio is to client-go's default (JSON). \
+             Objects as `kinformer_testenv::apply_realistic_scaled_objects` makes them: \
              KEDA `ScaledObject`s (a CRD with a structural schema and a status subresource) whose spec `helm` \
              applied and whose status `keda-operator` applied on the status subresource, so managedFields have \
              two entries (bytes on the wire in the last table). Medians of {runs} runs, one process at a time, \
              the order rotating each round. Sync: from spawn to the synced line; CPU: user + system time of the \
              process up to that line (`getrusage(RUSAGE_SELF)`); peak RSS: `VmHWM` at that line; 2 s later: \
-             `VmRSS` two seconds after it; per cached object: (median at N − median at 0 objects) ÷ N.\n\n\
-             | objects | measure | {} | {} | ÷ client-go | {} | ÷ client-go | {} | ÷ client-go | target (kinformer ÷ client-go) |\n\
-             | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-            ClientGo.name(),
-            KinformerTyped.name(),
-            KinformerDynamic.name(),
-            KubeRuntime.name(),
+             `VmRSS` two seconds after it; per cached object: (median at N − median at 0 objects) ÷ N.\n"
         );
+        let mut header = vec![
+            "objects".to_owned(),
+            "measure".to_owned(),
+            CrdContender::ALL[0].name().to_owned(),
+        ];
+        for c in &CrdContender::ALL[1..] {
+            header.push(c.name().to_owned());
+            header.push("÷ client-go".to_owned());
+        }
+        header.push("target (kinformer ÷ client-go)".to_owned());
+        let mut rule = vec!["---:", "---", "---:"];
+        rule.extend(std::iter::repeat_n(
+            "---:",
+            2 * (CrdContender::ALL.len() - 1),
+        ));
+        rule.push("---");
+        let _ = writeln!(t, "| {} |\n| {} |", header.join(" | "), rule.join(" | "));
         for &n in &counts {
             for Row {
                 what,
@@ -314,18 +374,14 @@ impl CrdRuns {
                 }
                 cells.push(match target {
                     None => "–".to_owned(),
-                    Some((limit, label)) => {
+                    Some((limit, cbor_limit, label)) => {
                         let verdicts: Vec<String> = CrdContender::ALL
                             .iter()
                             .zip(v)
-                            .filter(|(c, _)| c.is_kinformer())
-                            .map(|(c, x)| {
-                                let which = if *c == KinformerTyped {
-                                    "typed"
-                                } else {
-                                    "DynamicObject"
-                                };
-                                format!("{which} {}", verdict(x / go, limit))
+                            .filter_map(|(c, x)| {
+                                let limit = if c.cbor() { cbor_limit } else { limit };
+                                c.verdict_name()
+                                    .map(|which| format!("{which} {}", verdict(x / go, limit)))
                             })
                             .collect();
                         format!("{label}: {}", verdicts.join(", "))
@@ -337,14 +393,18 @@ impl CrdRuns {
         if !self.wire.is_empty() {
             let _ = writeln!(
                 t,
-                "\nBytes on the wire per object, JSON, uncompressed (`Accept-Encoding: identity`): one list of every \
-                 object, and a streaming list (`sendInitialEvents`, what the three informers sync with) up to its \
+                "\nBytes on the wire per object, uncompressed (`Accept-Encoding: identity`): one list of every \
+                 object, and a streaming list (`sendInitialEvents`, what the informers sync with) up to its \
                  end bookmark, each byte count divided by the objects.\n\n\
-                 | objects | list, JSON | streaming list, JSON |\n\
-                 | ---: | ---: | ---: |"
+                 | objects | list, JSON | list, CBOR | streaming list, JSON | streaming list, CBOR |\n\
+                 | ---: | ---: | ---: | ---: | ---: |"
             );
-            for (n, (list, stream)) in &self.wire {
-                let _ = writeln!(t, "| {n} | {list:.0} | {stream:.0} |");
+            for (n, [json, cbor]) in &self.wire {
+                let _ = writeln!(
+                    t,
+                    "| {n} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                    json.0, cbor.0, json.1, cbor.1
+                );
             }
         }
         t
@@ -365,6 +425,9 @@ mod tests {
                 (CrdContender::KinformerTyped, 50.0, 5_120.0),
                 (CrdContender::KinformerDynamic, 80.0, 6_144.0),
                 (CrdContender::KubeRuntime, 120.0, 20_480.0),
+                (CrdContender::ClientGoCbor, 90.0, 10_240.0),
+                (CrdContender::KinformerTypedCbor, 30.0, 5_120.0),
+                (CrdContender::KinformerDynamicCbor, 40.0, 6_144.0),
             ] {
                 #[allow(clippy::cast_precision_loss)]
                 let sample = |k: f64| Sample {
@@ -376,25 +439,25 @@ mod tests {
                 // Per object at 1000: client-go 10,000 bytes (peak), kinformer typed 4,000,
                 // DynamicObject 6,000, kube-runtime 20,000; the median of three samples.
                 let k = match c {
-                    CrdContender::ClientGo => 10_000.0,
+                    CrdContender::ClientGo | CrdContender::ClientGoCbor => 10_000.0,
                     CrdContender::KinformerTyped => 4_000.0,
                     CrdContender::KinformerDynamic => 6_000.0,
                     CrdContender::KubeRuntime => 20_000.0,
+                    CrdContender::KinformerTypedCbor => 1_500.0,
+                    CrdContender::KinformerDynamicCbor => 2_500.0,
                 } * 1000.0
                     / 1024.0;
                 runs.samples
                     .insert((n, c), vec![sample(k), sample(k + 1.0), sample(k - 1.0)]);
             }
         }
-        runs.wire.insert(1000, (2812.4, 2850.6));
+        runs.wire.insert(1000, [(2812.4, 2850.6), (2012.0, 2040.4)]);
         let t = runs.tables(&[0, 1000], 3);
         for row in [
-            "| 1000 | sync ms | 1100 | 1050 | 0.95x | 1080 | 0.98x | 1120 | 1.02x | ≤ 1.0x: typed met, DynamicObject met |",
-            "| 1000 | CPU ms | 200 | 100 | 0.50x | 160 | 0.80x | 240 | 1.20x | – |",
-            "| 1000 | peak RSS MiB | 19.5 | 8.8 | 0.45x | 11.7 | 0.60x | 39.1 | 2.00x | – |",
-            "| 1000 | bytes per cached object (peak) | 10000 | 4000 | 0.40x | 6000 | 0.60x | 20000 | 2.00x | ≤ 0.5x: typed met, DynamicObject **missed** |",
-            "| 1000 | bytes per cached object (2 s later) | 5000 | 2000 | 0.40x | 3000 | 0.60x | 10000 | 2.00x | ≤ 0.5x: typed met, DynamicObject **missed** |",
-            "| 1000 | 2812 | 2851 |",
+            "| 1000 | sync ms | 1100 | 1050 | 0.95x | 1080 | 0.98x | 1120 | 1.02x | 1090 | 0.99x | 1030 | 0.94x | 1040 | 0.95x | ≤ 1.0x, CBOR ≤ 0.5x: typed met, DynamicObject met, typed CBOR **missed**, DynamicObject CBOR **missed** |",
+            "| 1000 | CPU ms | 200 | 100 | 0.50x | 160 | 0.80x | 240 | 1.20x | 180 | 0.90x | 60 | 0.30x | 80 | 0.40x | – |",
+            "| 1000 | bytes per cached object (peak) | 10000 | 4000 | 0.40x | 6000 | 0.60x | 20000 | 2.00x | 10000 | 1.00x | 1500 | 0.15x | 2500 | 0.25x | ≤ 0.5x, CBOR ≤ 0.2x: typed met, DynamicObject **missed**, typed CBOR met, DynamicObject CBOR **missed** |",
+            "| 1000 | 2812 | 2012 | 2851 | 2040 |",
         ] {
             assert!(t.lines().any(|line| line == row), "no row {row:?} in\n{t}");
         }
@@ -419,7 +482,7 @@ mod tests {
         let t = runs.tables(&[10], 1);
         assert!(
             t.lines().any(|l| l
-                == "| 10 | bytes per cached object (peak) | – | – | – | – | – | – | – | ≤ 0.5x: typed –, DynamicObject – |"),
+                == "| 10 | bytes per cached object (peak) | – | – | – | – | – | – | – | – | – | – | – | – | – | ≤ 0.5x, CBOR ≤ 0.2x: typed –, DynamicObject –, typed CBOR –, DynamicObject CBOR – |"),
             "{t}"
         );
     }
@@ -457,6 +520,17 @@ mod tests {
         assert_eq!(
             args(CrdContender::KubeRuntime),
             ("kr".to_owned(), format!("{common} --kind ScaledObject"))
+        );
+        assert_eq!(
+            args(CrdContender::ClientGoCbor),
+            ("go".to_owned(), format!("{common} --wire cbor"))
+        );
+        assert_eq!(
+            args(CrdContender::KinformerDynamicCbor),
+            (
+                "kin".to_owned(),
+                format!("{common} --kind ScaledObject --dynamic --wire cbor")
+            )
         );
     }
 }

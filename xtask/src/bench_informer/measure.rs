@@ -142,7 +142,13 @@ pub(super) fn bytes_per_object(
     let request = kube::core::Request::new(url);
     #[allow(clippy::cast_precision_loss)]
     let per_object = |bytes: usize| bytes as f64 / n as f64;
-    let protobuf = accept.starts_with("application/vnd.kubernetes.protobuf");
+    let framing = if accept.starts_with("application/vnd.kubernetes.protobuf") {
+        Framing::Protobuf
+    } else if accept.starts_with("application/cbor") {
+        Framing::Cbor
+    } else {
+        Framing::Json
+    };
     let list = request.list(&ListParams::default())?;
     // The server ends the stream after the timeout: everything up to the end bookmark
     // is counted, the rest (a periodic bookmark at most) is not. The timeout grows with
@@ -160,7 +166,7 @@ pub(super) fn bytes_per_object(
             Ok(resp.into_body().collect_bytes().await?)
         })?;
         if is_stream {
-            let end = initial_events_end(&body, protobuf).with_context(|| {
+            let end = initial_events_end(&body, framing).with_context(|| {
                 format!("no initial-events-end bookmark in the {accept} stream")
             })?;
             out.1 = per_object(end);
@@ -171,14 +177,32 @@ pub(super) fn bytes_per_object(
     Ok(out)
 }
 
+/// How a watch body is framed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// Length-delimited frames.
+    Protobuf,
+    /// One document a line.
+    Json,
+    /// A CBOR sequence: no framing to step by.
+    Cbor,
+}
+
 /// Where the event that ends a streaming list ends in `body`: a protobuf stream of
-/// length-delimited frames, or JSON lines.
-fn initial_events_end(body: &[u8], protobuf: bool) -> Option<usize> {
+/// length-delimited frames, or JSON lines; in a CBOR sequence, where its end-of-list mark
+/// ends (the bookmark's last few bytes are not counted).
+fn initial_events_end(body: &[u8], framing: Framing) -> Option<usize> {
     const MARK: &[u8] = b"k8s.io/initial-events-end";
     let has_mark = |event: &[u8]| event.windows(MARK.len()).any(|w| w == MARK);
+    if framing == Framing::Cbor {
+        return body
+            .windows(MARK.len())
+            .position(|w| w == MARK)
+            .map(|at| at + MARK.len());
+    }
     let mut at = 0;
     while at < body.len() {
-        let end = if protobuf {
+        let end = if framing == Framing::Protobuf {
             let len = u32::from_be_bytes(body.get(at..at + 4)?.try_into().ok()?);
             at + 4 + usize::try_from(len).ok()?
         } else {
@@ -466,11 +490,14 @@ mod tests {
             pb.extend_from_slice(&u32::try_from(frame.len()).unwrap().to_be_bytes());
             pb.extend_from_slice(frame);
         }
-        assert_eq!(initial_events_end(&pb, true), Some(4 + 9 + 4 + 34));
-        assert_eq!(initial_events_end(&pb[..20], true), None);
+        assert_eq!(
+            initial_events_end(&pb, Framing::Protobuf),
+            Some(4 + 9 + 4 + 34)
+        );
+        assert_eq!(initial_events_end(&pb[..20], Framing::Protobuf), None);
         let json = b"{added}\n{\"k8s.io/initial-events-end\":\"true\"}\n{modified}\n";
-        assert_eq!(initial_events_end(json, false), Some(8 + 37));
-        assert_eq!(initial_events_end(b"{added}\n", false), None);
+        assert_eq!(initial_events_end(json, Framing::Json), Some(8 + 37));
+        assert_eq!(initial_events_end(b"{added}\n", Framing::Json), None);
     }
 
     #[test]

@@ -46,8 +46,9 @@
 //!    ([`kinformer_testenv::apply_realistic_scaled_objects`]), `--pods` of them per count,
 //!    synced in JSON by each program with its defaults: client-go's dynamic informer,
 //!    kinformer's default informer over a typed `#[derive(CustomResource)]` struct and over
-//!    `DynamicObject`, kube-runtime over the typed struct; sync, CPU, RSS and bytes per
-//!    cached object against client-go, recorded in their own section.
+//!    `DynamicObject`, kube-runtime over the typed struct; and in CBOR by client-go and
+//!    kinformer (the control plane serves it: `CBORServingAndStorage`); sync, CPU, RSS and
+//!    bytes per cached object against client-go, recorded in their own section.
 //!
 //! 6. Reads from a synced cache ([`reads`]), with `--reads` (and nothing else): for every
 //!    `--pods` count above 0, the pods created once, then `--runs` rounds of client-go's
@@ -199,7 +200,12 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let step = Step::start("starting etcd and kube-apiserver");
-    let cp = rt.block_on(kinformer_testenv::ControlPlane::start())?;
+    // Custom resources are measured in CBOR too, which 1.37 serves behind an alpha gate.
+    let mut options = kinformer_testenv::Options::default();
+    if opts.crd_only {
+        options = options.feature_gate("CBORServingAndStorage", true);
+    }
+    let cp = rt.block_on(kinformer_testenv::ControlPlane::start_with(options))?;
     step.finish("ready");
     let client = rt.block_on(async { cp.client() })?;
 

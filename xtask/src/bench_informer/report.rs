@@ -388,8 +388,9 @@ pub(super) fn wire_table(t: &mut String, wire: &BTreeMap<usize, WireBytes>) {
     }
     let _ = writeln!(
         t,
-        "\nBytes on the wire per pod, uncompressed (`Accept-Encoding: identity`; watches are never compressed in \
-         1.36, lists over 128 KiB are when the client asks, as Go's HTTP client does by default): one list of \
+        "\nBytes on the wire per pod, uncompressed (`Accept-Encoding: identity`; both sides ask for gzip by \
+         default, which 1.37 applies to lists over 128 KiB and to streaming lists: the gzip section has those \
+         bytes): one list of \
          every pod, and a streaming list (`sendInitialEvents`, what both informers sync with) up to its end \
          bookmark, each byte count divided by the pods.\n\n\
          | pods | list, protobuf | list, JSON | protobuf ÷ JSON | streaming list, protobuf | streaming list, JSON | protobuf ÷ JSON |\n\

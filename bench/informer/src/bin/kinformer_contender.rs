@@ -11,7 +11,7 @@
 //! (see the crate docs for the protocol).
 //!
 //! With `--resource` it syncs that custom resource with the factory's defaults (cached,
-//! JSON: the only format of custom resources, which `WireFormat::Auto` picks), as the
+//! JSON, which `WireFormat::Auto` picks for custom resources; CBOR with `--wire cbor`), as the
 //! typed [`ScaledObject`] or with `--dynamic` as kube's `DynamicObject`.
 //!
 //! With `--reads` it builds the default pod informer (no transform; `--store decoded` for
@@ -130,6 +130,7 @@ fn wire_format(args: &Args) -> WireFormat {
         None => WireFormat::Auto,
         Some(Wire::Protobuf) => WireFormat::Protobuf,
         Some(Wire::Json) => WireFormat::Json,
+        Some(Wire::Cbor) => WireFormat::Cbor,
     }
 }
 
@@ -144,7 +145,9 @@ async fn run_custom_resource(
     if args.dynamic {
         let ar = resource.api_resource();
         let api = Api::<DynamicObject>::namespaced_with(client, &args.namespace, &ar);
-        let lw = KubeListerWatcher::new_with(api, &ar).cached();
+        let lw = KubeListerWatcher::new_with(api, &ar)
+            .wire_format(wire_format(&args))
+            .cached();
         let informer = SharedIndexInformer::builder(lw)
             .name(resource.plural.clone())
             .build();
@@ -152,7 +155,8 @@ async fn run_custom_resource(
     } else {
         resource.check_typed()?;
         let api = Api::<ScaledObject>::namespaced(client, &args.namespace);
-        let informer = SharedIndexInformer::builder(KubeListerWatcher::new(api).cached())
+        let lw = KubeListerWatcher::new(api).wire_format(wire_format(&args));
+        let informer = SharedIndexInformer::builder(lw.cached())
             .name(resource.plural.clone())
             .build();
         finish(informer, start, args).await

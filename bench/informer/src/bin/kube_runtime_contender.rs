@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let args = Args::parse()?;
-    if args.wire == Some(Wire::Protobuf) {
-        anyhow::bail!("kube-runtime speaks JSON only (kube-rs has no protobuf path)");
+    if matches!(args.wire, Some(Wire::Protobuf | Wire::Cbor)) {
+        anyhow::bail!("kube-runtime speaks JSON only (kube-rs has no protobuf or CBOR path)");
     }
     if args.reads {
         anyhow::bail!("--reads is for kinformer's contender and the Go peer");

@@ -10,7 +10,9 @@
 // (dynamicinformer.NewFilteredDynamicSharedInformerFactory, which is
 // NewDynamicSharedInformerFactory for one namespace) caching unstructured objects, no
 // transform. The dynamic client speaks JSON (it sets the config's content type itself), so
-// --wire is json there; --strip and --project are for pods only.
+// --wire is json there, or cbor: client-go's ClientsAllowCBOR and ClientsPreferCBOR gates
+// on (alpha), which make the dynamic client ask for CBOR; --strip and --project are for
+// pods only.
 //
 // --compression none sets the config's DisableCompression, so that Go's transport stops
 // asking for gzip; gzip (the default) is client-go's: every request says
@@ -120,16 +122,23 @@ func main() {
 	wireSet := false
 	flag.Visit(func(f *flag.Flag) { wireSet = wireSet || f.Name == "wire" })
 	if *resource != "" {
-		// The dynamic client's wire format, whatever --wire's default says.
-		if wireSet && *wire != "json" {
-			fmt.Fprintln(os.Stderr, "informer-peer: --resource syncs in JSON (the dynamic client's format); --wire", *wire, "is for pods")
+		// The dynamic client's wire format, whatever --wire's default says: JSON, or CBOR
+		// with client-go's two alpha gates on (read from the environment the first time a
+		// gate is asked, which is after this).
+		if wireSet && *wire == "cbor" {
+			os.Setenv("KUBE_FEATURE_ClientsAllowCBOR", "true")
+			os.Setenv("KUBE_FEATURE_ClientsPreferCBOR", "true")
+		} else if wireSet && *wire != "json" {
+			fmt.Fprintln(os.Stderr, "informer-peer: --resource syncs in JSON (the dynamic client's format) or CBOR; --wire", *wire, "is for pods")
 			os.Exit(2)
 		}
 		if *strip || *project {
 			fmt.Fprintln(os.Stderr, "informer-peer: --strip and --project are for pods, not --resource")
 			os.Exit(2)
 		}
-		*wire = "json"
+		if *wire != "cbor" {
+			*wire = "json"
+		}
 	}
 	if err := run(start, *kubeconfig, *namespace, *expect, *wire, *resource, *strip, *latency, *project, *relist, *settle); err != nil {
 		fmt.Fprintln(os.Stderr, "informer-peer:", err)
