@@ -159,10 +159,11 @@
 //!
 //! Two more levers:
 //!
-//! - **Strip what nobody reads** before it is cached: `managedFields` with the factory's
-//!   [`transform_meta`](informer::SharedInformerFactoryBuilder::transform_meta) (client-go's
-//!   `WithTransform`). It decodes every object to change it, so it costs CPU during the
-//!   sync for a smaller cache.
+//! - **Drop `managedFields`**, which few controllers read: the factory's
+//!   [`drop_managed_fields`](informer::SharedInformerFactoryBuilder::drop_managed_fields)
+//!   leaves them out while each object is transcoded (it costs less than keeping them),
+//!   where a [`transform_meta`](informer::SharedInformerFactoryBuilder::transform_meta)
+//!   (client-go's `WithTransform`) decodes every object to change it.
 //! - **Cache a projection**: any serde struct that matches part of the Kubernetes JSON of a
 //!   resource works as the informer's type; fields it does not name are skipped while
 //!   decoding (JSON or protobuf), so they never reach memory. kube's
