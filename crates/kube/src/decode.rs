@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use kinformer_core::ObjectKey;
 
-use kinformer_reflector::{Bookmark, Error, Undecodable};
+use kinformer_reflector::{Bookmark, Error, ListPage, Undecodable, WatchEvent};
 
 /// A change made to every object as it is decoded; see
 /// [`KubeListerWatcher::modify`](super::KubeListerWatcher::modify).
@@ -92,6 +92,112 @@ pub(super) fn undecodable(err: Error, meta: Option<KeyOnly>) -> Result<Undecodab
         }
         (err, _) => Err(err),
     }
+}
+
+/// A list's `metadata` in either self-describing format (JSON, CBOR).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
+    #[serde(default)]
+    shard_info: Option<ShardInfo>,
+}
+
+/// `metadata.shardInfo` of a sharded list.
+#[derive(Deserialize)]
+struct ShardInfo {
+    #[serde(default)]
+    selector: String,
+}
+
+/// A list as its items' raw form `R` (JSON's `&RawValue`, CBOR's raw item) under its
+/// metadata, before each item is decoded on its own.
+#[derive(Deserialize)]
+pub(super) struct RawList<R> {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default = "Option::default")]
+    items: Option<Vec<R>>,
+}
+
+impl<R: Copy> RawList<R> {
+    /// The page: each item decoded with `decode` (given its index) and modified; one that
+    /// fails is skipped alone when `key` reads its key (a wrong kind fails the page).
+    pub(super) fn page<K>(
+        self,
+        modify: Option<&Modify<K>>,
+        decode: impl Fn(R, usize) -> Result<K, Error>,
+        key: impl Fn(R) -> Option<KeyOnly>,
+    ) -> Result<ListPage<K>, Error> {
+        let raw_items = self.items.unwrap_or_default();
+        let mut items = Vec::with_capacity(raw_items.len());
+        let mut skipped = Vec::new();
+        for (i, item) in raw_items.into_iter().enumerate() {
+            match decode(item, i) {
+                Ok(obj) => items.push(finish(obj, modify)),
+                Err(e) => skipped.push(undecodable(e, key(item))?),
+            }
+        }
+        Ok(self.metadata.page(items, skipped))
+    }
+}
+
+impl ListMeta {
+    /// The page of `items` (and of the items skipped) this metadata heads.
+    pub(super) fn page<K>(self, items: Vec<Arc<K>>, undecodable: Vec<Undecodable>) -> ListPage<K> {
+        let mut page = ListPage::shared(items, self.resource_version.unwrap_or_default());
+        page.continue_token = self.continue_token.filter(|c| !c.is_empty());
+        page.shard_selector = self.shard_info.map(|s| s.selector);
+        page.undecodable = undecodable;
+        page
+    }
+}
+
+/// A watch event of type `kind` (JSON's and CBOR's, whose events name their type as text):
+/// `object` decodes the object of `ADDED`, `MODIFIED` and `DELETED` (given the type's name),
+/// `bookmark` a `BOOKMARK`'s, `status` an `ERROR`'s.
+pub(super) fn event<K>(
+    kind: &str,
+    object: impl FnOnce(&str) -> Result<K, Error>,
+    bookmark: impl FnOnce() -> Result<Bookmark, Error>,
+    status: impl FnOnce() -> Result<kube::core::Status, Error>,
+) -> Result<WatchEvent<K>, Error> {
+    match kind {
+        "ADDED" => object("ADDED").map(WatchEvent::Added),
+        "MODIFIED" => object("MODIFIED").map(WatchEvent::Modified),
+        "DELETED" => object("DELETED").map(WatchEvent::Deleted),
+        "BOOKMARK" => bookmark().map(WatchEvent::Bookmark),
+        "ERROR" => Err(Error::Api(crate::response::api_status(status()?))),
+        other => Err(Error::decode(
+            "watch event",
+            format!("unknown event type {:?}", truncate(other, 32)),
+        )),
+    }
+}
+
+/// The object of a watch event of type `what` once decoded (`decoded`): modified, or, when
+/// it failed and its metadata (`meta`) gives its key, an [`Error::Undecodable`] that skips
+/// it alone.
+pub(super) fn event_object<K>(
+    what: &str,
+    decoded: Result<K, Error>,
+    meta: impl FnOnce() -> Option<KeyOnly>,
+    modify: Option<&Modify<K>>,
+) -> Result<K, Error> {
+    let mut obj = decoded.map_err(|e| match undecodable(e, meta()) {
+        Ok(object) => Error::Undecodable {
+            object,
+            deleted: what == "DELETED",
+        },
+        Err(e) => e,
+    })?;
+    if let Some(m) = modify {
+        m(&mut obj);
+    }
+    Ok(obj)
 }
 
 /// The `apiVersion`/`kind` objects must carry.

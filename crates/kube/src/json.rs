@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::decode::{BookmarkObject, Expected, KeyOnly, Modify, finish, truncate, undecodable};
-use kinformer_reflector::{Bookmark, Error, ListPage, Undecodable, WatchEvent};
+use super::decode::{self, BookmarkObject, Expected, KeyOnly, ListMeta, Modify, RawList, finish};
+use kinformer_reflector::{Bookmark, Error, ListPage, WatchEvent};
 
 /// Checks the type fields of a raw object: from its leading keys only, where the API
 /// server writes them (`{"kind":..,"apiVersion":..,"metadata":..}`), so that the check
@@ -81,24 +81,6 @@ fn decode_object<K: DeserializeOwned>(
     })
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ListMeta {
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(rename = "continue", default)]
-    continue_token: Option<String>,
-    #[serde(default)]
-    shard_info: Option<ShardInfo>,
-}
-
-/// `metadata.shardInfo` of a sharded list.
-#[derive(Deserialize)]
-struct ShardInfo {
-    #[serde(default)]
-    selector: String,
-}
-
 /// Decodes a list page. The fast path decodes it in one pass, modifying and wrapping
 /// each item in its `Arc` as soon as it is decoded (so a page never holds every item in
 /// its unmodified form at once); only a page that fails is decoded again item by item,
@@ -154,10 +136,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
                 }
             }
         }
-        let mut page = ListPage::shared(items, meta.resource_version.unwrap_or_default());
-        page.continue_token = meta.continue_token.filter(|c| !c.is_empty());
-        page.shard_selector = meta.shard_info.map(|s| s.selector);
-        Ok(page)
+        Ok(meta.page(items, Vec::new()))
     }
 }
 
@@ -201,34 +180,18 @@ fn decode_list_by_item<K: DeserializeOwned>(
     expected: &Expected,
     modify: Option<&Modify<K>>,
 ) -> Result<ListPage<K>, Error> {
-    #[derive(Deserialize)]
-    struct RawList<'a> {
-        #[serde(default)]
-        metadata: ListMeta,
-        #[serde(borrow, default)]
-        items: Option<Vec<&'a RawValue>>,
-    }
-    let raw: RawList<'_> =
+    let raw: RawList<&RawValue> =
         serde_json::from_str(text).map_err(|e| Error::decode("list", describe_json_error(&e)))?;
-    let raw_items = raw.items.unwrap_or_default();
-    let mut items = Vec::with_capacity(raw_items.len());
-    let mut skipped = Vec::new();
-    for (i, item) in raw_items.into_iter().enumerate() {
-        match decode_object(item, expected, || format!("list item {i}")) {
-            Ok(obj) => items.push(finish(obj, modify)),
-            Err(e) => skipped.push(undecodable_item(item, e)?),
-        }
-    }
-    let mut page = ListPage::shared(items, raw.metadata.resource_version.unwrap_or_default());
-    page.continue_token = raw.metadata.continue_token.filter(|c| !c.is_empty());
-    page.shard_selector = raw.metadata.shard_info.map(|s| s.selector);
-    page.undecodable = skipped;
-    Ok(page)
+    raw.page(
+        modify,
+        |item, i| decode_object(item, expected, || format!("list item {i}")),
+        key_of,
+    )
 }
 
-/// An object that failed to decode with `err`: skipped alone if its metadata gives its key.
-fn undecodable_item(raw: &RawValue, err: Error) -> Result<Undecodable, Error> {
-    undecodable(err, serde_json::from_str::<KeyOnly>(raw.get()).ok())
+/// What an object's metadata says of its key, read on its own.
+fn key_of(raw: &RawValue) -> Option<KeyOnly> {
+    serde_json::from_str(raw.get()).ok()
 }
 
 /// Decodes one line of a watch stream.
@@ -256,36 +219,18 @@ pub(super) fn decode_event<K: DeserializeOwned>(
             return Err(Error::decode("watch event", describe_json_error(&e)));
         }
     };
-    let decode =
-        |what: &str| {
-            let mut obj: K = decode_object(ev.object, expected, || format!("{what} object"))
-                .map_err(|e| match undecodable_item(ev.object, e) {
-                    Ok(object) => Error::Undecodable {
-                        object,
-                        deleted: what == "DELETED",
-                    },
-                    Err(e) => e,
-                })?;
-            if let Some(m) = modify {
-                m(&mut obj);
-            }
-            Ok::<K, Error>(obj)
-        };
-    match &*ev.kind {
-        "ADDED" => decode("ADDED").map(WatchEvent::Added),
-        "MODIFIED" => decode("MODIFIED").map(WatchEvent::Modified),
-        "DELETED" => decode("DELETED").map(WatchEvent::Deleted),
-        "BOOKMARK" => decode_bookmark(ev.object).map(WatchEvent::Bookmark),
-        "ERROR" => {
-            let status: kube::core::Status = serde_json::from_str(ev.object.get())
-                .map_err(|e| Error::decode("ERROR event", describe_json_error(&e)))?;
-            Err(Error::Api(crate::response::api_status(status)))
-        }
-        other => Err(Error::decode(
-            "watch event",
-            format!("unknown event type {:?}", truncate(other, 32)),
-        )),
-    }
+    decode::event(
+        &ev.kind,
+        |what| {
+            let decoded = decode_object(ev.object, expected, || format!("{what} object"));
+            decode::event_object(what, decoded, || key_of(ev.object), modify)
+        },
+        || decode_bookmark(ev.object),
+        || {
+            serde_json::from_str(ev.object.get())
+                .map_err(|e| Error::decode("ERROR event", describe_json_error(&e)))
+        },
+    )
 }
 
 fn decode_bookmark(raw: &RawValue) -> Result<Bookmark, Error> {

@@ -15,9 +15,9 @@ mod de;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::decode::{BookmarkObject, Expected, KeyOnly, Modify, finish, truncate, undecodable};
+use super::decode::{self, BookmarkObject, Expected, Modify, RawList};
 use de::Raw;
-use kinformer_reflector::{Bookmark, Error, ListPage, Undecodable, WatchEvent};
+use kinformer_reflector::{Bookmark, Error, ListPage, WatchEvent};
 
 /// The media type of a CBOR object or list.
 pub(super) const MEDIA_TYPE: &str = "application/cbor";
@@ -53,57 +53,18 @@ fn decode_object<K: DeserializeOwned>(
     de::from_slice(raw.0).map_err(|e| decode_error(what(), &e))
 }
 
-/// An object that failed to decode with `err`: skipped alone if its metadata gives its key.
-fn undecodable_item(raw: Raw<'_>, err: Error) -> Result<Undecodable, Error> {
-    undecodable(err, de::from_slice::<KeyOnly>(raw.0).ok())
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ListMeta {
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(rename = "continue", default)]
-    continue_token: Option<String>,
-    #[serde(default)]
-    shard_info: Option<ShardInfo>,
-}
-
-/// `metadata.shardInfo` of a sharded list.
-#[derive(Deserialize)]
-struct ShardInfo {
-    #[serde(default)]
-    selector: String,
-}
-
 /// Decodes a list page: each item on its own, so that one that fails is skipped alone.
 pub(super) fn decode_list<K: DeserializeOwned>(
     body: &[u8],
     expected: &Expected,
     modify: Option<&Modify<K>>,
 ) -> Result<ListPage<K>, Error> {
-    #[derive(Deserialize)]
-    struct RawList<'a> {
-        #[serde(default)]
-        metadata: ListMeta,
-        #[serde(borrow, default)]
-        items: Option<Vec<Raw<'a>>>,
-    }
-    let raw: RawList<'_> = de::from_slice(body).map_err(|e| decode_error("list", &e))?;
-    let raw_items = raw.items.unwrap_or_default();
-    let mut items = Vec::with_capacity(raw_items.len());
-    let mut skipped = Vec::new();
-    for (i, item) in raw_items.into_iter().enumerate() {
-        match decode_object(item, expected, || format!("list item {i}")) {
-            Ok(obj) => items.push(finish(obj, modify)),
-            Err(e) => skipped.push(undecodable_item(item, e)?),
-        }
-    }
-    let mut page = ListPage::shared(items, raw.metadata.resource_version.unwrap_or_default());
-    page.continue_token = raw.metadata.continue_token.filter(|c| !c.is_empty());
-    page.shard_selector = raw.metadata.shard_info.map(|s| s.selector);
-    page.undecodable = skipped;
-    Ok(page)
+    let raw: RawList<Raw<'_>> = de::from_slice(body).map_err(|e| decode_error("list", &e))?;
+    raw.page(
+        modify,
+        |item, i| decode_object(item, expected, || format!("list item {i}")),
+        |item| de::from_slice(item.0).ok(),
+    )
 }
 
 /// Decodes one event of a watch stream.
@@ -131,38 +92,19 @@ pub(super) fn decode_event<K: DeserializeOwned>(
             return Err(decode_error("watch event", &e));
         }
     };
-    let decode =
-        |what: &str| {
-            let mut obj: K = decode_object(ev.object, expected, || format!("{what} object"))
-                .map_err(|e| match undecodable_item(ev.object, e) {
-                    Ok(object) => Error::Undecodable {
-                        object,
-                        deleted: what == "DELETED",
-                    },
-                    Err(e) => e,
-                })?;
-            if let Some(m) = modify {
-                m(&mut obj);
-            }
-            Ok::<K, Error>(obj)
-        };
-    match ev.kind {
-        "ADDED" => decode("ADDED").map(WatchEvent::Added),
-        "MODIFIED" => decode("MODIFIED").map(WatchEvent::Modified),
-        "DELETED" => decode("DELETED").map(WatchEvent::Deleted),
-        "BOOKMARK" => de::from_slice::<BookmarkObject>(ev.object.0)
-            .map(|b| WatchEvent::Bookmark(Bookmark::from(b)))
-            .map_err(|e| decode_error("BOOKMARK object", &e)),
-        "ERROR" => {
-            let status: kube::core::Status =
-                de::from_slice(ev.object.0).map_err(|e| decode_error("ERROR event", &e))?;
-            Err(Error::Api(crate::response::api_status(status)))
-        }
-        other => Err(Error::decode(
-            "watch event",
-            format!("unknown event type {:?}", truncate(other, 32)),
-        )),
-    }
+    decode::event(
+        ev.kind,
+        |what| {
+            let decoded = decode_object(ev.object, expected, || format!("{what} object"));
+            decode::event_object(what, decoded, || de::from_slice(ev.object.0).ok(), modify)
+        },
+        || {
+            de::from_slice::<BookmarkObject>(ev.object.0)
+                .map(Bookmark::from)
+                .map_err(|e| decode_error("BOOKMARK object", &e))
+        },
+        || de::from_slice(ev.object.0).map_err(|e| decode_error("ERROR event", &e)),
+    )
 }
 
 /// A body in decoded `Status` form, if it is one (an error response in CBOR).

@@ -2,18 +2,12 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::decode::testing::pods;
 
 fn cbor(v: &Value) -> Vec<u8> {
     let mut out = vec![0xd9, 0xd9, 0xf7];
     ciborium::into_writer(v, &mut out).unwrap();
     out
-}
-
-fn pods() -> Expected {
-    Expected {
-        api_version: "v1".into(),
-        kind: "Pod".into(),
-    }
 }
 
 fn pod(name: &str) -> Value {
