@@ -53,14 +53,16 @@ where
 {
     let mut decoder = GzipDecoder::new(body);
     decoder.multiple_members(true);
-    futures::stream::unfold(Some(decoder), |decoder| async move {
-        let mut decoder = decoder?;
-        let mut chunk = vec![0; CHUNK];
-        match decoder.read(&mut chunk).await {
+    // One buffer, reused; each chunk is a copy of what one read filled (an event after the
+    // initial list is a few KiB, not a buffer's worth).
+    let state = Some((decoder, vec![0; CHUNK]));
+    futures::stream::unfold(state, |state| async move {
+        let (mut decoder, mut buf) = state?;
+        match decoder.read(&mut buf).await {
             Ok(0) => None,
             Ok(n) => {
-                chunk.truncate(n);
-                Some((Ok(Bytes::from(chunk)), Some(decoder)))
+                let chunk = Bytes::copy_from_slice(&buf[..n]);
+                Some((Ok(chunk), Some((decoder, buf))))
             }
             Err(e) => Some((Err(e), None)),
         }

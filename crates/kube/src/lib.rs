@@ -516,21 +516,19 @@ where
     pub fn cached(self) -> KubeListerWatcher<Cached<K>> {
         // A decoded object is changed as this lister-watcher would: stripped, then modified.
         let modify = chain(self.strip.as_ref(), self.modify.as_ref());
-        let seen = self
-            .requests
-            .drop_managed_fields
-            .then(|| Arc::clone(&self.managed_fields));
-        let lw = match (self.protobuf.clone(), &seen) {
-            (None, None) if modify.is_none() => self.decode_protobuf_with(Cached::from_protobuf),
-            (None, Some(seen)) if self.modify.is_none() => {
-                let seen = Arc::clone(seen);
+        // Stripping alone needs no `K`: the transcoder steps over the field.
+        let strip_only = self.strip.is_some() && self.modify.is_none();
+        let lw = match self.protobuf.clone() {
+            None if modify.is_none() => self.decode_protobuf_with(Cached::from_protobuf),
+            None if strip_only => {
+                let seen = Arc::clone(&self.managed_fields);
                 self.decode_protobuf_with(move |object| {
                     let (cached, stripped) = Cached::from_protobuf_without_managed_fields(object)?;
                     seen.note(stripped);
                     Ok(cached)
                 })
             }
-            (custom, _) => {
+            custom => {
                 let modify = modify.clone();
                 self.decode_protobuf_with(move |object| {
                     let mut obj = match &custom {

@@ -71,10 +71,9 @@ pub enum WireFormat {
 /// for gzip on every request (Go's HTTP transport does, unless `DisableCompression`).
 ///
 /// Gzip is the default, as in client-go, because it was faster in every case measured
-/// (BENCHMARKS.md, "informer-gzip": both sides, loopback and a 100 Mbit/s link): the bytes
-/// it saves cost TLS time on both ends, which is more than compressing and decompressing
-/// them costs. On loopback kinformer synced 10,000 pods in 0.91x the time with 0.80x the
-/// CPU with gzip, and the API server spent no more CPU; through 100 Mbit/s, in 0.08x the
+/// (BENCHMARKS.md, "informer-gzip": both sides, loopback and a 100 Mbit/s link). On
+/// loopback kinformer synced 10,000 pods in 0.91x the time with 0.80x the CPU with gzip, the
+/// API server's CPU about the same (390 against 350 ms); through 100 Mbit/s, in 0.08x the
 /// time. Turn it off for a server whose CPU is scarcer than the network, or to read the
 /// traffic in a proxy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
