@@ -109,7 +109,7 @@ static F_LABELS: FieldName = FieldName::new("labels");
 impl<K> Cached<K> {
     /// An object of the encoding `bytes` (which this crate's encoder wrote): its metadata
     /// found, its labels shared.
-    fn from_bytes(bytes: Vec<u8>) -> Self {
+    pub(crate) fn from_bytes(bytes: Vec<u8>) -> Self {
         let bytes = bytes.into_boxed_slice();
         let fields = top_fields(&bytes);
         let top = TopIndex::of(fields);
@@ -141,6 +141,11 @@ impl<K> Cached<K> {
             labels,
             _k: PhantomData,
         }
+    }
+
+    /// Its encoding, as a snapshot writes it.
+    pub(crate) fn encoding(&self) -> &[u8] {
+        &self.bytes
     }
 
     fn part(&self, i: usize) -> Option<&str> {

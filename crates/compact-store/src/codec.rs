@@ -209,6 +209,58 @@ pub(crate) fn field_name(id: u32) -> Option<&'static str> {
     guard.as_ref()?.names.get(i).copied()
 }
 
+/// Every numbered field name, in id order: what a snapshot writes beside its entries, so
+/// that another process can read them (see [`adopt_names`]).
+pub(crate) fn names() -> Vec<&'static str> {
+    let guard = NAMES.read().unwrap_or_else(PoisonError::into_inner);
+    guard.as_ref().map(|n| n.names.clone()).unwrap_or_default()
+}
+
+/// Makes this process number field names as `names` does (the table of the process that
+/// wrote a snapshot), so that its entries read here as they are, without renumbering. The
+/// tables must agree on the names both have: one a prefix of the other, which holds for
+/// tables taken at any two times in one process (names are only ever added) and for a
+/// process that has numbered nothing yet. The names this process lacks are added, each
+/// copied once for the life of the process (names are `&'static str`).
+///
+/// # Errors
+/// [`CodecError::Corrupt`] when the tables disagree (this process numbered other names
+/// first), when `names` holds a name twice, or when it is longer than the table may grow.
+pub(crate) fn adopt_names(names: &[String]) -> Result<(), CodecError> {
+    if names.len() > MAX_NAMES {
+        return Err(CodecError::Corrupt("too many field names"));
+    }
+    let mut guard = NAMES.write().unwrap_or_else(PoisonError::into_inner);
+    let table = guard.get_or_insert_with(Names::default);
+    let known = table.names.len().min(names.len());
+    if table
+        .names
+        .iter()
+        .zip(names)
+        .any(|(have, name)| *have != name.as_str())
+    {
+        return Err(CodecError::Corrupt(
+            "the field names are numbered otherwise here",
+        ));
+    }
+    // Checked before anything is added, so that a refused table changes nothing.
+    let mut fresh = std::collections::HashSet::new();
+    for name in &names[known..] {
+        if table.ids.contains_key(name.as_str()) || !fresh.insert(name.as_str()) {
+            return Err(CodecError::Corrupt("a field name twice"));
+        }
+    }
+    for name in &names[known..] {
+        let name: &'static str = Box::leak(name.clone().into_boxed_str());
+        let id = u32::try_from(table.names.len())
+            .map_err(|_| CodecError::Corrupt("too many field names"))?
+            + FIRST_ID;
+        table.names.push(name);
+        table.ids.insert(name, id);
+    }
+    Ok(())
+}
+
 /// How an encoder numbers a field name: looking it up only (under the read lock), or
 /// adding it (under the write lock).
 trait NameIds {

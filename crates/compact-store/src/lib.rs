@@ -126,6 +126,7 @@ mod cached;
 mod codec;
 mod labels;
 mod object;
+pub mod snapshot;
 pub mod view;
 
 pub use cached::{Cached, DecodeError};

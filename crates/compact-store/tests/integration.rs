@@ -4,3 +4,4 @@
 
 mod e2e;
 mod informer;
+mod snapshot_kill;

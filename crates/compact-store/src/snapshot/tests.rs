@@ -1,0 +1,207 @@
+use std::fs;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use kinformer_core::MetaObject;
+
+use super::*;
+
+fn pod(i: usize) -> Arc<Cached<Pod>> {
+    let mut pod = Pod::default();
+    pod.metadata.name = Some(format!("web-{i}"));
+    pod.metadata.namespace = Some("default".into());
+    pod.metadata.resource_version = Some(format!("{}", 100 + i));
+    pod.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    pod.spec = Some(PodSpec {
+        node_name: Some(format!("node-{}", i % 3)),
+        containers: vec![Container {
+            name: "c".into(),
+            image: Some("nginx".into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    Arc::new(Cached::new(&pod).unwrap())
+}
+
+fn pods(n: usize) -> Vec<Arc<Cached<Pod>>> {
+    (0..n).map(pod).collect()
+}
+
+#[test]
+fn a_snapshot_reads_back_the_objects_it_was_written_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    let objects = pods(50);
+    let written = write(&path, "v1/pods", "777", &objects).unwrap();
+    assert_eq!(written.objects, 50);
+    assert_eq!(written.bytes, fs::metadata(&path).unwrap().len());
+    let read = read::<Pod>(&path, "v1/pods").unwrap();
+    assert_eq!(read.resource_version, "777");
+    assert_eq!(read.bytes, written.bytes);
+    assert_eq!(read.objects.len(), 50);
+    for (a, b) in objects.iter().zip(&read.objects) {
+        assert_eq!(a.encoding(), b.encoding());
+        assert_eq!(a.object_name(), b.object_name());
+        assert_eq!(a.object_namespace(), b.object_namespace());
+        assert_eq!(a.object_resource_version(), b.object_resource_version());
+        assert_eq!(a.object_labels(), b.object_labels());
+        assert_eq!(
+            a.spec().and_then(|s| s.node_name()),
+            b.spec().and_then(|s| s.node_name())
+        );
+        assert_eq!(a.decode().unwrap(), b.decode().unwrap());
+    }
+    // Nothing left beside it.
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["pods"]);
+    assert_eq!(read_header(&path).unwrap().resource_version, "777");
+}
+
+#[test]
+fn an_empty_cache_is_a_snapshot_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    write::<Pod>(&path, "v1/pods", "5", &[]).unwrap();
+    let read = read::<Pod>(&path, "v1/pods").unwrap();
+    assert!(read.objects.is_empty());
+    assert_eq!(read.resource_version, "5");
+}
+
+#[test]
+fn no_file_is_missing_and_a_file_of_something_else_is_not_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    assert!(read::<Pod>(&path, "v1/pods").unwrap_err().is_missing());
+    fs::write(&path, b"{\"kind\":\"PodList\"}").unwrap();
+    assert!(matches!(
+        read::<Pod>(&path, "v1/pods"),
+        Err(SnapshotError::NotASnapshot { .. })
+    ));
+    fs::write(&path, b"KIN").unwrap();
+    assert!(matches!(
+        read::<Pod>(&path, "v1/pods"),
+        Err(SnapshotError::NotASnapshot { .. })
+    ));
+}
+
+#[test]
+fn another_identity_or_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    write(&path, "v1/pods ns=a", "9", &pods(3)).unwrap();
+    match read::<Pod>(&path, "v1/pods ns=b") {
+        Err(SnapshotError::Identity {
+            expected, found, ..
+        }) => {
+            assert_eq!(
+                (expected.as_str(), found.as_str()),
+                ("v1/pods ns=b", "v1/pods ns=a")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut bytes = fs::read(&path).unwrap();
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        read::<Pod>(&path, "v1/pods ns=a"),
+        Err(SnapshotError::Format { found: 2, .. })
+    ));
+}
+
+#[test]
+fn every_truncation_and_every_flipped_byte_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    write(&path, "v1/pods", "12", &pods(4)).unwrap();
+    let whole = fs::read(&path).unwrap();
+    for len in 0..whole.len() {
+        fs::write(&path, &whole[..len]).unwrap();
+        match read::<Pod>(&path, "v1/pods") {
+            Err(SnapshotError::Truncated { .. } | SnapshotError::NotASnapshot { .. }) => {}
+            // A cut inside a length can read as a length over the limit.
+            Err(SnapshotError::Corrupt { .. }) => {}
+            other => panic!("cut at {len} of {}: {other:?}", whole.len()),
+        }
+    }
+    for at in 0..whole.len() {
+        let mut bytes = whole.clone();
+        bytes[at] ^= 0x20;
+        fs::write(&path, &bytes).unwrap();
+        assert!(
+            read::<Pod>(&path, "v1/pods").is_err(),
+            "byte {at} flipped was read"
+        );
+    }
+    let mut longer = whole.clone();
+    longer.push(0);
+    fs::write(&path, &longer).unwrap();
+    assert!(matches!(
+        read::<Pod>(&path, "v1/pods"),
+        Err(SnapshotError::Corrupt { .. })
+    ));
+    fs::write(&path, &whole).unwrap();
+    assert_eq!(read::<Pod>(&path, "v1/pods").unwrap().objects.len(), 4);
+}
+
+#[test]
+fn an_older_snapshot_does_not_replace_a_newer_one_of_the_same_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    write(&path, "v1/pods", "200", &pods(2)).unwrap();
+    match write(&path, "v1/pods", "150", &pods(1)) {
+        Err(SnapshotError::Older {
+            on_disk, writing, ..
+        }) => {
+            assert_eq!((on_disk.as_str(), writing.as_str()), ("200", "150"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(read::<Pod>(&path, "v1/pods").unwrap().objects.len(), 2);
+    // The same version again, a newer one, or another identity's file: written.
+    write(&path, "v1/pods", "200", &pods(3)).unwrap();
+    write(&path, "v1/pods", "201", &pods(4)).unwrap();
+    write(&path, "v1/pods ns=x", "1", &pods(5)).unwrap();
+    assert_eq!(read::<Pod>(&path, "v1/pods ns=x").unwrap().objects.len(), 5);
+}
+
+#[test]
+fn a_numbering_of_field_names_this_process_does_not_share_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    // This process has numbered names by now.
+    write(&path, "v1/pods", "3", &pods(1)).unwrap();
+    let mut bytes = fs::read(&path).unwrap();
+    // The first name is the first after the header: swap its first letter.
+    let header = 8 + 4 + (4 + "v1/pods".len()) + (4 + 1) + 8;
+    let first_name = header + 4 + 2;
+    bytes[first_name] = if bytes[first_name] == b'x' {
+        b'y'
+    } else {
+        b'x'
+    };
+    let body = bytes.len() - 12;
+    let crc = crc32fast::hash(&bytes[..body]);
+    bytes[body..body + 4].copy_from_slice(&crc.to_le_bytes());
+    fs::write(&path, &bytes).unwrap();
+    assert!(matches!(
+        read::<Pod>(&path, "v1/pods"),
+        Err(SnapshotError::FieldNames { .. })
+    ));
+}
+
+#[test]
+fn what_killed_writers_left_is_removed_and_never_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    write(&path, "v1/pods", "8", &pods(2)).unwrap();
+    // A writer killed before its rename leaves its temporary file, half written.
+    fs::write(dir.path().join("pods.tmp-4242"), b"KINFSNAP\x01\0\0\0").unwrap();
+    fs::write(dir.path().join("other.tmp-4242"), b"not ours").unwrap();
+    assert_eq!(read::<Pod>(&path, "v1/pods").unwrap().objects.len(), 2);
+    assert_eq!(remove_temporaries(&path).unwrap(), 1);
+    assert!(dir.path().join("other.tmp-4242").exists());
+}
