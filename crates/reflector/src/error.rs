@@ -124,6 +124,18 @@ pub enum Error {
     /// is an item of the watch, [`ShardChange`](crate::ShardChange), not this error.)
     #[error("the shard selection changed")]
     ShardSelectionChanged,
+
+    /// A reflector started from a snapshot ([`Reflector::resume`](crate::Reflector::resume))
+    /// could not prove it caught up with the server from the snapshot's resourceVersion
+    /// (`410 Gone` is [`Error::Api`] instead). It lists at once (a consistent read), and
+    /// the sink compares the list with its cache.
+    #[error("cannot resume from resourceVersion {resource_version}: {why}")]
+    NotResumed {
+        /// The snapshot's resourceVersion.
+        resource_version: String,
+        /// Why.
+        why: &'static str,
+    },
 }
 
 impl Error {

@@ -167,8 +167,8 @@ pub use lister_watcher::{
     WatchOptions, WatchStream,
 };
 pub use reflector::{
-    DEFAULT_PAGE_SIZE, LastError, MIN_WATCH_TIMEOUT, Pace, Reflector, ReflectorCounters,
-    ReflectorHandle, ReflectorStatus, STREAMED_PART, WatchErrorHandler,
+    CATCH_UP_WATCH_TIMEOUT, DEFAULT_PAGE_SIZE, LastError, MIN_WATCH_TIMEOUT, Pace, Reflector,
+    ReflectorCounters, ReflectorHandle, ReflectorStatus, Resume, STREAMED_PART, WatchErrorHandler,
 };
 pub use shard::{
     ShardFiltering, ShardFilteringHandle, ShardKey, ShardRange, ShardSelection, ShardSelector,

@@ -19,6 +19,7 @@ use crate::{Backoff, Error, ListerWatcher, TaskHandle};
 mod hand_over;
 mod handle;
 mod list;
+mod resume;
 mod run;
 mod run_state;
 mod status;
@@ -28,6 +29,7 @@ mod watch;
 
 pub use handle::ReflectorHandle;
 pub use list::DEFAULT_PAGE_SIZE;
+pub use resume::{CATCH_UP_WATCH_TIMEOUT, Resume};
 pub use status::{LastError, ReflectorCounters, ReflectorStatus};
 pub use stream_list::STREAMED_PART;
 
@@ -66,6 +68,8 @@ pub struct Reflector<K, L, S> {
     /// How the sink keys objects; `None` is `namespace/name`.
     key_func: Option<KeyFunc<K>>,
     pace: Option<Pace>,
+    /// Where the first round starts instead of a list; taken by it.
+    resume: std::sync::Mutex<Option<Resume<K>>>,
     shared: Arc<Shared>,
     _k: PhantomData<fn() -> K>,
 }
@@ -113,6 +117,7 @@ where
             known: None,
             key_func: None,
             pace: None,
+            resume: std::sync::Mutex::new(None),
             shared: Arc::new(Shared::default()),
             _k: PhantomData,
         }
@@ -228,6 +233,41 @@ where
     #[must_use]
     pub fn known_objects(mut self, known: Arc<dyn KnownObjects<K>>) -> Self {
         self.known = Some(known);
+        self
+    }
+
+    /// Starts from a snapshot of the cache instead of a list (see [`Resume`]): the first
+    /// round watches from the snapshot's resourceVersion until it has caught up with what
+    /// the server was at when it started, then hands the sink the snapshot with what
+    /// changed as one list; a round that cannot lists as usual.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_reflector::{Reflector, Resume, fake::FakeListerWatcher};
+    /// # use kinformer_core::{Error, ListPart, Sink};
+    /// # struct Discard;
+    /// # impl Sink<Pod> for Discard {
+    /// #     fn add(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
+    /// #     fn update(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
+    /// #     fn delete(&self, _: Arc<Pod>) -> Result<(), Error> { Ok(()) }
+    /// #     fn replace(&self, _: ListPart<Pod>) -> Result<(), Error> { Ok(()) }
+    /// #     fn resync(&self) -> Result<(), Error> { Ok(()) }
+    /// #     fn bookmark(&self, _: &str) -> Result<(), Error> { Ok(()) }
+    /// # }
+    ///
+    /// // The objects of a snapshot taken at resourceVersion 1200 (here: none).
+    /// let snapshot: Vec<Arc<Pod>> = Vec::new();
+    /// let reflector = Reflector::new(FakeListerWatcher::<Pod>::new(), Discard)
+    ///     .resume(Resume::with_objects("1200", snapshot));
+    /// # let _ = reflector;
+    /// ```
+    #[must_use]
+    pub fn resume(self, resume: Resume<K>) -> Self {
+        *self
+            .resume
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(resume);
         self
     }
 

@@ -16,8 +16,16 @@ where
     /// client-go's `Run`: list-and-watch, and after each failed round a backoff.
     pub(super) async fn run_loop(&self) -> Result<(), Error> {
         let mut st = RunState::new(self.backoff.clone());
+        let mut resume = self
+            .resume
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         loop {
-            let err = self.list_and_watch(&mut st).await;
+            let err = match resume.take() {
+                Some(r) => self.resume_and_watch(&mut st, r).await,
+                None => self.list_and_watch(&mut st).await,
+            };
             self.report(&err);
             if err.is_sink_closed() {
                 tracing::info!("the sink is closed: reflector stops");
@@ -48,7 +56,7 @@ where
 
     /// One round: the initial state (streaming list or paged list), then watches until
     /// one fails in a way that needs a relist. Returns why it gave up.
-    async fn list_and_watch(&self, st: &mut RunState) -> Error {
+    pub(super) async fn list_and_watch(&self, st: &mut RunState) -> Error {
         self.shared.count_list(&st.reason);
         let mut first = None;
         if self.watch_list && self.lw.supports_watch_list() {

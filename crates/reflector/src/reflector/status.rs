@@ -27,6 +27,10 @@ pub(super) struct Shared {
     pub(super) narrowings: AtomicU64,
     /// Shard selections that gained shards, listed without a relist.
     pub(super) widenings: AtomicU64,
+    /// Rounds resumed from a snapshot that caught up.
+    pub(super) resumed: AtomicU64,
+    /// Rounds resumed from a snapshot that could not catch up, and listed.
+    pub(super) resume_failures: AtomicU64,
     /// The failure that ended the last failed round; written only when a round fails.
     last_error: Mutex<Option<LastError>>,
 }
@@ -110,6 +114,12 @@ pub struct ReflectorCounters {
     /// ([`ShardChange::Widened`](crate::ShardChange::Widened));
     /// one that could not be ends in a relist instead (`shard_selection_changed`).
     pub widenings: u64,
+    /// Starts from a snapshot ([`Reflector::resume`](crate::Reflector::resume)) that caught
+    /// up without a list.
+    pub resumed: u64,
+    /// Starts from a snapshot that could not catch up (`410 Gone`, no bookmark, …) and
+    /// listed instead.
+    pub resume_failures: u64,
 }
 
 /// The failure that ended a reflector's last failed round of list-and-watch, and what it did
@@ -199,6 +209,8 @@ impl ReflectorStatus {
             undecodable: load(&self.shared.undecodable),
             narrowings: load(&self.shared.narrowings),
             widenings: load(&self.shared.widenings),
+            resumed: load(&self.shared.resumed),
+            resume_failures: load(&self.shared.resume_failures),
         }
     }
 }

@@ -289,6 +289,7 @@ fn spawn(r: Reflector<Obj, FakeListerWatcher<Obj>, Arc<Rec>>) -> ReflectorHandle
 mod bad_input;
 mod list;
 mod narrow;
+mod resume;
 mod resync;
 mod stream_list;
 mod transform;
