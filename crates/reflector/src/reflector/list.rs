@@ -44,11 +44,12 @@ where
         );
         async {
             tracing::info!("listing");
-            let listed = match self.paged_list(ListOptions::new(rv.clone(), page_size), false).await {
+            let whole = st.whole_lists;
+            let listed = match self.paged_list(ListOptions::new(rv.clone(), page_size), false, whole).await {
                 Err(e) if e.is_expired() || e.is_too_large_resource_version() => {
                     st.rv_unavailable = true;
                     tracing::info!(error = %ErrorChain(&e), "resourceVersion unavailable: relisting at \"\" (consistent read)");
-                    self.paged_list(ListOptions::new(st.relist_rv(), page_size), false).await
+                    self.paged_list(ListOptions::new(st.relist_rv(), page_size), false, whole).await
                 }
                 other => other,
             }?;
@@ -64,6 +65,7 @@ where
             self.hand_over(items, !listed.handed_parts, Some(&listed.resource_version))?;
             tracing::info!(resource_version = %listed.resource_version, "listed");
             st.set_last_sync(&self.shared, listed.resource_version);
+            st.whole_lists = false;
             self.shared.synced_once();
             Ok(())
         }
@@ -76,11 +78,14 @@ where
     /// which starts the list over. Every page but the last goes to the sink as soon as it
     /// is decoded; the rest is in what it returns. `started`: the sink has a first part of
     /// this list already (what a widened shard selection keeps), which a list started
-    /// over would drop, so an expired continue token fails it instead.
+    /// over would drop, so an expired continue token fails it instead. `whole`: no page
+    /// goes to the sink before the list ends ([`RunState::whole_lists`]); unchanged
+    /// objects wait without their listed copy where the cache can hand out its own.
     pub(super) async fn paged_list(
         &self,
         first: ListOptions,
         started: bool,
+        whole: bool,
     ) -> Result<PagedList<K>, Error> {
         let mut opts = first.clone();
         let mut listed = PagedList {
@@ -124,16 +129,21 @@ where
             listed.pages += 1;
             listed.count += page.items.len();
             for obj in page.items {
-                listed.items.push(self.list_item(self.transformed(obj)?));
+                let item = self.list_item(self.transformed(obj)?);
+                listed
+                    .items
+                    .push(if whole { item.lightened() } else { item });
             }
             let skipped = self.undecodable_keys(page.undecodable);
             listed.undecodable.extend(skipped);
             match page.continue_token {
                 Some(token) => {
-                    let part = std::mem::take(&mut listed.items);
-                    self.hand_over(part, !listed.handed_parts, None)?;
-                    listed.handed_parts = true;
-                    self.paced().await;
+                    if !whole {
+                        let part = std::mem::take(&mut listed.items);
+                        self.hand_over(part, !listed.handed_parts, None)?;
+                        listed.handed_parts = true;
+                        self.paced().await;
+                    }
                     opts.continue_token = Some(token);
                     // The server refuses an RV together with a continue token.
                     opts.resource_version.clear();

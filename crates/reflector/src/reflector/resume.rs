@@ -80,6 +80,11 @@ impl<K> Resume<K> {
     pub fn resource_version(&self) -> &str {
         &self.resource_version
     }
+
+    /// Whether the cache holds the snapshot's objects ([`from_known`](Self::from_known)).
+    pub fn is_from_known(&self) -> bool {
+        self.objects.is_none()
+    }
 }
 
 /// What the catch-up watch saw, by key: the newest version, `None` once deleted.
@@ -157,6 +162,7 @@ where
         tracing::info!(objects = items.len(), changed, resource_version = %reached, server_was_at = target,
             "caught up from the snapshot");
         self.hand_over(items, true, Some(&reached))?;
+        st.whole_lists = false;
         st.set_last_sync(&self.shared, reached);
         self.shared.synced_once();
         st.backoff.succeeded();

@@ -4,6 +4,7 @@
 use kinformer_core::{ErrorChain, MetaObject, Sink};
 
 use super::Reflector;
+use super::Resume;
 use super::run_state::{RelistReason, RunState};
 use crate::{Error, ListerWatcher};
 
@@ -21,6 +22,7 @@ where
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
+        st.whole_lists = resume.as_ref().is_some_and(Resume::is_from_known);
         loop {
             let err = match resume.take() {
                 Some(r) => self.resume_and_watch(&mut st, r).await,

@@ -96,6 +96,13 @@ pub(super) struct RunState {
     pub(super) paginated_result: bool,
     pub(super) backoff: BackoffState,
     pub(super) reason: RelistReason,
+    /// Hand lists to the sink whole, not in parts, until one has reached it: the cache
+    /// was filled from a snapshot before the reflector started ([`Resume::from_known`]),
+    /// and a sink that queues the parts of a first list as they come (the in-order FIFO)
+    /// would not reconcile that list with the cache.
+    ///
+    /// [`Resume::from_known`]: super::Resume::from_known
+    pub(super) whole_lists: bool,
 }
 
 impl RunState {
@@ -106,6 +113,7 @@ impl RunState {
             paginated_result: false,
             backoff: BackoffState::new(backoff),
             reason: RelistReason::Initial,
+            whole_lists: false,
         }
     }
 

@@ -118,6 +118,7 @@ where
                     match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             let o = match self.transformed(Arc::new(o)) {
+                                Ok(o) if st.whole_lists => self.list_item(o).lightened(),
                                 Ok(o) => self.list_item(o),
                                 Err(e) => break Some(e),
                             };
@@ -130,7 +131,7 @@ where
                                     self.report(&e);
                                 }
                             }
-                            if temp.len() >= STREAMED_PART {
+                            if temp.len() >= STREAMED_PART && !st.whole_lists {
                                 let starts = !temp.handed_any();
                                 self.hand_over(temp.take_part(), starts, None)?;
                                 self.paced().await;
@@ -149,6 +150,7 @@ where
                             self.hand_over(items, starts, Some(&b.resource_version))?;
                             tracing::info!(items = count, resource_version = %b.resource_version, "streaming list synced");
                             st.rv_unavailable = false;
+                            st.whole_lists = false;
                             st.set_last_sync(&self.shared, b.resource_version);
                             self.shared.synced_once();
                             st.backoff.succeeded();

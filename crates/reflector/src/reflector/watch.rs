@@ -265,7 +265,7 @@ where
         first.shard = Some(added.clone());
         first.exact = true;
         self.hand_over(kept, true, None)?;
-        let listed = match self.paged_list(first, true).await {
+        let listed = match self.paged_list(first, true, false).await {
             Ok(listed) if listed.resource_version == rv => listed,
             Ok(listed) => {
                 tracing::debug!(asked = %rv, listed = %listed.resource_version, "the gained shards were not listed at the version asked: relisting");

@@ -236,3 +236,64 @@ async fn rule67_a_snapshot_version_that_is_no_integer_is_not_resumed_from() {
     assert_eq!(watch_rvs(&s), ["25"]);
     drop(h);
 }
+
+/// The cache holds the snapshot: the list after a failed resume reaches the sink whole,
+/// never in parts (a sink that queues a first list's parts as they come would not
+/// reconcile it with the cache), for a paged list and a streaming one.
+#[tokio::test(start_paused = true)]
+async fn rule67_the_list_after_a_failed_resume_from_the_cache_comes_whole() {
+    let s = Setup::new();
+    s.fake.on_list(|o| {
+        Ok(match (o.limit, o.continue_token.as_deref()) {
+            (Some(1), _) => ListPage::new(vec![], "20"),
+            (_, None) => ListPage::new(vec![obj("a", 5)], "30").with_continue("t"),
+            (_, Some(_)) => ListPage::new(vec![obj("d", 15)], "30"),
+        })
+    });
+    s.fake.push_watch(Err(status(410, "Expired")));
+    let _tx = open_watch(&s.fake);
+    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
+    let h = spawn(
+        s.reflector()
+            .known_objects(known)
+            .resume(Resume::from_known("10")),
+    );
+    until("the watch after the list", || {
+        s.fake.watch_calls().len() == 2
+    })
+    .await;
+    assert_eq!(s.sink.calls(), ["replace [d] + unchanged [ns/a] @30"]);
+    drop(h);
+
+    let s = Setup::new();
+    s.fake.serve_watch_list(true);
+    server(&s, 20, vec![], 0);
+    s.fake.push_watch(Err(status(410, "Expired")));
+    let mut stream: Vec<_> = (0..2 * STREAMED_PART as u32)
+        .map(|i| added(&format!("n{i}"), 30 + i))
+        .collect();
+    stream.push(added("a", 5));
+    stream.push(Ok(WatchEvent::Bookmark(Bookmark::new("300", true))));
+    s.fake.push_watch(Ok(watch_of(stream)));
+    let _tx = open_watch(&s.fake);
+    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
+    let h = spawn(
+        s.reflector()
+            .known_objects(known)
+            .resume(Resume::from_known("10")),
+    );
+    until("the watch after the streaming list", || {
+        s.fake.watch_calls().len() == 3
+    })
+    .await;
+    assert_eq!(s.sink.calls(), ["replace 200 items @300"]);
+    assert_eq!(
+        s.fake.watch_calls()[1].resource_version,
+        "",
+        "a consistent streaming list"
+    );
+    let listed = s.sink.listed.lock().unwrap();
+    assert!(matches!(listed.last(), Some(Listed::Unchanged(u)) if u.key().as_str() == "ns/a"));
+    drop(listed);
+    drop(h);
+}
