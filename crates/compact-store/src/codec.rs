@@ -216,49 +216,120 @@ pub(crate) fn names() -> Vec<&'static str> {
     guard.as_ref().map(|n| n.names.clone()).unwrap_or_default()
 }
 
-/// Makes this process number field names as `names` does (the table of the process that
-/// wrote a snapshot), so that its entries read here as they are, without renumbering. The
-/// tables must agree on the names both have: one a prefix of the other, which holds for
-/// tables taken at any two times in one process (names are only ever added) and for a
-/// process that has numbered nothing yet. The names this process lacks are added, each
-/// copied once for the life of the process (names are `&'static str`).
+/// How the entries of a snapshot read in this process ([`adopt_names`]).
+pub(crate) enum Numbering {
+    /// As they are: this process numbers their names as their writer did.
+    Same,
+    /// Renumbered ([`renumber`]): the id this process gives each of the writer's names,
+    /// by the writer's id less [`FIRST_ID`].
+    Renumber(Vec<u32>),
+}
+
+/// Makes this process able to read entries written under `names` (the table of the
+/// process that wrote a snapshot). When the tables agree on the names both have (one a
+/// prefix of the other: which holds for tables taken at any two times in one process, names
+/// being only ever added, and for a process that has numbered nothing yet) this process
+/// takes the writer's numbering and the entries read as they are; otherwise each of the
+/// writer's names gets this process's id and the entries must be renumbered. A name this
+/// process lacks is added, copied once for the life of the process (names are
+/// `&'static str`).
 ///
 /// # Errors
-/// [`CodecError::Corrupt`] when the tables disagree (this process numbered other names
-/// first), when `names` holds a name twice, or when it is longer than the table may grow.
-pub(crate) fn adopt_names(names: &[String]) -> Result<(), CodecError> {
+/// [`CodecError::Corrupt`] when `names` holds a name twice, or holds more names than the
+/// table may grow to.
+pub(crate) fn adopt_names(names: &[String]) -> Result<Numbering, CodecError> {
     if names.len() > MAX_NAMES {
         return Err(CodecError::Corrupt("too many field names"));
     }
+    let mut distinct = std::collections::HashSet::with_capacity(names.len());
+    if !names.iter().all(|n| distinct.insert(n.as_str())) {
+        return Err(CodecError::Corrupt("a field name twice"));
+    }
+    drop(distinct);
     let mut guard = NAMES.write().unwrap_or_else(PoisonError::into_inner);
     let table = guard.get_or_insert_with(Names::default);
-    let known = table.names.len().min(names.len());
-    if table
+    let same = table
         .names
         .iter()
         .zip(names)
-        .any(|(have, name)| *have != name.as_str())
-    {
-        return Err(CodecError::Corrupt(
-            "the field names are numbered otherwise here",
-        ));
+        .all(|(have, name)| *have == name.as_str());
+    let mut ids = Vec::with_capacity(names.len());
+    for name in names {
+        let id = match table.ids.get(name.as_str()) {
+            Some(&id) => id,
+            None => {
+                if table.names.len() >= MAX_NAMES {
+                    return Err(CodecError::Corrupt("too many field names"));
+                }
+                let name: &'static str = Box::leak(name.clone().into_boxed_str());
+                let id = u32::try_from(table.names.len())
+                    .map_err(|_| CodecError::Corrupt("too many field names"))?
+                    + FIRST_ID;
+                table.names.push(name);
+                table.ids.insert(name, id);
+                id
+            }
+        };
+        ids.push(id);
     }
-    // Checked before anything is added, so that a refused table changes nothing.
-    let mut fresh = std::collections::HashSet::new();
-    for name in &names[known..] {
-        if table.ids.contains_key(name.as_str()) || !fresh.insert(name.as_str()) {
-            return Err(CodecError::Corrupt("a field name twice"));
+    Ok(if same {
+        Numbering::Same
+    } else {
+        Numbering::Renumber(ids)
+    })
+}
+
+/// The entry `bytes` with its struct field ids mapped through `ids` (the id of each of
+/// the writer's names in this process, by the writer's id less [`FIRST_ID`]), every other
+/// byte as it was; `None` when the bytes do not parse or name an id `ids` lacks.
+pub(crate) fn renumber(bytes: &[u8], ids: &[u32]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
+    let mut input = bytes;
+    renumber_value(&mut input, ids, &mut out, 0)?;
+    input.is_empty().then_some(out)
+}
+
+fn renumber_value(input: &mut &[u8], ids: &[u32], out: &mut Vec<u8>, depth: usize) -> Option<()> {
+    use crate::view::read::{next, varint};
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let before = *input;
+    let raw = next(input)?;
+    match raw.tag {
+        STRUCT => {
+            out.push(STRUCT);
+            let at = reserve_len(out);
+            let mut content = raw.body;
+            while !content.is_empty() {
+                let id = u32::try_from(varint(&mut content)?).ok()?;
+                let mapped = match id {
+                    INLINE_NAME => INLINE_NAME,
+                    _ => *ids.get(usize::try_from(id.checked_sub(FIRST_ID)?).ok()?)?,
+                };
+                put_varint(out, u64::from(mapped));
+                if id == INLINE_NAME {
+                    // The name, a string: as it is.
+                    let name = content;
+                    next(&mut content)?;
+                    out.extend_from_slice(&name[..name.len() - content.len()]);
+                }
+                renumber_value(&mut content, ids, out, depth + 1)?;
+            }
+            fill_len(out, at);
         }
+        SEQ | MAP => {
+            out.push(raw.tag);
+            let at = reserve_len(out);
+            let mut content = raw.body;
+            while !content.is_empty() {
+                renumber_value(&mut content, ids, out, depth + 1)?;
+            }
+            fill_len(out, at);
+        }
+        _ => out.extend_from_slice(&before[..before.len() - input.len()]),
     }
-    for name in &names[known..] {
-        let name: &'static str = Box::leak(name.clone().into_boxed_str());
-        let id = u32::try_from(table.names.len())
-            .map_err(|_| CodecError::Corrupt("too many field names"))?
-            + FIRST_ID;
-        table.names.push(name);
-        table.ids.insert(name, id);
-    }
-    Ok(())
+    Some(())
 }
 
 /// How an encoder numbers a field name: looking it up only (under the read lock), or

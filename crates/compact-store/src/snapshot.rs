@@ -34,13 +34,12 @@
 //! # Field names
 //!
 //! The encoding writes a struct field's name as a number from a table the process builds
-//! as it meets names. A snapshot carries its writer's table, and reading one makes this
-//! process number names the same way ([`read`] fails with [`SnapshotError::FieldNames`]
-//! otherwise): that works when this process has numbered nothing yet, or only the first
-//! names of the same table — which holds for every snapshot one process wrote, as its table
-//! only grows. So read a process's snapshots before anything is encoded (kinformer's
-//! factory loads every informer's snapshot before it starts any); a snapshot that cannot
-//! be read is refused, and the informer lists as it would without one.
+//! as it meets names. A snapshot carries its writer's table. When this process has
+//! numbered nothing yet, or only the first names of the same table (which holds for every
+//! snapshot one process wrote: its table only grows), reading one makes this process number
+//! names as the writer did, and the entries are used as they are. Otherwise (this process
+//! met names in another order first: another informer cached objects before this snapshot
+//! was read) each entry is renumbered as it is read, one pass over its bytes.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -77,7 +76,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::Cached;
-use crate::codec;
+use crate::codec::{self, Numbering};
 use crate::view::read::Raw;
 
 const MAGIC: &[u8; 8] = b"KINFSNAP";
@@ -150,8 +149,7 @@ pub enum SnapshotError {
         /// The identity it holds.
         found: String,
     },
-    /// This process numbers field names otherwise than the snapshot's writer did (it
-    /// encoded other objects first): read snapshots before anything is encoded.
+    /// The snapshot's table of field names is not one (a name twice, too many names).
     #[error("snapshot {}: {source}", path.display())]
     FieldNames {
         /// The file.
@@ -335,12 +333,17 @@ pub fn read<K>(path: &Path, identity: &str) -> Result<Snapshot<K>, SnapshotError
     }
     input.end()?;
     // The whole file checked: only now is anything of it used.
-    codec::adopt_names(&names).map_err(|source| SnapshotError::FieldNames {
+    let numbering = codec::adopt_names(&names).map_err(|source| SnapshotError::FieldNames {
         path: path.to_owned(),
         source,
     })?;
     let mut objects = Vec::with_capacity(encodings.len());
     for encoding in encodings {
+        let encoding = match &numbering {
+            Numbering::Same => encoding,
+            Numbering::Renumber(ids) => codec::renumber(&encoding, ids)
+                .ok_or_else(|| input.corrupt("an object that does not parse"))?,
+        };
         if Raw::whole(&encoding).and_then(|r| r.as_struct()).is_none() {
             return Err(input.corrupt("an object that is not one encoded value"));
         }
