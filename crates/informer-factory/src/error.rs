@@ -28,6 +28,12 @@ pub enum Error {
     #[error("the reflector failed")]
     Reflector(#[from] kinformer_reflector::Error),
 
+    /// The informer's snapshot could not be written (see
+    /// [`SnapshotOptions`](crate::SnapshotOptions)); a snapshot that cannot be read is
+    /// not an error: the informer lists instead, and its stats say why.
+    #[error("snapshot")]
+    Snapshot(#[from] kinformer_compact_store::snapshot::SnapshotError),
+
     /// The operating system refused to start a listener's thread.
     #[error("cannot start the thread of an event handler")]
     SpawnThread(#[source] std::io::Error),

@@ -17,7 +17,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::sync::poll_until;
-use crate::{Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer};
+use crate::{
+    Error, FifoKind, InformerHandle, InformerStats, SharedIndexInformer,
+    SharedIndexInformerBuilder, SnapshotOptions,
+};
 
 /// What a factory's informer watches besides its resource: the namespace and the list
 /// options (client-go's `WithNamespace` and `WithTweakListOptions`). Two requests for one
@@ -190,6 +193,11 @@ impl<K: MetaObject + Send + Sync + 'static> AnyInformer for SharedIndexInformer<
 
 type MetaTransform = Arc<dyn Fn(&mut ObjectMeta) + Send + Sync>;
 
+/// Gives an informer of objects `T` its snapshot, with these options and identity (only
+/// `Cached<K>` informers keep one).
+type KeepSnapshot<T> =
+    fn(SharedIndexInformerBuilder<T>, SnapshotOptions, String) -> SharedIndexInformerBuilder<T>;
+
 /// Makes the cache of one informer of objects `T`; kept type-erased by `T`'s `TypeId`.
 type StoreMaker<T> = Arc<dyn Fn() -> Arc<dyn IndexerWriter<T>> + Send + Sync>;
 
@@ -228,6 +236,11 @@ struct Config {
     wire_format: WireFormat,
     /// The `name` label of the informers' client-go metrics.
     informer_name: String,
+    /// Where the informers keep their caches on disk, if they do.
+    snapshots: Option<SnapshotOptions>,
+    /// The API server's URL, when the factory was built from a config: part of every
+    /// snapshot's identity.
+    cluster: Option<String>,
 }
 
 struct FactoryInner {
@@ -439,6 +452,31 @@ impl SharedInformerFactoryBuilder {
         self
     }
 
+    /// Every informer of the default cache (`informer::<K>()`, `dynamic_informer`) keeps it
+    /// on disk in `options.dir` and starts from it (see [`SnapshotOptions`]): a restarted
+    /// process resumes from where its caches were instead of listing everything again.
+    /// Each informer's file is named after its identity: resource, type, namespace,
+    /// selectors, shard, wire format, whether `managedFields` are dropped, whether a
+    /// transform runs, and the cluster's URL when the factory was built
+    /// [`from_config`](SharedInformerFactory::from_config) (else keep one directory per
+    /// cluster). Informers of decoded objects (`decoded_informer`) have none.
+    ///
+    /// ```no_run
+    /// # use kinformer_informer_factory::{SharedInformerFactory, SnapshotOptions};
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// let factory = SharedInformerFactory::from_config(kube::Config::infer().await?)?
+    ///     .snapshots(SnapshotOptions::new("/var/cache/my-controller"))
+    ///     .build();
+    /// # let _ = factory;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn snapshots(mut self, options: SnapshotOptions) -> Self {
+        self.config.snapshots = Some(options);
+        self
+    }
+
     /// The factory.
     pub fn build(self) -> SharedInformerFactory {
         SharedInformerFactory {
@@ -545,10 +583,13 @@ impl SharedInformerFactory {
     /// # Errors
     /// [`Error::Reflector`] when no client can be built from `config`.
     pub fn from_config(config: kube::Config) -> Result<SharedInformerFactoryBuilder, Error> {
+        let cluster = config.cluster_url.to_string();
         let client = kinformer_kube::reflector_client(config).map_err(|e| {
             Error::Reflector(kinformer_reflector::Error::Client { source: e.into() })
         })?;
-        Ok(Self::builder(client))
+        let mut builder = Self::builder(client);
+        builder.config.cluster = Some(cluster);
+        Ok(builder)
     }
 
     /// A builder: namespace, list options, resyncs, transform, FIFO kind. The client
@@ -570,6 +611,8 @@ impl SharedInformerFactory {
                 clock: Arc::new(TokioClock),
                 wire_format: WireFormat::default(),
                 informer_name: String::new(),
+                snapshots: None,
+                cluster: None,
             },
         }
     }
@@ -608,6 +651,7 @@ impl SharedInformerFactory {
             cluster_scoped,
             options,
             KubeListerWatcher::cached,
+            |b, options, identity| b.snapshot(options, identity),
         )
     }
 
@@ -633,7 +677,14 @@ impl SharedInformerFactory {
         K::Scope: 'static,
     {
         let cluster_scoped = TypeId::of::<K::Scope>() == TypeId::of::<ClusterResourceScope>();
-        self.get_or_create(&K::DynamicType::default(), cluster_scoped, options, |lw| lw)
+        self.get_or_create(
+            &K::DynamicType::default(),
+            cluster_scoped,
+            options,
+            |lw| lw,
+            // Decoded objects have no snapshot: the informer lists on every start.
+            |b, _, _| b,
+        )
     }
 
     /// The informer of the resource `resource` as [`DynamicObject`]s (kept encoded, read
@@ -660,6 +711,7 @@ impl SharedInformerFactory {
             *scope == Scope::Cluster,
             options,
             KubeListerWatcher::cached,
+            |b, options, identity| b.snapshot(options, identity),
         )
     }
 
@@ -671,6 +723,7 @@ impl SharedInformerFactory {
         cluster_scoped: bool,
         mut options: InformerOptions,
         lw: fn(KubeListerWatcher<K>) -> KubeListerWatcher<T>,
+        snapshot: KeepSnapshot<T>,
     ) -> SharedIndexInformer<T>
     where
         K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
@@ -690,7 +743,7 @@ impl SharedInformerFactory {
         {
             return existing.clone();
         }
-        let informer = self.new_informer::<K, T>(dyntype, &id, lw);
+        let informer = self.new_informer::<K, T>(dyntype, &id, lw, snapshot);
         state.informers.push(Entry {
             id,
             informer: Box::new(informer.clone()),
@@ -704,6 +757,7 @@ impl SharedInformerFactory {
         dyntype: &K::DynamicType,
         id: &InformerId,
         make: fn(KubeListerWatcher<K>) -> KubeListerWatcher<T>,
+        snapshot: KeepSnapshot<T>,
     ) -> SharedIndexInformer<T>
     where
         K: Resource + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
@@ -759,6 +813,36 @@ impl SharedInformerFactory {
             .and_then(|m| m.downcast_ref::<StoreMaker<T>>())
         {
             builder = builder.store_arc(make());
+        }
+        if let Some(options) = &config.snapshots {
+            let identity = format!(
+                "{}/{}/{} {} ns={} labels={} fields={} shard={} wire={:?} managedFields={} transform={} cluster={}",
+                K::group(dyntype),
+                K::version(dyntype),
+                K::plural(dyntype),
+                std::any::type_name::<T>(),
+                id.options.namespace.as_deref().unwrap_or(""),
+                id.options.label_selector.as_deref().unwrap_or(""),
+                id.options.field_selector.as_deref().unwrap_or(""),
+                id.options
+                    .shard
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+                config.wire_format,
+                if config.drop_managed_fields {
+                    "dropped"
+                } else {
+                    "kept"
+                },
+                if config.transform.is_some() {
+                    "meta"
+                } else {
+                    "none"
+                },
+                config.cluster.as_deref().unwrap_or(""),
+            );
+            builder = snapshot(builder, options.clone(), identity);
         }
         builder.build()
     }

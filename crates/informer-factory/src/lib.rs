@@ -256,9 +256,10 @@ pub use factory::{
 };
 pub use handler::{FilteringResourceEventHandler, ResourceEventHandler, ResourceEventHandlerFuncs};
 pub use informer::{
-    FifoKind, HandlerOptions, InformerHandle, InformerIdentity, InformerStats, LatencyHistogram,
-    MINIMUM_RESYNC_PERIOD, PROCESSING_LATENCY_BUCKETS, Registration, SharedIndexInformer,
-    SharedIndexInformerBuilder,
+    DEFAULT_SNAPSHOT_PERIOD, FifoKind, HandlerOptions, InformerHandle, InformerIdentity,
+    InformerStats, LastWritten, LatencyHistogram, Loaded, MINIMUM_RESYNC_PERIOD,
+    PROCESSING_LATENCY_BUCKETS, Registration, SharedIndexInformer, SharedIndexInformerBuilder,
+    SnapshotOptions, SnapshotStart, SnapshotStatus,
 };
 pub use shared::{HandlerRegistration, SharedInformer};
 pub use sync::{HasSynced, wait_for_cache_sync, wait_for_cache_sync_until};

@@ -10,4 +10,5 @@ mod factory;
 mod informer;
 #[cfg(feature = "kube")]
 mod sharded;
+mod snapshot;
 mod swap_points;

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kinformer_compact_store::Cached;
 use kinformer_core::{Clock, KeyFunc, KnownObjects, MetaObject, TokioClock, meta_namespace_key};
 use kinformer_deltafifo::FifoQueue;
 use kinformer_indexer::{IndexerWriter, Indexers, ThreadSafeStore, namespace_indexers};
@@ -12,6 +13,7 @@ use kinformer_reflector::{
 };
 
 use super::core::{Inner, Pipeline};
+use super::snapshot::{SnapshotOptions, Snapshots};
 use super::{FifoKind, InformerIdentity, SharedIndexInformer, normalize_resync};
 
 /// Makes the informer's queue from the view of its store that a FIFO reads for tombstones
@@ -48,6 +50,7 @@ pub struct SharedIndexInformerBuilder<K> {
     key_func: Option<KeyFunc<K>>,
     shard: Option<ShardSelection>,
     identity: Option<InformerIdentity>,
+    snapshots: Option<Snapshots<K>>,
 }
 
 impl<K> fmt::Debug for SharedIndexInformerBuilder<K> {
@@ -77,6 +80,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
             key_func: None,
             shard: None,
             identity: None,
+            snapshots: None,
         }
     }
 
@@ -306,6 +310,33 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     }
 }
 
+impl<K: Send + Sync + 'static> SharedIndexInformerBuilder<Cached<K>> {
+    /// Keeps the cache on disk and starts from it (see [`SnapshotOptions`]): `identity`
+    /// says what the informer lists and watches — resource, namespace, selectors, shards,
+    /// wire format, the cluster — so that a snapshot of anything else is refused. A
+    /// factory's informers get one made of their options
+    /// ([`SharedInformerFactoryBuilder::snapshots`](crate::SharedInformerFactoryBuilder::snapshots)).
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_compact_store::Cached;
+    /// use kinformer_informer_factory::{SharedIndexInformer, SnapshotOptions};
+    /// use kinformer_reflector::fake::FakeListerWatcher;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let informer = SharedIndexInformer::<Cached<Pod>>::builder(FakeListerWatcher::new())
+    ///     .snapshot(SnapshotOptions::new(dir.path()), "v1/pods in my-cluster")
+    ///     .build();
+    /// # let _ = informer;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn snapshot(mut self, options: SnapshotOptions, identity: impl Into<String>) -> Self {
+        self.snapshots = Some(Snapshots::new(options, identity.into()));
+        self
+    }
+}
+
 impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
     /// The informer, not started: each layer as chosen (the lister-watcher, with one
     /// shard's objects when [`shard`](Self::shard) or [`shards`](Self::shards) was given;
@@ -335,6 +366,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
             fifo: self.fifo,
             shard,
             identity: self.identity,
+            snapshots: self.snapshots,
         };
         let core = Inner::new(
             self.name,

@@ -21,6 +21,7 @@ use crate::listener::{Buffering, ListenerState, Processor};
 use crate::{Error, ResourceEventHandler};
 
 use super::builder::FifoChoice;
+use super::snapshot::Snapshots;
 use super::stats::{InformerIdentity, LatencyRecorder};
 mod process;
 
@@ -87,6 +88,8 @@ pub(super) struct Inner<T> {
     identity: Option<InformerIdentity>,
     /// How long each popped entry took to apply and hand out.
     pub(super) latency: LatencyRecorder,
+    /// Its cache on disk, if kept there.
+    snapshots: Option<Snapshots<T>>,
 }
 
 /// The parts of an [`Inner`] its builder chooses.
@@ -97,6 +100,7 @@ pub(super) struct Pipeline<T> {
     pub(super) fifo: FifoChoice<T>,
     pub(super) shard: Option<ShardFilteringHandle>,
     pub(super) identity: Option<InformerIdentity>,
+    pub(super) snapshots: Option<Snapshots<T>>,
 }
 
 impl<T> Inner<T> {
@@ -116,6 +120,7 @@ impl<T> Inner<T> {
             fifo,
             shard,
             identity,
+            snapshots,
         } = pipeline;
         Self {
             name,
@@ -135,7 +140,21 @@ impl<T> Inner<T> {
             shard,
             identity,
             latency: LatencyRecorder::default(),
+            snapshots,
         }
+    }
+
+    /// Its snapshot on disk, if it keeps one.
+    pub(super) fn snapshots(&self) -> Option<&Snapshots<T>> {
+        self.snapshots.as_ref()
+    }
+
+    /// The reflector's last synced resourceVersion; empty before it started.
+    pub(super) fn last_sync_resource_version(&self) -> String {
+        self.status
+            .get()
+            .map(ReflectorStatus::last_sync_resource_version)
+            .unwrap_or_default()
     }
 
     /// Its identity in client-go's informer metrics, if it has one.

@@ -339,6 +339,7 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
             identity: self.core.identity().cloned(),
             queued_items: self.core.queued_items(),
             processing_latency: self.core.latency.snapshot(),
+            snapshot: self.core.snapshots().map(|s| s.status()),
         }
     }
 
@@ -379,6 +380,20 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
         run_prepared(Arc::clone(&self.core), prepared, cancel).await
     }
 
+    /// Writes the informer's snapshot now (see [`SnapshotOptions`]): the cache at the last
+    /// synced resourceVersion, taken when nothing waits in its FIFO (waiting up to 2 s for
+    /// such a moment). `Ok(None)` without a snapshot configured or before the informer has
+    /// synced. A running informer also writes one every period and when it stops.
+    ///
+    /// # Errors
+    /// [`Error::Snapshot`] when the file cannot be written, or the informer never had
+    /// nothing queued for 2 s.
+    pub async fn write_snapshot(
+        &self,
+    ) -> Result<Option<kinformer_compact_store::snapshot::Written>, Error> {
+        snapshot::write(&self.core, snapshot::QUIET_PATIENCE).await
+    }
+
     /// Starts the informer on a Tokio task; the handle stops it.
     ///
     /// # Errors
@@ -399,12 +414,16 @@ impl<T: MetaObject + Send + Sync + 'static> SharedIndexInformer<T> {
 
 mod builder;
 mod core;
+mod snapshot;
 mod stats;
 
 use core::Inner;
 use core::run_prepared;
 
 pub use builder::SharedIndexInformerBuilder;
+pub use snapshot::{
+    DEFAULT_SNAPSHOT_PERIOD, LastWritten, Loaded, SnapshotOptions, SnapshotStart, SnapshotStatus,
+};
 pub use stats::{
     InformerHandle, InformerIdentity, InformerStats, LatencyHistogram, PROCESSING_LATENCY_BUCKETS,
     Registration,

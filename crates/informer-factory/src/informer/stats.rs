@@ -44,6 +44,9 @@ pub struct InformerStats {
     /// How long applying each popped entry to the cache and handing it to the listeners took
     /// (client-go's `informer_processing_latency_seconds`).
     pub processing_latency: LatencyHistogram,
+    /// What its snapshot on disk did (see [`SnapshotOptions`](crate::SnapshotOptions)):
+    /// what it started from, the last one written; `None` without one.
+    pub snapshot: Option<super::SnapshotStatus>,
 }
 
 /// An informer's identity in client-go 1.36's informer metrics (its

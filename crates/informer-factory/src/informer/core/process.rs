@@ -70,14 +70,46 @@ pub(in crate::informer) async fn run_prepared<K: MetaObject + Send + Sync + 'sta
         inner: Arc::clone(&inner),
         fifo: Arc::clone(&fifo),
     };
+    let reflector = match super::super::snapshot::load(&inner).await {
+        Some(resume) => reflector.resume(resume),
+        None => reflector,
+    };
     let reflector = reflector.spawn()?;
     let span = tracing::info_span!("informer", name = %inner.name);
-    pop_loop(&inner, &*fifo, &cancel).instrument(span).await;
+    tokio::join!(
+        pop_loop(&inner, &*fifo, &cancel).instrument(span),
+        write_snapshots(&inner, &cancel),
+    );
     let result = reflector.stop().await;
+    if cancel.is_cancelled() && inner.snapshots().is_some() {
+        // Stopped on purpose: the cache as it is now, for the next start.
+        let _ = super::super::snapshot::write(&inner, Duration::ZERO).await;
+    }
     drop(guard);
     match result {
         Err(e) if e.is_sink_closed() => Ok(()),
         other => other.map_err(Error::from),
+    }
+}
+
+/// Writes the informer's snapshot every period until cancelled (nothing without one).
+async fn write_snapshots<K: MetaObject + Send + Sync + 'static>(
+    inner: &Arc<Inner<K>>,
+    cancel: &CancellationToken,
+) {
+    let Some(period) = inner
+        .snapshots()
+        .map(|s| s.options.period)
+        .filter(|p| !p.is_zero())
+    else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = inner.clock.sleep(period) => {}
+        }
+        let _ = super::super::snapshot::write(inner, super::super::snapshot::QUIET_PATIENCE).await;
     }
 }
 
@@ -122,6 +154,16 @@ impl<K: MetaObject + Send + Sync + 'static> Inner<K> {
 
     pub(in crate::informer) fn has_synced(&self) -> bool {
         self.fifo.get().is_some_and(|f| f.has_synced())
+    }
+
+    /// Every cached object, taken while no item is being applied and none is queued; `None`
+    /// while something is queued.
+    pub(in crate::informer) fn quiet_list(&self) -> Option<Vec<Arc<K>>> {
+        let _deliver = self.lock_deliver();
+        self.fifo
+            .get()
+            .is_some_and(|f| f.is_empty())
+            .then(|| self.store.list())
     }
 
     /// Resolves once `fifo` holds at most [`PACED_BACKLOG`] entries, or is closed, or
