@@ -352,7 +352,7 @@ async fn live_a_handler_sleeping_1s_per_event_does_not_delay_another() {
 
 /// A control plane without the watch cache, so that a compacted resource version is a
 /// deterministic 410 and the informer must relist.
-async fn no_cache() -> &'static ControlPlane {
+pub(crate) async fn no_cache() -> &'static ControlPlane {
     static NO_CACHE: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
     NO_CACHE
         .get_or_try_init(|| ControlPlane::start_with(Options::default().watch_cache(false)))

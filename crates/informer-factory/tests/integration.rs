@@ -11,4 +11,6 @@ mod informer;
 #[cfg(feature = "kube")]
 mod sharded;
 mod snapshot;
+#[cfg(feature = "kube")]
+mod snapshot_e2e;
 mod swap_points;
