@@ -253,14 +253,15 @@ impl<T> Snapshots<T> {
 }
 
 /// The informer's start from its snapshot: the [`Resume`] for its reflector, if there is a
-/// snapshot to start from. Reads the file (and fills the cache, for
-/// [`SnapshotStart::ChangesOnly`]) off the runtime's threads.
+/// snapshot of its identity that is not older than its cache. Only the header is read here;
+/// the objects load (and, for [`SnapshotStart::ChangesOnly`], fill the cache) off the
+/// runtime's threads while the reflector asks the server and catches up.
 pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
     inner: &Arc<Inner<T>>,
 ) -> Option<Resume<T>> {
     let snapshots = inner.snapshots()?;
     let started = Instant::now();
-    let task = {
+    let header = {
         let inner = Arc::clone(inner);
         tokio::task::spawn_blocking(move || {
             let s = inner.snapshots()?;
@@ -269,70 +270,121 @@ pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
             {
                 tracing::info!(informer = %inner.name(), removed = n, "removed what a writer killed midway left");
             }
-            Some((s.load)(&s.path, &s.identity).and_then(|(rv, objects, bytes)| {
+            Some(snapshot::read_header(&s.path).and_then(|h| {
+                if h.identity != s.identity {
+                    return Err(SnapshotError::Identity {
+                        path: s.path.clone(),
+                        expected: s.identity.clone(),
+                        found: h.identity,
+                    });
+                }
                 // Never back in time: a cache that applied a newer version keeps it.
                 let applied = inner.store().last_sync_resource_version();
-                if matches!((applied.parse::<u64>(), rv.parse::<u64>()), (Ok(a), Ok(r)) if a > r) {
+                if matches!((applied.parse::<u64>(), h.resource_version.parse::<u64>()), (Ok(a), Ok(r)) if a > r) {
                     return Err(SnapshotError::Older {
                         path: s.path.clone(),
-                        on_disk: rv,
+                        on_disk: h.resource_version,
                         writing: applied,
                     });
                 }
-                if s.options.start == SnapshotStart::ChangesOnly {
-                    let count = objects.len();
-                    inner
-                        .store()
-                        .replace(ListPart::whole(objects, rv.clone()))
-                        .map_err(|e| SnapshotError::Io {
-                            path: s.path.clone(),
-                            source: std::io::Error::other(ErrorChain(&e).to_string()),
-                        })?;
-                    Ok((rv, None, count, bytes))
-                } else {
-                    let count = objects.len();
-                    Ok((rv, Some(objects), count, bytes))
-                }
+                Ok(h.resource_version)
             }))
         })
+        .await
     };
-    let loaded = match task.await {
-        Ok(Some(loaded)) => loaded,
+    let rv = match header {
+        Ok(Some(Ok(rv))) => rv,
         Ok(None) => return None,
+        Ok(Some(Err(e))) => {
+            refused(inner, snapshots, &e);
+            return None;
+        }
         Err(e) => {
             tracing::warn!(informer = %inner.name(), error = %e, "reading the snapshot failed: listing instead");
             return None;
         }
     };
-    match loaded {
-        Ok((rv, objects, count, bytes)) => {
-            let took = started.elapsed();
-            tracing::info!(informer = %inner.name(), path = %snapshots.path.display(), resource_version = %rv,
-                objects = count, bytes, took_ms = took.as_millis() as u64, "starting from the snapshot");
-            snapshots.update(|s| {
-                s.loaded = Some(Loaded {
-                    resource_version: rv.clone(),
-                    objects: count,
-                    bytes,
-                    took,
-                });
-                s.not_loaded = None;
-            });
-            Some(match objects {
-                Some(objects) => Resume::with_objects(rv, objects),
-                None => Resume::from_known(rv),
-            })
+    let changes_only = snapshots.options.start == SnapshotStart::ChangesOnly;
+    let resume_rv = rv.clone();
+    let inner = Arc::clone(inner);
+    let snapshot_rv = rv.clone();
+    // Started now, not when the reflector first awaits it: the file is read while the
+    // reflector asks the server and watches.
+    let task_inner = Arc::clone(&inner);
+    let read_task = tokio::task::spawn_blocking(move || {
+        let s = task_inner
+            .snapshots()
+            .ok_or_else(|| std::io::Error::other("no snapshot"))?;
+        let (rv, objects, bytes) = (s.load)(&s.path, &s.identity)?;
+        if rv != snapshot_rv {
+            return Err(
+                std::io::Error::other("the snapshot was replaced while it was read").into(),
+            );
         }
-        Err(e) => {
-            if e.is_missing() {
-                tracing::info!(informer = %inner.name(), path = %snapshots.path.display(), "no snapshot: listing");
-            } else {
-                tracing::warn!(informer = %inner.name(), error = %ErrorChain(&e), "snapshot refused: listing instead");
-            }
-            snapshots.update(|s| s.not_loaded = Some(ErrorChain(&e).to_string()));
+        let count = objects.len();
+        let held = if changes_only {
+            task_inner
+                .store()
+                .replace(ListPart::whole(objects, rv.clone()))
+                .map_err(|e| std::io::Error::other(ErrorChain(&e).to_string()))?;
             None
+        } else {
+            Some(objects)
+        };
+        Ok::<_, kinformer_core::BoxError>((held, count, bytes))
+    });
+    let loading = async move {
+        let read = read_task
+            .await
+            .map_err(|e| kinformer_core::BoxError::from(e.to_string()))
+            .and_then(|r| r);
+        let Some(snapshots) = inner.snapshots() else {
+            return Err("no snapshot".into());
+        };
+        match read {
+            Ok((held, objects, bytes)) => {
+                let took = started.elapsed();
+                tracing::info!(informer = %inner.name(), path = %snapshots.path.display(), resource_version = %rv,
+                    objects, bytes, took_ms = took.as_millis() as u64, "loaded the snapshot");
+                snapshots.update(|s| {
+                    s.loaded = Some(Loaded {
+                        resource_version: rv.clone(),
+                        objects,
+                        bytes,
+                        took,
+                    });
+                    s.not_loaded = None;
+                });
+                Ok(held)
+            }
+            Err(e) => {
+                tracing::warn!(informer = %inner.name(), error = %ErrorChain(&*e), "snapshot refused: listing instead");
+                snapshots.update(|s| s.not_loaded = Some(ErrorChain(&*e).to_string()));
+                Err(e)
+            }
         }
+    };
+    Some(if changes_only {
+        Resume::loading_into_known(resume_rv, async move { loading.await.map(drop) })
+    } else {
+        Resume::loading(resume_rv, async move {
+            loading.await?.ok_or_else(|| "no objects".into())
+        })
+    })
+}
+
+/// Notes and logs why the snapshot was not started from.
+fn refused<T: MetaObject + Send + Sync + 'static>(
+    inner: &Inner<T>,
+    snapshots: &Snapshots<T>,
+    e: &SnapshotError,
+) {
+    if e.is_missing() {
+        tracing::info!(informer = %inner.name(), path = %snapshots.path.display(), "no snapshot: listing");
+    } else {
+        tracing::warn!(informer = %inner.name(), error = %ErrorChain(e), "snapshot refused: listing instead");
     }
+    snapshots.update(|s| s.not_loaded = Some(ErrorChain(e).to_string()));
 }
 
 /// How long a periodic write waits for the informer to have applied everything queued.

@@ -8,7 +8,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinformer_core::{ErrorChain, Listed, MetaObject, ObjectKey, Sink, Unchanged};
+use kinformer_core::{
+    BoxError, BoxFuture, ErrorChain, Listed, MetaObject, ObjectKey, Sink, Unchanged,
+};
 use tracing::Instrument;
 
 use super::Reflector;
@@ -43,39 +45,72 @@ pub const CATCH_UP_WATCH_TIMEOUT: Duration = Duration::from_secs(3);
 /// - [`with_objects`](Self::with_objects): the reflector holds them until it has caught
 ///   up, and hands every one on as listed: handlers see them all as the adds of a first
 ///   list.
+///
+/// Either can still be loading when the reflector starts ([`loading`](Self::loading),
+/// [`loading_into_known`](Self::loading_into_known)): it asks the server and watches
+/// meanwhile, and waits for them only to hand them on, so that reading a large snapshot
+/// from disk and waiting for the server's bookmark overlap. A load that fails lists
+/// instead, as when the reflector cannot catch up.
 pub struct Resume<K> {
     resource_version: String,
-    objects: Option<Vec<Arc<K>>>,
+    objects: Objects<K>,
+}
+
+/// Where a resumed reflector's snapshot objects are, or will be.
+enum Objects<K> {
+    /// The reflector hands them on.
+    Held(BoxFuture<'static, Result<Vec<Arc<K>>, BoxError>>),
+    /// The known objects hold them once this resolves.
+    Known(BoxFuture<'static, Result<(), BoxError>>),
 }
 
 impl<K> std::fmt::Debug for Resume<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Resume")
             .field("resource_version", &self.resource_version)
-            .field("objects", &self.objects.as_ref().map(Vec::len))
-            .finish()
+            .field("from_known", &self.is_from_known())
+            .finish_non_exhaustive()
     }
 }
 
-impl<K> Resume<K> {
+impl<K: Send + Sync + 'static> Resume<K> {
     /// Resume from `resource_version`, the cache ([`Reflector::known_objects`]) holding the
     /// snapshot's objects.
     pub fn from_known(resource_version: impl Into<String>) -> Self {
+        Self::loading_into_known(resource_version, async { Ok(()) })
+    }
+
+    /// Resume from `resource_version`, the cache holding the snapshot's objects once
+    /// `loaded` resolves (`Err`: they could not be loaded; the cache is as before).
+    pub fn loading_into_known(
+        resource_version: impl Into<String>,
+        loaded: impl Future<Output = Result<(), BoxError>> + Send + 'static,
+    ) -> Self {
         Self {
             resource_version: resource_version.into(),
-            objects: None,
+            objects: Objects::Known(Box::pin(loaded)),
         }
     }
 
     /// Resume from `resource_version` with the snapshot's `objects`, handed on as the
     /// objects of a first list.
     pub fn with_objects(resource_version: impl Into<String>, objects: Vec<Arc<K>>) -> Self {
-        Self {
-            resource_version: resource_version.into(),
-            objects: Some(objects),
-        }
+        Self::loading(resource_version, async move { Ok(objects) })
     }
 
+    /// Resume from `resource_version` with the snapshot's objects `objects` resolves to.
+    pub fn loading(
+        resource_version: impl Into<String>,
+        objects: impl Future<Output = Result<Vec<Arc<K>>, BoxError>> + Send + 'static,
+    ) -> Self {
+        Self {
+            resource_version: resource_version.into(),
+            objects: Objects::Held(Box::pin(objects)),
+        }
+    }
+}
+
+impl<K> Resume<K> {
     /// The snapshot's resourceVersion.
     pub fn resource_version(&self) -> &str {
         &self.resource_version
@@ -83,7 +118,7 @@ impl<K> Resume<K> {
 
     /// Whether the cache holds the snapshot's objects ([`from_known`](Self::from_known)).
     pub fn is_from_known(&self) -> bool {
-        self.objects.is_none()
+        matches!(self.objects, Objects::Known(_))
     }
 }
 
@@ -110,9 +145,22 @@ where
     /// when it cannot catch up, the round lists (consistently) instead. Returns why the
     /// round gave up, as [`list_and_watch`](Self::list_and_watch).
     pub(super) async fn resume_and_watch(&self, st: &mut RunState, resume: Resume<K>) -> Error {
-        let from = resume.resource_version.clone();
+        let Resume {
+            resource_version: from,
+            objects,
+        } = resume;
+        let mut objects = Some(objects);
         let span = tracing::info_span!("resume", resource_version = %from, caught_up_at = tracing::field::Empty);
-        let caught_up = self.catch_up(st, resume).instrument(span).await;
+        let caught_up = self
+            .catch_up(st, &from, &mut objects)
+            .instrument(span)
+            .await;
+        // A cache still being filled must be full before a list is compared with it.
+        if let Some(Objects::Known(loaded)) = objects.take()
+            && let Err(e) = loaded.await
+        {
+            tracing::info!(error = %ErrorChain(&*e), "the snapshot could not be loaded into the cache");
+        }
         match caught_up {
             Ok(()) => {
                 self.shared.resumed.fetch_add(1, Ordering::Relaxed);
@@ -132,10 +180,16 @@ where
         }
     }
 
-    async fn catch_up(&self, st: &mut RunState, resume: Resume<K>) -> Result<(), Error> {
-        let from = resume.resource_version.clone();
+    /// Catches up from `from`; takes `objects` once it needs them (left there when it
+    /// fails before).
+    async fn catch_up(
+        &self,
+        st: &mut RunState,
+        from: &str,
+        objects: &mut Option<Objects<K>>,
+    ) -> Result<(), Error> {
         let not_resumed = |why: &'static str| Error::NotResumed {
-            resource_version: from.clone(),
+            resource_version: from.to_owned(),
             why,
         };
         let Ok(from_n) = from.parse::<u64>() else {
@@ -152,13 +206,27 @@ where
         };
         drop(probe);
         let mut changes = Changes::default();
-        let mut reached = from.clone();
+        let mut reached = from.to_owned();
         if from_n < target {
-            reached = self.watch_until(&from, target, &mut changes).await?;
+            reached = self.watch_until(from, target, &mut changes).await?;
         }
         tracing::Span::current().record("caught_up_at", reached.as_str());
         let changed = changes.by_key.len();
-        let items = self.resumed_list(resume, changes)?;
+        let base = match objects.take() {
+            Some(Objects::Held(loading)) => Some(loading.await.map_err(|e| {
+                tracing::info!(error = %ErrorChain(&*e), "the snapshot could not be loaded");
+                not_resumed("the snapshot could not be loaded")
+            })?),
+            Some(Objects::Known(loading)) => {
+                loading.await.map_err(|e| {
+                    tracing::info!(error = %ErrorChain(&*e), "the snapshot could not be loaded into the cache");
+                    not_resumed("the snapshot could not be loaded")
+                })?;
+                None
+            }
+            None => return Err(not_resumed("no snapshot objects")),
+        };
+        let items = self.resumed_list(from, base, changes)?;
         tracing::info!(objects = items.len(), changed, resource_version = %reached, server_was_at = target,
             "caught up from the snapshot");
         self.hand_over(items, true, Some(&reached))?;
@@ -239,14 +307,16 @@ where
         }
     }
 
-    /// The list the sink gets: the snapshot with `changes` applied.
+    /// The list the sink gets: the snapshot (`base`, or the known objects) with `changes`
+    /// applied.
     fn resumed_list(
         &self,
-        resume: Resume<K>,
+        from: &str,
+        base: Option<Vec<Arc<K>>>,
         mut changes: Changes<K>,
     ) -> Result<Vec<Listed<K>>, Error> {
         let mut items = Vec::new();
-        match resume.objects {
+        match base {
             Some(objects) if changes.by_key.is_empty() => {
                 items = objects.into_iter().map(Listed::Object).collect();
             }
@@ -264,7 +334,7 @@ where
             None => {
                 let Some(known) = &self.known else {
                     return Err(Error::NotResumed {
-                        resource_version: resume.resource_version,
+                        resource_version: from.to_owned(),
                         why: "resumed from the cache, but the reflector has no known objects",
                     });
                 };

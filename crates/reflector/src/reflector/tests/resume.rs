@@ -297,3 +297,33 @@ async fn rule67_the_list_after_a_failed_resume_from_the_cache_comes_whole() {
     drop(listed);
     drop(h);
 }
+
+/// The snapshot loads while the reflector catches up; one that fails to load lists instead.
+#[tokio::test(start_paused = true)]
+async fn rule67_the_snapshot_loads_while_catching_up_and_one_that_fails_lists_instead() {
+    let s = Setup::new();
+    server(&s, 20, vec![], 0);
+    s.fake.push_watch(Ok(watch_of(vec![bookmark(20)])));
+    let _tx = open_watch(&s.fake);
+    let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel::<Vec<Arc<Obj>>>();
+    let resume = Resume::loading("10", async move { Ok(loaded_rx.await?) });
+    let h = spawn(s.reflector().resume(resume));
+    until("the catch-up watch", || !s.fake.watch_calls().is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(s.sink.calls().is_empty(), "waits for the snapshot");
+    loaded_tx.send(snapshot()).unwrap();
+    until("the hand-off", || !s.sink.calls().is_empty()).await;
+    assert_eq!(s.sink.calls(), ["replace [a,b,c] @20"]);
+    drop(h);
+
+    let s = Setup::new();
+    server(&s, 20, vec![obj("a", 5)], 25);
+    s.fake.push_watch(Ok(watch_of(vec![bookmark(20)])));
+    let _tx = open_watch(&s.fake);
+    let resume = Resume::loading("10", async { Err("the file is corrupt".into()) });
+    let h = spawn(s.reflector().resume(resume));
+    until("the list", || !s.sink.calls().is_empty()).await;
+    assert_eq!(s.sink.calls(), ["replace [a] @25"]);
+    assert_eq!(h.status().counters().resume_failures, 1);
+    drop(h);
+}
