@@ -162,6 +162,14 @@ pub struct Args {
     /// Whether to ask for gzip (`--compression gzip|none`; `None`: the contender's
     /// default). kinformer and client-go only.
     pub gzip: Option<bool>,
+    /// kinformer only: keep the cache on disk here and start from it (`--snapshot-dir`);
+    /// after the settled line, write it and print `{"snapshot_bytes", "snapshot_write_ms",
+    /// "snapshot_objects"}`.
+    pub snapshot_dir: Option<PathBuf>,
+    /// kinformer only: with `--snapshot-dir`, hand handlers only what changed since the
+    /// snapshot (`--snapshot-start changes`) rather than every object as an add (`adds`,
+    /// the default).
+    pub snapshot_changes_only: bool,
 }
 
 /// A custom resource to sync (`--resource GROUP/VERSION/PLURAL --kind KIND`).
@@ -263,6 +271,7 @@ impl Args {
         let (mut resource, mut kind, mut dynamic) = (None, None, false);
         let mut reads = false;
         let mut gzip = None;
+        let (mut snapshot_dir, mut snapshot_changes_only) = (None, false);
         let mut it = args.into_iter();
         while let Some(flag) = it.next() {
             let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -303,8 +312,16 @@ impl Args {
                         other => bail!("--compression {other:?}: want gzip or none"),
                     });
                 }
+                "--snapshot-dir" => snapshot_dir = Some(PathBuf::from(value()?)),
+                "--snapshot-start" => {
+                    snapshot_changes_only = match value()?.as_str() {
+                        "adds" => false,
+                        "changes" => true,
+                        other => bail!("--snapshot-start {other:?}: want adds or changes"),
+                    };
+                }
                 other => bail!(
-                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--compression gzip|none] [--strip [--modify]] [--latency M] [--store default|decoded] [--project] [--relist] [--trim] [--settle] [--resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]] [--reads]"
+                    "unknown flag {other:?}; usage: --kubeconfig PATH --namespace NS --expect N [--wire protobuf|json] [--compression gzip|none] [--strip [--modify]] [--latency M] [--store default|decoded] [--project] [--relist] [--trim] [--settle] [--resource GROUP/VERSION/PLURAL --kind KIND [--dynamic]] [--reads] [--snapshot-dir DIR [--snapshot-start adds|changes]]"
                 ),
             }
         }
@@ -358,6 +375,8 @@ impl Args {
             dynamic,
             reads,
             gzip,
+            snapshot_dir,
+            snapshot_changes_only,
         })
     }
 }
@@ -548,6 +567,11 @@ pub fn print_synced(
         line[*k] = v.clone();
     }
     emit(&line.to_string());
+}
+
+/// Prints one more JSON line of results.
+pub fn print_json(value: &serde_json::Value) {
+    emit(&value.to_string());
 }
 
 #[allow(clippy::print_stdout)]

@@ -19,6 +19,7 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::contenders::{Binaries, Contender, Running};
+use super::measure::server_cpu_ms;
 use super::measure::{self, Sample};
 use crate::bench::median;
 use crate::progress::Step;
@@ -85,19 +86,6 @@ pub(super) struct Run {
 #[derive(Default)]
 pub(super) struct GzipRuns {
     runs: BTreeMap<(usize, Link, Side), Vec<Run>>,
-}
-
-/// The API server's CPU time so far, in ms, from its metrics.
-fn server_cpu_ms(rt: &tokio::runtime::Runtime, client: &kube::Client) -> anyhow::Result<f64> {
-    let text = rt.block_on(async {
-        let req = http::Request::get("/metrics").body(Vec::new())?;
-        anyhow::Ok(client.request_text(req).await?)
-    })?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|s| s * 1e3)
-        .context("no process_cpu_seconds_total in the API server's metrics")
 }
 
 /// Syncs `n` pods of `ns` with every side over both links, `runs` rounds each, rotating.

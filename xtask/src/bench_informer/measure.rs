@@ -509,3 +509,17 @@ mod tests {
         assert!(quantile(&[], 0.5).is_nan());
     }
 }
+
+/// The API server's CPU time so far, in ms, from its metrics.
+pub(super) fn server_cpu_ms(rt: &tokio::runtime::Runtime, client: &kube::Client) -> anyhow::Result<f64> {
+    let text = rt.block_on(async {
+        let req = http::Request::get("/metrics").body(Vec::new())?;
+        anyhow::Ok(client.request_text(req).await?)
+    })?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|s| s * 1e3)
+        .context("no process_cpu_seconds_total in the API server's metrics")
+}
+

@@ -66,6 +66,12 @@
 //!    on loopback and paced to `--bandwidth-mbit`; sync, CPU, the API server's CPU and the
 //!    bytes the proxy carried, recorded in their own section.
 //!
+//! 8. Restarts ([`restart`]), with `--restart` (and nothing else): for every `--pods` count
+//!    above 0, client-go and kinformer syncing again after a restart: cold, and kinformer
+//!    from its snapshot inside the watch window and past a compaction, with the watch cache
+//!    on and off; sync, CPU, bytes from the server, the server's CPU, the snapshot's size
+//!    and write and read times, recorded in their own section.
+//!
 //! Medians, ratios to client-go, the exact command and three SVG charts
 //! (`bench/informer/charts/`) go to BENCHMARKS.md. With no mode flag the bench runs steps
 //! 1–4; `--defaults-only`, `--memory-only`, `--crd-only` and `--reads` run one part each.
@@ -82,6 +88,7 @@ mod measure;
 mod memory;
 mod reads;
 mod report;
+mod restart;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -155,6 +162,12 @@ struct Opts {
     /// processes each (recorded in their own section).
     #[arg(long, conflicts_with_all = ["memory_only", "defaults_only", "crd_only", "reads"])]
     gzip: bool,
+    /// Only restarts: for every `--pods` count above 0, client-go and kinformer cold, and
+    /// kinformer from its snapshot inside the watch window (every object an add; changes
+    /// only) and past a compaction, with the watch cache on and off, `--runs` rounds each
+    /// (recorded in their own section).
+    #[arg(long, conflicts_with_all = ["memory_only", "defaults_only", "crd_only", "reads", "gzip"])]
+    restart: bool,
     /// `--gzip`: the paced link's bandwidth per connection, in Mbit/s.
     #[arg(long, default_value_t = 100.0)]
     bandwidth_mbit: f64,
@@ -271,6 +284,32 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         println!("\n{}", report::part_body(&run, "", &tables));
         if !opts.no_record {
             report::record_part(&root, "gzip", &run, "", &tables)?;
+        }
+        return Ok(());
+    }
+
+    if opts.restart {
+        let counts: Vec<usize> = pods.iter().copied().filter(|&n| n > 0).collect();
+        let mut runs = restart::RestartRuns::default();
+        let empty = rt.block_on(cp.create_namespace("restart-empty"))?;
+        for &n in &counts {
+            let ns = rt.block_on(cp.create_namespace(&format!("restart-{n}")))?;
+            let api = Api::<Pod>::namespaced(client.clone(), &ns);
+            create_pods(&rt, &api, n)?;
+            restart::measure(&mut runs, &rt, &cp, &bins, &ns, &empty, n, opts.runs)?;
+        }
+        drop(cp);
+        let load_after = load_average();
+        let run = report::Run {
+            command: &command,
+            load_before: &load_before,
+            load_after: &load_after,
+            elapsed: began.elapsed(),
+        };
+        let tables = runs.tables(&counts, opts.runs);
+        println!("\n{}", report::part_body(&run, "", &tables));
+        if !opts.no_record {
+            report::record_part(&root, "restart", &run, "", &tables)?;
         }
         return Ok(());
     }

@@ -22,7 +22,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_bench_informer::reads::{self, BY_NODE, PodReads};
@@ -33,7 +33,10 @@ use kinformer_bench_informer::{
 use kinformer_compact_store::Cached;
 use kinformer_core::KnownObjects as _;
 use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, Selector, parse_selector};
-use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
+use anyhow::Context as _;
+use kinformer_informer_factory::{
+    ResourceEventHandlerFuncs, SharedIndexInformer, SnapshotOptions, SnapshotStart,
+};
 use kinformer_kube::{Compression, KubeListerWatcher, WireFormat, reflector_client};
 use kube::api::DynamicObject;
 use kube::{Api, Resource};
@@ -92,10 +95,18 @@ where
             if transform {
                 pods = pods.drop_managed_fields();
             }
-            let informer = SharedIndexInformer::builder(pods.cached())
-                .name("pods")
-                .build();
-            finish(informer, start, args).await
+            let mut builder = SharedIndexInformer::builder(pods.cached()).name("pods");
+            if let Some(dir) = &args.snapshot_dir {
+                let start = if args.snapshot_changes_only {
+                    SnapshotStart::ChangesOnly
+                } else {
+                    SnapshotStart::AsAdds
+                };
+                let options = SnapshotOptions::new(dir).period(Duration::ZERO).start(start);
+                let identity = format!("v1/pods ns={} strip={}", args.namespace, args.strip);
+                builder = builder.snapshot(options, identity);
+            }
+            finish_snapshot(builder.build(), start, args).await
         }
         Store::Decoded => {
             let informer = SharedIndexInformer::builder(pods).name("pods").build();
@@ -161,6 +172,45 @@ async fn run_custom_resource(
             .build();
         finish(informer, start, args).await
     }
+}
+
+/// [`finish`], with what the snapshot did in the result line (`resumed`, `resume_failures`,
+/// `snapshot_load_ms`) and, with `--snapshot-dir`, the snapshot written after the settled
+/// line.
+async fn finish_snapshot<K: Send + Sync + 'static>(
+    informer: SharedIndexInformer<Cached<K>>,
+    start: Instant,
+    args: Args,
+) -> anyhow::Result<()> {
+    if args.snapshot_dir.is_none() {
+        return finish(informer, start, args).await;
+    }
+    let _handle = informer.start()?;
+    wait_for(|| informer.has_synced()).await;
+    let objects = informer.indexer().list_keys().len();
+    let stats = informer.stats();
+    let loaded = stats.snapshot.as_ref().and_then(|s| s.loaded.as_ref());
+    print_synced(
+        "kinformer",
+        &args,
+        start,
+        objects,
+        &[
+            ("resumed", stats.reflector.resumed.into()),
+            ("resume_failures", stats.reflector.resume_failures.into()),
+            ("snapshot_load_ms", loaded.map_or(0.0, |l| l.took.as_secs_f64() * 1e3).into()),
+            ("snapshot_objects_loaded", loaded.map_or(0, |l| l.objects).into()),
+        ],
+    );
+    check_count(&args, objects)?;
+    kinformer_bench_informer::settle(&args).await;
+    let written = informer.write_snapshot().await?.context("no snapshot written")?;
+    kinformer_bench_informer::print_json(&serde_json::json!({
+        "snapshot_bytes": written.bytes,
+        "snapshot_write_ms": written.took.as_secs_f64() * 1e3,
+        "snapshot_objects": written.objects,
+    }));
+    std::process::exit(0)
 }
 
 /// Registers the handler, starts the informer, prints the result line and what follows.
