@@ -86,11 +86,12 @@ async fn server_state(api: &Api<Pod>) -> BTreeMap<String, String> {
 /// returns what the restarted one's handler heard and its informer's stats.
 async fn restart(
     cp: &ControlPlane,
+    count: usize,
     between: impl AsyncFnOnce(),
 ) -> (Vec<String>, kinformer_informer_factory::InformerStats) {
     let ns = cp.create_namespace("snapshot").await.unwrap();
     let api: Api<Pod> = Api::namespaced(cp.client().unwrap(), &ns);
-    create_pods(&api, "p", 20).await.unwrap();
+    create_pods(&api, "p", count).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
 
     let first = factory(cp, &ns, dir.path());
@@ -104,7 +105,7 @@ async fn restart(
         .unwrap()
         .last_written
         .expect("written at shutdown");
-    assert_eq!(written.objects, 20);
+    assert_eq!(written.objects, count);
 
     api.delete("p-0", &DeleteParams::default().grace_period(0))
         .await
@@ -147,7 +148,7 @@ async fn restart(
 #[ignore = "needs the local control plane: cargo xtask test"]
 async fn rule69_a_restart_inside_the_watch_window_resumes_without_a_list() {
     let cp = ControlPlane::shared().await.expect("control plane");
-    let (heard, stats) = restart(cp, async || {}).await;
+    let (heard, stats) = restart(cp, 20, async || {}).await;
     assert_eq!(heard, ["add new", "delete p-0 (tombstone)", "update p-1"]);
     assert_eq!(
         (stats.reflector.resumed, stats.reflector.resume_failures),
@@ -164,7 +165,7 @@ async fn rule69_a_restart_inside_the_watch_window_resumes_without_a_list() {
 async fn rule69_a_restart_past_a_compaction_lists_once_and_hands_on_only_the_differences() {
     // Without the watch cache a compacted version is a 410 for certain.
     let cp = crate::e2e::no_cache().await;
-    let (heard, stats) = restart(cp, async || {
+    let (heard, stats) = restart(cp, 20, async || {
         cp.compact_etcd().await.unwrap();
     })
     .await;
@@ -181,4 +182,20 @@ async fn rule69_a_restart_past_a_compaction_lists_once_and_hands_on_only_the_dif
         .find(|(r, _)| *r == "expired")
         .map(|(_, n)| *n);
     assert_eq!(expired, Some(1), "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local control plane: cargo xtask test"]
+async fn rule69_a_restart_past_a_compaction_and_an_api_server_restart_with_the_watch_cache() {
+    let cp = ControlPlane::start_with(kinformer_testenv::Options::default())
+        .await
+        .expect("a control plane of its own: its API server restarts");
+    let (heard, stats) = restart(&cp, 1000, async || {
+        cp.compact_etcd().await.unwrap();
+        cp.stop_apiserver().unwrap();
+        cp.start_apiserver().await.unwrap();
+    })
+    .await;
+    eprintln!("{stats:#?}");
+    assert_eq!(heard, ["add new", "delete p-0 (tombstone)", "update p-1"]);
 }

@@ -511,7 +511,10 @@ mod tests {
 }
 
 /// The API server's CPU time so far, in ms, from its metrics.
-pub(super) fn server_cpu_ms(rt: &tokio::runtime::Runtime, client: &kube::Client) -> anyhow::Result<f64> {
+pub(super) fn server_cpu_ms(
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+) -> anyhow::Result<f64> {
     let text = rt.block_on(async {
         let req = http::Request::get("/metrics").body(Vec::new())?;
         anyhow::Ok(client.request_text(req).await?)
@@ -522,4 +525,3 @@ pub(super) fn server_cpu_ms(rt: &tokio::runtime::Runtime, client: &kube::Client)
         .map(|s| s * 1e3)
         .context("no process_cpu_seconds_total in the API server's metrics")
 }
-

@@ -26,9 +26,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
+use super::contenders::RUN_TIMEOUT;
 use super::contenders::{Binaries, Contender, Running};
 use super::measure::server_cpu_ms;
-use super::contenders::RUN_TIMEOUT;
 use crate::bench::median;
 use crate::progress::Step;
 
@@ -39,6 +39,9 @@ pub(super) enum Side {
     KinformerCold,
     /// From the snapshot, inside the watch window, every object an add (the default).
     KinformerWarm,
+    /// The same, in a cluster where nothing but the pods changed: the watch's events
+    /// reach the version the server was at, no bookmark needed.
+    KinformerWarmQuiet,
     /// The same, handlers told only what changed.
     KinformerWarmChanges,
     /// From the snapshot, its version compacted away.
@@ -46,10 +49,11 @@ pub(super) enum Side {
 }
 
 impl Side {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::ClientGo,
         Self::KinformerCold,
         Self::KinformerWarm,
+        Self::KinformerWarmQuiet,
         Self::KinformerWarmChanges,
         Self::KinformerPastCompaction,
     ];
@@ -59,6 +63,7 @@ impl Side {
             Self::ClientGo => "client-go (cold: lists)",
             Self::KinformerCold => "kinformer cold (lists)",
             Self::KinformerWarm => "kinformer from its snapshot",
+            Self::KinformerWarmQuiet => "kinformer from its snapshot, nothing else written",
             Self::KinformerWarmChanges => "kinformer from its snapshot, changes only",
             Self::KinformerPastCompaction => "kinformer from its snapshot, past compaction",
         }
@@ -67,13 +72,16 @@ impl Side {
     fn warm(self) -> bool {
         matches!(
             self,
-            Self::KinformerWarm | Self::KinformerWarmChanges | Self::KinformerPastCompaction
+            Self::KinformerWarm
+                | Self::KinformerWarmQuiet
+                | Self::KinformerWarmChanges
+                | Self::KinformerPastCompaction
         )
     }
 }
 
 /// One run's figures.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Run {
     sync_ms: f64,
     cpu_ms: f64,
@@ -83,6 +91,10 @@ pub(super) struct Run {
     server_cpu_ms: f64,
     resumed: bool,
     load_ms: f64,
+    lists: u64,
+    last_error: String,
+    /// The snapshot's version and the one synced at.
+    versions: String,
 }
 
 /// What a prepared snapshot measured.
@@ -121,7 +133,10 @@ pub(super) fn measure(
     let mut done = 0;
     for cache in [true, false] {
         if cp.watch_cache() != cache {
-            step.detail(&format!("restarting the API server, watch cache {}", on_off(cache)));
+            step.detail(&format!(
+                "restarting the API server, watch cache {}",
+                on_off(cache)
+            ));
             cp.stop_apiserver()?;
             rt.block_on(cp.start_apiserver_with_watch_cache(cache))?;
         }
@@ -130,7 +145,16 @@ pub(super) fn measure(
             cp.client()?
         };
         if cache && out.baseline_kib.len() < runs {
-            let (run, _) = sync(rt, &admin, &proxy, bins, Side::KinformerCold, empty, 0, None)?;
+            let (run, _) = sync(
+                rt,
+                &admin,
+                &proxy,
+                bins,
+                Side::KinformerCold,
+                empty,
+                0,
+                None,
+            )?;
             out.baseline_kib.push(run.settled_kib);
         }
         for round in 0..runs {
@@ -143,16 +167,30 @@ pub(super) fn measure(
                 ));
                 let dir = tempfile::tempdir()?;
                 if side.warm() {
-                    let (_, written) =
-                        sync(rt, &admin, &proxy, bins, Side::KinformerCold, ns, n, Some(dir.path()))
-                            .context("preparing the snapshot")?;
+                    let (_, written) = sync(
+                        rt,
+                        &admin,
+                        &proxy,
+                        bins,
+                        Side::KinformerCold,
+                        ns,
+                        n,
+                        Some(dir.path()),
+                    )
+                    .context("preparing the snapshot")?;
                     out.written
                         .entry((n, cache))
                         .or_default()
                         .push(written.context("the preparing run wrote no snapshot")?);
-                    patch_some(rt, &admin, ns, round)?;
+                    patch_some(rt, &admin, ns)?;
+                    if side != Side::KinformerWarmQuiet {
+                        // The rest of the cluster moves on too (Leases, Events, …): the
+                        // server's version then lies past the pods' last event.
+                        write_elsewhere(rt, &admin, empty)?;
+                    }
                     if side == Side::KinformerPastCompaction {
-                        rt.block_on(cp.compact_etcd())?;
+                        let rev = rt.block_on(cp.compact_etcd())?;
+                        eprintln!("\nnote: etcd compacted at {rev}");
                         if cache {
                             // Its cache holds the snapshot's version until it restarts.
                             cp.stop_apiserver()?;
@@ -167,8 +205,16 @@ pub(super) fn measure(
                 let snapshot_dir = side.warm().then(|| dir.path());
                 let (run, _) = sync(rt, &admin, &proxy, bins, side, ns, n, snapshot_dir)
                     .with_context(|| format!("{} syncing {n} pods", side.name()))?;
-                if side.warm() && side != Side::KinformerPastCompaction && cache && !run.resumed {
-                    eprintln!("\nnote: {} did not resume (watch cache on)", side.name());
+                if side.warm() && (side == Side::KinformerPastCompaction) == run.resumed {
+                    eprintln!(
+                        "\nnote: {} (watch cache {}) resumed: {}; {} list(s); last error: {}; {}",
+                        side.name(),
+                        on_off(cache),
+                        run.resumed,
+                        run.lists,
+                        run.last_error,
+                        run.versions,
+                    );
                 }
                 out.runs.entry((n, cache, side)).or_default().push(run);
                 done += 1;
@@ -187,13 +233,11 @@ fn on_off(on: bool) -> &'static str {
     if on { "on" } else { "off" }
 }
 
-/// Patches ten pods' labels: the cluster moves on while the program is down.
-fn patch_some(
-    rt: &tokio::runtime::Runtime,
-    client: &kube::Client,
-    ns: &str,
-    round: usize,
-) -> anyhow::Result<()> {
+/// Patches ten pods' labels to a value they never had: the cluster moves on while the
+/// program is down (a patch that changes nothing writes nothing).
+fn patch_some(rt: &tokio::runtime::Runtime, client: &kube::Client, ns: &str) -> anyhow::Result<()> {
+    static PATCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let round = PATCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     rt.block_on(async {
         let pods = api
@@ -201,12 +245,37 @@ fn patch_some(
             .await?;
         for p in pods.items {
             let name = p.metadata.name.unwrap_or_default();
-            let patch = serde_json::json!({"metadata": {"labels": {"restart-round": round.to_string()}}});
+            let patch =
+                serde_json::json!({"metadata": {"labels": {"restart-round": round.to_string()}}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
         anyhow::Ok(())
     })
+}
+
+/// Writes a ConfigMap in `ns`: a change of another resource, which moves the cluster's
+/// resourceVersion on without an event for the pods' watch.
+fn write_elsewhere(
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+    ns: &str,
+) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "elsewhere"},
+        "data": {"n": n.to_string()},
+    });
+    rt.block_on(api.patch(
+        "elsewhere",
+        &PatchParams::apply("kinformer-bench").force(),
+        &Patch::Apply(&cm),
+    ))?;
+    Ok(())
 }
 
 /// One process of `side` over `ns` (`n` pods), kinformer with its snapshot in
@@ -252,7 +321,9 @@ fn sync(
     let written = if snapshot_dir.is_none() {
         None
     } else {
-        let w = running.next_json(Duration::from_secs(120)).context("the snapshot written")?;
+        let w = running
+            .next_json(Duration::from_secs(120))
+            .context("the snapshot written")?;
         Some(Written {
             bytes: w["snapshot_bytes"].as_f64().unwrap_or(0.0),
             write_ms: w["snapshot_write_ms"].as_f64().unwrap_or(0.0),
@@ -270,6 +341,9 @@ fn sync(
         server_cpu_ms: server_cpu_ms(rt, admin)? - cpu_before,
         resumed: synced["resumed"].as_u64() == Some(1),
         load_ms: field(&synced, "snapshot_load_ms"),
+        lists: synced["lists"].as_u64().unwrap_or(0),
+        last_error: synced["last_error"].as_str().unwrap_or_default().to_owned(),
+        versions: format!("snapshot at {}", synced["snapshot_rv"]),
     };
     // Give the API server a moment between runs.
     std::thread::sleep(Duration::from_millis(300));
@@ -285,9 +359,12 @@ impl RestartRuns {
             t,
             "A restart of the program, synced again, with realistic pods, each program with its \
              defaults (client-go: protobuf, streaming list, gzip; kinformer: the same, its default \
-             cache). Ten pods change while the program is down. Cold: a list; from its snapshot: \
-             kinformer with `SnapshotOptions` (every object an add, its default, or changes only), \
-             the snapshot written by the previous process; past compaction: etcd compacted and, with \
+             cache). Ten pods change while the program is down, and a ConfigMap elsewhere (the rest of \
+             a cluster moves on too, so the server's version lies past the pods' last event and only \
+             the watch cache's bookmark proves the watch caught up), except in the \
+             \"nothing else written\" row. Cold: a list; from its snapshot: kinformer with \
+             `SnapshotOptions` (every object an add, its default, or changes only), the snapshot \
+             written by the previous process; past compaction: etcd compacted and, with \
              the watch cache on, the API server restarted before the start. Medians of {runs} runs, \
              one process at a time, the sides rotating. Sync: spawn to synced (from a snapshot: \
              caught up with what the server was at when it started); CPU: the process's; bytes: \
@@ -309,7 +386,10 @@ impl RestartRuns {
                     let Some(m) = self.medians(n, cache, side) else {
                         continue;
                     };
-                    let resumed = self.runs[&(n, cache, side)].iter().filter(|r| r.resumed).count();
+                    let resumed = self.runs[&(n, cache, side)]
+                        .iter()
+                        .filter(|r| r.resumed)
+                        .count();
                     let _ = writeln!(
                         t,
                         "| {} | {:.0} ms | {:.2}x | {:.0} ms | {:.1} MB | {:.3}x | {:.0} ms | {:.0} MiB | {} |",
@@ -321,7 +401,11 @@ impl RestartRuns {
                         m.bytes / cold.bytes,
                         m.server_cpu_ms,
                         m.rss_kib / 1024.0,
-                        if side.warm() { format!("{resumed}/{}", self.runs[&(n, cache, side)].len()) } else { "–".into() },
+                        if side.warm() {
+                            format!("{resumed}/{}", self.runs[&(n, cache, side)].len())
+                        } else {
+                            "–".into()
+                        },
                     );
                 }
                 if let Some(w) = self.written.get(&(n, cache)).filter(|w| !w.is_empty()) {
@@ -330,9 +414,9 @@ impl RestartRuns {
                     let load_ms = self
                         .medians(n, cache, Side::KinformerWarm)
                         .map_or(0.0, |m| m.load_ms);
-                    let cache_bytes = self.medians(n, true, Side::KinformerCold).map(|m| {
-                        (m.settled_kib - median(self.baseline_kib.clone())) * 1024.0
-                    });
+                    let cache_bytes = self
+                        .medians(n, true, Side::KinformerCold)
+                        .map(|m| (m.settled_kib - median(self.baseline_kib.clone())) * 1024.0);
                     let _ = writeln!(
                         t,
                         "\nSnapshot: {:.1} MB on disk ({:.0} B per pod), {}; written in {write_ms:.0} ms \
@@ -363,6 +447,9 @@ impl RestartRuns {
             server_cpu_ms: med(&|r| r.server_cpu_ms),
             resumed: false,
             load_ms: med(&|r| r.load_ms),
+            lists: 0,
+            last_error: String::new(),
+            versions: String::new(),
         })
     }
 }

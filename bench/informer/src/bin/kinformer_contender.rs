@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Pod;
 use kinformer_bench_informer::reads::{self, BY_NODE, PodReads};
 use kinformer_bench_informer::{
@@ -33,7 +34,6 @@ use kinformer_bench_informer::{
 use kinformer_compact_store::Cached;
 use kinformer_core::KnownObjects as _;
 use kinformer_indexer::{IndexFunc, Indexer, Indexers, Lister, Selector, parse_selector};
-use anyhow::Context as _;
 use kinformer_informer_factory::{
     ResourceEventHandlerFuncs, SharedIndexInformer, SnapshotOptions, SnapshotStart,
 };
@@ -102,7 +102,9 @@ where
                 } else {
                     SnapshotStart::AsAdds
                 };
-                let options = SnapshotOptions::new(dir).period(Duration::ZERO).start(start);
+                let options = SnapshotOptions::new(dir)
+                    .period(Duration::ZERO)
+                    .start(start);
                 let identity = format!("v1/pods ns={} strip={}", args.namespace, args.strip);
                 builder = builder.snapshot(options, identity);
             }
@@ -198,13 +200,47 @@ async fn finish_snapshot<K: Send + Sync + 'static>(
         &[
             ("resumed", stats.reflector.resumed.into()),
             ("resume_failures", stats.reflector.resume_failures.into()),
-            ("snapshot_load_ms", loaded.map_or(0.0, |l| l.took.as_secs_f64() * 1e3).into()),
-            ("snapshot_objects_loaded", loaded.map_or(0, |l| l.objects).into()),
+            (
+                "snapshot_load_ms",
+                loaded.map_or(0.0, |l| l.took.as_secs_f64() * 1e3).into(),
+            ),
+            (
+                "snapshot_objects_loaded",
+                loaded.map_or(0, |l| l.objects).into(),
+            ),
+            (
+                "lists",
+                stats
+                    .reflector
+                    .lists
+                    .iter()
+                    .map(|(_, n)| n)
+                    .sum::<u64>()
+                    .into(),
+            ),
+            (
+                "snapshot_rv",
+                loaded
+                    .map(|l| l.resource_version.clone())
+                    .unwrap_or_default()
+                    .into(),
+            ),
+            (
+                "last_error",
+                stats
+                    .last_error
+                    .map(|e| e.message)
+                    .unwrap_or_default()
+                    .into(),
+            ),
         ],
     );
     check_count(&args, objects)?;
     kinformer_bench_informer::settle(&args).await;
-    let written = informer.write_snapshot().await?.context("no snapshot written")?;
+    let written = informer
+        .write_snapshot()
+        .await?
+        .context("no snapshot written")?;
     kinformer_bench_informer::print_json(&serde_json::json!({
         "snapshot_bytes": written.bytes,
         "snapshot_write_ms": written.took.as_secs_f64() * 1e3,

@@ -331,7 +331,7 @@ pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
         } else {
             Some(objects)
         };
-        Ok::<_, kinformer_core::BoxError>((held, count, bytes))
+        Ok::<_, kinformer_core::BoxError>((held, count, bytes, started.elapsed()))
     });
     let loading = async move {
         let read = read_task
@@ -342,8 +342,7 @@ pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
             return Err("no snapshot".into());
         };
         match read {
-            Ok((held, objects, bytes)) => {
-                let took = started.elapsed();
+            Ok((held, objects, bytes, took)) => {
                 tracing::info!(informer = %inner.name(), path = %snapshots.path.display(), resource_version = %rv,
                     objects, bytes, took_ms = took.as_millis() as u64, "loaded the snapshot");
                 snapshots.update(|s| {

@@ -162,10 +162,7 @@ where
             tracing::info!(error = %ErrorChain(&*e), "the snapshot could not be loaded into the cache");
         }
         match caught_up {
-            Ok(()) => {
-                self.shared.resumed.fetch_add(1, Ordering::Relaxed);
-                self.watch(st, None).await
-            }
+            Ok(()) => self.watch(st, None).await,
             Err(e @ (Error::Sink(_) | Error::ShardSelectionChanged)) => e,
             Err(e) => {
                 self.shared.resume_failures.fetch_add(1, Ordering::Relaxed);
@@ -229,6 +226,8 @@ where
         let items = self.resumed_list(from, base, changes)?;
         tracing::info!(objects = items.len(), changed, resource_version = %reached, server_was_at = target,
             "caught up from the snapshot");
+        // Counted first: the sink may have applied the list before this task goes on.
+        self.shared.resumed.fetch_add(1, Ordering::Relaxed);
         self.hand_over(items, true, Some(&reached))?;
         st.whole_lists = false;
         st.set_last_sync(&self.shared, reached);
