@@ -7,7 +7,8 @@ use anyhow::{Context, bail};
 use kinformer::informer::FifoKind;
 
 const USAGE: &str = "usage: kinformer-soak --kubeconfig PATH --namespace NS \
-                     --fifo delta-fifo|in-order|in-order-atomic [--sample-ms MS]";
+                     --fifo delta-fifo|in-order|in-order-atomic [--sample-ms MS] \
+                     [--snapshot-dir DIR]";
 
 /// The subject's options.
 pub(crate) struct Args {
@@ -19,6 +20,9 @@ pub(crate) struct Args {
     pub(crate) fifo: FifoKind,
     /// How often to print a resource sample.
     pub(crate) sample: Duration,
+    /// Keep the cache on disk here, every second, and start from it, handlers told only
+    /// what changed (`SnapshotStart::ChangesOnly`).
+    pub(crate) snapshot_dir: Option<PathBuf>,
 }
 
 impl Args {
@@ -33,6 +37,7 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> anyhow::Result<Args> {
     let mut namespace = None;
     let mut fifo = None;
     let mut sample = Duration::from_secs(2);
+    let mut snapshot_dir = None;
     let mut it = args.into_iter();
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
@@ -43,6 +48,7 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> anyhow::Result<Args> {
             "--sample-ms" => {
                 sample = Duration::from_millis(value()?.parse().context("--sample-ms")?);
             }
+            "--snapshot-dir" => snapshot_dir = Some(PathBuf::from(value()?)),
             other => bail!("unknown flag {other:?}; {USAGE}"),
         }
     }
@@ -54,6 +60,7 @@ fn parse_from(args: impl IntoIterator<Item = String>) -> anyhow::Result<Args> {
         namespace: namespace.context(USAGE)?,
         fifo: fifo.context(USAGE)?,
         sample,
+        snapshot_dir,
     })
 }
 

@@ -3,7 +3,7 @@
 //! churns pods and injects faults, so that its RSS, fds, threads and tasks are its own.
 //!
 //! ```text
-//! kinformer-soak --kubeconfig PATH --namespace NS --fifo delta-fifo|in-order|in-order-atomic [--sample-ms MS]
+//! kinformer-soak --kubeconfig PATH --namespace NS --fifo delta-fifo|in-order|in-order-atomic [--sample-ms MS] [--snapshot-dir DIR]
 //! ```
 //!
 //! The informer has three handlers, each on its own listener:
@@ -29,6 +29,11 @@
 //!   "last_sync_rv","relists","lists_by_reason":{reason: n},"recorded","panicky","slow",
 //!   "panics"}`.
 //!
+//! With `--snapshot-dir` the factory keeps the informer's cache there (written every second
+//! and at shutdown) and starts from it, its handlers told only what changed since
+//! (`SnapshotStart::ChangesOnly`): the driver kills this subject at random and starts it
+//! again (issue 40's chaos).
+//!
 //! On EOF on stdin it shuts the factory down and exits 0.
 
 mod args;
@@ -46,7 +51,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer::compact_store::Cached;
 use kinformer::core::MetaObject;
 use kinformer::indexer::Indexer as _;
-use kinformer::informer::{SharedIndexInformer, SharedInformerFactory};
+use kinformer::informer::{
+    SharedIndexInformer, SharedInformerFactory, SnapshotOptions, SnapshotStart,
+};
 use serde_json::json;
 
 use crate::args::Args;
@@ -89,10 +96,17 @@ async fn run(args: Args, out: Out) -> anyhow::Result<()> {
     let kc = kube::config::Kubeconfig::read_from(&args.kubeconfig)
         .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    let factory = SharedInformerFactory::from_config(config)?
+    let mut factory = SharedInformerFactory::from_config(config)?
         .namespace(args.namespace.clone())
-        .fifo(args.fifo)
-        .build();
+        .fifo(args.fifo);
+    if let Some(dir) = &args.snapshot_dir {
+        factory = factory.snapshots(
+            SnapshotOptions::new(dir)
+                .period(Duration::from_secs(1))
+                .start(SnapshotStart::ChangesOnly),
+        );
+    }
+    let factory = factory.build();
     let informer = factory.informer::<Pod>();
     let counts = Arc::new(Counts::default());
     informer.add_event_handler(Recorder::new(out.clone(), Arc::clone(&counts)))?;

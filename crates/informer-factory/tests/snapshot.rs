@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kinformer_compact_store::Cached;
 use kinformer_core::{DeletedObject, MetaObject};
 use kinformer_informer_factory::{
-    ResourceEventHandler, SharedIndexInformer, SnapshotOptions, SnapshotStart,
+    FifoKind, ResourceEventHandler, SharedIndexInformer, SnapshotOptions, SnapshotStart,
 };
 use kinformer_reflector::fake::{FakeListerWatcher, WatchSender, watch_channel};
 use kinformer_reflector::{Bookmark, ListPage, WatchEvent};
@@ -81,7 +81,17 @@ fn informer(
     dir: &std::path::Path,
     start: SnapshotStart,
 ) -> SharedIndexInformer<Cached<Pod>> {
+    informer_with(fake, dir, start, FifoKind::default())
+}
+
+fn informer_with(
+    fake: &FakeListerWatcher<Cached<Pod>>,
+    dir: &std::path::Path,
+    start: SnapshotStart,
+    fifo: FifoKind,
+) -> SharedIndexInformer<Cached<Pod>> {
     SharedIndexInformer::builder(fake.clone())
+        .fifo(fifo)
         .snapshot(
             SnapshotOptions::new(dir)
                 .period(Duration::ZERO)
@@ -140,11 +150,22 @@ fn catch_up(tx: &WatchSender<Cached<Pod>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rule69_a_restart_from_the_snapshot_hands_handlers_only_what_changed_once_caught_up() {
+    // With every FIFO: a start from a snapshot asks nothing more of the layers.
+    for fifo in [
+        FifoKind::InOrderAtomic,
+        FifoKind::InOrder,
+        FifoKind::DeltaFifo,
+    ] {
+        changes_only_restart(fifo).await;
+    }
+}
+
+async fn changes_only_restart(fifo: FifoKind) {
     let dir = tempfile::tempdir().unwrap();
     first_run(dir.path()).await;
 
     let (fake, tx) = restarted_server();
-    let inf = informer(&fake, dir.path(), SnapshotStart::ChangesOnly);
+    let inf = informer_with(&fake, dir.path(), SnapshotStart::ChangesOnly, fifo);
     let heard = Heard::default();
     inf.add_event_handler(heard.clone()).unwrap();
     let h = inf.start().unwrap();
@@ -300,4 +321,74 @@ async fn rule69_past_compaction_the_list_is_compared_with_the_snapshot_and_nothi
             .resource_version,
         "40"
     );
+}
+
+/// A replica's informer of the shards it holds: it starts from its snapshot when it holds
+/// the same shards again, and lists when it holds others (rule 69, sharded replicas).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule69_a_snapshot_of_other_shards_is_refused_and_of_the_same_shards_resumed() {
+    use kinformer_reflector::{ShardKey, ShardSelection, ShardSelector};
+    let dir = tempfile::tempdir().unwrap();
+    let all = ShardSelector::index_of(ShardKey::Uid, 0, 1).unwrap();
+    let half = ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap();
+    let with_uid = |name: &str, rv: u32| {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.uid = Some(format!("uid-{name}"));
+        p.metadata.resource_version = Some(rv.to_string());
+        Cached::new(&p).unwrap()
+    };
+    let run = |selector: ShardSelector, list_rv: u32| {
+        let fake = FakeListerWatcher::new();
+        let items = vec![with_uid("a", 5), with_uid("b", 5)];
+        fake.on_list(move |o| {
+            Ok(if o.limit == Some(1) {
+                ListPage::new(vec![], "10")
+            } else {
+                ListPage::new(items.clone(), list_rv.to_string())
+            })
+        });
+        let (tx, stream) = watch_channel();
+        std::mem::forget(tx);
+        fake.push_watch(Ok(stream));
+        let inf = SharedIndexInformer::builder(fake.clone())
+            .shards(ShardSelection::new(Some(selector)))
+            .snapshot(
+                SnapshotOptions::new(dir.path()).period(Duration::ZERO),
+                IDENTITY,
+            )
+            .build();
+        (fake, inf)
+    };
+    let (_, first) = run(all.clone(), 10);
+    let h = first.start().unwrap();
+    eventually("the first sync", SECS5, || first.has_synced()).await;
+    h.stop().await.unwrap();
+    assert!(first.stats().snapshot.unwrap().last_written.is_some());
+
+    let (fake, other) = run(half, 10);
+    let h = other.start().unwrap();
+    eventually("the sync over other shards", SECS5, || other.has_synced()).await;
+    let status = other.stats().snapshot.unwrap();
+    assert!(
+        status.not_loaded.unwrap().contains("shards="),
+        "refused for its shards"
+    );
+    assert!(
+        fake.list_calls().iter().any(|o| o.limit != Some(1)),
+        "listed"
+    );
+    h.stop().await.unwrap();
+
+    // The snapshot on disk is now of the other shards: the same shards as it are resumed.
+    let (fake, same) = run(ShardSelector::index_of(ShardKey::Uid, 0, 2).unwrap(), 10);
+    let h = same.start().unwrap();
+    eventually("the sync from the snapshot", SECS5, || same.has_synced()).await;
+    assert_eq!(same.stats().reflector.resumed, 1);
+    assert!(
+        fake.list_calls().iter().all(|o| o.limit == Some(1)),
+        "nothing listed"
+    );
+    h.stop().await.unwrap();
 }

@@ -83,6 +83,17 @@
 //!   Gone` (expired RV), a too-large RV, an undecodable event, any other error status, a
 //!   watch that ended within a second without events, a failed resync.
 //!
+//! - **Resume** ([`Reflector::resume`], not in client-go). Instead of the initial state,
+//!   a reflector given a snapshot of its sink's consumer's cache (a [`Resume`]: the
+//!   snapshot's RV and objects, which may still be loading) asks the server what it is at
+//!   (a consistent list of one object), watches from the snapshot's RV until an event or
+//!   bookmark reaches that version (the watch's `timeoutSeconds` is 3, so the API server's
+//!   watch cache sends a bookmark about a second in), then hands the sink one list — the
+//!   snapshot with what the watch changed — and goes on watching. A `410`, a watch that ends
+//!   short (no watch cache: no bookmarks), a version that is not an integer, or a snapshot
+//!   that fails to load lists at once instead, at `""`, handed on whole while the cache
+//!   holds the snapshot.
+//!
 //! # Which resourceVersion each list uses
 //!
 //! | list | RV | paging |
@@ -92,6 +103,8 @@
 //! | a list that itself answered `410` / too-large RV | `""`: a consistent read from etcd | as the list it retries |
 //! | a `continue` token expired mid-list | the same RV as that list's first page | none (one full list) |
 //! | streaming list | `""` at first and after an unavailable RV, else the last synced RV (`NotOlderThan`) | — |
+//! | resume: what the server is at | `""` | one object |
+//! | a resume that cannot catch up | `""` | as a first list (or a streaming list), handed on whole |
 //!
 //! # Backoff
 //!

@@ -475,6 +475,22 @@ pub(super) fn med(
         .map_or(f64::NAN, |v| median(v.iter().map(f).collect()))
 }
 
+/// The API server's CPU time so far, in ms, from its metrics.
+pub(super) fn server_cpu_ms(
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+) -> anyhow::Result<f64> {
+    let text = rt.block_on(async {
+        let req = http::Request::get("/metrics").body(Vec::new())?;
+        anyhow::Ok(client.request_text(req).await?)
+    })?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|s| s * 1e3)
+        .context("no process_cpu_seconds_total in the API server's metrics")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,20 +524,4 @@ mod tests {
         assert_eq!(quantile(&[3.0], 0.99), 3.0);
         assert!(quantile(&[], 0.5).is_nan());
     }
-}
-
-/// The API server's CPU time so far, in ms, from its metrics.
-pub(super) fn server_cpu_ms(
-    rt: &tokio::runtime::Runtime,
-    client: &kube::Client,
-) -> anyhow::Result<f64> {
-    let text = rt.block_on(async {
-        let req = http::Request::get("/metrics").body(Vec::new())?;
-        anyhow::Ok(client.request_text(req).await?)
-    })?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("process_cpu_seconds_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|s| s * 1e3)
-        .context("no process_cpu_seconds_total in the API server's metrics")
 }

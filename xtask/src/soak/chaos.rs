@@ -18,14 +18,18 @@ pub(super) enum Kind {
     Restart,
     /// etcd compacted, nothing else.
     Compact,
+    /// The subject that keeps its cache on disk killed (SIGKILL) and started again from its
+    /// snapshot.
+    SubjectKill,
 }
 
 impl Kind {
-    pub(super) const ALL: [Self; 4] = [
+    pub(super) const ALL: [Self; 5] = [
         Self::Partition,
         Self::PartitionCompact,
         Self::Restart,
         Self::Compact,
+        Self::SubjectKill,
     ];
 
     pub(super) fn name(self) -> &'static str {
@@ -34,6 +38,7 @@ impl Kind {
             Self::PartitionCompact => "partition + compaction",
             Self::Restart => "API server restart",
             Self::Compact => "etcd compaction",
+            Self::SubjectKill => "subject killed, restarted from its snapshot",
         }
     }
 }
@@ -81,6 +86,7 @@ impl Schedule {
                 self.between(Duration::from_secs(2), Duration::from_secs(10))
             }
             Kind::Restart => self.between(Duration::from_secs(1), Duration::from_secs(5)),
+            Kind::SubjectKill => self.between(Duration::ZERO, Duration::from_secs(3)),
             Kind::Compact => Duration::ZERO,
         };
         // Half the restarts switch the cache, so a run serves watches both from the cache
@@ -118,7 +124,8 @@ pub(super) struct Fault {
     pub(super) compacted: Option<i64>,
 }
 
-/// Injects `plan` and returns when it is healed.
+/// Injects `plan` and returns when it is healed. A [`Kind::SubjectKill`] is the caller's to
+/// inject (it holds the subjects).
 pub(super) async fn inject(
     cp: &ControlPlane,
     proxy: &ApiProxy,
@@ -142,6 +149,7 @@ pub(super) async fn inject(
                 .await?;
         }
         Kind::Compact => compacted = Some(cp.compact_etcd().await?),
+        Kind::SubjectKill => anyhow::bail!("a subject is killed by the caller, which holds it"),
     }
     Ok(Fault {
         plan,
@@ -169,12 +177,12 @@ mod tests {
     }
 
     #[test]
-    fn every_round_of_four_has_each_kind_once_and_holds_stay_in_range() {
+    fn every_round_has_each_kind_once_and_holds_stay_in_range() {
         let mut s = Schedule::new(42, GAP);
         let mut cache = true;
         let mut switched = 0;
         for _ in 0..25 {
-            let mut kinds: Vec<Kind> = (0..4)
+            let mut kinds: Vec<Kind> = (0..Kind::ALL.len())
                 .map(|_| {
                     let p = s.next(cache);
                     assert!(p.gap >= GAP.0 && p.gap <= GAP.1, "{p:?}");
@@ -193,6 +201,7 @@ mod tests {
                             cache = p.watch_cache;
                         }
                         Kind::Compact => assert_eq!(p.hold, Duration::ZERO),
+                        Kind::SubjectKill => assert!(p.hold <= Duration::from_secs(3)),
                     }
                     if p.kind != Kind::Restart {
                         assert_eq!(p.watch_cache, cache, "only restarts switch the cache");

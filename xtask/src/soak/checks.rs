@@ -100,6 +100,117 @@ pub(super) fn check(events: &[Event], dump: &Dump, truth: &BTreeMap<String, u64>
     out
 }
 
+/// The checks of the subject that is killed and started again from its snapshot, whose
+/// notifications come from several processes: each process starts from the pods its
+/// snapshot held (`epochs`: where its events start, and that state; the first process from
+/// nothing) and must notify from there in order (an add for a pod it does not hold, an update
+/// or one delete for one it does); the last one's state so rebuilt is its store, which is a
+/// fresh LIST; no process deletes a pod that exists at the end; and across processes no pod's
+/// version ever goes back (a restarted process never hands on a state older than what an
+/// earlier one handed on). A pod an earlier process was told of and that went while no
+/// process ran is not the new process's to delete unless its snapshot held it, as after any
+/// restart without one.
+pub(super) fn check_restarted(
+    events: &[Event],
+    epochs: &[(usize, BTreeMap<String, u64>)],
+    dump: &Dump,
+    truth: &BTreeMap<String, u64>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(diff) = differences(&dump.store, truth) {
+        out.push(format!("its store differs from a fresh LIST: {diff}"));
+    }
+    let mut processes: Vec<(usize, BTreeMap<String, u64>)> = vec![(0, BTreeMap::new())];
+    processes.extend(epochs.iter().cloned());
+    let mut newest: HashMap<&str, u64> = HashMap::new();
+    let (mut back, mut bad_order, mut false_delete) = (Vec::new(), Vec::new(), Vec::new());
+    let mut last_state = BTreeMap::new();
+    let mut last_count = 0;
+    for (i, (from, base)) in processes.iter().enumerate() {
+        let to = processes
+            .get(i + 1)
+            .map_or(events.len(), |p| p.0)
+            .min(events.len());
+        let evs = events.get(*from..to).unwrap_or_default();
+        let mut state = base.clone();
+        for e in evs {
+            let held = state.contains_key(&e.name);
+            let ok = match e.op {
+                EventOp::Add => !held,
+                EventOp::Update | EventOp::Delete => held,
+            };
+            if !ok {
+                bad_order.push(format!(
+                    "{} ({:?}@{} in process {})",
+                    e.name,
+                    e.op,
+                    e.rv,
+                    i + 1
+                ));
+            }
+            match e.op {
+                EventOp::Add | EventOp::Update => {
+                    if let Some(&n) = newest.get(e.name.as_str())
+                        && e.rv < n
+                    {
+                        back.push(format!(
+                            "{} at {} after {n} (process {})",
+                            e.name,
+                            e.rv,
+                            i + 1
+                        ));
+                    }
+                    let n = newest.entry(e.name.as_str()).or_default();
+                    *n = (*n).max(e.rv);
+                    state.insert(e.name.clone(), e.rv);
+                }
+                EventOp::Delete => {
+                    if truth.contains_key(&e.name) {
+                        false_delete.push(format!("{} (process {})", e.name, i + 1));
+                    }
+                    state.remove(&e.name);
+                }
+            }
+        }
+        last_state = state;
+        last_count = evs.len();
+    }
+    if let Some(diff) = differences(&last_state, &dump.store) {
+        out.push(format!(
+            "the state rebuilt from its last process's snapshot and notifications differs from its store: {diff}"
+        ));
+    }
+    for (what, mut names) in [
+        (
+            "notifications that do not follow from what the process held (an add of a held pod, an update or delete of one it did not hold)",
+            bad_order,
+        ),
+        (
+            "a version older than one an earlier notification handed on",
+            back,
+        ),
+        ("deletes for pods that exist at the end", false_delete),
+    ] {
+        if !names.is_empty() {
+            names.sort();
+            out.push(format!("{what}: {} ({})", names.len(), examples(&names)));
+        }
+    }
+    if dump.panicky != dump.recorded || dump.slow != dump.recorded {
+        out.push(format!(
+            "its handlers got different numbers of notifications: recorder {}, panicking {}, slow {}",
+            dump.recorded, dump.panicky, dump.slow
+        ));
+    }
+    if usize::try_from(dump.recorded).ok() != Some(last_count) {
+        out.push(format!(
+            "its last process's recorder counted {} notifications but {last_count} reached stdout",
+            dump.recorded
+        ));
+    }
+    out
+}
+
 /// What differs between two name → resourceVersion maps (`have` against `want`), or
 /// `None` when they are equal.
 pub(super) fn differences(
@@ -247,6 +358,54 @@ mod tests {
             "deletes for pods that exist at the end: 1 (a)",
             "never panicked",
             "recorder 7, panicking 7, slow 3",
+        ] {
+            assert!(v.contains(want), "{want:?} not in:\n{v}");
+        }
+    }
+
+    #[test]
+    fn a_restarted_subject_is_checked_from_each_process_s_snapshot() {
+        let events = [
+            ev(EventOp::Add, "a", 1),
+            ev(EventOp::Add, "b", 2),
+            ev(EventOp::Update, "a", 3),
+            // Process 2, from a snapshot holding a@1 and b@2 (older than a@3 it was told).
+            ev(EventOp::Update, "a", 4),
+            Event {
+                tombstone: true,
+                ..ev(EventOp::Delete, "b", 2)
+            },
+            ev(EventOp::Add, "c", 5),
+        ];
+        let epochs = vec![(3, map(&[("a", 1), ("b", 2)]))];
+        let truth = map(&[("a", 4), ("c", 5)]);
+        let d = dump(&[("a", 4), ("c", 5)], 3);
+        assert_eq!(
+            check_restarted(&events, &epochs, &d, &truth),
+            Vec::<String>::new()
+        );
+
+        // Going back in time, a false delete, an add of a held pod, and a store off the LIST.
+        let events = [
+            ev(EventOp::Add, "a", 1),
+            ev(EventOp::Update, "a", 7),
+            ev(EventOp::Update, "a", 4),
+            ev(EventOp::Add, "a", 8),
+            ev(EventOp::Delete, "c", 5),
+        ];
+        let epochs = vec![(2, map(&[("a", 1), ("c", 5)]))];
+        let v = check_restarted(
+            &events,
+            &epochs,
+            &dump(&[("a", 8)], 3),
+            &map(&[("a", 9), ("c", 5)]),
+        )
+        .join("\n");
+        for want in [
+            "a at 4 after 7 (process 2)",
+            "deletes for pods that exist at the end: 1 (c (process 2))",
+            "an add of a held pod",
+            "its store differs from a fresh LIST",
         ] {
             assert!(v.contains(want), "{want:?} not in:\n{v}");
         }

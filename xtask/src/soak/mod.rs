@@ -13,13 +13,16 @@
 //!    (acknowledged with its resourceVersion, or unknown and read back later).
 //! 4. Faults ([`chaos`]), one at a time after a quiet gap, from the same seed: partition,
 //!    partition with an etcd compaction before the heal, API server restart (half of them
-//!    switching the watch cache), etcd compaction. Then a quiet stretch of churn, and the
+//!    switching the watch cache), etcd compaction, and the subject that keeps its cache on
+//!    disk (`kinformer-soak --snapshot-dir`, handlers told only what changed) killed with
+//!    SIGKILL and started again from its snapshot. Then a quiet stretch of churn, and the
 //!    churn stops.
 //! 5. Settling: each subject's notifications are replayed until they match a fresh LIST
 //!    and its handlers caught up; then each dumps its store.
 //! 6. [`checks`] per subject (store == LIST, notifications == store, add/updates/one
 //!    delete per pod, every gone pod deleted once, no delete of a live pod, the
-//!    handlers all got everything), and [`figures`]: convergence after each heal, lag of
+//!    handlers all got everything; for the restarted subject the same per process, from the
+//!    snapshot it started from, and no pod's version ever going back across processes), and [`figures`]: convergence after each heal, lag of
 //!    writes outside fault windows, resources over time. [`report`] prints the table and
 //!    writes the raw results, the ledger and an RSS chart under
 //!    `<target>/soak/<seed-S | ci>/`.
@@ -78,10 +81,12 @@ pub(crate) struct Opts {
     pub(crate) ci: bool,
 }
 
-/// The seed of the CI form, chosen because its first round of faults fits the minute and
-/// restarts the API server without its watch cache before a partition with compaction:
-/// the 410 Gone, relist and tombstone path runs in every CI run.
-const CI_SEED: u64 = 10;
+/// The seed of the CI form, chosen because its first round of faults fits the minute,
+/// kills the subject that keeps its cache on disk while the watch cache is on (it resumes),
+/// then restarts the API server without its watch cache before a partition with compaction
+/// (the 410 Gone, relist and tombstone path) and kills that subject again with the cache off
+/// (it cannot catch up: no bookmarks, so it lists): these paths run in every CI run.
+const CI_SEED: u64 = 12;
 /// Minutes of churn in the CI form.
 const CI_MINUTES: f64 = 1.0;
 /// Mixed into the seed for the churn's RNG, so it does not mirror the faults' RNG.
@@ -315,7 +320,9 @@ fn soak(cfg: &Config) -> anyhow::Result<()> {
 
 /// Waits until every subject has synced.
 fn wait_synced(running: &mut [Running]) -> anyhow::Result<()> {
-    let mut step = Step::start("starting the subjects (3 kinformer FIFO kinds, client-go)");
+    let mut step = Step::start(
+        "starting the subjects (3 kinformer FIFO kinds, one restarted from snapshots, client-go)",
+    );
     let start = Instant::now();
     loop {
         let mut synced = 0;
@@ -359,33 +366,22 @@ async fn chaos_phase(
     ));
     let mut schedule = Schedule::new(cfg.seed, cfg.gap);
     let mut faults: Vec<Fault> = Vec::new();
-    let mut pause = async |d: Duration, now: &str, step: &mut Step, faults: &[Fault]| {
-        let end = Instant::now() + d;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return anyhow::Ok(());
-            }
-            tokio::time::sleep(left.min(Duration::from_secs(1))).await;
-            for r in running.iter_mut() {
-                r.check_alive()?;
-            }
-            step.detail(&format!(
-                "{:.0}/{:.0} s, {} faults, {} writes; {now}",
-                start.elapsed().as_secs_f64(),
-                cfg.churn.as_secs_f64(),
-                faults.len(),
-                churn::lock(ledger).len()
-            ));
-        }
+    let progress = Progress {
+        start,
+        churn: cfg.churn,
+        ledger,
     };
-    pause(cfg.warmup, "warming up", &mut step, &faults).await?;
+    progress
+        .pause(cfg.warmup, "warming up", &mut step, running, &faults)
+        .await?;
     loop {
         let plan = schedule.next(cp.watch_cache());
         if start.elapsed() + plan.gap + plan.hold >= fault_end {
             break;
         }
-        pause(plan.gap, "quiet", &mut step, &faults).await?;
+        progress
+            .pause(plan.gap, "quiet", &mut step, running, &faults)
+            .await?;
         step.detail(&format!(
             "{:.0}/{:.0} s, fault {}: {} for {:.1} s",
             start.elapsed().as_secs_f64(),
@@ -394,15 +390,115 @@ async fn chaos_phase(
             plan.kind.name(),
             plan.hold.as_secs_f64()
         ));
-        let fault = chaos::inject(cp, proxy, plan)
-            .await
-            .with_context(|| format!("injecting a {}", plan.kind.name()))?;
+        let fault = if plan.kind == chaos::Kind::SubjectKill {
+            kill_and_restart(cp, running, plan).await
+        } else {
+            chaos::inject(cp, proxy, plan).await
+        }
+        .with_context(|| format!("injecting a {}", plan.kind.name()))?;
         faults.push(fault);
     }
     let left = cfg.churn.saturating_sub(start.elapsed());
-    pause(left, "quiet stretch", &mut step, &faults).await?;
+    progress
+        .pause(left, "quiet stretch", &mut step, running, &faults)
+        .await?;
     step.finish(&format!("done ({} faults)", faults.len()));
     Ok(faults)
+}
+
+/// What the chaos phase shows while it waits.
+struct Progress<'a> {
+    start: Instant,
+    churn: Duration,
+    ledger: &'a Ledger,
+}
+
+impl Progress<'_> {
+    /// Waits `d`, checking every second that every subject is alive and showing progress.
+    async fn pause(
+        &self,
+        d: Duration,
+        now: &str,
+        step: &mut Step,
+        running: &mut [Running],
+        faults: &[Fault],
+    ) -> anyhow::Result<()> {
+        let end = Instant::now() + d;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+            for r in running.iter_mut() {
+                r.check_alive()?;
+            }
+            step.detail(&format!(
+                "{:.0}/{:.0} s, {} faults, {} writes; {now}",
+                self.start.elapsed().as_secs_f64(),
+                self.churn.as_secs_f64(),
+                faults.len(),
+                churn::lock(self.ledger).len()
+            ));
+        }
+    }
+}
+
+/// Kills the subject that keeps its cache on disk (as a crash: no snapshot at shutdown),
+/// waits `plan.hold`, reads the snapshot it left (what the new process will start from), and
+/// starts it again.
+async fn kill_and_restart(
+    cp: &ControlPlane,
+    running: &mut [Running],
+    plan: chaos::Plan,
+) -> anyhow::Result<Fault> {
+    let r = running
+        .iter_mut()
+        .find(|r| r.subject == Subject::Snapshots)
+        .context("no subject keeps its cache on disk")?;
+    let start_ns = unix_nanos();
+    r.kill()?;
+    tokio::time::sleep(plan.hold).await;
+    let base = snapshot_state(&r.snapshot_dir());
+    r.respawn(base)?;
+    Ok(Fault {
+        plan,
+        start_ns,
+        heal_ns: unix_nanos(),
+        watch_cache_after: cp.watch_cache(),
+        compacted: None,
+    })
+}
+
+/// The pods (name → resourceVersion) of the snapshot in `dir`, as a process starting now
+/// would load it; empty when there is none it would load.
+fn snapshot_state(dir: &std::path::Path) -> BTreeMap<String, u64> {
+    use kinformer_compact_store::snapshot;
+    use kinformer_core::MetaObject;
+    let Some(path) = std::fs::read_dir(dir).ok().and_then(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "snapshot"))
+    }) else {
+        return BTreeMap::new();
+    };
+    let Ok(header) = snapshot::read_header(&path) else {
+        return BTreeMap::new();
+    };
+    match snapshot::read::<Pod>(&path, &header.identity) {
+        Ok(s) => s
+            .objects
+            .iter()
+            .map(|p| {
+                (
+                    p.object_name().unwrap_or_default().to_owned(),
+                    subjects::rv_number(p.object_resource_version().unwrap_or_default()),
+                )
+            })
+            .collect(),
+        Err(_) => BTreeMap::new(),
+    }
 }
 
 /// A fresh LIST of the namespace's pods (retried while the API server comes back).
@@ -520,7 +616,11 @@ fn evaluate(
     let from_ns = log.synced_ns.unwrap_or(t0_ns).max(t0_ns);
     let (lag_ms, unseen) = figures::lags(&log.events, ledger, from_ns, &windows);
 
-    let mut violations = checks::check(&log.events, &dump, truth);
+    let mut violations = if subject == Subject::Snapshots {
+        checks::check_restarted(&log.events, &log.epochs, &dump, truth)
+    } else {
+        checks::check(&log.events, &dump, truth)
+    };
     // The recorder shares the informer with a panicking and a slow handler: if either held
     // it up, its lag would show it (the slow one alone needs 50 ms per event).
     let lag = figures::Summary::of(&lag_ms);
@@ -548,7 +648,8 @@ fn evaluate(
         ));
     }
     let mut trends = Vec::new();
-    if cfg.leak_check {
+    // A restarted subject's samples span several processes.
+    if cfg.leak_check && subject != Subject::Snapshots {
         type Field = fn(&subjects::Sample) -> Option<u64>;
         let resources: [(&str, Field, f64, f64); 4] = [
             ("RSS", |s| s.rss_kib, 0.10, 0.0),

@@ -173,7 +173,7 @@ pub(super) fn table(results: &[SubjectResult], faults: &[Fault], targets: &Targe
         format!("{} / {} / {}", num(c.p50, 2), num(c.p99, 2), num(c.max, 2))
     });
     row(
-        "convergence max by kind, s (partition / + compaction / restart / compaction)",
+        "convergence max by kind, s (partition / + compaction / restart / compaction / subject killed)",
         &|r| {
             Kind::ALL
                 .iter()
@@ -419,6 +419,7 @@ fn color(s: Subject) -> plotters::style::RGBColor {
         Subject::DeltaFifo => plotters::style::RGBColor(0x94, 0x67, 0xbd),
         Subject::InOrder => plotters::style::RGBColor(0xff, 0x7f, 0x0e),
         Subject::InOrderAtomic => plotters::style::RGBColor(0xd6, 0x27, 0x28),
+        Subject::Snapshots => plotters::style::RGBColor(0x2c, 0xa0, 0x2c),
         Subject::ClientGo => plotters::style::RGBColor(0x1f, 0x77, 0xb4),
     }
 }

@@ -2,7 +2,6 @@
 //! it prints (the protocol is in the crate docs of `bench/soak`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -22,15 +21,19 @@ pub(super) enum Subject {
     InOrder,
     /// kinformer with the in-order FIFO in atomic mode (its default).
     InOrderAtomic,
+    /// kinformer's defaults with its cache kept on disk, killed at random and started again
+    /// from its snapshot (handlers told only what changed).
+    Snapshots,
     /// client-go (`xtask/go/cmd/soak-peer`).
     ClientGo,
 }
 
 impl Subject {
-    pub(super) const ALL: [Self; 4] = [
+    pub(super) const ALL: [Self; 5] = [
         Self::DeltaFifo,
         Self::InOrder,
         Self::InOrderAtomic,
+        Self::Snapshots,
         Self::ClientGo,
     ];
 
@@ -40,6 +43,7 @@ impl Subject {
             Self::DeltaFifo => "kinformer DeltaFifo",
             Self::InOrder => "kinformer InOrder",
             Self::InOrderAtomic => "kinformer InOrderAtomic",
+            Self::Snapshots => "kinformer restarted from snapshots",
             Self::ClientGo => "client-go",
         }
     }
@@ -50,6 +54,7 @@ impl Subject {
             Self::DeltaFifo => "kinformer-delta-fifo",
             Self::InOrder => "kinformer-in-order",
             Self::InOrderAtomic => "kinformer-in-order-atomic",
+            Self::Snapshots => "kinformer-snapshots",
             Self::ClientGo => "client-go",
         }
     }
@@ -63,7 +68,7 @@ impl Subject {
         match self {
             Self::DeltaFifo => Some("delta-fifo"),
             Self::InOrder => Some("in-order"),
-            Self::InOrderAtomic => Some("in-order-atomic"),
+            Self::InOrderAtomic | Self::Snapshots => Some("in-order-atomic"),
             Self::ClientGo => None,
         }
     }
@@ -139,6 +144,10 @@ pub(super) struct Log {
     pub(super) state: HashMap<String, u64>,
     /// Lines that were not what the protocol says.
     pub(super) bad_lines: Vec<String>,
+    /// Each process after the first ([`Running::respawn`]): where its events start in
+    /// `events`, and the state it started from (its snapshot's pods, as the driver read the
+    /// file before starting it; empty when there was none to read).
+    pub(super) epochs: Vec<(usize, BTreeMap<String, u64>)>,
     /// Set when stdout closed.
     pub(super) closed: bool,
 }
@@ -239,6 +248,17 @@ pub(super) struct Running {
     log: Arc<Mutex<Log>>,
     reader: Option<JoinHandle<()>>,
     stderr_path: PathBuf,
+    /// How to start it again.
+    launch: Launch,
+}
+
+/// What a subject's process is started with.
+struct Launch {
+    exe: PathBuf,
+    kubeconfig: PathBuf,
+    namespace: String,
+    sample: Duration,
+    out_dir: PathBuf,
 }
 
 /// Where the subjects connect and what they watch.
@@ -254,47 +274,64 @@ impl Running {
     /// Starts `subject`; its stdout is parsed into its [`Log`] (and kept raw in
     /// `<out_dir>/<slug>.jsonl`), its stderr goes to `<out_dir>/<slug>.log`.
     pub(super) fn spawn(subject: Subject, exe: &Path, target: &Target<'_>) -> anyhow::Result<Self> {
-        let stderr_path = target.out_dir.join(format!("{}.log", subject.slug()));
-        let stderr = File::create(&stderr_path)
-            .with_context(|| format!("creating {}", stderr_path.display()))?;
-        let mut cmd = Command::new(exe);
-        cmd.arg("--kubeconfig")
-            .arg(target.kubeconfig)
-            .args(["--namespace", target.namespace])
-            .args(["--sample-ms", &target.sample.as_millis().to_string()]);
-        if let Some(fifo) = subject.fifo_arg() {
-            cmd.args(["--fifo", fifo]);
-        }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr));
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", exe.display()))?;
+        let launch = Launch {
+            exe: exe.to_owned(),
+            kubeconfig: target.kubeconfig.to_owned(),
+            namespace: target.namespace.to_owned(),
+            sample: target.sample,
+            out_dir: target.out_dir.to_owned(),
+        };
         let log = Arc::new(Mutex::new(Log::default()));
-        let raw_path = target.out_dir.join(format!("{}.jsonl", subject.slug()));
-        let mut raw = BufWriter::new(
-            File::create(&raw_path).with_context(|| format!("creating {}", raw_path.display()))?,
-        );
-        let reader = child.stdout.take().map(|out| {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let _ = writeln!(raw, "{line}");
-                    lock(&log).take_line(&line);
-                }
-                let _ = raw.flush();
-                lock(&log).closed = true;
-            })
-        });
-        Ok(Self {
+        let (child, reader, stderr_path) = start(subject, &launch, &log)?;
+        let mut me = Self {
             subject,
-            stdin: child.stdin.take(),
             child,
+            stdin: None,
             log,
-            reader,
+            reader: Some(reader),
             stderr_path,
-        })
+            launch,
+        };
+        me.stdin = me.child.stdin.take();
+        Ok(me)
+    }
+
+    /// The directory a [`Subject::Snapshots`] keeps its snapshot in.
+    pub(super) fn snapshot_dir(&self) -> PathBuf {
+        self.launch
+            .out_dir
+            .join(format!("{}-snapshots", self.subject.slug()))
+    }
+
+    /// Kills the process at once (SIGKILL: as a crash, no snapshot at shutdown) and waits
+    /// for what it printed.
+    pub(super) fn kill(&mut self) -> anyhow::Result<()> {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        self.child.wait()?;
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        Ok(())
+    }
+
+    /// Starts the process again after [`kill`](Self::kill): its events go on in the same
+    /// log, as a new epoch whose state starts from `base` (what its snapshot holds).
+    pub(super) fn respawn(&mut self, base: BTreeMap<String, u64>) -> anyhow::Result<()> {
+        {
+            let mut log = lock(&self.log);
+            let at = log.events.len();
+            log.state = base.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            log.epochs.push((at, base));
+            log.synced_ns = None;
+            log.closed = false;
+        }
+        let (child, reader, stderr_path) = start(self.subject, &self.launch, &self.log)?;
+        self.child = child;
+        self.stdin = self.child.stdin.take();
+        self.reader = Some(reader);
+        self.stderr_path = stderr_path;
+        Ok(())
     }
 
     /// The subject's log so far.
@@ -370,6 +407,55 @@ impl Running {
         };
         (log, problem)
     }
+}
+
+/// Starts `subject`'s process; its stdout is parsed into `log` (and appended raw to
+/// `<out_dir>/<slug>.jsonl`), its stderr appended to `<out_dir>/<slug>.log`.
+fn start(
+    subject: Subject,
+    launch: &Launch,
+    log: &Arc<Mutex<Log>>,
+) -> anyhow::Result<(Child, JoinHandle<()>, PathBuf)> {
+    let append = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))
+    };
+    let stderr_path = launch.out_dir.join(format!("{}.log", subject.slug()));
+    let stderr = append(&stderr_path)?;
+    let mut cmd = Command::new(&launch.exe);
+    cmd.arg("--kubeconfig")
+        .arg(&launch.kubeconfig)
+        .args(["--namespace", &launch.namespace])
+        .args(["--sample-ms", &launch.sample.as_millis().to_string()]);
+    if let Some(fifo) = subject.fifo_arg() {
+        cmd.args(["--fifo", fifo]);
+    }
+    if subject == Subject::Snapshots {
+        cmd.arg("--snapshot-dir")
+            .arg(launch.out_dir.join(format!("{}-snapshots", subject.slug())));
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(stderr));
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", launch.exe.display()))?;
+    let raw_path = launch.out_dir.join(format!("{}.jsonl", subject.slug()));
+    let mut raw = BufWriter::new(append(&raw_path)?);
+    let out = child.stdout.take().context("no stdout")?;
+    let log = Arc::clone(log);
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = writeln!(raw, "{line}");
+            lock(&log).take_line(&line);
+        }
+        let _ = raw.flush();
+        lock(&log).closed = true;
+    });
+    Ok((child, reader, stderr_path))
 }
 
 impl Drop for Running {

@@ -351,6 +351,10 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
         let key_func = self
             .key_func
             .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)));
+        let mut snapshots = self.snapshots;
+        if let (Some(snapshots), Some(selection)) = (snapshots.as_mut(), &self.shard) {
+            snapshots.shards = Some(selection.clone());
+        }
         let (lw, shard) = match self.shard {
             None => (self.lw, None),
             Some(selection) => {
@@ -366,7 +370,7 @@ impl<K: MetaObject + Send + Sync + 'static> SharedIndexInformerBuilder<K> {
             fifo: self.fifo,
             shard,
             identity: self.identity,
-            snapshots: self.snapshots,
+            snapshots,
         };
         let core = Inner::new(
             self.name,

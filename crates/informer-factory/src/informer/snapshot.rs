@@ -205,7 +205,13 @@ type Write<T> =
 /// (type-erased: only `Cached<K>` has them), and what it did.
 pub(in crate::informer) struct Snapshots<T> {
     pub(super) options: SnapshotOptions,
+    /// What the informer lists and watches (the file is named after it).
     identity: String,
+    /// The shards it selects, for an informer of shards that change
+    /// ([`SharedIndexInformerBuilder::shards`](crate::SharedIndexInformerBuilder::shards)):
+    /// part of the identity written and asked for, as they are at the time, so that a
+    /// snapshot of other shards is refused.
+    pub(super) shards: Option<kinformer_reflector::ShardSelection>,
     path: PathBuf,
     load: Box<Load<T>>,
     write: Box<Write<T>>,
@@ -227,6 +233,7 @@ impl<K: Send + Sync + 'static> Snapshots<Cached<K>> {
             }),
             options,
             identity,
+            shards: None,
             path,
             load: Box::new(|path, identity| {
                 snapshot::read::<K>(path, identity)
@@ -240,6 +247,18 @@ impl<K: Send + Sync + 'static> Snapshots<Cached<K>> {
 }
 
 impl<T> Snapshots<T> {
+    /// The identity a snapshot written or read now has: with the shards selected now.
+    fn identity_now(&self) -> String {
+        match &self.shards {
+            None => self.identity.clone(),
+            Some(selection) => format!(
+                "{} shards={}",
+                self.identity,
+                selection.get().map(|s| s.to_string()).unwrap_or_default()
+            ),
+        }
+    }
+
     pub(super) fn status(&self) -> SnapshotStatus {
         self.status
             .lock()
@@ -270,11 +289,12 @@ pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
             {
                 tracing::info!(informer = %inner.name(), removed = n, "removed what a writer killed midway left");
             }
+            let identity = s.identity_now();
             Some(snapshot::read_header(&s.path).and_then(|h| {
-                if h.identity != s.identity {
+                if h.identity != identity {
                     return Err(SnapshotError::Identity {
                         path: s.path.clone(),
-                        expected: s.identity.clone(),
+                        expected: identity,
                         found: h.identity,
                     });
                 }
@@ -287,13 +307,13 @@ pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
                         writing: applied,
                     });
                 }
-                Ok(h.resource_version)
+                Ok((h.resource_version, h.identity))
             }))
         })
         .await
     };
-    let rv = match header {
-        Ok(Some(Ok(rv))) => rv,
+    let (rv, identity) = match header {
+        Ok(Some(Ok(found))) => found,
         Ok(None) => return None,
         Ok(Some(Err(e))) => {
             refused(inner, snapshots, &e);
@@ -315,53 +335,54 @@ pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
         let s = task_inner
             .snapshots()
             .ok_or_else(|| std::io::Error::other("no snapshot"))?;
-        let (rv, objects, bytes) = (s.load)(&s.path, &s.identity)?;
-        if rv != snapshot_rv {
-            return Err(
-                std::io::Error::other("the snapshot was replaced while it was read").into(),
-            );
-        }
-        let count = objects.len();
-        let held = if changes_only {
-            task_inner
-                .store()
-                .replace(ListPart::whole(objects, rv.clone()))
-                .map_err(|e| std::io::Error::other(ErrorChain(&e).to_string()))?;
-            None
-        } else {
-            Some(objects)
-        };
-        Ok::<_, kinformer_core::BoxError>((held, count, bytes, started.elapsed()))
-    });
-    let loading = async move {
-        let read = read_task
-            .await
-            .map_err(|e| kinformer_core::BoxError::from(e.to_string()))
-            .and_then(|r| r);
-        let Some(snapshots) = inner.snapshots() else {
-            return Err("no snapshot".into());
-        };
+        let read = (s.load)(&s.path, &identity)
+            .map_err(kinformer_core::BoxError::from)
+            .and_then(|(rv, objects, bytes)| {
+                if rv != snapshot_rv {
+                    return Err("the snapshot was replaced while it was read".into());
+                }
+                let count = objects.len();
+                let held = if changes_only {
+                    task_inner
+                        .store()
+                        .replace(ListPart::whole(objects, rv.clone()))
+                        .map_err(|e| ErrorChain(&e).to_string())?;
+                    None
+                } else {
+                    Some(objects)
+                };
+                Ok((rv, held, count, bytes))
+            });
+        // Noted here, when it is read: the reflector may never await it (it could not
+        // catch up, and lists).
         match read {
-            Ok((held, objects, bytes, took)) => {
-                tracing::info!(informer = %inner.name(), path = %snapshots.path.display(), resource_version = %rv,
+            Ok((rv, held, objects, bytes)) => {
+                let took = started.elapsed();
+                tracing::info!(informer = %task_inner.name(), path = %s.path.display(), resource_version = %rv,
                     objects, bytes, took_ms = took.as_millis() as u64, "loaded the snapshot");
-                snapshots.update(|s| {
-                    s.loaded = Some(Loaded {
-                        resource_version: rv.clone(),
+                s.update(|st| {
+                    st.loaded = Some(Loaded {
+                        resource_version: rv,
                         objects,
                         bytes,
                         took,
                     });
-                    s.not_loaded = None;
+                    st.not_loaded = None;
                 });
                 Ok(held)
             }
             Err(e) => {
-                tracing::warn!(informer = %inner.name(), error = %ErrorChain(&*e), "snapshot refused: listing instead");
-                snapshots.update(|s| s.not_loaded = Some(ErrorChain(&*e).to_string()));
+                tracing::warn!(informer = %task_inner.name(), error = %ErrorChain(&*e), "snapshot refused: listing instead");
+                s.update(|st| st.not_loaded = Some(ErrorChain(&*e).to_string()));
                 Err(e)
             }
         }
+    });
+    let loading = async move {
+        read_task
+            .await
+            .map_err(|e| kinformer_core::BoxError::from(e.to_string()))
+            .and_then(|r| r)
     };
     Some(if changes_only {
         Resume::loading_into_known(resume_rv, async move { loading.await.map(drop) })
@@ -432,14 +453,18 @@ async fn capture_and_write<T: MetaObject + Send + Sync + 'static>(
         return Ok(None);
     }
     let deadline = tokio::time::Instant::now() + patience;
-    let (rv, objects) = loop {
+    let (rv, identity, objects) = loop {
         // The version first, then the cache with nothing queued: everything the reflector
         // handed on up to that version is applied, so the snapshot holds at least that
         // (an event it holds past it is sent again from there: an update of the same
         // version, which changes nothing).
         let rv = inner.last_sync_resource_version();
+        let identity = inner
+            .snapshots()
+            .map(Snapshots::identity_now)
+            .unwrap_or_default();
         if let Some(objects) = inner.quiet_list() {
-            break (rv, objects);
+            break (rv, identity, objects);
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(Error::Snapshot(SnapshotError::Io {
@@ -461,7 +486,7 @@ async fn capture_and_write<T: MetaObject + Send + Sync + 'static>(
             .snapshots()
             .ok_or_else(|| std::io::Error::other("no snapshot"))?;
         std::fs::create_dir_all(&s.options.dir)?;
-        Ok::<_, std::io::Error>((s.write)(&s.path, &s.identity, &rv, &objects).map(|w| (rv, w)))
+        Ok::<_, std::io::Error>((s.write)(&s.path, &identity, &rv, &objects).map(|w| (rv, w)))
     })
     .await
     .map_err(|e| std::io::Error::other(e.to_string()))

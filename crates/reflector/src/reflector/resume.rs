@@ -155,11 +155,17 @@ where
             .catch_up(st, &from, &mut objects)
             .instrument(span)
             .await;
-        // A cache still being filled must be full before a list is compared with it.
-        if let Some(Objects::Known(loaded)) = objects.take()
-            && let Err(e) = loaded.await
-        {
-            tracing::info!(error = %ErrorChain(&*e), "the snapshot could not be loaded into the cache");
+        // A cache still being filled must be full before a list is compared with it; held
+        // objects a failed resume did not hand on are dropped before the list, not kept
+        // beside it.
+        match objects.take() {
+            Some(Objects::Known(loaded)) => {
+                if let Err(e) = loaded.await {
+                    tracing::info!(error = %ErrorChain(&*e), "the snapshot could not be loaded into the cache");
+                }
+            }
+            Some(Objects::Held(held)) => drop(held),
+            None => {}
         }
         match caught_up {
             Ok(()) => self.watch(st, None).await,
