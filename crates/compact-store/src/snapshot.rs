@@ -177,7 +177,7 @@ impl SnapshotError {
     }
 }
 
-/// What [`write`] wrote.
+/// What [`write()`] wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Written {
@@ -189,7 +189,7 @@ pub struct Written {
     pub took: Duration,
 }
 
-/// A snapshot as [`read`] found it.
+/// A snapshot as [`read()`] found it.
 #[non_exhaustive]
 pub struct Snapshot<K> {
     /// The resourceVersion the cache was at when it was written: everything up to it, and
@@ -372,7 +372,7 @@ pub struct Header {
 /// The header of the snapshot at `path`, without reading (or checking) the rest.
 ///
 /// # Errors
-/// As [`read`], for the header.
+/// As [`read()`], for the header.
 pub fn read_header(path: &Path) -> Result<Header, SnapshotError> {
     let file = open(path)?;
     Input::new(path, BufReader::with_capacity(64 * 1024, file)).header()

@@ -216,6 +216,21 @@
 //! Difference: client-go's `Start` after `Shutdown` silently does nothing; here it is
 //! [`Error::Stopped`].
 //!
+//! # Restarting without a relist
+//!
+//! Not in client-go: an informer of the default cache can keep it on disk and start from it
+//! ([`SnapshotOptions`]; a factory's [`snapshots`](SharedInformerFactoryBuilder::snapshots)
+//! for all of them, [`SharedIndexInformerBuilder::snapshot`] for one). A start from a
+//! snapshot reads it while the reflector asks the server what it is at and watches from the
+//! snapshot's resourceVersion (kinformer-reflector's `Resume`), and syncs once the watch has
+//! reached that version; a compacted version costs one list, compared with the snapshot. It
+//! is written every period once synced and at stop, taken under the delivery lock while
+//! nothing is queued, at the reflector's last synced version read first (rule 69). Why not a
+//! default: a snapshot directory is the program's to give (an `emptyDir` or a volume), and a
+//! restart from it is slower than a list on small caches where the cluster writes other
+//! things (the watch cache's bookmark takes about a second: BENCHMARKS.md
+//! "informer-restart").
+//!
 //! # Swap points
 //!
 //! Each proven by a test that runs the real informer with an implementation written in the
