@@ -16,6 +16,14 @@ use kinformer_testenv::eventually;
 
 const SECS5: Duration = Duration::from_secs(5);
 const IDENTITY: &str = "v1/pods test";
+/// What handlers told only the changes hear after a restart from a..c@5 at 10 to the server
+/// at 20 (b changed, c deleted, d created): part of the informer's first sync, so d's add is
+/// one of the initial list, as after a list.
+const CHANGES: [&str; 3] = [
+    "add d@15 (initial)",
+    "delete c@5 (tombstone)",
+    "update b 5→12",
+];
 
 fn pod(name: &str, rv: u32) -> Cached<Pod> {
     let mut p = Pod::default();
@@ -179,15 +187,7 @@ async fn changes_only_restart(fifo: FifoKind) {
     tx.send(Ok(WatchEvent::Bookmark(Bookmark::new("20", false))));
     eventually("the sync", SECS5, || inf.has_synced()).await;
     eventually("the handler", SECS5, || heard.all().len() == 3).await;
-    // Part of the informer's first sync: an add of the initial list, as after a list.
-    assert_eq!(
-        heard.all(),
-        [
-            "add d@15 (initial)",
-            "delete c@5 (tombstone)",
-            "update b 5→12"
-        ]
-    );
+    assert_eq!(heard.all(), CHANGES);
     let mut cached: Vec<String> = inf
         .indexer()
         .list()
@@ -296,14 +296,7 @@ async fn rule69_past_compaction_the_list_is_compared_with_the_snapshot_and_nothi
     let h = inf.start().unwrap();
     eventually("the sync", SECS5, || inf.has_synced()).await;
     eventually("the handler", SECS5, || heard.all().len() == 3).await;
-    assert_eq!(
-        heard.all(),
-        [
-            "add d@15 (initial)",
-            "delete c@5 (tombstone)",
-            "update b 5→12"
-        ]
-    );
+    assert_eq!(heard.all(), CHANGES);
     assert_eq!(
         fake.list_calls().last().unwrap().resource_version,
         "",

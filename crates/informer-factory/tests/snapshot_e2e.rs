@@ -144,6 +144,23 @@ async fn restart(
     (heard.sorted(), stats)
 }
 
+/// The handlers heard only the differences, after one list that a 410 made.
+fn listed_once_after_a_410(heard: &[String], stats: &kinformer_informer_factory::InformerStats) {
+    assert_eq!(heard, ["add new", "delete p-0 (tombstone)", "update p-1"]);
+    assert_eq!(
+        (stats.reflector.resumed, stats.reflector.resume_failures),
+        (0, 1),
+        "{stats:?}"
+    );
+    let expired = stats
+        .reflector
+        .lists
+        .iter()
+        .find(|(r, _)| *r == "expired")
+        .map(|(_, n)| *n);
+    assert_eq!(expired, Some(1), "{stats:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local control plane: cargo xtask test"]
 async fn rule69_a_restart_inside_the_watch_window_resumes_without_a_list() {
@@ -169,19 +186,7 @@ async fn rule69_a_restart_past_a_compaction_lists_once_and_hands_on_only_the_dif
         cp.compact_etcd().await.unwrap();
     })
     .await;
-    assert_eq!(heard, ["add new", "delete p-0 (tombstone)", "update p-1"]);
-    assert_eq!(
-        (stats.reflector.resumed, stats.reflector.resume_failures),
-        (0, 1),
-        "{stats:?}"
-    );
-    let expired = stats
-        .reflector
-        .lists
-        .iter()
-        .find(|(r, _)| *r == "expired")
-        .map(|(_, n)| *n);
-    assert_eq!(expired, Some(1), "{stats:?}");
+    listed_once_after_a_410(&heard, &stats);
 }
 
 /// With the watch cache on, a compacted version may still be in the cache's window; an API
@@ -198,18 +203,6 @@ async fn rule69_a_restart_past_a_compaction_and_an_api_server_restart_with_the_w
         cp.start_apiserver().await.unwrap();
     })
     .await;
-    assert_eq!(heard, ["add new", "delete p-0 (tombstone)", "update p-1"]);
     // The restarted API server's watch cache starts past the snapshot's version: a 410.
-    assert_eq!(
-        (stats.reflector.resumed, stats.reflector.resume_failures),
-        (0, 1),
-        "{stats:?}"
-    );
-    let expired = stats
-        .reflector
-        .lists
-        .iter()
-        .find(|(r, _)| *r == "expired")
-        .map(|(_, n)| *n);
-    assert_eq!(expired, Some(1), "{stats:?}");
+    listed_once_after_a_410(&heard, &stats);
 }

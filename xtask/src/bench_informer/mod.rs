@@ -176,6 +176,31 @@ struct Opts {
     no_record: bool,
 }
 
+/// Prints a part's tables with what the run was, and records them in BENCHMARKS.md's
+/// section `informer-<part>` unless `--no-record`.
+fn print_and_record(
+    opts: &Opts,
+    root: &std::path::Path,
+    part: &str,
+    command: &str,
+    load_before: &str,
+    began: Instant,
+    tables: &str,
+) -> anyhow::Result<()> {
+    let load_after = load_average();
+    let run = report::Run {
+        command,
+        load_before,
+        load_after: &load_after,
+        elapsed: began.elapsed(),
+    };
+    println!("\n{}", report::part_body(&run, "", tables));
+    if !opts.no_record {
+        report::record_part(root, part, &run, "", tables)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let opts = Opts::parse_from(
         std::iter::once(format!("cargo xtask bench {SUITE}")).chain(args.iter().cloned()),
@@ -273,19 +298,8 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             )?;
         }
         drop(cp);
-        let load_after = load_average();
-        let run = report::Run {
-            command: &command,
-            load_before: &load_before,
-            load_after: &load_after,
-            elapsed: began.elapsed(),
-        };
         let tables = runs.tables(&counts, opts.runs, opts.bandwidth_mbit);
-        println!("\n{}", report::part_body(&run, "", &tables));
-        if !opts.no_record {
-            report::record_part(&root, "gzip", &run, "", &tables)?;
-        }
-        return Ok(());
+        return print_and_record(&opts, &root, "gzip", &command, &load_before, began, &tables);
     }
 
     if opts.restart {
@@ -299,19 +313,16 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             restart::measure(&mut runs, &rt, &cp, &bins, &ns, &empty, n, opts.runs)?;
         }
         drop(cp);
-        let load_after = load_average();
-        let run = report::Run {
-            command: &command,
-            load_before: &load_before,
-            load_after: &load_after,
-            elapsed: began.elapsed(),
-        };
         let tables = runs.tables(&counts, opts.runs);
-        println!("\n{}", report::part_body(&run, "", &tables));
-        if !opts.no_record {
-            report::record_part(&root, "restart", &run, "", &tables)?;
-        }
-        return Ok(());
+        return print_and_record(
+            &opts,
+            &root,
+            "restart",
+            &command,
+            &load_before,
+            began,
+            &tables,
+        );
     }
 
     if opts.reads {

@@ -33,6 +33,14 @@ fn server(s: &Setup, server_rv: u32, listed: Vec<Obj>, list_rv: u32) {
     });
 }
 
+/// A reflector resumed from version 10, the cache holding the snapshot's `a`, `b`, `c`.
+fn resumed_from_the_cache(s: &Setup) -> Reflector<Obj, FakeListerWatcher<Obj>, Arc<Rec>> {
+    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
+    s.reflector()
+        .known_objects(known)
+        .resume(Resume::from_known("10"))
+}
+
 fn watch_rvs(s: &Setup) -> Vec<String> {
     s.fake
         .watch_calls()
@@ -100,12 +108,7 @@ async fn rule67_resumed_from_the_cache_only_what_changed_is_listed_and_the_rest_
         modified("a", 20),
     ])));
     let _tx = open_watch(&s.fake);
-    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
-    let r = s
-        .reflector()
-        .known_objects(known)
-        .resume(Resume::from_known("10"));
-    let h = spawn(r);
+    let h = spawn(resumed_from_the_cache(&s));
     until("the watch after catching up", || {
         s.fake.watch_calls().len() == 2
     })
@@ -122,12 +125,7 @@ async fn rule67_resumed_from_the_cache_only_what_changed_is_listed_and_the_rest_
         bookmark(20),
     ])));
     let _tx = open_watch(&s.fake);
-    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
-    let h = spawn(
-        s.reflector()
-            .known_objects(known)
-            .resume(Resume::from_known("10")),
-    );
+    let h = spawn(resumed_from_the_cache(&s));
     until("the watch after catching up", || {
         s.fake.watch_calls().len() == 2
     })
@@ -162,12 +160,7 @@ async fn rule67_a_compacted_snapshot_version_lists_consistently_at_once_and_comp
     server(&s, 20, vec![obj("a", 5), obj("b", 12), obj("d", 15)], 30);
     s.fake.push_watch(Err(status(410, "Expired")));
     let _tx = open_watch(&s.fake);
-    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
-    let h = spawn(
-        s.reflector()
-            .known_objects(known)
-            .resume(Resume::from_known("10")),
-    );
+    let h = spawn(resumed_from_the_cache(&s));
     until("the watch after the list", || {
         s.fake.watch_calls().len() == 2
     })
@@ -252,12 +245,7 @@ async fn rule67_the_list_after_a_failed_resume_from_the_cache_comes_whole() {
     });
     s.fake.push_watch(Err(status(410, "Expired")));
     let _tx = open_watch(&s.fake);
-    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
-    let h = spawn(
-        s.reflector()
-            .known_objects(known)
-            .resume(Resume::from_known("10")),
-    );
+    let h = spawn(resumed_from_the_cache(&s));
     until("the watch after the list", || {
         s.fake.watch_calls().len() == 2
     })
@@ -276,12 +264,7 @@ async fn rule67_the_list_after_a_failed_resume_from_the_cache_comes_whole() {
     stream.push(Ok(WatchEvent::Bookmark(Bookmark::new("300", true))));
     s.fake.push_watch(Ok(watch_of(stream)));
     let _tx = open_watch(&s.fake);
-    let known = Cached::with(snapshot().iter().map(|o| (**o).clone()).collect());
-    let h = spawn(
-        s.reflector()
-            .known_objects(known)
-            .resume(Resume::from_known("10")),
-    );
+    let h = spawn(resumed_from_the_cache(&s));
     until("the watch after the streaming list", || {
         s.fake.watch_calls().len() == 3
     })
