@@ -13,13 +13,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
-use std::process::Command;
 
 use anyhow::Context;
 
 use super::contenders::{Binaries, Contender, Running};
-use super::measure::server_cpu_ms;
 use super::measure::{self, Sample};
 use crate::bench::median;
 use crate::progress::Step;
@@ -137,25 +134,24 @@ fn sync(
     ns: &str,
     n: usize,
 ) -> anyhow::Result<Run> {
-    let kubeconfig: &Path = proxy.kubeconfig();
-    let mut cmd = Command::new(bins.path(side.program()));
-    cmd.arg("--kubeconfig").arg(kubeconfig).args([
-        "--namespace",
+    let extra = ["--compression", side.compression()].map(std::ffi::OsStr::new);
+    let (sample, bytes, server_cpu_ms) = measure::through_proxy(
+        rt,
+        admin,
+        proxy,
+        bins.path(side.program()),
         ns,
-        "--expect",
-        &n.to_string(),
-        "--compression",
-        side.compression(),
-        "--settle",
-    ]);
-    let bytes_before = proxy.tcp().bytes_to_clients();
-    let cpu_before = server_cpu_ms(rt, admin)?;
-    let sample = Running::start(side.name(), cmd, false)
-        .and_then(|run| measure::settled_sample(run, side.name(), n))?;
+        n,
+        &extra,
+        |cmd| {
+            Running::start(side.name(), cmd, false)
+                .and_then(|run| measure::settled_sample(run, side.name(), n))
+        },
+    )?;
     Ok(Run {
         sample,
-        bytes: proxy.tcp().bytes_to_clients() - bytes_before,
-        server_cpu_ms: server_cpu_ms(rt, admin)? - cpu_before,
+        bytes,
+        server_cpu_ms,
     })
 }
 

@@ -475,6 +475,39 @@ pub(super) fn med(
         .map_or(f64::NAN, |v| median(v.iter().map(f).collect()))
 }
 
+/// A contender syncing `ns`'s `n` pods through testenv's proxy, `--settle`d: the command
+/// (`program` with `--kubeconfig` of the proxy, `--namespace`, `--expect`, `--settle`, then
+/// `extra`), run by `run`; with what the proxy carried to it and the API server's CPU over it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn through_proxy<T>(
+    rt: &tokio::runtime::Runtime,
+    admin: &kube::Client,
+    proxy: &kinformer_testenv::ApiProxy,
+    program: &std::path::Path,
+    ns: &str,
+    n: usize,
+    extra: &[&std::ffi::OsStr],
+    run: impl FnOnce(std::process::Command) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, u64, f64)> {
+    let mut cmd = std::process::Command::new(program);
+    cmd.arg("--kubeconfig").arg(proxy.kubeconfig()).args([
+        "--namespace",
+        ns,
+        "--expect",
+        &n.to_string(),
+        "--settle",
+    ]);
+    cmd.args(extra);
+    let bytes_before = proxy.tcp().bytes_to_clients();
+    let cpu_before = server_cpu_ms(rt, admin)?;
+    let out = run(cmd)?;
+    Ok((
+        out,
+        proxy.tcp().bytes_to_clients() - bytes_before,
+        server_cpu_ms(rt, admin)? - cpu_before,
+    ))
+}
+
 /// The API server's CPU time so far, in ms, from its metrics.
 pub(super) fn server_cpu_ms(
     rt: &tokio::runtime::Runtime,

@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -28,7 +27,7 @@ use kube::api::{Patch, PatchParams};
 
 use super::contenders::RUN_TIMEOUT;
 use super::contenders::{Binaries, Contender, Running};
-use super::measure::server_cpu_ms;
+use super::measure::through_proxy;
 use crate::bench::median;
 use crate::progress::Step;
 
@@ -296,40 +295,35 @@ fn sync(
     } else {
         Contender::Kinformer
     };
-    let mut cmd = Command::new(bins.path(program));
-    cmd.arg("--kubeconfig").arg(proxy.kubeconfig()).args([
-        "--namespace",
-        ns,
-        "--expect",
-        &n.to_string(),
-        "--settle",
-    ]);
+    let mut extra: Vec<&std::ffi::OsStr> = Vec::new();
     if let Some(dir) = snapshot_dir {
-        cmd.arg("--snapshot-dir").arg(dir);
+        extra.extend([std::ffi::OsStr::new("--snapshot-dir"), dir.as_os_str()]);
     }
     if side == Side::KinformerWarmChanges {
-        cmd.args(["--snapshot-start", "changes"]);
+        extra.extend(["--snapshot-start", "changes"].map(std::ffi::OsStr::new));
     }
-    let bytes_before = proxy.tcp().bytes_to_clients();
-    let cpu_before = server_cpu_ms(rt, admin)?;
-    let mut running = Running::start(side.name(), cmd, false)?;
-    let synced = running.next_json(RUN_TIMEOUT)?;
-    let sync_ms = running.spawned.elapsed().as_secs_f64() * 1e3;
-    let settled = running
-        .next_json(Duration::from_secs(30))
-        .context("settled RSS")?;
-    let written = if snapshot_dir.is_none() {
-        None
-    } else {
-        let w = running
-            .next_json(Duration::from_secs(120))
-            .context("the snapshot written")?;
-        Some(Written {
-            bytes: w["snapshot_bytes"].as_f64().unwrap_or(0.0),
-            write_ms: w["snapshot_write_ms"].as_f64().unwrap_or(0.0),
-        })
-    };
-    running.finish()?;
+    let ((synced, sync_ms, settled, written), bytes, server_cpu_ms) =
+        through_proxy(rt, admin, proxy, bins.path(program), ns, n, &extra, |cmd| {
+            let mut running = Running::start(side.name(), cmd, false)?;
+            let synced = running.next_json(RUN_TIMEOUT)?;
+            let sync_ms = running.spawned.elapsed().as_secs_f64() * 1e3;
+            let settled = running
+                .next_json(Duration::from_secs(30))
+                .context("settled RSS")?;
+            let written = if snapshot_dir.is_none() {
+                None
+            } else {
+                let w = running
+                    .next_json(Duration::from_secs(120))
+                    .context("the snapshot written")?;
+                Some(Written {
+                    bytes: w["snapshot_bytes"].as_f64().unwrap_or(0.0),
+                    write_ms: w["snapshot_write_ms"].as_f64().unwrap_or(0.0),
+                })
+            };
+            running.finish()?;
+            Ok((synced, sync_ms, settled, written))
+        })?;
     let field = |v: &serde_json::Value, f: &str| v[f].as_f64().unwrap_or(0.0);
     let run = Run {
         sync_ms,
@@ -337,8 +331,8 @@ fn sync(
         rss_kib: field(&synced, "rss_kib"),
         settled_kib: field(&settled, "settled_rss_kib"),
         #[allow(clippy::cast_precision_loss)]
-        bytes: (proxy.tcp().bytes_to_clients() - bytes_before) as f64,
-        server_cpu_ms: server_cpu_ms(rt, admin)? - cpu_before,
+        bytes: bytes as f64,
+        server_cpu_ms,
         resumed: synced["resumed"].as_u64() == Some(1),
         load_ms: field(&synced, "snapshot_load_ms"),
         lists: synced["lists"].as_u64().unwrap_or(0),
