@@ -157,6 +157,17 @@ pub enum SnapshotError {
         /// Why the numbering could not be adopted.
         source: codec::CodecError,
     },
+    /// The snapshot is older than what the cache it would fill has applied already: a cache
+    /// never goes back in time, so it is not started from.
+    #[error("snapshot {} is at resourceVersion {snapshot}, older than the {applied} its cache has applied", path.display())]
+    BehindCache {
+        /// The file.
+        path: PathBuf,
+        /// The snapshot's version.
+        snapshot: String,
+        /// The version the cache has applied.
+        applied: String,
+    },
     /// Writing would replace a snapshot of the same identity at a newer resourceVersion
     /// with an older one: a cache never goes back in time.
     #[error("snapshot {} is at resourceVersion {on_disk}, newer than {writing}: not replaced", path.display())]

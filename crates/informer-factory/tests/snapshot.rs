@@ -385,3 +385,38 @@ async fn rule69_a_snapshot_of_other_shards_is_refused_and_of_the_same_shards_res
     );
     h.stop().await.unwrap();
 }
+
+/// A snapshot older than what the informer's cache has applied is not started from: a cache
+/// never goes back in time (rule 69).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rule69_a_snapshot_older_than_the_cache_is_refused() {
+    use kinformer_indexer::{ThreadSafeStore, namespace_indexers};
+    let dir = tempfile::tempdir().unwrap();
+    first_run(dir.path()).await; // a snapshot at 10
+    let store = ThreadSafeStore::new(namespace_indexers());
+    store.replace(vec![Arc::new(pod("a", 50))], "50").unwrap();
+    let fake = FakeListerWatcher::new();
+    fake.on_list(|_| Ok(ListPage::new(vec![pod("a", 60)], "60")));
+    let (_tx, stream) = watch_channel();
+    fake.push_watch(Ok(stream));
+    let inf = SharedIndexInformer::builder(fake.clone())
+        .store(store)
+        .snapshot(
+            SnapshotOptions::new(dir.path()).period(Duration::ZERO),
+            IDENTITY,
+        )
+        .build();
+    let h = inf.start().unwrap();
+    eventually("the sync", SECS5, || inf.has_synced()).await;
+    let status = inf.stats().snapshot.unwrap();
+    assert!(status.loaded.is_none());
+    assert!(
+        status
+            .not_loaded
+            .unwrap()
+            .contains("older than the 50 its cache has applied"),
+        "refused as behind the cache"
+    );
+    assert_eq!(inf.stats().reflector.resumed, 0);
+    h.stop().await.unwrap();
+}

@@ -92,7 +92,8 @@
 //!   snapshot with what the watch changed — and goes on watching. A `410`, a watch that ends
 //!   short (no watch cache: no bookmarks), a version that is not an integer, or a snapshot
 //!   that fails to load lists at once instead, at `""`, handed on whole while the cache
-//!   holds the snapshot.
+//!   holds the snapshot; a server that cannot be reached keeps the resume for the next
+//!   round, after the backoff.
 //!
 //! # Which resourceVersion each list uses
 //!

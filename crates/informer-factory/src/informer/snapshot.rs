@@ -301,10 +301,10 @@ pub(super) async fn load<T: MetaObject + Send + Sync + 'static>(
                 // Never back in time: a cache that applied a newer version keeps it.
                 let applied = inner.store().last_sync_resource_version();
                 if matches!((applied.parse::<u64>(), h.resource_version.parse::<u64>()), (Ok(a), Ok(r)) if a > r) {
-                    return Err(SnapshotError::Older {
+                    return Err(SnapshotError::BehindCache {
                         path: s.path.clone(),
-                        on_disk: h.resource_version,
-                        writing: applied,
+                        snapshot: h.resource_version,
+                        applied,
                     });
                 }
                 Ok((h.resource_version, h.identity))

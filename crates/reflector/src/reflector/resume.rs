@@ -141,20 +141,42 @@ where
     L: ListerWatcher<K>,
     S: Sink<K>,
 {
-    /// A round that starts from `resume` rather than a list: caught up, then watching;
-    /// when it cannot catch up, the round lists (consistently) instead. Returns why the
-    /// round gave up, as [`list_and_watch`](Self::list_and_watch).
-    pub(super) async fn resume_and_watch(&self, st: &mut RunState, resume: Resume<K>) -> Error {
-        let Resume {
+    /// A round that starts from `resume` (taken) rather than a list: caught up, then
+    /// watching; when it cannot catch up, the round lists (consistently) instead. A server
+    /// that cannot be reached or answers `429` before the resume needed the snapshot's
+    /// objects leaves it in `resume` for the next round, after the backoff: a blip at start
+    /// does not cost the snapshot. Returns why the round gave up, as
+    /// [`list_and_watch`](Self::list_and_watch).
+    pub(super) async fn resume_and_watch(
+        &self,
+        st: &mut RunState,
+        resume: &mut Option<Resume<K>>,
+    ) -> Error {
+        let Some(Resume {
             resource_version: from,
             objects,
-        } = resume;
+        }) = resume.take()
+        else {
+            return self.list_and_watch(st).await;
+        };
         let mut objects = Some(objects);
         let span = tracing::info_span!("resume", resource_version = %from, caught_up_at = tracing::field::Empty);
         let caught_up = self
             .catch_up(st, &from, &mut objects)
             .instrument(span)
             .await;
+        let caught_up = match caught_up {
+            Err(e) if (e.is_unreachable() || e.is_too_many_requests()) && objects.is_some() => {
+                tracing::info!(error = %ErrorChain(&e), resource_version = %from,
+                    "cannot reach the API server to resume: retrying the resume after a backoff");
+                *resume = objects.take().map(|objects| Resume {
+                    resource_version: from,
+                    objects,
+                });
+                return e;
+            }
+            other => other,
+        };
         // A cache still being filled must be full before a list is compared with it; held
         // objects a failed resume did not hand on are dropped before the list, not kept
         // beside it.

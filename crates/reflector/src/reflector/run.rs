@@ -24,9 +24,10 @@ where
             .take();
         st.whole_lists = resume.as_ref().is_some_and(Resume::is_from_known);
         loop {
-            let err = match resume.take() {
-                Some(r) => self.resume_and_watch(&mut st, r).await,
-                None => self.list_and_watch(&mut st).await,
+            let err = if resume.is_some() {
+                self.resume_and_watch(&mut st, &mut resume).await
+            } else {
+                self.list_and_watch(&mut st).await
             };
             self.report(&err);
             if err.is_sink_closed() {

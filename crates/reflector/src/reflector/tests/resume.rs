@@ -310,3 +310,33 @@ async fn rule67_the_snapshot_loads_while_catching_up_and_one_that_fails_lists_in
     assert_eq!(h.status().counters().resume_failures, 1);
     drop(h);
 }
+
+/// A server that cannot be reached when the reflector starts costs a backoff, not the
+/// snapshot: the next round resumes again.
+#[tokio::test(start_paused = true)]
+async fn rule67_an_unreachable_server_at_start_keeps_the_resume_for_the_next_round() {
+    let s = Setup::new();
+    let probes = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&probes);
+    s.fake.on_list(move |o| {
+        assert_eq!(o.limit, Some(1), "nothing but probes: no list");
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(Error::unreachable("connection refused"));
+        }
+        Ok(ListPage::new(vec![], "20"))
+    });
+    s.fake
+        .push_watch(Ok(watch_of(vec![modified("b", 12), bookmark(20)])));
+    let _tx = open_watch(&s.fake);
+    let h = spawn(s.reflector().resume(Resume::with_objects("10", snapshot())));
+    until("the watch after catching up", || {
+        s.fake.watch_calls().len() == 2
+    })
+    .await;
+    assert_eq!(probes.load(Ordering::SeqCst), 2);
+    assert_eq!(s.sink.calls(), ["replace [a,b,c] @20"]);
+    assert_eq!(s.errors.kinds(), ["unreachable"]);
+    let c = h.status().counters();
+    assert_eq!((c.resumed, c.resume_failures), (1, 0));
+    drop(h);
+}
