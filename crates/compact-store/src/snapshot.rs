@@ -411,11 +411,13 @@ fn open(path: &Path) -> Result<File, SnapshotError> {
 }
 
 /// The temporary file a snapshot is written to before it is renamed over `path`: beside it
-/// (a rename does not cross file systems), named by the process so that two writers never
-/// share one.
+/// (a rename does not cross file systems), named by the process and the write so that two
+/// writers, of two processes or of one, never share one.
 fn temporary(path: &Path) -> PathBuf {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
+    name.push(format!(".tmp-{}-{n}", std::process::id()));
     path.with_file_name(name)
 }
 

@@ -228,3 +228,26 @@ fn what_killed_writers_left_is_removed_and_never_read() {
     assert_eq!(remove_temporaries(&path).unwrap(), 1);
     assert!(dir.path().join("other.tmp-4242").exists());
 }
+
+#[test]
+fn two_writers_of_one_process_never_share_a_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pods");
+    let objects = pods(200);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..5 {
+                    // The same version each time: none is refused as older.
+                    write(&path, "v1/pods", "9", &objects).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(read::<Pod>(&path, "v1/pods").unwrap().objects.len(), 200);
+    assert_eq!(
+        remove_temporaries(&path).unwrap(),
+        0,
+        "every temporary file was renamed"
+    );
+}

@@ -76,9 +76,15 @@ pub(in crate::informer) async fn run_prepared<K: MetaObject + Send + Sync + 'sta
     };
     let reflector = reflector.spawn()?;
     let span = tracing::info_span!("informer", name = %inner.name);
+    // The writer stops when the pop loop does, whatever ended it, but finishes a write under
+    // way first (so that it never overlaps the last one, below).
+    let stop_writer = cancel.child_token();
     tokio::join!(
-        pop_loop(&inner, &*fifo, &cancel).instrument(span),
-        write_snapshots(&inner, &cancel),
+        async {
+            pop_loop(&inner, &*fifo, &cancel).instrument(span).await;
+            stop_writer.cancel();
+        },
+        write_snapshots(&inner, &stop_writer),
     );
     let result = reflector.stop().await;
     if cancel.is_cancelled() && inner.snapshots().is_some() {
@@ -92,10 +98,11 @@ pub(in crate::informer) async fn run_prepared<K: MetaObject + Send + Sync + 'sta
     }
 }
 
-/// Writes the informer's snapshot every period until cancelled (nothing without one).
+/// Writes the informer's snapshot every period until `stop` (nothing without one); a write
+/// under way is finished first.
 async fn write_snapshots<K: MetaObject + Send + Sync + 'static>(
     inner: &Arc<Inner<K>>,
-    cancel: &CancellationToken,
+    stop: &CancellationToken,
 ) {
     let Some(period) = inner
         .snapshots()
@@ -106,7 +113,7 @@ async fn write_snapshots<K: MetaObject + Send + Sync + 'static>(
     };
     loop {
         tokio::select! {
-            () = cancel.cancelled() => return,
+            () = stop.cancelled() => return,
             () = inner.clock.sleep(period) => {}
         }
         let _ = super::super::snapshot::write(inner, super::super::snapshot::QUIET_PATIENCE).await;
