@@ -251,3 +251,80 @@ pub fn all(
         Err(failed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::Churn;
+
+    /// What a perfect informer would end with on `r`: the final state, and for every key
+    /// its adds, updates and deletes in order.
+    fn perfect(r: &Recording) -> Outcome {
+        let mut observed = Vec::new();
+        let mut follow = Follow::default();
+        for call in &r.calls {
+            if let Answer::Page { page, .. } = &call.answer {
+                for i in &page.items {
+                    observed.push(Observation::Add {
+                        key: i.key.clone(),
+                        rv: i.rv.clone(),
+                    });
+                }
+            }
+            if let Answer::Stream { frames, .. } = &call.answer {
+                for f in frames {
+                    match &f.event {
+                        Event::Added(i) => observed.push(Observation::Add {
+                            key: i.key.clone(),
+                            rv: i.rv.clone(),
+                        }),
+                        Event::Modified(i) => observed.push(Observation::Update {
+                            key: i.key.clone(),
+                            rv: i.rv.clone(),
+                        }),
+                        Event::Deleted(i) => {
+                            observed.push(Observation::Delete { key: i.key.clone() })
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            follow.answer(&call.request, &call.answer);
+        }
+        Outcome::new(follow.state.versions(), observed)
+    }
+
+    #[test]
+    fn each_check_passes_a_perfect_run_and_fails_the_fault_it_names() {
+        let r = Churn::new("v1", "Pod").objects(10).events(200).build();
+        let good = perfect(&r);
+        assert_eq!(all(&standard(), &r, &good), Ok(()));
+
+        let mut stale = good.clone();
+        let key = stale.store.keys().next().unwrap().clone();
+        stale.store.insert(key, "1".into());
+        assert!(StoreEqualsFinalState.check(&r, &stale).is_err());
+
+        let (deleted, _) = r.deletions().last().unwrap().clone();
+        let mut missed = good.clone();
+        let at = missed
+            .observed
+            .iter()
+            .rposition(|o| matches!(o, Observation::Delete { key } if *key == deleted))
+            .unwrap();
+        missed.observed.remove(at);
+        assert!(EveryDeleteSeen.check(&r, &missed).is_err());
+        assert!(NoFalseDelete.check(&r, &missed).is_ok());
+
+        let mut false_delete = good.clone();
+        let held = good.store.keys().next().unwrap().clone();
+        false_delete
+            .observed
+            .push(Observation::Delete { key: held.clone() });
+        false_delete.observed.push(Observation::Add {
+            key: held,
+            rv: "9".into(),
+        });
+        assert!(NoFalseDelete.check(&r, &false_delete).is_err());
+    }
+}

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kinformer_core::{BoxFuture, Clock, TokioClock};
+use kinformer_core::{BoxFuture, Clock, ObjectKey, TokioClock};
 use kinformer_reflector::{
-    Bookmark, Error, ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
+    Bookmark, Error, ListOptions, ListPage, ListerWatcher, Undecodable, WatchEvent, WatchOptions,
+    WatchStream,
 };
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
@@ -75,7 +76,7 @@ struct Shared<K> {
 /// use kinformer_reflector::{ListOptions, ListerWatcher, WatchEvent, WatchOptions};
 /// use futures::StreamExt;
 ///
-/// # #[derive(serde::Deserialize)] struct Obj;
+/// # #[derive(serde::Deserialize)] struct Obj {}
 /// let text = r#"{"format":"kinformer-recording","version":1,"encoding":"json","resource":"objs","redacted":true}
 /// {"t":0,"call":0,"list":{"resourceVersion":"0","limit":500,"continue":null}}
 /// {"t":1000,"call":0,"page":{"resourceVersion":"10","continue":null,"items":[{"key":"ns/a","rv":"9","object":{}}]}}
@@ -205,21 +206,53 @@ impl<K> Replay<K> {
     }
 }
 
+/// An object's decoded form; an object whose metadata decodes but whose whole does not is
+/// [`Undecodable`] (as `KubeListerWatcher` reports one), anything else a decoding error.
 fn decode<K: DeserializeOwned>(item: &Item) -> Result<K, Error> {
     serde_json::from_str(item.object.get()).map_err(|e| {
-        Error::decode(
-            format!("recorded object {}", item.key),
-            format!("{} at column {}", format!("{:?}", e.classify()), e.column()),
-        )
+        let detail = format!("{:?} at column {}", e.classify(), e.column());
+        match undecodable(item, &detail) {
+            Some(object) => Error::Undecodable {
+                object,
+                deleted: false,
+            },
+            None => Error::decode(format!("recorded object {}", item.key), detail),
+        }
+    })
+}
+
+/// The key and uid of an object that does not decode, from its metadata alone.
+fn undecodable(item: &Item, detail: &str) -> Option<Undecodable> {
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        name: String,
+        namespace: Option<String>,
+        uid: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Partial {
+        metadata: Meta,
+    }
+    let partial: Partial = serde_json::from_str(item.object.get()).ok()?;
+    let m = partial.metadata;
+    let key = ObjectKey::new(m.namespace.as_deref(), &m.name).ok()?;
+    let u = Undecodable::new(key, detail);
+    Some(match m.uid {
+        Some(uid) => u.with_uid(uid),
+        None => u,
     })
 }
 
 fn decode_page<K: DeserializeOwned>(page: &Page) -> Result<ListPage<K>, Error> {
-    let items = page
-        .items
-        .iter()
-        .map(|i| decode::<K>(i).map(Arc::new))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut items = Vec::with_capacity(page.items.len());
+    let mut left_out = Vec::new();
+    for i in &page.items {
+        match decode::<K>(i) {
+            Ok(obj) => items.push(Arc::new(obj)),
+            Err(Error::Undecodable { object, .. }) => left_out.push(object),
+            Err(e) => return Err(e),
+        }
+    }
     let mut out = ListPage::shared(items, page.resource_version.clone());
     if let Some(token) = &page.continue_token {
         out = out.with_continue(token.clone());
@@ -227,14 +260,24 @@ fn decode_page<K: DeserializeOwned>(page: &Page) -> Result<ListPage<K>, Error> {
     for u in &page.undecodable {
         out = out.with_undecodable(u.replayed()?);
     }
+    for u in left_out {
+        out = out.with_undecodable(u);
+    }
     Ok(out)
 }
 
 fn event<K: DeserializeOwned>(event: &Event) -> Result<WatchEvent<K>, Error> {
+    let deleted = |e| match e {
+        Error::Undecodable { object, .. } => Error::Undecodable {
+            object,
+            deleted: true,
+        },
+        e => e,
+    };
     Ok(match event {
         Event::Added(i) => WatchEvent::Added(decode(i)?),
         Event::Modified(i) => WatchEvent::Modified(decode(i)?),
-        Event::Deleted(i) => WatchEvent::Deleted(decode(i)?),
+        Event::Deleted(i) => WatchEvent::Deleted(decode(i).map_err(deleted)?),
         Event::Bookmark {
             rv,
             initial_events_end,
