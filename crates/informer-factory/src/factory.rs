@@ -10,7 +10,7 @@ use kinformer_compact_store::Cached;
 use kinformer_core::{Clock, ErrorChain, MetaObject, TokioClock};
 use kinformer_indexer::IndexerWriter;
 use kinformer_kube::{Compression, KubeListerWatcher, WireFormat};
-use kinformer_reflector::{Backoff, ShardSelector};
+use kinformer_reflector::{Backoff, ListerWatcher, ShardSelector};
 use kube::core::{ClusterResourceScope, DynamicObject, ObjectMeta, Resource};
 use kube::discovery::{ApiResource, Scope};
 use serde::Serialize;
@@ -200,6 +200,8 @@ type KeepSnapshot<T> =
 
 /// Makes the cache of one informer of objects `T`; kept type-erased by `T`'s `TypeId`.
 type StoreMaker<T> = Arc<dyn Fn() -> Arc<dyn IndexerWriter<T>> + Send + Sync>;
+type ListerWatcherMaker<T> =
+    Arc<dyn Fn(&InformerId, Arc<dyn ListerWatcher<T>>) -> Arc<dyn ListerWatcher<T>> + Send + Sync>;
 
 struct Entry {
     id: InformerId,
@@ -227,6 +229,8 @@ struct Config {
     custom_resync: HashMap<TypeId, Duration>,
     /// A `StoreMaker<T>` by `TypeId` of the informer's objects `T`.
     stores: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// A `ListerWatcherMaker<T>` by `TypeId` of the informer's objects `T`.
+    lister_watchers: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     transform: Option<MetaTransform>,
     drop_managed_fields: bool,
     compression: Compression,
@@ -359,6 +363,48 @@ impl SharedInformerFactoryBuilder {
     {
         let make: StoreMaker<T> = Arc::new(move || Arc::new(make()) as Arc<dyn IndexerWriter<T>>);
         self.config.stores.insert(TypeId::of::<T>(), Arc::new(make));
+        self
+    }
+
+    /// What the informers whose objects are `T` list and watch through: `wrap` gets each
+    /// one's id and the lister-watcher the factory made for it (a `KubeListerWatcher` over
+    /// the factory's client), and returns the one the informer uses: that one decorated (a
+    /// kinformer-replay `Recorder` that records the stream, a counter, a rate limit), or
+    /// another altogether (a kinformer-replay `Replay` serving a recording, a fake). The rest
+    /// of the factory stays as it is: the same informers, options, stores and resyncs, so
+    /// a controller built on a factory runs unchanged over a recorded stream. `T` is as in
+    /// [`store_for`](Self::store_for).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kinformer_compact_store::Cached;
+    /// use kinformer_informer_factory::SharedInformerFactory;
+    /// use kinformer_reflector::ListerWatcher;
+    ///
+    /// # async fn run(client: kube::Client, script: Arc<dyn ListerWatcher<Cached<Pod>>>) {
+    /// // Pods from `script` (say, a replay of a recorded stream), everything else as usual.
+    /// let factory = SharedInformerFactory::builder(client)
+    ///     .lister_watcher_for::<Cached<Pod>>(move |_id, _cluster| Arc::clone(&script))
+    ///     .build();
+    /// # let _ = factory;
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn lister_watcher_for<T>(
+        mut self,
+        wrap: impl Fn(&InformerId, Arc<dyn ListerWatcher<T>>) -> Arc<dyn ListerWatcher<T>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self
+    where
+        T: MetaObject + Send + Sync + 'static,
+    {
+        let wrap: ListerWatcherMaker<T> = Arc::new(wrap);
+        self.config
+            .lister_watchers
+            .insert(TypeId::of::<T>(), Arc::new(wrap));
         self
     }
 
@@ -603,6 +649,7 @@ impl SharedInformerFactory {
                 default_resync: Duration::ZERO,
                 custom_resync: HashMap::new(),
                 stores: HashMap::new(),
+                lister_watchers: HashMap::new(),
                 transform: None,
                 drop_managed_fields: false,
                 compression: Compression::default(),
@@ -797,7 +844,15 @@ impl SharedInformerFactory {
             K::version(dyntype),
             K::plural(dyntype),
         );
-        let mut builder = SharedIndexInformer::builder(make(lw))
+        let mut lw: Arc<dyn ListerWatcher<T>> = Arc::new(make(lw));
+        if let Some(wrap) = config
+            .lister_watchers
+            .get(&TypeId::of::<T>())
+            .and_then(|m| m.downcast_ref::<ListerWatcherMaker<T>>())
+        {
+            lw = wrap(id, lw);
+        }
+        let mut builder = SharedIndexInformer::builder(lw)
             .name(id.to_string())
             .identity(identity)
             .resync_period(resync)
