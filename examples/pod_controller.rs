@@ -34,6 +34,7 @@ use std::time::Duration;
 use common::{Args, BoxError, ensure_namespace, names, start, wait_for};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::indexer::{IndexFunc, Indexers, parse_selector};
+use kinformer::informer::SharedInformerFactoryBuilder;
 use kinformer::leaderelection::LeaderElector;
 use kinformer::prelude::*;
 use kube::Api;
@@ -136,6 +137,8 @@ pub struct PodController {
     stats: Arc<Stats>,
     cancel: CancellationToken,
     workers: tokio::task::JoinHandle<()>,
+    /// Notifications the handler has not taken plus keys queued.
+    backlog: Box<dyn Fn() -> usize + Send + Sync>,
 }
 
 impl PodController {
@@ -155,8 +158,26 @@ impl PodController {
         out: &Output,
         elector: Option<LeaderElector>,
     ) -> Result<Self, BoxError> {
+        Self::start_on(
+            SharedInformerFactory::builder(client),
+            namespace,
+            out,
+            elector,
+        )
+        .await
+    }
+
+    /// [`start_elected`](Self::start_elected) on a factory of the caller's: a test hands
+    /// one whose pod informer records its stream, or replays a recorded one
+    /// (`lister_watcher_for`; see `tests/replay.rs`).
+    pub async fn start_on(
+        factory: SharedInformerFactoryBuilder,
+        namespace: &str,
+        out: &Output,
+        elector: Option<LeaderElector>,
+    ) -> Result<Self, BoxError> {
         // A factory for one namespace, resyncing every 30 s.
-        let factory = SharedInformerFactory::builder(client)
+        let factory = factory
             .namespace(namespace)
             .resync(Duration::from_secs(30))
             .build();
@@ -178,7 +199,8 @@ impl PodController {
         );
         let (s_add, s_update, s_delete) =
             (Arc::clone(&stats), Arc::clone(&stats), Arc::clone(&stats));
-        informer.add_event_handler(
+        let queue = Arc::clone(controller.queue());
+        let registration = informer.add_event_handler(
             ResourceEventHandlerFuncs::new()
                 .add_func(move |pod: &Arc<Cached<Pod>>, _| {
                     s_add.adds.fetch_add(1, Ordering::Relaxed);
@@ -233,7 +255,35 @@ impl PodController {
             stats,
             cancel,
             workers,
+            backlog: Box::new(move || registration.pending() + queue.len()),
         })
+    }
+
+    /// The last state each key was reconciled to (its phase, or `deleted`).
+    pub fn last_seen(&self) -> BTreeMap<String, String> {
+        self.stats
+            .last_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Notifications not yet handled plus keys waiting for a worker (not counting the ones
+    /// being reconciled: [`reconciles`](Self::reconciles) moves while they are).
+    pub fn backlog(&self) -> usize {
+        (self.backlog)()
+    }
+
+    /// Reconciles so far.
+    pub fn reconciles(&self) -> usize {
+        self.stats.reconciles.load(Ordering::Relaxed)
+    }
+
+    /// The pod informer.
+    pub fn informer(&self) -> &SharedIndexInformer<Cached<Pod>> {
+        &self.informer
     }
 
     /// Stops the workers (draining the queue), then the informers.
@@ -302,6 +352,8 @@ pub struct Summary {
     pub reconciles: usize,
     /// Pods per node, from the `byNode` index, after the delete.
     pub by_node: BTreeMap<String, Vec<String>>,
+    /// The last state each key was reconciled to.
+    pub last_seen: BTreeMap<String, String>,
 }
 
 impl std::fmt::Display for Summary {
@@ -329,6 +381,23 @@ pub async fn demo(
     namespace: &str,
     out: &Output,
 ) -> Result<Summary, BoxError> {
+    demo_on(
+        client.clone(),
+        SharedInformerFactory::builder(client),
+        namespace,
+        out,
+    )
+    .await
+}
+
+/// [`demo`] with the controller on `factory` (one that records its stream, say); `client`
+/// makes the demo's writes.
+pub async fn demo_on(
+    client: kube::Client,
+    factory: SharedInformerFactoryBuilder,
+    namespace: &str,
+    out: &Output,
+) -> Result<Summary, BoxError> {
     ensure_namespace(&client, namespace).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     for (name, app, node) in PODS {
@@ -346,7 +415,7 @@ pub async fn demo(
         PODS.len()
     ));
 
-    let controller = PodController::start(client, namespace, out).await?;
+    let controller = PodController::start_on(factory, namespace, out, None).await?;
     let stats = Arc::clone(&controller.stats);
     let key = |name: &str| format!("{namespace}/{name}");
     wait_for("every pod reconciled", || {
@@ -405,6 +474,7 @@ pub async fn demo(
         deletes: stats.deletes.load(Ordering::Relaxed),
         reconciles: stats.reconciles.load(Ordering::Relaxed),
         by_node,
+        last_seen: controller.last_seen(),
     };
     controller.stop().await?;
     Ok(summary)

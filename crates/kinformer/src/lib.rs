@@ -28,7 +28,7 @@
 //! kinformer-controller's parts are the modules `controller`, `predicates`, `finalizer` and
 //! `owner`; kinformer-admin's are `metrics` and `server`. Modules behind a feature: `finalizer`, `events`,
 //! `leaderelection` and `sharding` (`kube`, default), `metrics` (`prometheus`), `server`
-//! (`server`), `client` (`client`), `runtime` (`runtime`).
+//! (`server`), `client` (`client`), `runtime` (`runtime`), `replay` (`replay`).
 //!
 //! The data flows top to bottom:
 //!
@@ -233,9 +233,11 @@
 //! - `server` (implies `prometheus`): `server`, the `/metrics`, `/healthz` and `/readyz` endpoints.
 //! - `client`: `client`, a `kube::Client` with client-go's rate limit and request metrics.
 //! - `runtime`: `runtime`, the clap flags and the signal handling of a controller program.
+//! - `replay`: `replay`, record a list/watch stream, replay it into informers on virtual
+//!   time and perturb it: controller tests without a cluster.
 //!
 //! The first three turn on the feature of the same name in the crates they concern
-//! (kinformer-controller's for all three); `client` and `runtime` add their crate.
+//! (kinformer-controller's for all three); `client`, `runtime` and `replay` add their crate.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 #[cfg(feature = "kube")]
@@ -313,6 +315,12 @@ pub use kinformer_client as client;
 /// kinformer-runtime (feature `runtime`).
 #[cfg(feature = "runtime")]
 pub use kinformer_runtime as runtime;
+
+/// Record a list/watch stream (`Recorder`), replay it on virtual time (`Replay`), perturb
+/// it (`Perturbation`, `Chaos`) and check what the informer did (`check`); `offline_client`
+/// for a factory whose informers all replay: kinformer-replay (feature `replay`).
+#[cfg(feature = "replay")]
+pub use kinformer_replay as replay;
 
 /// The names a controller author uses daily: `use kinformer::prelude::*;`.
 ///

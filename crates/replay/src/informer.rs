@@ -82,8 +82,11 @@ pub fn outcome<T: MetaObject + Send + Sync + 'static>(
 }
 
 /// Waits until `replay` has served everything and the informer has taken it all: nothing
-/// queued, `registration`'s handler idle, and both still so after another look (up to 60 s
-/// of wall time; then it returns anyway, and the checks say what is missing).
+/// queued, `registration`'s handler idle, and both still so after another look. It gives
+/// up (and the checks say what is missing) when the replay is not done ten minutes past the
+/// recording's span on the replay's clock (at once under a paused clock: the client stopped
+/// asking, so nothing else will happen), or after 60 s of wall time waiting for the
+/// informer.
 pub async fn settle<K, T>(
     replay: &Replay<K>,
     informer: &SharedIndexInformer<T>,
@@ -91,7 +94,16 @@ pub async fn settle<K, T>(
 ) where
     T: MetaObject + Send + Sync + 'static,
 {
-    replay.finished().await;
+    let patience = replay.span() + Duration::from_secs(600);
+    if tokio::time::timeout(patience, replay.finished())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            left = replay.left(),
+            "the replay did not finish: the client stopped asking"
+        );
+    }
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut quiet = 0;
     while quiet < 3 && std::time::Instant::now() < deadline {

@@ -115,6 +115,8 @@ pub mod format;
 #[cfg(feature = "informer")]
 pub mod informer;
 mod model;
+#[cfg(feature = "kube")]
+mod offline;
 mod perturb;
 mod record;
 mod replay;
@@ -123,6 +125,8 @@ pub mod synthetic;
 pub use check::{Check, Observation, Outcome};
 pub use format::{FormatError, Recording};
 pub use model::State;
+#[cfg(feature = "kube")]
+pub use offline::offline_client;
 pub use perturb::{Chaos, NotApplicable, Perturbation, Refusal, candidates};
 pub use record::{RecordOptions, Recorder, Tape};
 pub use replay::{Replay, Timing};

@@ -130,6 +130,26 @@ impl Recording {
         })
     }
 
+    /// How long the recording lasts: its last call, page, frame or end.
+    pub fn span(&self) -> std::time::Duration {
+        self.calls
+            .iter()
+            .flat_map(|c| {
+                let answered = match &c.answer {
+                    Answer::Page { at, .. } | Answer::Failed { at, .. } => vec![*at],
+                    Answer::Stream { frames, end } => frames
+                        .iter()
+                        .map(|f| f.at)
+                        .chain(end.iter().map(|(at, _)| *at))
+                        .collect(),
+                    Answer::Pending => Vec::new(),
+                };
+                std::iter::once(c.at).chain(answered)
+            })
+            .max()
+            .unwrap_or_default()
+    }
+
     /// How many object events (`ADDED`, `MODIFIED`, `DELETED`) its watches carried.
     pub fn event_count(&self) -> usize {
         self.frames().filter(|f| f.event.item().is_some()).count()

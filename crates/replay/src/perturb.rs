@@ -203,11 +203,11 @@ impl Perturbation {
                     return Err(no("inside a streaming list's initial events"));
                 }
                 let rest = frames.split_off(frame);
-                // A watch that ends without an event within a second is an error to a
-                // reflector (a very short watch): cut later than that.
-                let cut = frames
-                    .last()
-                    .map_or(called + Duration::from_secs(2), |f| f.at);
+                // A watch that ends within a second of its start (or of a streaming list's
+                // end) without an event is an error to a reflector (a very short watch),
+                // which relists: cut two seconds after the last frame, so that what
+                // follows is the re-watch this promises.
+                let cut = frames.last().map_or(called, |f| f.at) + Duration::from_secs(2);
                 let rest_end = end.replace((cut, End::Closed));
                 let rv = frames
                     .iter()

@@ -49,6 +49,8 @@ struct Shared<K> {
     clock: Arc<dyn Clock>,
     timing: Timing,
     watch_list: bool,
+    /// The recording's [`span`](Recording::span).
+    span: Duration,
     changed: Notify,
     _k: PhantomData<fn() -> K>,
 }
@@ -132,8 +134,10 @@ impl<K> Replay<K> {
             .calls
             .iter()
             .any(|c| matches!(&c.request, Request::Watch(w) if w.send_initial_events));
+        let span = recording.span();
         Self {
             shared: Arc::new(Shared {
+                span,
                 state: Mutex::new(State {
                     script: recording.calls.into(),
                     follow: Follow::default(),
@@ -181,6 +185,11 @@ impl<K> Replay<K> {
     /// streams it dropped with frames undelivered.
     pub fn divergences(&self) -> Vec<String> {
         self.shared.state.lock().divergences.clone()
+    }
+
+    /// How long the recording lasts ([`Recording::span`]).
+    pub fn span(&self) -> Duration {
+        self.shared.span
     }
 
     /// How many recorded calls are still to be made.
@@ -356,9 +365,39 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Shared<K> {
             }
             None => return Err(OffScript(state.follow.state.clone())),
         }
-        let Some(call) = state.script.pop_front() else {
+        let Some(mut call) = state.script.pop_front() else {
             return Err(OffScript(state.follow.state.clone()));
         };
+        if let (Request::Watch(asked), Request::Watch(recorded)) = (&request, &call.request)
+            && asked.send_initial_events != recorded.send_initial_events
+        {
+            let note = format!(
+                "call {n}: {asked:?} where the recording has {recorded:?}: served the recorded \
+                 events {} the initial ones",
+                if asked.send_initial_events {
+                    "after"
+                } else {
+                    "without"
+                }
+            );
+            state.divergences.push(note);
+            if let Answer::Stream { frames, .. } = &mut call.answer {
+                if asked.send_initial_events {
+                    let initial = initial_events(&state.follow.state, call.at);
+                    frames.splice(0..0, initial);
+                } else if let Some(end) = frames.iter().position(|f| {
+                    matches!(
+                        f.event,
+                        Event::Bookmark {
+                            initial_events_end: true,
+                            ..
+                        }
+                    )
+                }) {
+                    frames.drain(..=end);
+                }
+            }
+        }
         if let Answer::Stream { .. } = call.answer {
             state.open += 1;
         }
@@ -366,6 +405,23 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Shared<K> {
         self.changed.notify_waiters();
         Ok((n, call))
     }
+}
+
+/// A streaming list's initial events of `state`: an `ADDED` per object, then the bookmark
+/// that ends them.
+fn initial_events(state: &crate::model::State, at: Duration) -> Vec<Frame> {
+    state
+        .objects
+        .values()
+        .map(|i| Frame::new(at, Event::Added(i.clone())))
+        .chain(std::iter::once(Frame::new(
+            at,
+            Event::Bookmark {
+                rv: state.rv.clone(),
+                initial_events_end: true,
+            },
+        )))
+        .collect()
 }
 
 /// What the server held when a call went off script.
@@ -421,7 +477,14 @@ impl<K: DeserializeOwned + Send + Sync + 'static> ListerWatcher<K> for Replay<K>
             let (n, call) = match shared.next(request) {
                 Ok(c) => c,
                 Err(OffScript(held)) => {
-                    return if older(&options.resource_version, &held.rv) {
+                    return if options.send_initial_events {
+                        // A streaming list of what the server held, then quiet.
+                        let initial = initial_events(&held, Duration::ZERO);
+                        let events: Vec<_> = initial.iter().map(|f| event::<K>(&f.event)).collect();
+                        Ok(futures::stream::iter(events)
+                            .chain(futures::stream::pending())
+                            .boxed())
+                    } else if older(&options.resource_version, &held.rv) {
                         Err(crate::format::RecordedError::expired().to_error())
                     } else {
                         Ok(futures::stream::pending().boxed())
