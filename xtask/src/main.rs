@@ -13,6 +13,9 @@
 //!   the sharded controller as processes.
 //! - `cargo xtask release` runs the release checks (packaging, MSRV) that end `test`.
 //! - `cargo xtask gen-proto [--check]` regenerates (or checks) kinformer-protobuf's schema table.
+//! - `cargo xtask record --resource pods [--seconds N] [--churn N] [--kubeconfig]` records a
+//!   list/watch stream to a file (kinformer-replay); `cargo xtask bench replay` replays one
+//!   into an informer and a controller against the live run.
 //! - `cargo xtask soak [--minutes N] [--seed S]` runs the informer chaos soak;
 //!   `cargo xtask soak leader --minutes N` the leader election chaos test.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -20,6 +23,7 @@
 mod bench;
 mod bench_handover;
 mod bench_informer;
+mod bench_replay;
 mod bench_sharding;
 mod cargo;
 mod conformance;
@@ -27,6 +31,7 @@ mod controlplane;
 mod demo_sharded;
 mod gen_proto;
 mod progress;
+mod record;
 mod release;
 mod soak;
 mod soak_leader;
@@ -83,9 +88,13 @@ enum Command {
         #[command(flatten)]
         opts: soak::Opts,
     },
+    /// Record a list/watch stream to a file (kinformer-replay's format): the default informer
+    /// over a recorder, on the local control plane (with writes to record) or `--kubeconfig`.
+    Record(record::Opts),
     /// Benchmark a crate against client-go in one run and record the ratios in BENCHMARKS.md.
     Bench {
-        /// The suite: `workqueue`, `indexer`, `deltafifo`, `informer` or `sharding`.
+        /// The suite: `workqueue`, `indexer`, `deltafifo`, `informer`, `sharding` or `replay`
+        /// (a recording replayed against the live run: `cargo xtask bench replay -- --help`).
         suite: String,
         /// The suite's options: `informer`'s (see `cargo xtask bench informer -- --help`), or
         /// `sharding`'s (`--cpu`, or `--replicas` or `--handover`, each with
@@ -137,6 +146,8 @@ fn main() -> anyhow::Result<()> {
         Command::Demo { replicas: Some(n) } => demo_sharded::run(n),
         Command::Conformance => conformance::run(),
         Command::Release => release::package().and_then(|()| release::msrv()),
+        Command::Record(opts) => record::run(&opts),
+        Command::Bench { suite, args } if suite == bench_replay::SUITE => bench_replay::run(&args),
         Command::Bench { suite, args } => bench::run(&suite, &args),
         Command::GenProto { check } => gen_proto::run(check),
         Command::Soak {
