@@ -99,104 +99,10 @@ async fn initial_sync_of_2000_pods_by_streaming_watch_list() {
 }
 
 // ------------------------------------------------------------------ partitions
-
-#[tokio::test]
-#[ignore = "needs the local control plane: cargo xtask test"]
-async fn partition_then_heal_resumes_the_watch_from_its_rv_without_relist() {
-    let scene = Scene::behind_proxy(shared().await, "partition", 5).await;
-    let run = scene.reflect();
-    run.synced().await;
-    scene.warm_up(&run).await;
-
-    scene.proxy().partition();
-    let rv_at_cut = run.status().last_sync_resource_version();
-    let watches_before = run.lw.watches().len();
-    let direct = &scene.direct;
-    create_pod(direct, "new-1").await;
-    create_pod(direct, "new-2").await;
-    label_pod(direct, "p-0", "during").await;
-    delete_pod(direct, "p-1").await;
-    delete_pod(direct, "p-2").await;
-    // The reflector notices the cut and fails to get through while partitioned.
-    eventually("a failed re-watch", MINUTE, || {
-        !run.errors.unreachable_times().is_empty()
-    })
-    .await;
-    assert!(!run.sink.keys().contains(&scene.key("new-1")));
-    let watches_at_heal = run.lw.watches().len();
-    scene.proxy().heal();
-
-    converge(&run.sink, direct, 2 * MINUTE).await;
-    assert_eq!(run.status().syncs(), 1, "no relist");
-    assert_eq!(run.lw.list_starts().len(), 1, "no relist");
-    // The attempts during the partition and the first one after the heal (the one that
-    // delivered the changes) all start from the RV the reflector had at the cut.
-    let all = run.lw.watches();
-    let resumed = &all[watches_before..=watches_at_heal];
-    assert!(
-        resumed.iter().all(|w| w.resource_version == rv_at_cut),
-        "every re-watch resumes from the RV at the cut ({rv_at_cut}): {resumed:?}"
-    );
-    let deletes = run.sink.deletes();
-    assert!(
-        deletes.contains(&scene.key("p-1")) && deletes.contains(&scene.key("p-2")),
-        "the deletions arrive as real deletes: {deletes:?}"
-    );
-    assert!(
-        run.errors.codes().iter().all(Option::is_none),
-        "only transport errors: {:?}",
-        run.errors.texts()
-    );
-    run.stop().await;
-}
-
-#[tokio::test]
-#[ignore = "needs the local control plane: cargo xtask test"]
-async fn partition_with_etcd_compacted_before_heal_relists_exactly_once() {
-    let (cp, _turn) = no_cache().await;
-    let scene = Scene::behind_proxy(cp, "compact", 5).await;
-    let run = scene.reflect();
-    run.synced().await;
-    scene.warm_up(&run).await;
-
-    scene.proxy().partition();
-    let rv_at_cut: i64 = run.status().last_sync_resource_version().parse().unwrap();
-    let direct = &scene.direct;
-    delete_pod(direct, "p-1").await;
-    delete_pod(direct, "p-2").await;
-    create_pod(direct, "new-1").await;
-    label_pod(direct, "p-0", "during").await;
-    let compacted = cp.compact_etcd().await.unwrap();
-    assert!(compacted > rv_at_cut + 1, "{compacted} vs {rv_at_cut}");
-    scene.proxy().heal();
-
-    converge(&run.sink, direct, 2 * MINUTE).await;
-    eventually("the relist", MINUTE, || run.status().syncs() == 2).await;
-    assert!(
-        run.errors.codes().contains(&Some(410)),
-        "the 410 reaches the handler as a typed error: {:?}",
-        run.errors.texts()
-    );
-    let replaces = run.sink.replaces();
-    assert_eq!(replaces.len(), 2, "exactly one relist");
-    let (before, after) = (&replaces[0].0, &replaces[1].0);
-    for gone in ["p-1", "p-2"] {
-        let k = scene.key(gone);
-        assert!(before.contains(&k));
-        // Deleted while nobody watched: absent from the relist's replace, never sent
-        // as a watch delete. A DeltaFIFO turns a known key missing from a replace into
-        // a DeletedFinalStateUnknown tombstone (rule 14), so handlers get them as
-        // tombstones; this plain recording sink just shows they are missing.
-        assert!(!after.contains(&k), "{gone} in the relist");
-        assert!(!run.sink.deletes().contains(&k));
-    }
-    assert!(after.contains(&scene.key("new-1")));
-    // The sink equals a fresh List (converge), and stays one relist.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(run.status().syncs(), 2);
-    assert_eq!(run.sink.objects(), truth(direct).await);
-    run.stop().await;
-}
+//
+// A partition healed (rule 23) and a compaction during one (rule 22) are replays of streams
+// recorded here (kinformer-replay's `tests/partitions.rs`: milliseconds, not seconds, and
+// the same every time); `wire_format.rs` runs both live, in every wire format.
 
 // ------------------------------------------------------------------ API server restart
 

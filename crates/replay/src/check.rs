@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::format::{Answer, Event, Recording, Request};
+use crate::format::Recording;
 use crate::model::Follow;
 
 /// One notification a handler got, reduced to what the checks compare.
@@ -161,25 +161,8 @@ fn removals(served: &Recording) -> HashMap<String, usize> {
     let mut count: HashMap<String, usize> = HashMap::new();
     let mut follow = Follow::default();
     for call in &served.calls {
-        match (&call.request, &call.answer) {
-            (Request::List(_), Answer::Page { page, .. }) if page.continue_token.is_none() => {
-                let before = follow.state.objects.clone();
-                follow.answer(&call.request, &call.answer);
-                for key in before.keys() {
-                    if !follow.state.objects.contains_key(key) {
-                        *count.entry(key.clone()).or_default() += 1;
-                    }
-                }
-            }
-            (_, Answer::Stream { frames, .. }) => {
-                for f in frames {
-                    if let Event::Deleted(i) = &f.event {
-                        *count.entry(i.key.clone()).or_default() += 1;
-                    }
-                    follow.frame(f);
-                }
-            }
-            (request, answer) => follow.answer(request, answer),
+        for key in follow.answer(&call.request, &call.answer) {
+            *count.entry(key).or_default() += 1;
         }
     }
     count
@@ -255,6 +238,7 @@ pub fn all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{Answer, Event};
     use crate::synthetic::Churn;
 
     /// What a perfect informer would end with on `r`: the final state, and for every key
@@ -289,7 +273,7 @@ mod tests {
                     }
                 }
             }
-            follow.answer(&call.request, &call.answer);
+            let _gone = follow.answer(&call.request, &call.answer);
         }
         Outcome::new(follow.state.versions(), observed)
     }

@@ -750,11 +750,7 @@ impl Recording {
                 Err(e) => {
                     return Err(FormatError::Line {
                         line: n + 1,
-                        detail: format!(
-                            "{} at column {}",
-                            format!("{:?}", e.classify()),
-                            e.column()
-                        ),
+                        detail: format!("{:?} at column {}", e.classify(), e.column()),
                     });
                 }
             };

@@ -42,6 +42,22 @@ impl State {
             .collect()
     }
 
+    /// A streaming list of this state: an `ADDED` per object, then the bookmark that ends
+    /// the initial events, all at `at`.
+    pub(crate) fn initial_events(&self, at: std::time::Duration) -> Vec<Frame> {
+        self.objects
+            .values()
+            .map(|i| Frame::new(at, Event::Added(i.clone())))
+            .chain(std::iter::once(Frame::new(
+                at,
+                Event::Bookmark {
+                    rv: self.rv.clone(),
+                    initial_events_end: true,
+                },
+            )))
+            .collect()
+    }
+
     /// A page of every object at this state's version.
     pub(crate) fn page(&self) -> Page {
         Page {
@@ -54,31 +70,76 @@ impl State {
 }
 
 /// Follows a recording's answers in order: pages of a paged list are gathered and replace
-/// the state at the last one; events apply as they come.
+/// the state at the last one; a streaming list's initial events are gathered and replace it
+/// at the bookmark that ends them; other events apply as they come.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Follow {
     pub(crate) state: State,
     /// The pages of a list not yet ended.
     gathering: Vec<Item>,
+    /// The initial events of a streaming list not yet ended.
+    initial: Option<Vec<Item>>,
 }
 
 impl Follow {
-    pub(crate) fn page(&mut self, page: &Page) {
+    /// Replaces the state with `items` at `rv`; the keys that left.
+    fn replace(&mut self, items: Vec<Item>, rv: &str) -> Vec<String> {
+        let objects: BTreeMap<String, Item> =
+            items.into_iter().map(|i| (i.key.clone(), i)).collect();
+        let gone = self
+            .state
+            .objects
+            .keys()
+            .filter(|k| !objects.contains_key(*k))
+            .cloned()
+            .collect();
+        self.state.objects = objects;
+        rv.clone_into(&mut self.state.rv);
+        gone
+    }
+
+    /// A page; the keys that left (when it ends a list).
+    pub(crate) fn page(&mut self, page: &Page) -> Vec<String> {
         self.gathering.extend(page.items.iter().cloned());
-        if page.continue_token.is_none() {
-            self.state.objects = std::mem::take(&mut self.gathering)
-                .into_iter()
-                .map(|i| (i.key.clone(), i))
-                .collect();
-            self.state.rv.clone_from(&page.resource_version);
+        if page.continue_token.is_some() {
+            return Vec::new();
         }
+        let items = std::mem::take(&mut self.gathering);
+        self.replace(items, &page.resource_version)
     }
 
-    pub(crate) fn frame(&mut self, frame: &Frame) {
+    /// A watch starts: a streaming list gathers its initial events.
+    pub(crate) fn start(&mut self, request: &Request) {
+        self.initial = matches!(request, Request::Watch(w) if w.send_initial_events).then(Vec::new);
+    }
+
+    /// A frame; the keys that left.
+    pub(crate) fn frame(&mut self, frame: &Frame) -> Vec<String> {
+        if let Some(initial) = &mut self.initial {
+            match &frame.event {
+                Event::Added(i) | Event::Modified(i) => initial.push(i.clone()),
+                Event::Deleted(i) => initial.retain(|o| o.key != i.key),
+                Event::Bookmark {
+                    rv,
+                    initial_events_end: true,
+                } => {
+                    let items = self.initial.take().unwrap_or_default();
+                    return self.replace(items, rv);
+                }
+                Event::Bookmark { .. } | Event::Error(_) => {}
+            }
+            return Vec::new();
+        }
+        let gone = match &frame.event {
+            Event::Deleted(i) if self.state.objects.contains_key(&i.key) => vec![i.key.clone()],
+            _ => Vec::new(),
+        };
         self.state.apply(&frame.event);
+        gone
     }
 
-    pub(crate) fn answer(&mut self, request: &Request, answer: &Answer) {
+    /// A whole answer; the keys that left.
+    pub(crate) fn answer(&mut self, request: &Request, answer: &Answer) -> Vec<String> {
         match answer {
             Answer::Page { page, .. } => {
                 // A list at an exact version lists shards gained: added to what is held.
@@ -86,12 +147,16 @@ impl Follow {
                     for i in &page.items {
                         self.state.objects.insert(i.key.clone(), i.clone());
                     }
+                    Vec::new()
                 } else {
-                    self.page(page);
+                    self.page(page)
                 }
             }
-            Answer::Stream { frames, .. } => frames.iter().for_each(|f| self.frame(f)),
-            Answer::Failed { .. } | Answer::Pending => {}
+            Answer::Stream { frames, .. } => {
+                self.start(request);
+                frames.iter().flat_map(|f| self.frame(f)).collect()
+            }
+            Answer::Failed { .. } | Answer::Pending => Vec::new(),
         }
     }
 }
@@ -107,7 +172,7 @@ impl Recording {
     pub fn state_after(&self, calls: usize) -> State {
         let mut follow = Follow::default();
         for call in self.calls.iter().take(calls) {
-            follow.answer(&call.request, &call.answer);
+            let _gone = follow.answer(&call.request, &call.answer);
         }
         follow.state
     }

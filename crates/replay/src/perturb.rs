@@ -145,7 +145,10 @@ fn nth(recording: &Recording, watch: bool, n: usize) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-fn stream(call: &mut Call) -> Option<(&mut Vec<Frame>, &mut Option<(Duration, End)>)> {
+/// A watch's frames and end, to edit.
+type StreamParts<'a> = (&'a mut Vec<Frame>, &'a mut Option<(Duration, End)>);
+
+fn stream(call: &mut Call) -> Option<StreamParts<'_>> {
     match &mut call.answer {
         Answer::Stream { frames, end } => Some((frames, end)),
         _ => None,
@@ -276,18 +279,39 @@ impl Perturbation {
                         end: Some((at + 2 * MS, End::Closed)),
                     },
                 };
-                let relist = Call {
-                    at: at + 3 * MS,
-                    request: Request::List(ListRequest {
-                        resource_version: rewatch.resource_version.clone(),
-                        limit: Some(500),
-                        continue_token: None,
-                        exact: false,
-                    }),
-                    answer: Answer::Page {
-                        at: at + 4 * MS,
-                        page: state.page(),
-                    },
+                // The relist as the client makes them: a streaming list if it streamed its
+                // lists (it closes after its initial events, later than a very short watch,
+                // and the client re-watches from its version), else a list.
+                let relist = if out
+                    .calls
+                    .iter()
+                    .any(|c| matches!(&c.request, Request::Watch(w) if w.send_initial_events))
+                {
+                    Call {
+                        at: at + 3 * MS,
+                        request: Request::Watch(WatchRequest {
+                            send_initial_events: true,
+                            ..rewatch.clone()
+                        }),
+                        answer: Answer::Stream {
+                            frames: state.initial_events(at + 4 * MS),
+                            end: Some((at + 4 * MS + Duration::from_secs(2), End::Closed)),
+                        },
+                    }
+                } else {
+                    Call {
+                        at: at + 3 * MS,
+                        request: Request::List(ListRequest {
+                            resource_version: rewatch.resource_version.clone(),
+                            limit: Some(500),
+                            continue_token: None,
+                            exact: false,
+                        }),
+                        answer: Answer::Page {
+                            at: at + 4 * MS,
+                            page: state.page(),
+                        },
+                    }
                 };
                 if let Request::Watch(w) = &mut out.calls[next].request {
                     w.resource_version.clone_from(&state.rv);
@@ -445,7 +469,7 @@ fn stale_list(out: &mut Recording, list: usize, behind: usize) -> Result<(), &'s
     let truth = {
         let mut f = Follow::default();
         for c in &out.calls[i..=last] {
-            f.answer(&c.request, &c.answer);
+            let _gone = f.answer(&c.request, &c.answer);
         }
         f.state
     };
@@ -470,14 +494,17 @@ fn stale_list(out: &mut Recording, list: usize, behind: usize) -> Result<(), &'s
     'calls: for c in &out.calls[..i] {
         match &c.answer {
             Answer::Stream { frames, .. } => {
+                follow.start(&c.request);
                 for f in frames {
                     if f == first_missed {
                         break 'calls;
                     }
-                    follow.frame(f);
+                    let _gone = follow.frame(f);
                 }
             }
-            answer => follow.answer(&c.request, answer),
+            answer => {
+                let _gone = follow.answer(&c.request, answer);
+            }
         }
     }
     let stale = follow.state;

@@ -383,7 +383,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Shared<K> {
             state.divergences.push(note);
             if let Answer::Stream { frames, .. } = &mut call.answer {
                 if asked.send_initial_events {
-                    let initial = initial_events(&state.follow.state, call.at);
+                    let initial = state.follow.state.initial_events(call.at);
                     frames.splice(0..0, initial);
                 } else if let Some(end) = frames.iter().position(|f| {
                     matches!(
@@ -400,28 +400,12 @@ impl<K: DeserializeOwned + Send + Sync + 'static> Shared<K> {
         }
         if let Answer::Stream { .. } = call.answer {
             state.open += 1;
+            state.follow.start(&request);
         }
         drop(state);
         self.changed.notify_waiters();
         Ok((n, call))
     }
-}
-
-/// A streaming list's initial events of `state`: an `ADDED` per object, then the bookmark
-/// that ends them.
-fn initial_events(state: &crate::model::State, at: Duration) -> Vec<Frame> {
-    state
-        .objects
-        .values()
-        .map(|i| Frame::new(at, Event::Added(i.clone())))
-        .chain(std::iter::once(Frame::new(
-            at,
-            Event::Bookmark {
-                rv: state.rv.clone(),
-                initial_events_end: true,
-            },
-        )))
-        .collect()
 }
 
 /// What the server held when a call went off script.
@@ -479,7 +463,7 @@ impl<K: DeserializeOwned + Send + Sync + 'static> ListerWatcher<K> for Replay<K>
                 Err(OffScript(held)) => {
                     return if options.send_initial_events {
                         // A streaming list of what the server held, then quiet.
-                        let initial = initial_events(&held, Duration::ZERO);
+                        let initial = held.initial_events(Duration::ZERO);
                         let events: Vec<_> = initial.iter().map(|f| event::<K>(&f.event)).collect();
                         Ok(futures::stream::iter(events)
                             .chain(futures::stream::pending())
@@ -526,7 +510,12 @@ impl<K: DeserializeOwned + Send + Sync + 'static> ListerWatcher<K> for Replay<K>
                 open.shared
                     .until(start, frame.at.saturating_sub(called))
                     .await;
-                open.shared.state.lock().follow.frame(&frame);
+                let _gone = open.shared.state.lock().follow.frame(&frame);
+                if open.frames.is_empty() {
+                    // Every frame delivered: what `finished` waits for, whether or not the
+                    // client polls the stream again.
+                    open.finish();
+                }
                 let item = event::<K>(&frame.event);
                 Some((item, Some(open)))
             });
