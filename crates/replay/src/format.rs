@@ -61,6 +61,13 @@ pub enum FormatError {
     /// The first line is not a kinformer recording's header.
     #[error("not a kinformer recording (line 1)")]
     NotARecording,
+    /// Objects written in an encoding this reader does not read (a recording of another
+    /// layer: see the crate docs).
+    #[error("recording encoding {found:?}, this reader reads \"json\"")]
+    Encoding {
+        /// The file's `encoding`.
+        found: String,
+    },
     /// Another version of the format.
     #[error("recording format version {found}, this reader reads {VERSION}")]
     Version {
@@ -734,6 +741,11 @@ impl Recording {
         if header.version != VERSION {
             return Err(FormatError::Version {
                 found: header.version,
+            });
+        }
+        if header.encoding != "json" {
+            return Err(FormatError::Encoding {
+                found: header.encoding,
             });
         }
         let mut recording = Self::new(header);
