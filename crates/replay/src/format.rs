@@ -546,7 +546,7 @@ pub(crate) enum Record {
     Page(PageLine),
     Failed(RecordedError),
     Watch(WatchRequest),
-    Event(EventLine),
+    Event(Event),
     End(End),
 }
 
@@ -559,19 +559,6 @@ pub(crate) struct PageLine {
     pub(crate) items: Vec<Item>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) undecodable: Vec<RecordedUndecodable>,
-}
-
-pub(crate) enum EventLine {
-    Added(Item),
-    Modified(Item),
-    Deleted(Item),
-    Bookmark {
-        rv: String,
-        initial_events_end: bool,
-    },
-    Error {
-        error: RecordedError,
-    },
 }
 
 impl Serialize for Line {
@@ -603,10 +590,10 @@ impl Serialize for Line {
                     ..RawEvent::default()
                 };
                 raw.event = Some(match e {
-                    EventLine::Added(i) => item("ADDED", i),
-                    EventLine::Modified(i) => item("MODIFIED", i),
-                    EventLine::Deleted(i) => item("DELETED", i),
-                    EventLine::Bookmark {
+                    Event::Added(i) => item("ADDED", i),
+                    Event::Modified(i) => item("MODIFIED", i),
+                    Event::Deleted(i) => item("DELETED", i),
+                    Event::Bookmark {
                         rv,
                         initial_events_end,
                     } => RawEvent {
@@ -615,7 +602,7 @@ impl Serialize for Line {
                         initial_events_end: *initial_events_end,
                         ..RawEvent::default()
                     },
-                    EventLine::Error { error } => RawEvent {
+                    Event::Error(error) => RawEvent {
                         kind: "ERROR".into(),
                         error: Some(error.clone()),
                         ..RawEvent::default()
@@ -649,7 +636,7 @@ impl RawLine {
 }
 
 impl RawEvent {
-    fn into_event(self) -> Result<EventLine, String> {
+    fn into_event(self) -> Result<Event, String> {
         let item = |e: Self| -> Result<Item, String> {
             match (e.key, e.rv, e.object) {
                 (Some(key), Some(rv), Some(object)) => Ok(Item { key, rv, object }),
@@ -657,54 +644,16 @@ impl RawEvent {
             }
         };
         Ok(match self.kind.as_str() {
-            "ADDED" => EventLine::Added(item(self)?),
-            "MODIFIED" => EventLine::Modified(item(self)?),
-            "DELETED" => EventLine::Deleted(item(self)?),
-            "BOOKMARK" => EventLine::Bookmark {
+            "ADDED" => Event::Added(item(self)?),
+            "MODIFIED" => Event::Modified(item(self)?),
+            "DELETED" => Event::Deleted(item(self)?),
+            "BOOKMARK" => Event::Bookmark {
                 rv: self.rv.ok_or("a bookmark without rv")?,
                 initial_events_end: self.initial_events_end,
             },
-            "ERROR" => EventLine::Error {
-                error: self.error.ok_or("an ERROR event without error")?,
-            },
+            "ERROR" => Event::Error(self.error.ok_or("an ERROR event without error")?),
             other => return Err(format!("an event of type {other:?}")),
         })
-    }
-}
-
-impl From<&Event> for EventLine {
-    fn from(e: &Event) -> Self {
-        match e.clone() {
-            Event::Added(i) => Self::Added(i),
-            Event::Modified(i) => Self::Modified(i),
-            Event::Deleted(i) => Self::Deleted(i),
-            Event::Bookmark {
-                rv,
-                initial_events_end,
-            } => Self::Bookmark {
-                rv,
-                initial_events_end,
-            },
-            Event::Error(error) => Self::Error { error },
-        }
-    }
-}
-
-impl From<EventLine> for Event {
-    fn from(e: EventLine) -> Self {
-        match e {
-            EventLine::Added(i) => Self::Added(i),
-            EventLine::Modified(i) => Self::Modified(i),
-            EventLine::Deleted(i) => Self::Deleted(i),
-            EventLine::Bookmark {
-                rv,
-                initial_events_end,
-            } => Self::Bookmark {
-                rv,
-                initial_events_end,
-            },
-            EventLine::Error { error } => Self::Error(error),
-        }
     }
 }
 
@@ -864,7 +813,7 @@ impl Recording {
                     };
                 }
                 match answer {
-                    Answer::Stream { frames, end: None } => frames.push(Frame::new(at, e.into())),
+                    Answer::Stream { frames, end: None } => frames.push(Frame::new(at, e)),
                     _ => return Err(format!("an event of call {} after its end", line.call)),
                 }
             }
@@ -915,7 +864,7 @@ impl Call {
             Answer::Failed { at, error } => out.push(line(*at, Record::Failed(error.clone()))),
             Answer::Stream { frames, end } => {
                 for f in frames {
-                    out.push(line(f.at, Record::Event((&f.event).into())));
+                    out.push(line(f.at, Record::Event(f.event.clone())));
                 }
                 if let Some((at, how)) = end {
                     out.push(line(*at, Record::End(*how)));

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::format::{
-    EventLine, FormatError, Header, Item, Line, ListRequest, PageLine, Record, RecordedError,
+    Event, FormatError, Header, Item, Line, ListRequest, PageLine, Record, RecordedError,
     RecordedUndecodable, Recording, WatchRequest, micros, write_json_line,
 };
 
@@ -423,18 +423,16 @@ impl<K: Serialize + MetaObject> Stream for Recorded<K> {
         match &polled {
             Poll::Ready(Some(item)) => {
                 let line = match item {
-                    Ok(WatchEvent::Added(o)) => this.out.item(o).map(EventLine::Added),
-                    Ok(WatchEvent::Modified(o)) => this.out.item(o).map(EventLine::Modified),
-                    Ok(WatchEvent::Deleted(o)) => this.out.item(o).map(EventLine::Deleted),
-                    Ok(WatchEvent::Bookmark(b)) => Ok(EventLine::Bookmark {
+                    Ok(WatchEvent::Added(o)) => this.out.item(o).map(Event::Added),
+                    Ok(WatchEvent::Modified(o)) => this.out.item(o).map(Event::Modified),
+                    Ok(WatchEvent::Deleted(o)) => this.out.item(o).map(Event::Deleted),
+                    Ok(WatchEvent::Bookmark(b)) => Ok(Event::Bookmark {
                         rv: b.resource_version.clone(),
                         initial_events_end: b.initial_events_end,
                     }),
                     // The process's own, not the server's.
                     Ok(WatchEvent::Shard(_)) => return polled,
-                    Err(e) => Ok(EventLine::Error {
-                        error: RecordedError::of(e),
-                    }),
+                    Err(e) => Ok(Event::Error(RecordedError::of(e))),
                 };
                 match line {
                     Ok(line) => this.out.write(this.call, Record::Event(line)),
