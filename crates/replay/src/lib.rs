@@ -43,49 +43,78 @@
 //! ```
 //!
 //! Then, in a test, replay the file into the same informer and controller on a paused
-//! clock, perturbed, and assert what the controller did:
+//! clock, perturbed, and assert what the controller wrote:
 //!
 //! ```
 //! use std::collections::BTreeMap;
 //! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kinformer_compact_store::Cached;
-//! use kinformer_core::meta_namespace_key;
-//! use kinformer_informer_factory::{ResourceEventHandlerFuncs, SharedIndexInformer};
+//! use kinformer_controller::controller::{Action, Context, Controller};
+//! use kinformer_core::{ObjectKey, meta_namespace_key};
+//! use kinformer_indexer::Lister;
+//! use kinformer_informer_factory::SharedIndexInformer;
 //! use kinformer_replay::informer::{Observer, outcome, settle};
 //! use kinformer_replay::{Chaos, Replay, check, synthetic::Churn};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! /// The controller under test writes each pod's node, or that it is gone (to a map here;
+//! /// to the API server in a program).
+//! struct Labeler {
+//!     pods: Lister<Cached<Pod>>,
+//!     writes: Arc<Mutex<BTreeMap<String, String>>>,
+//! }
+//!
+//! async fn reconcile(key: ObjectKey, ctx: Context<Labeler>) -> Result<Action, kinformer_indexer::Error> {
+//!     let write = match ctx.pods.namespaced(key.namespace().unwrap_or_default()).get(key.name()) {
+//!         Ok(pod) => format!("node={}", pod.spec().and_then(|s| s.node_name()).unwrap_or("none")),
+//!         Err(e) if e.is_not_found() => "gone".to_owned(),
+//!         Err(e) => return Err(e),
+//!     };
+//!     ctx.writes.lock().unwrap().insert(key.to_string(), write);
+//!     Ok(Action::Done)
+//! }
 //!
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
 //! # rt.block_on(async {
-//! // A recording (made up here; in a test: Recording::load("pods.jsonl")?), three faults.
+//! // A recording (made up here; in a test, `Recording::load("pods.jsonl")?`), three faults.
 //! let recording = Churn::new("v1", "Pod").objects(30).events(300).watch_len(100).build();
 //! let (served, applied) = Chaos::new(42).perturbations(3).apply(&recording);
 //!
 //! let replay = Replay::<Cached<Pod>>::new(served.clone());
 //! let informer = SharedIndexInformer::builder(replay.clone()).build();
-//! // The "controller": writes down the node of every pod it is told of.
-//! let writes = Arc::new(Mutex::new(BTreeMap::new()));
-//! let w = Arc::clone(&writes);
-//! let write = move |pod: &Arc<Cached<Pod>>| {
-//!     let node = pod.spec().and_then(|s| s.node_name()).unwrap_or_default().to_owned();
-//!     w.lock().unwrap().insert(meta_namespace_key(pod.as_ref()).unwrap().to_string(), node);
-//! };
-//! let w2 = write.clone();
-//! informer.add_event_handler(ResourceEventHandlerFuncs::new()
-//!     .add_func(move |pod, _| write(pod))
-//!     .update_func(move |_, pod| w2(pod))).unwrap();
+//! let controller = Controller::<ObjectKey>::new("labeler").workers(2);
+//! controller.watch(&informer);
 //! let observer = Observer::new();
 //! let registration = informer.add_event_handler(observer.clone()).unwrap();
-//!
 //! let running = informer.start().unwrap();
+//! let writes = Arc::new(Mutex::new(BTreeMap::new()));
+//! let labeler = Labeler { pods: informer.lister(), writes: Arc::clone(&writes) };
+//! let cancel = CancellationToken::new();
+//! let workers = tokio::spawn(controller.run(reconcile, labeler, cancel.clone()));
+//!
 //! settle(&replay, &informer, &registration).await;
+//! // The informer ended where the server did, saw every delete, and no false one.
 //! let outcome = outcome(&informer, &observer);
 //! if let Err(failed) = check::all(&check::standard(), &served, &outcome) {
 //!     panic!("after {applied:?}: {failed:?}");
 //! }
-//! // The controller's writes: every pod the server ended with, on its last node.
-//! let end = served.final_state();
-//! assert_eq!(writes.lock().unwrap().len() >= end.objects.len(), true);
+//! // The controller's last write of every pod it heard of: its node, or gone.
+//! let mut want: BTreeMap<String, String> = recording.deletions().into_iter()
+//!     .map(|(key, _)| (key, "gone".to_owned())).collect();
+//! for pod in informer.indexer().list() {
+//!     let node = pod.spec().and_then(|s| s.node_name()).unwrap_or("none");
+//!     want.insert(meta_namespace_key(pod.as_ref()).unwrap().to_string(), format!("node={node}"));
+//! }
+//! for _ in 0..1000 {
+//!     if *writes.lock().unwrap() == want { break; }
+//!     tokio::time::sleep(Duration::from_millis(10)).await;
+//!     std::thread::sleep(Duration::from_millis(1)); // handlers run on threads of their own
+//! }
+//! assert_eq!(*writes.lock().unwrap(), want, "after {applied:?}");
+//! cancel.cancel();
+//! workers.await.unwrap();
 //! running.stop().await.unwrap();
 //! # });
 //! ```
