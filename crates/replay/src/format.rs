@@ -36,7 +36,9 @@
 //! of kind `unreachable`, `decode`, `undecodable`, `unexpectedKind` or `client` (each with
 //! its fields; see `RecordedError`). A reader of another `version` refuses the file
 //! ([`FormatError::Version`]); fields it does not know are ignored, so a later version may
-//! add some.
+//! add some. The types of a recording in memory ([`Call`], [`Page`], [`Frame`], ...) have
+//! public fields, to build or edit a recording by hand (a scenario no server produced on
+//! cue, a perturbation of your own); a field added to one is a new version of the format.
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -128,7 +130,6 @@ pub struct Recording {
 
 /// One list or watch call and what the server answered.
 #[derive(Clone, Debug)]
-#[non_exhaustive]
 pub struct Call {
     /// When it was made, since the recording began.
     pub at: Duration,
@@ -150,7 +151,6 @@ pub enum Request {
 /// A list call's options.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct ListRequest {
     /// `resourceVersion`.
     pub resource_version: String,
@@ -167,7 +167,6 @@ pub struct ListRequest {
 /// A watch call's options.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-#[non_exhaustive]
 pub struct WatchRequest {
     /// `resourceVersion`.
     pub resource_version: String,
@@ -210,7 +209,6 @@ pub enum Answer {
 
 /// One list page.
 #[derive(Clone, Debug, Default)]
-#[non_exhaustive]
 pub struct Page {
     /// `metadata.resourceVersion`.
     pub resource_version: String,
@@ -224,7 +222,6 @@ pub struct Page {
 
 /// One object: its key and resourceVersion (read when it was recorded) and its JSON.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[non_exhaustive]
 pub struct Item {
     /// `namespace/name`, or `name`.
     pub key: String,
@@ -253,7 +250,6 @@ impl PartialEq for Item {
 
 /// One frame of a watch stream, `at` after the recording began.
 #[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub struct Frame {
     /// When it arrived.
     pub at: Duration,

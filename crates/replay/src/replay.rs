@@ -154,6 +154,15 @@ impl<K> Replay<K> {
         }
     }
 
+    /// The replay with `state` as what the server held before the recording began (a
+    /// recording of a restart from a snapshot begins with the server's changes since it):
+    /// what calls off script are answered from, with what was served since.
+    #[must_use]
+    pub fn knowing(self, state: crate::State) -> Self {
+        self.shared.state.lock().follow.state = state;
+        self
+    }
+
     /// Every call made so far, in order.
     pub fn requests(&self) -> Requests {
         self.shared.state.lock().requests.clone()
