@@ -1,4 +1,4 @@
-//! Running an informer on a [`Replay`](crate::Replay) and reading what it did: an
+//! Running an informer on a [`Replay`] and reading what it did: an
 //! [`Observer`] handler that notes every notification, [`settle`] to wait until the informer
 //! has taken everything served, and [`outcome`] for the [`check`](crate::check)s.
 //! (Feature `informer`, on by default.)

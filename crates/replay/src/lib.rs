@@ -6,7 +6,7 @@
 //!   (a `KubeListerWatcher` over `kube::Config::infer()`, or the local control plane of
 //!   `cargo xtask record`) and writes every list call and page, every watch call and frame,
 //!   every error (a `410`, a refused connection), and how each watch ended, each with its
-//!   time, to a file in a documented, versioned format ([`format`]). Secrets' values are
+//!   time, to a file in a documented, versioned format ([`mod@format`]). Secrets' values are
 //!   redacted by default ([`RecordOptions::redact_secrets`]).
 //! - **Replay**: [`Replay`] is a lister-watcher that answers the calls made of it as the
 //!   recorded server answered them, each page and frame as long after its call as it came
