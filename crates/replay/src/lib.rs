@@ -126,8 +126,17 @@
 //! connection ends, in a form that no longer depends on the wire format. So a recording
 //! made there replays into any informer of the type (the default cache's `Cached<K>` or a
 //! decoded `K`), and perturbations are edits of a list of calls, not of bytes. Objects are
-//! written as their JSON (what the API serves for every type); the bytes of another wire
-//! format (protobuf) are not kept.
+//! written as their JSON (what the API serves for every type), whatever format they came
+//! in.
+//!
+//! To keep the bytes themselves, record the wire instead (feature `wire`, module `wire`):
+//! a `WireRecorder`'s tower layer on the client's stack writes every HTTP exchange, each
+//! list page and watch frame as received (protobuf, JSON or CBOR, gzip-compressed when it
+//! was), and a `WireReplay` serves the recording as a `kube::Client`, so that the
+//! lister-watcher's own work (content negotiation's answer, decompression, framing,
+//! decoding into `Cached<K>`) replays too. Such a recording replayed under a [`Recorder`]
+//! becomes a decoded one, which the perturbations and checks work on. Bytes cannot be
+//! redacted: a wire recording leaves Secrets' bodies out by default.
 //!
 //! # Determinism
 //!
@@ -150,6 +159,8 @@ mod perturb;
 mod record;
 mod replay;
 pub mod synthetic;
+#[cfg(feature = "wire")]
+pub mod wire;
 
 pub use check::{Check, Observation, Outcome};
 pub use format::{FormatError, Recording};
