@@ -6,6 +6,7 @@
 #![cfg(feature = "wire")]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -384,6 +385,49 @@ async fn the_layer_records_every_exchange_and_redacts_secrets_unless_kept() {
         replay.finished().await;
         assert!(replay.divergences().is_empty());
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recorder_to_a_file_reads_back_and_an_immediate_replay_does_not_wait() {
+    let path = std::env::temp_dir().join(format!(
+        "kinformer-wire-recorder-{}.jsonl",
+        std::process::id()
+    ));
+    let recorder = WireRecorder::to_file(&path, RecordOptions::new("to a file")).unwrap();
+    let client = kube::client::ClientBuilder::new(server(), "ns")
+        .with_layer(&recorder.layer())
+        .build();
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, "ns");
+    pods.get("a").await.unwrap();
+    // Each line is flushed as it is written: the file is whole while the recorder lives.
+    let rec = WireRecording::load(&path).unwrap();
+    assert!(
+        recorder.tape().recording().is_err(),
+        "a file's tape: load the file"
+    );
+    drop(recorder);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(rec.exchanges.len(), 1);
+    let WireAnswer::Response(r) = &rec.exchanges[0].answer else {
+        panic!("{:?}", rec.exchanges[0]);
+    };
+    assert_eq!(r.body(), POD.as_bytes());
+    assert_eq!(r.end.as_ref().map(|e| &e.1), Some(&BodyEnd::Complete));
+
+    // The canned recording's 5 s body, at once.
+    let replay = WireReplay::with(
+        canned(),
+        Arc::new(kinformer_core::TokioClock),
+        kinformer_replay::Timing::Immediate,
+    );
+    let pods: kube::Api<Pod> = kube::Api::namespaced(replay.client("ns"), "ns");
+    let start = tokio::time::Instant::now();
+    pods.get("a").await.unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 // ---- end to end ------------------------------------------------------------------------
