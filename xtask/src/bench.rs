@@ -190,13 +190,17 @@ pub(crate) fn run(suite: &str, args: &[String]) -> anyhow::Result<()> {
     if suite == crate::bench_sharding::BENCH {
         return crate::bench_sharding::bench(args);
     }
+    if suite == crate::bench_replay::SUITE {
+        return crate::bench_replay::run(args);
+    }
     let Some(suite) = SUITES.iter().find(|s| s.name == suite) else {
         let names: Vec<_> = SUITES.iter().map(|s| s.name).collect();
         bail!(
-            "unknown bench suite {suite:?}; known: {}, {}, {}",
+            "unknown bench suite {suite:?}; known: {}, {}, {}, {}",
             names.join(", "),
             crate::bench_informer::SUITE,
-            crate::bench_sharding::BENCH
+            crate::bench_sharding::BENCH,
+            crate::bench_replay::SUITE
         );
     };
     if !args.is_empty() {

@@ -147,7 +147,6 @@ fn main() -> anyhow::Result<()> {
         Command::Conformance => conformance::run(),
         Command::Release => release::package().and_then(|()| release::msrv()),
         Command::Record(opts) => record::run(&opts),
-        Command::Bench { suite, args } if suite == bench_replay::SUITE => bench_replay::run(&args),
         Command::Bench { suite, args } => bench::run(&suite, &args),
         Command::GenProto { check } => gen_proto::run(check),
         Command::Soak {
