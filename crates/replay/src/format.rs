@@ -47,6 +47,8 @@ use kinformer_reflector::{ApiStatus, Error, Undecodable};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use crate::lines::{self, ReadError, read_lines};
+
 /// The format version this crate writes and reads.
 pub const VERSION: u32 = 1;
 
@@ -673,55 +675,16 @@ impl Recording {
     /// # Errors
     /// [`FormatError`]: not a recording, another version, a bad line, I/O.
     pub fn parse(reader: impl BufRead) -> Result<Self, FormatError> {
-        let mut lines = reader.lines().enumerate().peekable();
-        let header: Header = match lines.next() {
-            Some((_, line)) => {
-                serde_json::from_str(&line?).map_err(|_| FormatError::NotARecording)?
-            }
-            None => return Err(FormatError::NotARecording),
-        };
-        if header.format != MAGIC {
-            return Err(FormatError::NotARecording);
-        }
-        if header.version != VERSION {
-            return Err(FormatError::Version {
-                found: header.version,
-            });
-        }
-        if header.encoding != "json" {
-            return Err(FormatError::Encoding {
-                found: header.encoding,
-            });
-        }
-        let mut recording = Self::new(header);
+        // The header is read first; the calls are pushed onto a recording that takes it after.
+        let mut recording = Self::new(Header::new(String::new(), false));
         let mut open: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
-        while let Some((n, line)) = lines.next() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let parsed: RawLine = match serde_json::from_str(&line) {
-                Ok(l) => l,
-                // A last line cut short: the recorder died while writing it.
-                Err(e) if lines.peek().is_none() && e.is_eof() => break,
-                Err(e) => {
-                    return Err(FormatError::Line {
-                        line: n + 1,
-                        detail: format!("{:?} at column {}", e.classify(), e.column()),
-                    });
-                }
-            };
-            let parsed = parsed.into_line().map_err(|detail| FormatError::Line {
-                line: n + 1,
-                detail,
-            })?;
-            recording
-                .push_line(parsed, &mut open)
-                .map_err(|detail| FormatError::Line {
-                    line: n + 1,
-                    detail,
-                })?;
-        }
+        recording.header = read_lines(reader, "json", |parsed: RawLine| {
+            recording.push_line(parsed.into_line()?, &mut open)
+        })
+        .map_err(|e| match e {
+            ReadError::Format(e) => e,
+            ReadError::Encoding(found) => FormatError::Encoding { found },
+        })?;
         Ok(recording)
     }
 
@@ -730,23 +693,20 @@ impl Recording {
     /// # Errors
     /// As [`parse`](Self::parse).
     pub fn load(path: impl AsRef<std::path::Path>) -> Result<Self, FormatError> {
-        let file = std::fs::File::open(path)?;
-        Self::parse(std::io::BufReader::new(file))
+        Self::parse(lines::open(path)?)
     }
 
     /// Writes the recording in the file format, call by call.
     ///
     /// # Errors
     /// I/O.
-    pub fn write(&self, mut out: impl Write) -> Result<(), FormatError> {
-        write_json_line(&mut out, &self.header)?;
-        for (n, call) in self.calls.iter().enumerate() {
-            for line in call.lines(n as u64) {
-                write_json_line(&mut out, &line)?;
-            }
-        }
-        out.flush()?;
-        Ok(())
+    pub fn write(&self, out: impl Write) -> Result<(), FormatError> {
+        let calls = self.calls.iter().enumerate();
+        lines::write_all(
+            out,
+            &self.header,
+            calls.flat_map(|(n, c)| c.lines(n as u64)),
+        )
     }
 
     /// Writes the recording to the file at `path` (replacing it).
@@ -754,8 +714,7 @@ impl Recording {
     /// # Errors
     /// I/O.
     pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<(), FormatError> {
-        let file = std::fs::File::create(path)?;
-        self.write(std::io::BufWriter::new(file))
+        self.write(lines::create(path)?)
     }
 
     fn push_line(

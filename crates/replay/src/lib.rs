@@ -152,6 +152,7 @@ pub mod check;
 pub mod format;
 #[cfg(feature = "informer")]
 pub mod informer;
+mod lines;
 mod model;
 #[cfg(feature = "kube")]
 mod offline;

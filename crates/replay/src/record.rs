@@ -4,9 +4,7 @@
 use std::io::Write;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use futures::Stream;
 use kinformer_core::{BoxFuture, Clock, MetaObject, TokioClock, meta_namespace_key};
@@ -19,8 +17,9 @@ use serde_json::value::RawValue;
 
 use crate::format::{
     Event, FormatError, Header, Item, Line, ListRequest, PageLine, Record, RecordedError,
-    RecordedUndecodable, Recording, WatchRequest, micros, write_json_line,
+    RecordedUndecodable, Recording, WatchRequest,
 };
+use crate::lines::{self, LineWriter};
 
 /// What a [`Recorder`] writes besides the calls.
 #[derive(Clone, Debug)]
@@ -55,41 +54,18 @@ impl RecordOptions {
 
 /// Where a [`Recorder`] writes, shared by its clones and its [`Tape`]s.
 struct Out {
-    writer: Mutex<Box<dyn Write + Send>>,
-    memory: Option<Arc<Mutex<Vec<u8>>>>,
-    /// The clock and when the recording began on it.
-    timing: Mutex<(Arc<dyn Clock>, Instant)>,
-    next_call: AtomicU64,
+    lines: LineWriter,
     redact: bool,
-    error: Mutex<Option<String>>,
 }
 
 impl Out {
-    fn now(&self) -> u64 {
-        let timing = self.timing.lock();
-        micros(timing.0.now().saturating_duration_since(timing.1))
-    }
-
     fn write(&self, call: u64, record: Record) {
         let line = Line {
-            t: self.now(),
+            t: self.lines.now(),
             call,
             record,
         };
-        let mut w = self.writer.lock();
-        // One line a write, flushed: a recorder killed midway leaves whole lines.
-        let result = write_json_line(&mut *w, &line).and_then(|()| Ok(w.flush()?));
-        if let Err(e) = result {
-            let mut first = self.error.lock();
-            if first.is_none() {
-                tracing::warn!(error = %e, "recording stopped: cannot write");
-                *first = Some(e.to_string());
-            }
-        }
-    }
-
-    fn call(&self) -> u64 {
-        self.next_call.fetch_add(1, Ordering::Relaxed)
+        self.lines.write(&line);
     }
 
     fn item<K: Serialize + MetaObject>(&self, obj: &K) -> Result<Item, FormatError> {
@@ -104,11 +80,7 @@ impl Out {
     }
 
     fn fail(&self, e: &FormatError) {
-        let mut first = self.error.lock();
-        if first.is_none() {
-            tracing::warn!(error = %e, "an object was not recorded");
-            *first = Some(e.to_string());
-        }
+        self.lines.fail(e, "an object was not recorded");
     }
 }
 
@@ -183,7 +155,7 @@ pub struct Recorder<L> {
 impl<L> std::fmt::Debug for Recorder<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recorder")
-            .field("calls", &self.out.next_call.load(Ordering::Relaxed))
+            .field("calls", &self.out.lines.calls())
             .field("redact", &self.out.redact)
             .finish_non_exhaustive()
     }
@@ -199,7 +171,7 @@ pub struct Tape {
 impl std::fmt::Debug for Tape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tape")
-            .field("calls", &self.out.next_call.load(Ordering::Relaxed))
+            .field("calls", &self.out.lines.calls())
             .finish_non_exhaustive()
     }
 }
@@ -208,7 +180,7 @@ impl Tape {
     /// The first thing that could not be recorded (a write that failed, an object that
     /// did not encode), if any.
     pub fn error(&self) -> Option<String> {
-        self.out.error.lock().clone()
+        self.out.lines.error()
     }
 
     /// The recording so far of an [`in_memory`](Recorder::in_memory) recorder (a watch
@@ -218,26 +190,9 @@ impl Tape {
     /// [`FormatError::Io`] for a recorder that writes elsewhere (read its file with
     /// [`Recording::load`]).
     pub fn recording(&self) -> Result<Recording, FormatError> {
-        let Some(memory) = &self.out.memory else {
-            return Err(FormatError::Io(std::io::Error::other(
-                "this recorder writes to a file: Recording::load it",
-            )));
-        };
-        let bytes = memory.lock().clone();
+        let elsewhere = "this recorder writes to a file: Recording::load it";
+        let bytes = self.out.lines.written(elsewhere)?;
         Recording::parse(bytes.as_slice())
-    }
-}
-
-/// The in-memory output's writer.
-struct Shared(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 
@@ -263,14 +218,12 @@ impl<L> Recorder<L> {
         path: impl AsRef<std::path::Path>,
         options: RecordOptions,
     ) -> Result<Self, FormatError> {
-        let file = std::fs::File::create(path)?;
-        Self::to_writer(inner, std::io::BufWriter::new(file), options)
+        Self::to_writer(inner, lines::create(path)?, options)
     }
 
     /// Records `inner` in memory: [`Tape::recording`] reads it back.
     pub fn in_memory(inner: L, options: RecordOptions) -> Self {
-        let memory = Arc::new(Mutex::new(Vec::new()));
-        let writer = Box::new(Shared(Arc::clone(&memory)));
+        let (writer, memory) = LineWriter::memory();
         match Self::start(inner, writer, Some(memory), options, Arc::new(TokioClock)) {
             Ok(r) => r,
             // Writing to memory does not fail; the header always encodes.
@@ -280,25 +233,17 @@ impl<L> Recorder<L> {
 
     fn start(
         inner: L,
-        mut writer: Box<dyn Write + Send>,
+        writer: Box<dyn Write + Send>,
         memory: Option<Arc<Mutex<Vec<u8>>>>,
         options: RecordOptions,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, FormatError> {
-        write_json_line(
-            &mut writer,
-            &Header::new(options.resource, options.redact_secrets),
-        )?;
-        writer.flush()?;
+        let header = Header::new(options.resource, options.redact_secrets);
         Ok(Self {
             inner,
             out: Arc::new(Out {
-                writer: Mutex::new(writer),
-                memory,
-                timing: Mutex::new((Arc::clone(&clock), clock.now())),
-                next_call: AtomicU64::new(0),
+                lines: LineWriter::start(writer, memory, &header, clock, "recording")?,
                 redact: options.redact_secrets,
-                error: Mutex::new(None),
             }),
         })
     }
@@ -306,8 +251,7 @@ impl<L> Recorder<L> {
     /// Times the recording on `clock` instead of Tokio's time (from now on).
     #[must_use]
     pub fn clock(self, clock: Arc<dyn Clock>) -> Self {
-        let start = clock.now();
-        *self.out.timing.lock() = (clock, start);
+        self.out.lines.set_clock(clock);
         self
     }
 
@@ -331,7 +275,7 @@ where
 {
     fn list<'a>(&'a self, options: &'a ListOptions) -> BoxFuture<'a, Result<ListPage<K>, Error>> {
         Box::pin(async move {
-            let call = self.out.call();
+            let call = self.out.lines.call();
             self.out.write(
                 call,
                 Record::List(ListRequest {
@@ -376,7 +320,7 @@ where
         options: &'a WatchOptions,
     ) -> BoxFuture<'a, Result<WatchStream<K>, Error>> {
         Box::pin(async move {
-            let call = self.out.call();
+            let call = self.out.lines.call();
             self.out.write(
                 call,
                 Record::Watch(WatchRequest {

@@ -209,19 +209,58 @@ impl<K> Replay<K> {
     /// Resolves once every recorded call has been made and every stream handed out has
     /// delivered its last frame (or been dropped).
     pub async fn finished(&self) {
-        loop {
-            let changed = self.shared.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            {
-                let state = self.shared.state.lock();
-                if state.script.is_empty() && state.open == 0 {
-                    return;
-                }
-            }
-            changed.await;
-        }
+        until(&self.shared.changed, || {
+            let state = self.shared.state.lock();
+            state.script.is_empty() && state.open == 0
+        })
+        .await;
     }
+}
+
+/// Resolves once `done` holds, tested now and after each notification of `changed` (its
+/// waiters are notified on every change `done` reads).
+pub(crate) async fn until(changed: &Notify, done: impl Fn() -> bool) {
+    loop {
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if done() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// A replay's state, as far as the streams it handed out go.
+pub(crate) trait OpenStreams {
+    /// How many streams handed out are still open, and the divergences noted.
+    fn open_and_divergences(&mut self) -> (&mut usize, &mut Vec<String>);
+}
+
+impl OpenStreams for State {
+    fn open_and_divergences(&mut self) -> (&mut usize, &mut Vec<String>) {
+        (&mut self.open, &mut self.divergences)
+    }
+}
+
+/// Closes a served stream once (`finished` says whether it was): one fewer open in
+/// `state`, `undelivered` noted as a divergence (what it left undelivered, if anything),
+/// then `changed`'s waiters told.
+pub(crate) fn close_once<S: OpenStreams>(
+    finished: &mut bool,
+    state: &Mutex<S>,
+    changed: &Notify,
+    undelivered: Option<String>,
+) {
+    if std::mem::replace(finished, true) {
+        return;
+    }
+    let mut state = state.lock();
+    let (open, divergences) = state.open_and_divergences();
+    *open -= 1;
+    divergences.extend(undelivered);
+    drop(state);
+    changed.notify_waiters();
 }
 
 /// An object's decoded form; an object whose metadata decodes but whose whole does not is
@@ -324,20 +363,12 @@ struct Open<K> {
 
 impl<K> Open<K> {
     fn finish(&mut self) {
-        if std::mem::replace(&mut self.finished, true) {
-            return;
-        }
-        let mut state = self.shared.state.lock();
-        state.open -= 1;
-        if !self.frames.is_empty() {
-            state.divergences.push(format!(
-                "call {}: the watch was dropped with {} recorded frames undelivered",
-                self.call,
-                self.frames.len()
-            ));
-        }
-        drop(state);
-        self.shared.changed.notify_waiters();
+        let (call, left) = (self.call, self.frames.len());
+        let note = (left > 0).then(|| {
+            format!("call {call}: the watch was dropped with {left} recorded frames undelivered")
+        });
+        let shared = &self.shared;
+        close_once(&mut self.finished, &shared.state, &shared.changed, note);
     }
 }
 
