@@ -17,6 +17,8 @@ mod custom_index;
 #[path = "../pod_controller.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod pod_controller;
+/// The pod controller on recorded streams (no cluster, and one recorded live).
+mod replay;
 #[path = "../swap_layers.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod swap_layers;

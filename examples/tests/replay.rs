@@ -4,24 +4,20 @@
 //! paused clock, as recorded and under seeded faults, with no cluster: the tests a
 //! controller author writes with kinformer-replay.
 //!
-//! `KINFORMER_WRITE_RECORDINGS=1 cargo test -p kinformer-examples --test replay --
-//! --include-ignored` records the checked-in file anew.
-
-#[path = "../pod_controller.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod pod_controller;
+//! `KINFORMER_WRITE_RECORDINGS=1 cargo test -p kinformer-examples --test examples --
+//! --include-ignored replay::` records the checked-in file anew.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::pod_controller::{self, Output, PodController};
 use k8s_openapi::api::core::v1::Pod;
 use kinformer::informer::SharedInformerFactory;
 use kinformer::prelude::*;
 use kinformer::replay::{Chaos, RecordOptions, Recorder, Recording, Replay, Tape, check};
 use kinformer::replay::{informer::Observer, offline_client};
 use kinformer_testenv::ControlPlane;
-use pod_controller::{Output, PodController};
 
 const RECORDED: &str = include_str!("../recordings/pod_controller_demo.jsonl");
 

@@ -8,9 +8,7 @@
 //! compaction during the partition: the re-watch gets `410`, one relist, the deletions
 //! missed reach the handlers).
 
-mod common;
-
-use common::run_checked;
+use crate::common::run_checked;
 use kinformer_replay::format::{Event, Request};
 use kinformer_replay::{Chaos, Observation, Recording, check};
 
@@ -86,7 +84,7 @@ async fn the_real_partitions_keep_every_check_under_twenty_seeded_faults_each() 
         let recorded = recording(name);
         for seed in 0..20 {
             let (served, applied) = Chaos::new(seed).perturbations(3).apply(&recorded);
-            let run = common::run(&served).await;
+            let run = crate::common::run(&served).await;
             if let Err(failed) = check::all(&check::standard(), &served, &run.outcome) {
                 panic!("{name}, seed {seed}, {applied:?}: {failed:#?}");
             }

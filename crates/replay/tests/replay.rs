@@ -1,9 +1,7 @@
 //! Recording and replaying: the file format, redaction, and a replay into the default
 //! informer that ends as the recorded server did.
 
-mod common;
-
-use common::{run, run_checked};
+use crate::common::{run, run_checked};
 use kinformer_replay::synthetic::Churn;
 use kinformer_replay::{Chaos, Recording};
 

@@ -3,11 +3,9 @@
 //! clock. Every run also keeps the three ready-made checks (store equals the server's final
 //! state, every delete seen, no false delete) and follows its script without divergence.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{run, run_checked};
+use crate::common::{run, run_checked};
 use kinformer_replay::format::{Answer, Event, Frame, Request};
 use kinformer_replay::synthetic::Churn;
 use kinformer_replay::{Chaos, Check, Perturbation, Recording, Refusal, check};
@@ -206,7 +204,7 @@ async fn rule25_a_streaming_list_syncs_only_at_its_end_bookmark_delayed_or_not()
             by: Duration::from_secs(20),
         }],
     );
-    let replay = kinformer_replay::Replay::<common::Item>::new(served.clone());
+    let replay = kinformer_replay::Replay::<crate::common::Item>::new(served.clone());
     let informer = kinformer_informer_factory::SharedIndexInformer::builder(replay.clone()).build();
     let running = informer.start().unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -259,7 +257,7 @@ async fn rule52_a_first_list_in_pages_fills_the_cache_page_by_page_and_syncs_at_
             *at = call.at + Duration::from_secs(1);
         }
     }
-    let replay = kinformer_replay::Replay::<common::Item>::new(served.clone());
+    let replay = kinformer_replay::Replay::<crate::common::Item>::new(served.clone());
     let informer = kinformer_informer_factory::SharedIndexInformer::builder(replay.clone()).build();
     let running = informer.start().unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;

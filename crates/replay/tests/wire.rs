@@ -3,7 +3,6 @@
 //! `Cached<Pod>` recorded at the HTTP level (protobuf with gzip, then JSON) replays into a
 //! fresh informer with the same cache and the same notifications, and becomes a decoded
 //! recording whose final state is the live cache. `cargo xtask test` runs them all.
-#![cfg(feature = "wire")]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
